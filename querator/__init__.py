@@ -1,0 +1,39 @@
+"""querator: workflows and sagas on a versioned lease queue.
+
+```python
+from querator import Querator, Item, QueueSettings
+with Querator() as q:                       # ./querator.db (SQLite); or postgresql://…, memory://
+    q.create_queue("jobs", QueueSettings(lease_timeout=30))
+    q.produce("jobs", [Item(payload=b"hello")])
+    [job] = q.lease("jobs", client_id="worker-1", timeout=5)
+    q.complete("jobs", [job])
+```
+"""
+
+from querator.queue.client import Querator
+from querator.queue.models import (
+    Item,
+    Leased,
+    PartitionStats,
+    QueueInfo,
+    QueueSettings,
+    QueueStats,
+    Ref,
+    StoredItem,
+    TransactResult,
+)
+from querator.queue.service import AsyncQuerator
+
+__all__ = [
+    "AsyncQuerator",
+    "Item",
+    "Leased",
+    "PartitionStats",
+    "Querator",
+    "QueueInfo",
+    "QueueSettings",
+    "QueueStats",
+    "Ref",
+    "StoredItem",
+    "TransactResult",
+]

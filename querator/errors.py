@@ -1,0 +1,110 @@
+"""Every error querator raises, under one root.
+
+```
+QueratorError                 base of everything querator raises
+├── InvalidArgument           bad input: names the field and the rule (not retryable)
+├── QueueNotFound             the named queue does not exist (not retryable)
+├── QueueExists               create_queue on a name that is taken (not retryable)
+├── Conflict                  one or more items failed a check; carries per-id reasons
+├── RequestTimeout            a long poll found nothing before its timeout (retryable)
+├── Unavailable               the store could not be reached or failed (retryable)
+└── UsageError                the API was used in a way that cannot work (closed client,
+                              a sync call inside a running event loop)
+```
+
+Driver errors are wrapped (``raise Unavailable(...) from exc``) so callers never
+need to import psycopg, SQLAlchemy or sqlite3 to handle failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+__all__ = [
+    "Conflict",
+    "ConflictReason",
+    "InvalidArgument",
+    "QueratorError",
+    "QueueExists",
+    "QueueNotFound",
+    "RequestTimeout",
+    "Unavailable",
+    "UsageError",
+]
+
+
+class QueratorError(Exception):
+    """Base of every error querator raises."""
+
+    retryable: bool = False
+    """True when the same call may succeed if sent again unchanged."""
+
+
+class InvalidArgument(QueratorError, ValueError):
+    """An argument broke a rule; nothing was changed.
+
+    ``field`` names the argument (or ``items[3].payload``) and ``rule`` says what
+    was expected.
+    """
+
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"invalid {field}: {rule}")
+
+
+class QueueNotFound(QueratorError, LookupError):
+    """The named queue does not exist."""
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        super().__init__(f"queue {queue!r} does not exist")
+
+
+class QueueExists(QueratorError):
+    """``create_queue`` was called with a name that is already taken."""
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        super().__init__(f"queue {queue!r} already exists")
+
+
+class ConflictReason(StrEnum):
+    """Why one item failed a check inside a multi-item call."""
+
+    MISSING = "missing"
+    """No item with that id exists (completed, deleted, dead-lettered or never made)."""
+    STALE = "stale"
+    """The item exists but its version differs: someone changed it since."""
+    NOT_LEASED = "not_leased"
+    """The version matches but no lease holds it now (never leased, or the lease expired)."""
+
+
+class Conflict(QueratorError):
+    """One or more items failed their id/version/lease check; nothing was changed.
+
+    ``reasons`` maps each offending item id to a :class:`ConflictReason`.
+    """
+
+    def __init__(self, reasons: Mapping[str, ConflictReason]) -> None:
+        self.reasons: dict[str, ConflictReason] = dict(reasons)
+        listed = ", ".join(f"{item_id}: {reason.value}" for item_id, reason in self.reasons.items())
+        super().__init__(f"{len(self.reasons)} item(s) failed their checks: {listed}")
+
+
+class RequestTimeout(QueratorError, TimeoutError):
+    """A long poll waited its whole timeout and no item became available."""
+
+    retryable = True
+
+
+class Unavailable(QueratorError):
+    """The store could not be reached or failed mid-call; the call changed nothing."""
+
+    retryable = True
+
+
+class UsageError(QueratorError):
+    """The API was used in a way that cannot work: a closed client, or a sync
+    call made inside a running event loop (use the async twin instead)."""

@@ -1,0 +1,1 @@
+"""The lease queue: service, partitions, backends."""

@@ -1,0 +1,128 @@
+"""Queue management (create, update, delete, get, list) and the settings cache.
+
+The cache keeps each queue's info for ``cache_ttl`` seconds so the hot path
+does not read settings on every call. Changes made through this client
+invalidate it at once; changes made by other processes are seen within
+``cache_ttl`` (partition growth included).
+"""
+
+from __future__ import annotations
+
+import time
+
+from querator.errors import InvalidArgument, QueueNotFound
+from querator.queue.backends.base import Backend
+from querator.queue.models import QueueInfo, QueueSettings
+from querator.queue.validation import check_count, check_name
+
+
+class QueueAdmin:
+    """Queue management shared by the async client (and, through it, the sync one)."""
+
+    def __init__(self, backend: Backend, *, cache_ttl: float) -> None:
+        self._backend = backend
+        self._cache_ttl = cache_ttl
+        self._cache: dict[str, tuple[QueueInfo, float]] = {}
+
+    def _require_open(self) -> Backend:
+        return self._backend
+
+    async def queue_info(self, name: str) -> QueueInfo:
+        """The queue's info, from the cache when fresh."""
+        hit = self._cache.get(name)
+        if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
+            return hit[0]
+        backend = self._require_open()
+        check_name("queue", name)
+        try:
+            info = await backend.get_queue(name)
+        except QueueNotFound:
+            self._cache.pop(name, None)
+            raise
+        self._cache[name] = (info, time.monotonic())
+        return info
+
+    async def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueInfo:
+        """Create a queue; raises QueueExists when the name is taken."""
+        backend = self._require_open()
+        check_name("name", name)
+        settings = _settings(settings)
+        await self._check_dead_queue(name, settings)
+        info = await backend.create_queue(name, settings)
+        self._cache.pop(name, None)
+        return info
+
+    async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """Replace a queue's settings. They apply to new leases and new items;
+        existing leases keep their deadlines. Partitions may only grow."""
+        backend = self._require_open()
+        check_name("name", name)
+        settings = _settings(settings)
+        current = await backend.get_queue(name)
+        if settings.partitions < current.settings.partitions:
+            raise InvalidArgument(
+                "partitions", f"may only grow (now {current.settings.partitions})"
+            )
+        await self._check_dead_queue(name, settings)
+        info = await backend.update_queue(name, settings)
+        self._cache.pop(name, None)
+        return info
+
+    async def delete_queue(self, name: str) -> None:
+        """Delete a queue and all its items. A queue that is another queue's dead
+        queue cannot be deleted until that queue names another."""
+        backend = self._require_open()
+        check_name("name", name)
+        users = [q for q in await backend.queues_with_dead_queue(name) if q != name]
+        if users:
+            raise InvalidArgument(
+                "name", f"{name!r} is the dead queue of {', '.join(map(repr, users))}"
+            )
+        self._cache.pop(name, None)
+        await backend.delete_queue(name)
+
+    async def get_queue(self, name: str) -> QueueInfo:
+        """The queue's current info (always read from the store)."""
+        backend = self._require_open()
+        check_name("name", name)
+        info = await backend.get_queue(name)
+        self._cache[name] = (info, time.monotonic())
+        return info
+
+    async def list_queues(self, pivot: str | None = None, limit: int = 100) -> list[QueueInfo]:
+        """Queues in name order, starting at ``pivot`` (inclusive)."""
+        backend = self._require_open()
+        if pivot is not None:
+            check_name("pivot", pivot)
+        check_count("limit", limit, 1, 1_000)
+        return await backend.list_queues(pivot, limit)
+
+    async def _check_dead_queue(self, name: str, settings: QueueSettings) -> None:
+        dead = settings.dead_queue
+        if dead is None:
+            return
+        if dead == name:
+            raise InvalidArgument("dead_queue", "a queue cannot be its own dead queue")
+        backend = self._require_open()
+        try:
+            target = await backend.get_queue(dead)
+        except QueueNotFound:
+            raise InvalidArgument("dead_queue", f"queue {dead!r} does not exist") from None
+        if target.settings.dead_queue is not None:
+            raise InvalidArgument(
+                "dead_queue", f"{dead!r} has a dead queue of its own; dead queues cannot chain"
+            )
+        users = await backend.queues_with_dead_queue(name)
+        if users:
+            raise InvalidArgument(
+                "dead_queue",
+                f"{name!r} is the dead queue of {users[0]!r}; dead queues cannot chain",
+            )
+
+
+def _settings(settings: object) -> QueueSettings:
+    if settings is None:
+        return QueueSettings()
+    if not isinstance(settings, QueueSettings):
+        raise InvalidArgument("settings", f"must be QueueSettings, got {type(settings).__name__}")
+    return settings

@@ -1,0 +1,43 @@
+"""Storage backends, and the factory that picks one from a URL.
+
+=============================================  ===========================
+URL                                            backend
+=============================================  ===========================
+``postgresql://user@host:port/db?schema=s``    PostgreSQL (psycopg 3)
+``sqlite:///relative/or/abs.db``               SQLite file (the default)
+``memory://``                                  in-process, ephemeral
+=============================================  ===========================
+"""
+
+from __future__ import annotations
+
+from querator.errors import InvalidArgument
+from querator.queue.backends.base import Backend
+
+DEFAULT_URL = "sqlite:///querator.db"
+"""Where ``Querator()`` keeps its data when given no URL: ``./querator.db``."""
+
+
+def open_backend(url: str) -> Backend:
+    """The backend named by ``url`` (not yet opened)."""
+    if not isinstance(url, str):
+        raise InvalidArgument("url", f"must be a string, got {type(url).__name__}")
+    scheme = url.split(":", 1)[0].lower()
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        from querator.queue.backends.postgres.backend import PostgresBackend
+
+        return PostgresBackend(url.replace("postgresql+psycopg:", "postgresql:", 1))
+    if scheme == "sqlite":
+        path = url.removeprefix("sqlite://")
+        if not path.startswith("/") or path == "/":
+            raise InvalidArgument("url", "SQLite URLs look like sqlite:///path/to/file.db")
+        from querator.queue.backends.sqlite.backend import SqliteBackend
+
+        return SqliteBackend(path[1:])
+    if url.rstrip("/") == "memory:":
+        from querator.queue.backends.memory import MemoryBackend
+
+        return MemoryBackend()
+    raise InvalidArgument(
+        "url", f"unknown scheme in {url!r}: use postgresql://, sqlite:/// or memory://"
+    )

@@ -1,0 +1,198 @@
+"""The storage seam: what every backend does, and nothing more.
+
+A backend stores and changes items atomically. It knows nothing of routing
+items to partitions, of validating user input or of long-polling: the queue
+service (:mod:`querator.queue.service`) does that, and hands the backend
+resolved, validated parameter objects. Records come back frozen.
+
+Conventions every backend keeps:
+
+* Time is the store's clock (``now()`` on PostgreSQL; the host clock for
+  SQLite and memory). Durations arrive as seconds.
+* An item is *leasable* when ``available_at <= now`` and it has attempts left
+  (``max_attempts == 0 or attempts < max_attempts``) and ``expire_at > now``.
+  Leasing orders by ``(available_at, seq)``, sets ``available_at`` and
+  ``lease_deadline`` to ``now + lease_timeout``, sets ``client_id``, and bumps
+  ``attempts`` and ``version``.
+* An item is *held* when ``lease_deadline is not None and lease_deadline > now``.
+  complete/retry/renew need the item held under exactly the given version.
+  Retry clears ``lease_deadline`` and ``client_id``, sets ``available_at`` to
+  ``retry_at`` or now, and bumps ``version``. Renew sets ``lease_deadline`` and
+  ``available_at`` to ``now + extend`` and bumps ``version``.
+* Dead-lettering moves an item into the dead queue's partition
+  ``partition % dead.partitions`` as a new item (new id, version 1, attempts 0,
+  available now, ``source_id`` = old id, fresh ``expire_at``) and deletes the
+  source row, in one transaction; with no dead queue the item is deleted.
+  A retry of an item whose attempts are used up dead-letters it at once.
+* Every change that can make an item leasable (produce, retry, dead-letter
+  arrival) wakes waiters in other processes: PostgreSQL with ``pg_notify`` in
+  the same transaction, SQLite with its cross-process wakeup after commit.
+  The payload of a wakeup is the queue's name.
+* Driver errors are wrapped in :class:`querator.errors.Unavailable` (or the
+  precise querator error) with ``from``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from querator.queue.models import (
+    Leased,
+    PartitionStats,
+    QueueInfo,
+    QueueSettings,
+    StoredItem,
+    TransactResult,
+)
+
+WakeCallback = Callable[[str], None]
+"""Called with a queue name when that queue may have become leasable."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewItem:
+    """A validated item routed to a partition, ready to insert."""
+
+    partition: int
+    payload: bytes
+    kind: str = ""
+    encoding: str = ""
+    reference: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    available_at: datetime | None = None
+    """None means the store's now."""
+    dedup_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemKey:
+    """A resolved reference to one item version."""
+
+    queue: str
+    id: str
+    queue_id: int
+    partition: int
+    seq: int
+    version: int
+
+    @property
+    def lock_order(self) -> tuple[int, int, int]:
+        """The deterministic order in which transactions lock rows."""
+        return (self.queue_id, self.partition, self.seq)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryOp:
+    """Retry one held item: later (``retry_at``), now, or into the dead queue."""
+
+    key: ItemKey
+    retry_at: datetime | None = None
+    dead: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RenewOp:
+    """Extend the lease of one held item to ``now + extend`` seconds."""
+
+    key: ItemKey
+    extend: float
+
+
+@dataclass(frozen=True, slots=True)
+class TxnPlan:
+    """Everything one atomic transaction does; validated by the service.
+
+    No item appears in more than one of complete/retry/renew/depends.
+    """
+
+    queues: Mapping[str, QueueInfo]
+    """Every queue named below, and each one's dead queue, by name."""
+    complete: Sequence[ItemKey] = ()
+    retry: Sequence[RetryOp] = ()
+    renew: Sequence[RenewOp] = ()
+    depends: Sequence[ItemKey] = ()
+    """Pure version checks: the item must exist at this version (held or not)."""
+    produce: Sequence[tuple[str, Sequence[NewItem]]] = ()
+    """(queue name, items) pairs; ids come back per queue in order."""
+
+
+class Backend(Protocol):
+    """One store of queues and items. Implementations live beside this file."""
+
+    supports_notify: bool
+    """True when :meth:`listen` delivers wakeups from other processes."""
+
+    async def open(self) -> None:
+        """Connect and create the schema if needed (idempotent)."""
+
+    async def close(self) -> None:
+        """Release connections; the store keeps its data."""
+
+    async def listen(self, on_wake: WakeCallback) -> None:
+        """Deliver wakeups from other clients until cancelled.
+
+        Runs as a background task of the service. Returns at once (or sleeps
+        forever) when the store has no cross-process wakeups.
+        """
+
+    # -- queues -------------------------------------------------------------
+    async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """Create the queue and its partition tables; QueueExists if taken."""
+
+    async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """Store new settings, creating added partitions; QueueNotFound if absent."""
+
+    async def delete_queue(self, name: str) -> None:
+        """Drop the queue and its tables; QueueNotFound if absent."""
+
+    async def get_queue(self, name: str) -> QueueInfo:
+        """The queue's info; QueueNotFound if absent."""
+
+    async def list_queues(self, pivot: str | None, limit: int) -> list[QueueInfo]:
+        """Queues with name >= pivot, by name, at most ``limit``."""
+
+    async def queues_with_dead_queue(self, dead_queue: str) -> list[str]:
+        """Names of queues whose settings name ``dead_queue``."""
+
+    # -- items --------------------------------------------------------------
+    async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
+        """Insert items; returns ids in order. A dedup_key already held returns that id."""
+
+    async def lease(
+        self, queue: QueueInfo, partition: int, client_id: str, limit: int
+    ) -> list[Leased]:
+        """Lease up to ``limit`` leasable items of one partition, in order."""
+
+    async def next_available_at(self, queue: QueueInfo) -> datetime | None:
+        """Earliest ``available_at`` of any item that could become leasable, or None."""
+
+    async def transact(self, plan: TxnPlan) -> TransactResult:
+        """Apply the plan atomically or raise Conflict listing every failed check."""
+
+    async def dead_letter_due(self, queue: QueueInfo, dead: QueueInfo | None, limit: int) -> int:
+        """Move up to ``limit`` exhausted or expired, unheld items; returns how many."""
+
+    async def claim_maintenance(self, interval: float) -> bool:
+        """True for exactly one caller per ``interval`` seconds across all clients."""
+
+    async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
+        """Counts per partition."""
+
+    async def list_items(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        pivot_seq: int | None,
+        limit: int,
+        scheduled_only: bool,
+    ) -> list[StoredItem]:
+        """Items of one partition with seq >= pivot_seq, by seq."""
+
+    async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
+        """Delete (id, partition, seq) items; Conflict (MISSING) lists absent ones."""
+
+    async def clear(self, queue: QueueInfo, destructive: bool) -> int:
+        """Delete unheld items (or all when destructive); returns how many."""

@@ -1,0 +1,454 @@
+"""The in-memory backend: ephemeral, one process, same semantics as the others.
+
+It is a real backend held to the conformance suite, not a fake. Each partition
+keeps its rows by ``seq`` plus a heap of ``(available_at, seq)`` entries with
+lazy deletion, so leasing stays O(log n) per item.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
+from querator.queue.backends.base import ItemKey, NewItem, TxnPlan, WakeCallback
+from querator.queue.ids import format_id
+from querator.queue.models import (
+    Leased,
+    PartitionStats,
+    QueueInfo,
+    QueueSettings,
+    StoredItem,
+    TransactResult,
+)
+
+
+def _ts(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+@dataclass(slots=True)
+class _Row:
+    seq: int
+    version: int
+    available_at: float
+    lease_deadline: float | None
+    client_id: str | None
+    attempts: int
+    expire_at: float
+    payload: bytes
+    kind: str
+    encoding: str
+    reference: str
+    headers: dict[str, str]
+    dedup_key: str | None
+    source_id: str | None
+    created_at: float
+
+    def held(self, now: float) -> bool:
+        return self.lease_deadline is not None and self.lease_deadline > now
+
+
+@dataclass(slots=True)
+class _Partition:
+    rows: dict[int, _Row] = field(default_factory=dict)
+    heap: list[tuple[float, int]] = field(default_factory=list)
+    dedup: dict[str, int] = field(default_factory=dict)
+    seqs: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def push(self, row: _Row) -> None:
+        heapq.heappush(self.heap, (row.available_at, row.seq))
+
+    def remove(self, seq: int) -> _Row:
+        row = self.rows.pop(seq)
+        if row.dedup_key is not None:
+            self.dedup.pop(row.dedup_key, None)
+        return row
+
+    def valid_top(self) -> tuple[float, int] | None:
+        """The heap's first entry that still describes its row."""
+        while self.heap:
+            at, seq = self.heap[0]
+            row = self.rows.get(seq)
+            if row is not None and row.available_at == at:
+                return at, seq
+            heapq.heappop(self.heap)
+        return None
+
+
+def _leasable(row: _Row, settings: QueueSettings, now: float) -> bool:
+    exhausted = 0 < settings.max_attempts <= row.attempts
+    return row.available_at <= now and not exhausted and row.expire_at > now
+
+
+class MemoryBackend:
+    """A store that lives in this process's memory and vanishes with it."""
+
+    supports_notify = True
+    """No other process can write to this store, so local wakeups are complete."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, QueueInfo] = {}
+        self._parts: dict[int, list[_Partition]] = {}
+        self._ids = itertools.count(1)
+        self._last_maintenance = 0.0
+
+    async def open(self) -> None:
+        """Nothing to connect to."""
+
+    async def close(self) -> None:
+        """Nothing to release; data stays until the object is dropped."""
+
+    async def listen(self, on_wake: WakeCallback) -> None:
+        """No other processes share this store: wait until cancelled."""
+        await anyio.sleep_forever()
+
+    # -- queues -------------------------------------------------------------
+    async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """Create the queue; QueueExists if taken."""
+        if name in self._queues:
+            raise QueueExists(name)
+        info = QueueInfo(
+            name=name, queue_id=next(self._ids), settings=settings, created_at=_ts(time.time())
+        )
+        self._queues[name] = info
+        self._parts[info.queue_id] = [_Partition() for _ in range(settings.partitions)]
+        return info
+
+    async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """Store new settings and add partitions."""
+        info = await self.get_queue(name)
+        parts = self._parts[info.queue_id]
+        if settings.partitions < len(parts):
+            raise InvalidArgument("partitions", f"may only grow (now {len(parts)})")
+        parts.extend(_Partition() for _ in range(settings.partitions - len(parts)))
+        info = info.model_copy(update={"settings": settings})
+        self._queues[name] = info
+        return info
+
+    async def delete_queue(self, name: str) -> None:
+        """Drop the queue and its items."""
+        info = await self.get_queue(name)
+        del self._queues[name]
+        del self._parts[info.queue_id]
+
+    async def get_queue(self, name: str) -> QueueInfo:
+        """The queue's info; QueueNotFound if absent."""
+        try:
+            return self._queues[name]
+        except KeyError:
+            raise QueueNotFound(name) from None
+
+    async def list_queues(self, pivot: str | None, limit: int) -> list[QueueInfo]:
+        """Queues with name >= pivot, by name."""
+        names = sorted(n for n in self._queues if pivot is None or n >= pivot)
+        return [self._queues[n] for n in names[:limit]]
+
+    async def queues_with_dead_queue(self, dead_queue: str) -> list[str]:
+        """Names of queues that dead-letter into ``dead_queue``."""
+        return sorted(n for n, i in self._queues.items() if i.settings.dead_queue == dead_queue)
+
+    def _partitions(self, queue: QueueInfo) -> list[_Partition]:
+        current = self._queues.get(queue.name)
+        if current is None or current.queue_id != queue.queue_id:
+            raise QueueNotFound(queue.name)
+        return self._parts[queue.queue_id]
+
+    # -- items --------------------------------------------------------------
+    async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
+        """Insert items; a held dedup_key returns the existing id."""
+        parts = self._partitions(queue)
+        return self._insert(queue, parts, items, time.time())
+
+    def _insert(
+        self, queue: QueueInfo, parts: list[_Partition], items: Sequence[NewItem], now: float
+    ) -> list[str]:
+        ids = []
+        for new in items:
+            part = parts[new.partition]
+            if new.dedup_key is not None and new.dedup_key in part.dedup:
+                ids.append(format_id(queue.queue_id, new.partition, part.dedup[new.dedup_key]))
+                continue
+            row = _Row(
+                seq=next(part.seqs),
+                version=1,
+                available_at=new.available_at.timestamp() if new.available_at else now,
+                lease_deadline=None,
+                client_id=None,
+                attempts=0,
+                expire_at=now + queue.settings.expire_timeout,
+                payload=new.payload,
+                kind=new.kind,
+                encoding=new.encoding,
+                reference=new.reference,
+                headers=dict(new.headers),
+                dedup_key=new.dedup_key,
+                source_id=None,
+                created_at=now,
+            )
+            self._add(part, row)
+            ids.append(format_id(queue.queue_id, new.partition, row.seq))
+        return ids
+
+    @staticmethod
+    def _add(part: _Partition, row: _Row) -> None:
+        part.rows[row.seq] = row
+        if row.dedup_key is not None:
+            part.dedup[row.dedup_key] = row.seq
+        part.push(row)
+
+    async def lease(
+        self, queue: QueueInfo, partition: int, client_id: str, limit: int
+    ) -> list[Leased]:
+        """Lease up to ``limit`` items of one partition in (available_at, seq) order."""
+        part = self._partitions(queue)[partition]
+        now = time.time()
+        deadline = now + queue.settings.lease_timeout
+        leased: list[Leased] = []
+        skipped: list[tuple[float, int]] = []
+        while len(leased) < limit and (top := part.valid_top()) is not None and top[0] <= now:
+            heapq.heappop(part.heap)
+            row = part.rows[top[1]]
+            if not _leasable(row, queue.settings, now):
+                skipped.append(top)
+                continue
+            row.available_at = row.lease_deadline = deadline
+            row.client_id = client_id
+            row.attempts += 1
+            row.version += 1
+            part.push(row)
+            leased.append(Leased.model_construct(**self._fields(queue, partition, row)))
+        for entry in skipped:
+            heapq.heappush(part.heap, entry)
+        return leased
+
+    async def next_available_at(self, queue: QueueInfo) -> datetime | None:
+        """Earliest available_at among items that can still be leased."""
+        best: float | None = None
+        for part in self._partitions(queue):
+            for row in part.rows.values():
+                exhausted = 0 < queue.settings.max_attempts <= row.attempts
+                if not exhausted and (best is None or row.available_at < best):
+                    best = row.available_at
+        return None if best is None else _ts(best)
+
+    # -- transactions -------------------------------------------------------
+    async def transact(self, plan: TxnPlan) -> TransactResult:
+        """Check every key, then apply everything; nothing on any failure."""
+        now = time.time()
+        self._check(plan, now)
+        for key in plan.complete:
+            self._part(plan, key).remove(key.seq)
+        for op in plan.retry:
+            self._retry(plan, op.key, op.retry_at, op.dead, now)
+        renewed = []
+        for renew in plan.renew:
+            part = self._part(plan, renew.key)
+            row = part.rows[renew.key.seq]
+            row.available_at = row.lease_deadline = now + renew.extend
+            row.version += 1
+            part.push(row)
+            info = plan.queues[renew.key.queue]
+            renewed.append(Leased.model_construct(**self._fields(info, renew.key.partition, row)))
+        produced: dict[str, list[str]] = {}
+        for name, items in plan.produce:
+            info = plan.queues[name]
+            ids = self._insert(info, self._partitions(info), items, now)
+            produced.setdefault(name, []).extend(ids)
+        return TransactResult.model_construct(produced=produced, renewed=renewed)
+
+    def _part(self, plan: TxnPlan, key: ItemKey) -> _Partition:
+        return self._partitions(plan.queues[key.queue])[key.partition]
+
+    def _check(self, plan: TxnPlan, now: float) -> None:
+        for name, _ in plan.produce:
+            self._partitions(plan.queues[name])
+        held_keys = [*plan.complete, *(r.key for r in plan.retry), *(r.key for r in plan.renew)]
+        reasons: dict[str, ConflictReason] = {}
+        checks = [*((k, True) for k in held_keys), *((k, False) for k in plan.depends)]
+        for key, need_lease in checks:
+            reason = self._check_key(plan, key, need_lease, now)
+            if reason is not None:
+                reasons[key.id] = reason
+        if reasons:
+            raise Conflict(reasons)
+
+    def _check_key(
+        self, plan: TxnPlan, key: ItemKey, need_lease: bool, now: float
+    ) -> ConflictReason | None:
+        info = plan.queues[key.queue]
+        current = self._queues.get(key.queue)
+        parts = self._parts.get(info.queue_id, [])
+        if current is None or current.queue_id != key.queue_id or key.partition >= len(parts):
+            return ConflictReason.MISSING
+        row = parts[key.partition].rows.get(key.seq)
+        if row is None:
+            return ConflictReason.MISSING
+        if row.version != key.version:
+            return ConflictReason.STALE
+        if need_lease and not row.held(now):
+            return ConflictReason.NOT_LEASED
+        return None
+
+    def _retry(
+        self, plan: TxnPlan, key: ItemKey, retry_at: datetime | None, dead: bool, now: float
+    ) -> None:
+        info = plan.queues[key.queue]
+        part = self._part(plan, key)
+        row = part.rows[key.seq]
+        if dead or 0 < info.settings.max_attempts <= row.attempts:
+            dead_info = plan.queues.get(info.settings.dead_queue or "")
+            self._dead_letter(info, key.partition, part, row, dead_info, now)
+            return
+        row.version += 1
+        row.lease_deadline = None
+        row.client_id = None
+        row.available_at = retry_at.timestamp() if retry_at else now
+        part.push(row)
+
+    def _dead_letter(
+        self,
+        info: QueueInfo,
+        partition: int,
+        part: _Partition,
+        row: _Row,
+        dead: QueueInfo | None,
+        now: float,
+    ) -> None:
+        part.remove(row.seq)
+        if dead is None:
+            return
+        dead_parts = self._partitions(dead)
+        target = dead_parts[partition % len(dead_parts)]
+        moved = replace(
+            row,
+            seq=next(target.seqs),
+            version=1,
+            available_at=now,
+            lease_deadline=None,
+            client_id=None,
+            attempts=0,
+            expire_at=now + dead.settings.expire_timeout,
+            dedup_key=None,
+            source_id=format_id(info.queue_id, partition, row.seq),
+            created_at=now,
+        )
+        self._add(target, moved)
+
+    # -- maintenance and inspection ------------------------------------------
+    async def dead_letter_due(self, queue: QueueInfo, dead: QueueInfo | None, limit: int) -> int:
+        """Move exhausted or expired unheld items to the dead queue."""
+        now = time.time()
+        moved = 0
+        for index, part in enumerate(self._partitions(queue)):
+            for row in list(part.rows.values()):
+                if moved >= limit:
+                    return moved
+                exhausted = 0 < queue.settings.max_attempts <= row.attempts
+                if row.available_at <= now and (exhausted or row.expire_at <= now):
+                    self._dead_letter(queue, index, part, row, dead, now)
+                    moved += 1
+        return moved
+
+    async def claim_maintenance(self, interval: float) -> bool:
+        """True at most once per ``interval`` seconds."""
+        now = time.time()
+        if now - self._last_maintenance < interval:
+            return False
+        self._last_maintenance = now
+        return True
+
+    async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
+        """Counts per partition."""
+        now = time.time()
+        out = []
+        for index, part in enumerate(self._partitions(queue)):
+            rows = part.rows.values()
+            oldest = min((r.created_at for r in rows), default=None)
+            out.append(
+                PartitionStats(
+                    partition=index,
+                    total=len(rows),
+                    leased=sum(r.held(now) for r in rows),
+                    scheduled=sum(r.available_at > now and r.lease_deadline is None for r in rows),
+                    dead_lettered=sum(r.source_id is not None for r in rows),
+                    oldest_age=None if oldest is None else max(0.0, now - oldest),
+                )
+            )
+        return out
+
+    async def list_items(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        pivot_seq: int | None,
+        limit: int,
+        scheduled_only: bool,
+    ) -> list[StoredItem]:
+        """Items of one partition with seq >= pivot_seq, by seq."""
+        now = time.time()
+        part = self._partitions(queue)[partition]
+        out: list[StoredItem] = []
+        for seq in sorted(part.rows):
+            row = part.rows[seq]
+            if pivot_seq is not None and seq < pivot_seq:
+                continue
+            if scheduled_only and not (row.available_at > now and row.lease_deadline is None):
+                continue
+            out.append(StoredItem.model_construct(**self._fields(queue, partition, row)))
+            if len(out) >= limit:
+                break
+        return out
+
+    async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
+        """Delete the items, or none of them if any is missing."""
+        parts = self._partitions(queue)
+        missing = {
+            item_id: ConflictReason.MISSING
+            for item_id, partition, seq in keys
+            if partition >= len(parts) or seq not in parts[partition].rows
+        }
+        if missing:
+            raise Conflict(missing)
+        for _, partition, seq in keys:
+            parts[partition].remove(seq)
+
+    async def clear(self, queue: QueueInfo, destructive: bool) -> int:
+        """Delete unheld items, or every item when destructive."""
+        now = time.time()
+        count = 0
+        for part in self._partitions(queue):
+            for row in list(part.rows.values()):
+                if destructive or not row.held(now):
+                    part.remove(row.seq)
+                    count += 1
+        return count
+
+    @staticmethod
+    def _fields(queue: QueueInfo, partition: int, row: _Row) -> dict[str, Any]:
+        return {
+            "id": format_id(queue.queue_id, partition, row.seq),
+            "version": row.version,
+            "queue": queue.name,
+            "partition": partition,
+            "available_at": _ts(row.available_at),
+            "lease_deadline": None if row.lease_deadline is None else _ts(row.lease_deadline),
+            "client_id": row.client_id,
+            "attempts": row.attempts,
+            "expire_at": _ts(row.expire_at),
+            "payload": row.payload,
+            "kind": row.kind,
+            "encoding": row.encoding,
+            "reference": row.reference,
+            "headers": dict(row.headers),
+            "dedup_key": row.dedup_key,
+            "source_id": row.source_id,
+            "created_at": _ts(row.created_at),
+        }

@@ -1,0 +1,202 @@
+"""The sync client: every call runs :class:`AsyncQuerator`'s code on a private
+event loop thread (an anyio blocking portal). There is one implementation of
+each operation; this file only forwards."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from querator.errors import UsageError
+from querator.queue.backends import DEFAULT_URL
+from querator.queue.models import (
+    Item,
+    Leased,
+    QueueInfo,
+    QueueSettings,
+    QueueStats,
+    Ref,
+    StoredItem,
+    TransactResult,
+)
+from querator.queue.plans import RefLike
+from querator.queue.service import AsyncQuerator
+
+T = TypeVar("T")
+
+
+class Querator:
+    """A client of one queue store, for ordinary (sync) code; safe across threads.
+
+    Same arguments and methods as :class:`AsyncQuerator`, without ``await``.
+    It is open once constructed; use it as a context manager or call
+    :meth:`close`. Calling it from inside a running event loop raises
+    :class:`~querator.errors.UsageError`: use ``AsyncQuerator`` there.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, **options: Any) -> None:
+        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
+        self._portal: BlockingPortal | None = self._portal_cm.__enter__()
+        try:
+            self._async = AsyncQuerator(url, **options)
+            self._opened = self._portal.wrap_async_context_manager(self._async)
+            self._opened.__enter__()
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+
+    @property
+    def aio(self) -> AsyncQuerator:
+        """The async client this one forwards to (usable on its portal's loop only)."""
+        return self._async
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop background work and release connections. Data stays stored."""
+        if self._portal is None:
+            return
+        self._portal = None
+        try:
+            self._opened.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+
+    def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            name = getattr(fn, "__name__", "this method")
+            raise UsageError(
+                f"Querator.{name}() called inside a running event loop; "
+                f"use `await AsyncQuerator.{name}()` instead"
+            )
+        portal = self._portal
+        if portal is None:
+            raise UsageError("the client is closed")
+        return portal.call(lambda: fn(*args, **kwargs))
+
+    def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueInfo:
+        """See :meth:`AsyncQuerator.create_queue`."""
+        return self._call(self._async.create_queue, name, settings)
+
+    def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """See :meth:`AsyncQuerator.update_queue`."""
+        return self._call(self._async.update_queue, name, settings)
+
+    def delete_queue(self, name: str) -> None:
+        """See :meth:`AsyncQuerator.delete_queue`."""
+        return self._call(self._async.delete_queue, name)
+
+    def get_queue(self, name: str) -> QueueInfo:
+        """See :meth:`AsyncQuerator.get_queue`."""
+        return self._call(self._async.get_queue, name)
+
+    def list_queues(self, pivot: str | None = None, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`AsyncQuerator.list_queues`."""
+        return self._call(self._async.list_queues, pivot, limit)
+
+    def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
+        """See :meth:`AsyncQuerator.produce`."""
+        return self._call(self._async.produce, queue, items)
+
+    def lease(
+        self, queue: str, *, client_id: str, batch_size: int = 1, timeout: float = 0.0
+    ) -> list[Leased]:
+        """See :meth:`AsyncQuerator.lease`."""
+        return self._call(
+            self._async.lease, queue, client_id=client_id, batch_size=batch_size, timeout=timeout
+        )
+
+    def complete(self, queue: str, items: Sequence[RefLike]) -> None:
+        """See :meth:`AsyncQuerator.complete`."""
+        return self._call(self._async.complete, queue, items)
+
+    def retry(
+        self,
+        queue: str,
+        items: Sequence[RefLike],
+        *,
+        retry_at: datetime | None = None,
+        dead: bool = False,
+    ) -> None:
+        """See :meth:`AsyncQuerator.retry`."""
+        return self._call(self._async.retry, queue, items, retry_at=retry_at, dead=dead)
+
+    def renew(
+        self, queue: str, items: Sequence[RefLike], *, extend: float | None = None
+    ) -> list[Leased]:
+        """See :meth:`AsyncQuerator.renew`."""
+        return self._call(self._async.renew, queue, items, extend=extend)
+
+    def transact(
+        self,
+        *,
+        complete: Sequence[Leased | Ref] = (),
+        retry: Sequence[Leased | Ref] = (),
+        renew: Sequence[Leased | Ref] = (),
+        depends: Sequence[Leased | Ref] = (),
+        produce: Mapping[str, Sequence[Item]] | None = None,
+        retry_at: datetime | None = None,
+        extend: float | None = None,
+    ) -> TransactResult:
+        """See :meth:`AsyncQuerator.transact`."""
+        return self._call(
+            self._async.transact,
+            complete=complete,
+            retry=retry,
+            renew=renew,
+            depends=depends,
+            produce=produce,
+            retry_at=retry_at,
+            extend=extend,
+        )
+
+    def stats(self, queue: str) -> QueueStats:
+        """See :meth:`AsyncQuerator.stats`."""
+        return self._call(self._async.stats, queue)
+
+    def list_items(
+        self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """See :meth:`AsyncQuerator.list_items`."""
+        return self._call(
+            self._async.list_items, queue, partition=partition, pivot=pivot, limit=limit
+        )
+
+    def list_scheduled(
+        self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """See :meth:`AsyncQuerator.list_scheduled`."""
+        return self._call(
+            self._async.list_scheduled, queue, partition=partition, pivot=pivot, limit=limit
+        )
+
+    def delete_items(self, queue: str, ids: Sequence[str]) -> None:
+        """See :meth:`AsyncQuerator.delete_items`."""
+        return self._call(self._async.delete_items, queue, ids)
+
+    def clear(self, queue: str, *, destructive: bool = False) -> int:
+        """See :meth:`AsyncQuerator.clear`."""
+        return self._call(self._async.clear, queue, destructive=destructive)
+
+    def run_maintenance(self) -> int:
+        """See :meth:`AsyncQuerator.run_maintenance`."""
+        return self._call(self._async.run_maintenance)

@@ -1,0 +1,207 @@
+"""Public value types of the lease queue: settings in, frozen records out.
+
+All timestamps are timezone-aware UTC ``datetime``s; all durations are seconds
+(``float``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from querator.queue.validation import MAX_DURATION, NAME_PATTERN
+from querator.records import Record
+
+__all__ = [
+    "Item",
+    "Leased",
+    "PartitionStats",
+    "QueueInfo",
+    "QueueSettings",
+    "QueueStats",
+    "Ref",
+    "StoredItem",
+    "TransactResult",
+]
+
+QueueName = Annotated[str, Field(pattern=NAME_PATTERN, min_length=1, max_length=512)]
+Seconds = Annotated[float, Field(gt=0, le=MAX_DURATION)]
+
+
+class QueueSettings(Record):
+    """How a queue treats its items. Defaults live here and nowhere else."""
+
+    lease_timeout: Seconds = 60.0
+    """Seconds a lease holds an item before it becomes leasable again."""
+    expire_timeout: Seconds = 86_400.0 * 7
+    """Seconds after produce when an unfinished item is dead-lettered (>= lease_timeout)."""
+    max_attempts: int = Field(default=0, ge=0, le=65_536)
+    """Leases an item may have before it is dead-lettered; 0 means unlimited."""
+    dead_queue: QueueName | None = None
+    """Queue that receives exhausted or expired items; None deletes them instead."""
+    reference: str = Field(default="", max_length=2_000)
+    """Free text for the operator (an owner, a link)."""
+    partitions: int = Field(default=1, ge=1, le=1_024)
+    """Number of partitions (tables); may only grow."""
+
+    @field_validator("expire_timeout")
+    @classmethod
+    def _expire_covers_lease(cls, value: float, info: ValidationInfo) -> float:
+        lease = info.data.get("lease_timeout")
+        if lease is not None and value < lease:
+            raise ValueError(f"must be >= lease_timeout ({lease}s), got {value}s")
+        return value
+
+
+class QueueInfo(BaseModel):
+    """A queue as stored: its name, internal id and settings."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """The user-given name."""
+    queue_id: int
+    """Internal numeric id; partition tables are named from it."""
+    settings: QueueSettings
+    """The queue's current settings."""
+    created_at: datetime
+    """When the queue was created."""
+
+
+class Item(Record):
+    """An item to produce."""
+
+    payload: bytes = b""
+    """The opaque body of the item."""
+    kind: str = Field(default="", max_length=512)
+    """What the payload is (an application-level type name)."""
+    encoding: str = Field(default="", max_length=512)
+    """How the payload is encoded (``json``, ``msgpack`` …)."""
+    reference: str = Field(default="", max_length=2_000)
+    """Free text for the application (an order number, a run id)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """String metadata; carries trace context."""
+    enqueue_at: datetime | None = None
+    """Deliver no earlier than this instant (scheduled delivery); None means now."""
+    dedup_key: str | None = Field(default=None, min_length=1, max_length=512)
+    """While an item holding this key is in the queue, producing the key again returns its id."""
+    partition_key: str | None = Field(default=None, min_length=1, max_length=512)
+    """Items with the same key land in the same partition and keep FIFO order."""
+
+
+class StoredItem(BaseModel):
+    """An item as the queue holds it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    """Stable id for the item's whole life in this queue."""
+    version: int
+    """Bumped by every change; every change names it."""
+    queue: str
+    """The queue's name."""
+    partition: int
+    """Partition index, ``0 <= partition < partitions``."""
+    available_at: datetime
+    """When the item is (or becomes) leasable."""
+    lease_deadline: datetime | None
+    """Deadline of the latest lease, if any."""
+    client_id: str | None
+    """Client that holds (or last held) the lease."""
+    attempts: int
+    """Number of leases so far."""
+    expire_at: datetime
+    """When the item is dead-lettered if still unfinished."""
+    payload: bytes
+    """The opaque body."""
+    kind: str
+    """Application-level type name."""
+    encoding: str
+    """Payload encoding."""
+    reference: str
+    """Application free text."""
+    headers: dict[str, str]
+    """String metadata."""
+    dedup_key: str | None
+    """Deduplication key, if any."""
+    source_id: str | None
+    """Id the item had in its source queue, when it arrived by dead-lettering."""
+    created_at: datetime
+    """When the item was produced (into this queue)."""
+
+
+class Leased(StoredItem):
+    """An item under a lease held by the caller: pass it to complete/retry/renew."""
+
+    lease_deadline: datetime
+    """When this lease ends unless renewed."""
+    client_id: str
+    """The client that holds the lease."""
+
+
+class Ref(NamedTuple):
+    """A reference to an item version: what transact, complete, retry and renew check."""
+
+    queue: str
+    id: str
+    version: int
+
+
+class PartitionStats(BaseModel):
+    """Counts for one partition at one instant."""
+
+    model_config = ConfigDict(frozen=True)
+
+    partition: int
+    total: int
+    """Items in the partition."""
+    leased: int
+    """Items under a live lease."""
+    scheduled: int
+    """Items not leased and not yet due."""
+    dead_lettered: int
+    """Items that arrived here by dead-lettering (non-zero on dead queues)."""
+    oldest_age: float | None
+    """Seconds since the oldest item was produced; None when empty."""
+
+
+class QueueStats(BaseModel):
+    """Per-partition counts for a queue."""
+
+    model_config = ConfigDict(frozen=True)
+
+    queue: str
+    partitions: list[PartitionStats]
+
+    @property
+    def total(self) -> int:
+        """Items in all partitions."""
+        return sum(p.total for p in self.partitions)
+
+    @property
+    def leased(self) -> int:
+        """Items under a live lease in all partitions."""
+        return sum(p.leased for p in self.partitions)
+
+    @property
+    def scheduled(self) -> int:
+        """Scheduled items in all partitions."""
+        return sum(p.scheduled for p in self.partitions)
+
+    @property
+    def dead_lettered(self) -> int:
+        """Dead-lettered arrivals in all partitions."""
+        return sum(p.dead_lettered for p in self.partitions)
+
+
+class TransactResult(BaseModel):
+    """What a transaction produced and renewed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    produced: dict[str, list[str]]
+    """New item ids per queue, in the order given."""
+    renewed: list[Leased]
+    """The renewed items with their new versions and deadlines."""

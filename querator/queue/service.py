@@ -1,0 +1,388 @@
+"""The queue service: validates, routes, waits and wakes; backends store.
+
+:class:`AsyncQuerator` is the one implementation of every queue operation;
+the sync :class:`querator.Querator` is a thin shell that runs it on a
+background event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Self
+
+import anyio
+from anyio.abc import TaskGroup
+
+from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, UsageError
+from querator.queue.admin import QueueAdmin
+from querator.queue.backends import DEFAULT_URL, open_backend
+from querator.queue.backends.base import Backend, NewItem
+from querator.queue.ids import parse_id
+from querator.queue.models import (
+    Item,
+    Leased,
+    QueueInfo,
+    QueueStats,
+    Ref,
+    StoredItem,
+    TransactResult,
+)
+from querator.queue.plans import RefLike, build_plan, check_unique, refs_of, route_items
+from querator.queue.routing import Spreader, lease_order
+from querator.queue.validation import (
+    MAX_BATCH,
+    check_batch,
+    check_count,
+    check_duration,
+    check_name,
+)
+from querator.queue.waiting import WakeBoard, wait_for_wake
+
+log = logging.getLogger("querator")
+
+NOTIFIED_WAIT_CAP = 60.0
+"""Longest single wait when cross-process wakeups are on (a safety net)."""
+MAINTENANCE_BATCH = 1_000
+"""Items moved per dead-letter statement during maintenance."""
+
+
+class AsyncQuerator(QueueAdmin):
+    """A client of one queue store, for ``async`` code (anyio: asyncio or trio).
+
+    Use it as ``async with AsyncQuerator(url) as q:`` (or ``await q.open()`` and
+    ``await q.close()`` from the same task). ``url`` is ``postgresql://…``,
+    ``sqlite:///path.db`` (default ``sqlite:///querator.db``) or ``memory://``.
+
+    ``notifications=False`` turns off cross-process wakeups (PostgreSQL
+    LISTEN needs a session connection, which PgBouncer in transaction pooling
+    mode does not give); waiting consumers then poll every ``poll_interval``
+    seconds. ``maintenance_interval`` is how often this client offers to
+    dead-letter exhausted and expired items (one client in the whole fleet does
+    it per interval).
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        notifications: bool = True,
+        poll_interval: float = 1.0,
+        maintenance_interval: float = 5.0,
+        cache_ttl: float = 1.0,
+    ) -> None:
+        backend = open_backend(url)
+        super().__init__(backend, cache_ttl=check_duration("cache_ttl", cache_ttl))
+        self._notified = notifications and backend.supports_notify
+        self._wait_cap = NOTIFIED_WAIT_CAP if self._notified else poll_interval
+        check_duration("poll_interval", poll_interval)
+        self._maintenance_interval = check_duration("maintenance_interval", maintenance_interval)
+        self._board = WakeBoard()
+        self._spreader = Spreader()
+        self._tasks: TaskGroup | None = None
+
+    # -- lifecycle ----------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Connect, create the schema if needed, and start background tasks."""
+        if self._tasks is not None:
+            raise UsageError("this client is already open")
+        await self._backend.open()
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+        self._tasks = tasks
+        if self._notified:
+            tasks.start_soon(self._listen_forever)
+        tasks.start_soon(self._maintain_forever)
+
+    async def close(self) -> None:
+        """Stop background tasks and release connections. Data stays stored."""
+        tasks, self._tasks = self._tasks, None
+        if tasks is None:
+            return
+        tasks.cancel_scope.cancel()
+        await tasks.__aexit__(None, None, None)
+        await self._backend.close()
+
+    def _require_open(self) -> Backend:
+        if self._tasks is None:
+            raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
+        return self._backend
+
+    async def _listen_forever(self) -> None:
+        while True:
+            try:
+                await self._backend.listen(self._board.wake)
+            except Exception:
+                log.exception("querator: wakeup listener failed; retrying in 1s")
+            self._board.wake_all()
+            await anyio.sleep(1.0)
+
+    async def _maintain_forever(self) -> None:
+        while True:
+            await anyio.sleep(self._maintenance_interval)
+            try:
+                if await self._backend.claim_maintenance(self._maintenance_interval):
+                    await self.run_maintenance()
+            except Exception:
+                log.exception("querator: maintenance failed; will try again")
+
+    # -- items --------------------------------------------------------------
+    async def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
+        """Add 1 to 1000 items to ``queue``; returns their ids in order.
+
+        An item whose ``dedup_key`` is already held by an item in the queue is
+        not added: the existing item's id is returned in its place.
+        """
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        routed = route_items(info, items, self._spreader)
+        ids = await backend.produce(info, routed)
+        self._board.wake(queue)
+        return ids
+
+    async def lease(
+        self, queue: str, *, client_id: str, batch_size: int = 1, timeout: float = 0.0
+    ) -> list[Leased]:
+        """Lease up to ``batch_size`` items, waiting up to ``timeout`` seconds for one.
+
+        Returns as soon as at least one item is available. Raises
+        :class:`RequestTimeout` when none came within ``timeout`` (also when
+        ``timeout`` is 0 and the queue has nothing leasable now).
+        """
+        backend = self._require_open()
+        check_name("queue", queue)
+        check_name("client_id", client_id)
+        check_count("batch_size", batch_size, 1, MAX_BATCH)
+        check_duration("timeout", timeout, allow_zero=True)
+        deadline = anyio.current_time() + timeout
+        backoff = 0.005
+        while True:
+            ticket = self._board.ticket(queue)
+            info = await self.queue_info(queue)
+            leased = await self._lease_once(backend, info, client_id, batch_size)
+            if leased:
+                return leased
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
+            wait = min(remaining, self._wait_cap)
+            next_at = await backend.next_available_at(info)
+            if next_at is not None:
+                due_in = (next_at - datetime.now(UTC)).total_seconds()
+                # Due already yet not leased (locked by a concurrent lease, or a
+                # clock skew): back off instead of spinning.
+                wait = min(wait, backoff if due_in <= 0 else due_in + 0.001)
+                backoff = min(backoff * 2, 0.5) if due_in <= 0 else 0.005
+            woken = await wait_for_wake(ticket, wait)
+            if not woken and wait >= remaining and self._notified:
+                raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
+
+    @staticmethod
+    async def _lease_once(
+        backend: Backend, info: QueueInfo, client_id: str, batch_size: int
+    ) -> list[Leased]:
+        leased: list[Leased] = []
+        for partition in lease_order(info.settings.partitions):
+            leased += await backend.lease(info, partition, client_id, batch_size - len(leased))
+            if len(leased) >= batch_size:
+                break
+        return leased
+
+    async def complete(self, queue: str, items: Sequence[RefLike]) -> None:
+        """Finish leased items: they leave the queue. All or nothing."""
+        await self._change(queue, "complete", items)
+
+    async def retry(
+        self,
+        queue: str,
+        items: Sequence[RefLike],
+        *,
+        retry_at: datetime | None = None,
+        dead: bool = False,
+    ) -> None:
+        """Give leased items back: leasable again at ``retry_at`` (default now), at
+        the tail; ``dead=True`` moves them to the dead queue now. An item whose
+        attempts are used up is dead-lettered instead of retried."""
+        await self._change(queue, "retry", items, retry_at=retry_at, dead=dead)
+
+    async def renew(
+        self, queue: str, items: Sequence[RefLike], *, extend: float | None = None
+    ) -> list[Leased]:
+        """Extend held leases to now + ``extend`` seconds (default: the queue's
+        lease_timeout); returns the items with their new versions."""
+        result = await self._change(queue, "renew", items, extend=extend)
+        return result.renewed
+
+    async def _change(
+        self,
+        queue: str,
+        role: str,
+        items: Sequence[RefLike],
+        *,
+        retry_at: datetime | None = None,
+        dead: bool = False,
+        extend: float | None = None,
+    ) -> TransactResult:
+        check_name("queue", queue)
+        check_batch("items", len(items))
+        refs = refs_of(queue, items, "items")
+        return await self._transact({role: refs}, {}, retry_at, dead, extend)
+
+    async def transact(
+        self,
+        *,
+        complete: Sequence[Leased | Ref] = (),
+        retry: Sequence[Leased | Ref] = (),
+        renew: Sequence[Leased | Ref] = (),
+        depends: Sequence[Leased | Ref] = (),
+        produce: Mapping[str, Sequence[Item]] | None = None,
+        retry_at: datetime | None = None,
+        extend: float | None = None,
+    ) -> TransactResult:
+        """Apply completes, retries, renews, produces and version checks atomically.
+
+        Either everything happens or nothing does; on failure
+        :class:`~querator.errors.Conflict` lists every failed check by id.
+        """
+        self._require_open()
+        groups = {
+            "complete": refs_of(None, complete, "complete"),
+            "retry": refs_of(None, retry, "retry"),
+            "renew": refs_of(None, renew, "renew"),
+            "depends": refs_of(None, depends, "depends"),
+        }
+        for field, refs in groups.items():
+            if len(refs) > MAX_BATCH:
+                check_batch(field, len(refs))
+        if not any(groups.values()) and not produce:
+            check_batch("transact", 0)
+        return await self._transact(groups, produce or {}, retry_at, False, extend)
+
+    async def _transact(
+        self,
+        groups: Mapping[str, Sequence[Ref]],
+        produce: Mapping[str, Sequence[Item]],
+        retry_at: datetime | None,
+        dead: bool,
+        extend: float | None,
+    ) -> TransactResult:
+        backend = self._require_open()
+        check_unique(groups)
+        names = {ref.queue for refs in groups.values() for ref in refs} | set(produce)
+        queues = {name: await self.queue_info(check_name("queue", name)) for name in names}
+        for info in list(queues.values()):
+            if info.settings.dead_queue:
+                queues[info.settings.dead_queue] = await self.queue_info(info.settings.dead_queue)
+        routed: list[tuple[str, Sequence[NewItem]]] = [
+            (name, route_items(queues[name], items, self._spreader, f"produce[{name!r}]"))
+            for name, items in produce.items()
+        ]
+        plan = build_plan(queues, groups, routed, retry_at, dead, extend)
+        result = await backend.transact(plan)
+        for name in queues:
+            self._board.wake(name)
+        return result
+
+    # -- inspection ---------------------------------------------------------
+    async def stats(self, queue: str) -> QueueStats:
+        """Counts per partition: total, leased, scheduled, dead-lettered, oldest age."""
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        return QueueStats(queue=queue, partitions=await backend.stats(info))
+
+    async def list_items(
+        self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """Items of one partition in id order, starting at ``pivot`` (inclusive)."""
+        return await self._list(queue, partition, pivot, limit, scheduled_only=False)
+
+    async def list_scheduled(
+        self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """Scheduled (not yet due, never-leased or retried-later) items, like list_items."""
+        return await self._list(queue, partition, pivot, limit, scheduled_only=True)
+
+    async def _list(
+        self, queue: str, partition: int, pivot: str | None, limit: int, scheduled_only: bool
+    ) -> list[StoredItem]:
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        check_count("partition", partition, 0, info.settings.partitions - 1)
+        check_count("limit", limit, 1, MAX_BATCH)
+        pivot_seq = None
+        if pivot is not None:
+            address = parse_id(pivot)
+            if address is None or address.queue_id != info.queue_id:
+                raise InvalidArgument("pivot", f"{pivot!r} is not an item id of queue {queue!r}")
+            pivot_seq = address.seq
+        return await backend.list_items(info, partition, pivot_seq, limit, scheduled_only)
+
+    async def delete_items(self, queue: str, ids: Sequence[str]) -> None:
+        """Delete items by id whatever their state; all or nothing."""
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        check_batch("ids", len(ids))
+        keys = []
+        for item_id in ids:
+            address = parse_id(item_id)
+            if address is None or address.queue_id != info.queue_id:
+                keys.append((str(item_id), 0, -1))
+            else:
+                keys.append((item_id, address.partition, address.seq))
+        if len({k[0] for k in keys}) != len(keys):
+            raise InvalidArgument("ids", "an id appears more than once")
+        await backend.delete_items(info, keys)
+
+    async def clear(self, queue: str, *, destructive: bool = False) -> int:
+        """Delete every item not under a live lease (every item when
+        ``destructive``); returns how many were deleted."""
+        backend = self._require_open()
+        return await backend.clear(await self.queue_info(queue), destructive)
+
+    async def run_maintenance(self) -> int:
+        """Dead-letter every exhausted or expired unheld item now; returns the count.
+
+        Clients run this on their own every ``maintenance_interval``; call it to
+        force the moves (tests, operations).
+        """
+        backend = self._require_open()
+        moved = 0
+        pivot: str | None = None
+        while True:
+            page = await backend.list_queues(pivot, 101)
+            for info in page[:100]:
+                moved += await self._dead_letter_queue(backend, info)
+            if len(page) <= 100:
+                return moved
+            pivot = page[100].name
+
+    async def _dead_letter_queue(self, backend: Backend, info: QueueInfo) -> int:
+        dead_name = info.settings.dead_queue
+        try:
+            dead = await backend.get_queue(dead_name) if dead_name else None
+        except QueueNotFound:
+            log.warning("querator: dead queue %r of %r is missing", dead_name, info.name)
+            return 0
+        moved = 0
+        while True:
+            count = await backend.dead_letter_due(info, dead, MAINTENANCE_BATCH)
+            moved += count
+            if count < MAINTENANCE_BATCH:
+                break
+        if moved and dead is not None:
+            self._board.wake(dead.name)
+        return moved

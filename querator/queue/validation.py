@@ -1,0 +1,67 @@
+"""Rules for user input, checked before anything reaches a backend.
+
+Every check raises :class:`querator.errors.InvalidArgument` naming the field and
+the rule. User-given names never become SQL text; these rules are an extra
+guard, not the reason it is safe.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+
+from querator.errors import InvalidArgument
+
+NAME_PATTERN = r"^[A-Za-z0-9._-]{1,512}$"
+"""Queue names and client ids: letters, digits, ``.``, ``_``, ``-``; 1 to 512 characters."""
+MAX_DURATION = 366.0 * 86_400.0
+"""The longest duration accepted anywhere: one (leap) year, in seconds."""
+MAX_BATCH = 1_000
+"""The most items one call may carry."""
+MAX_PAYLOAD = 64 * 1024 * 1024
+"""The largest payload accepted, in bytes."""
+
+_NAME = re.compile(NAME_PATTERN)
+
+
+def check_name(field: str, value: object) -> str:
+    """Return ``value`` if it is a valid name, else raise InvalidArgument."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise InvalidArgument(
+            field, f"{value!r} must be 1-512 characters of letters, digits, '.', '_' or '-'"
+        )
+    return value
+
+
+def check_batch(field: str, size: int) -> None:
+    """Reject empty or oversize batches."""
+    if size < 1 or size > MAX_BATCH:
+        raise InvalidArgument(field, f"must hold 1 to {MAX_BATCH} entries, got {size}")
+
+
+def check_count(field: str, value: object, low: int, high: int) -> int:
+    """Return ``value`` if it is an int in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgument(field, f"must be an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+def check_duration(field: str, value: object, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as seconds if it is a finite duration within range."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidArgument(field, f"must be a number of seconds, got {value!r}")
+    low_ok = value >= 0 if allow_zero else value > 0
+    if not low_ok or value > MAX_DURATION:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidArgument(field, f"must be {bound} and <= {MAX_DURATION:.0f} seconds")
+    return float(value)
+
+
+def check_instant(field: str, value: object) -> datetime | None:
+    """Return ``value`` if it is None or a timezone-aware datetime."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidArgument(field, "must be a timezone-aware datetime")
+    return value

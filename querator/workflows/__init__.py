@@ -1,0 +1,1 @@
+"""Durable workflows and sagas (built on the lease queue)."""
