@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from querator.errors import InvalidArgument, QueueNotFound
+from querator.errors import InvalidArgument, QueueExists, QueueNotFound
 from querator.queue.backends.base import Backend
 from querator.queue.models import QueueInfo, QueueSettings
 from querator.queue.validation import check_count, check_name
@@ -42,13 +42,21 @@ class QueueAdmin:
         self._cache[name] = (info, time.monotonic())
         return info
 
-    async def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueInfo:
-        """Create a queue; raises QueueExists when the name is taken."""
+    async def create_queue(
+        self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False
+    ) -> QueueInfo:
+        """Create a queue; raises QueueExists when the name is taken, unless
+        ``exist_ok``, which returns the existing queue as it is (settings unchanged)."""
         backend = self._require_open()
         check_name("name", name)
         settings = _settings(settings)
         await self._check_dead_queue(name, settings)
-        info = await backend.create_queue(name, settings)
+        try:
+            info = await backend.create_queue(name, settings)
+        except QueueExists:
+            if not exist_ok:
+                raise
+            info = await backend.get_queue(name)
         self._cache.pop(name, None)
         return info
 

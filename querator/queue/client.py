@@ -93,9 +93,11 @@ class Querator:
             raise UsageError("the client is closed")
         return portal.call(lambda: fn(*args, **kwargs))
 
-    def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueInfo:
+    def create_queue(
+        self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False
+    ) -> QueueInfo:
         """See :meth:`AsyncQuerator.create_queue`."""
-        return self._call(self._async.create_queue, name, settings)
+        return self._call(self._async.create_queue, name, settings, exist_ok=exist_ok)
 
     def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """See :meth:`AsyncQuerator.update_queue`."""

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The demo on the embedded default (SQLite, no server): installs querator into
+# .venv, then runs the quick start example.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e . 
+exec .venv/bin/python examples/quickstart.py "$@"
