@@ -231,11 +231,14 @@ class MemoryBackend:
 
     async def next_available_at(self, queue: QueueInfo) -> datetime | None:
         """Earliest available_at among items that can still be leased."""
+        now = time.time()
         best: float | None = None
         for part in self._partitions(queue):
             for row in part.rows.values():
                 exhausted = 0 < queue.settings.max_attempts <= row.attempts
-                if not exhausted and (best is None or row.available_at < best):
+                if exhausted or row.expire_at <= now:
+                    continue
+                if best is None or row.available_at < best:
                     best = row.available_at
         return None if best is None else _ts(best)
 

@@ -1,0 +1,137 @@
+"""The all-or-nothing transaction: check every key, then apply completes, retries, renews, produces.
+
+Checks run first and collect every failure, so a Conflict names each
+offending id and nothing is changed. The whole database is locked by
+``BEGIN IMMEDIATE``, so no row can change between check and apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Row, delete, select, text, update
+
+from querator.errors import Conflict, ConflictReason
+from querator.queue.backends.base import ItemKey, RenewOp, RetryOp, TxnPlan
+from querator.queue.backends.sqlite.items import dead_letter, produce_items
+from querator.queue.backends.sqlite.rows import Txn, leased_item, seconds_us, to_us
+from querator.queue.backends.sqlite.schema import partition_table, table_name
+from querator.queue.models import Leased, QueueInfo, TransactResult
+
+__all__ = ["transact"]
+
+_TABLE_EXISTS = text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name")
+
+
+def _fetch(txn: Txn, plan: TxnPlan, keys: Iterable[ItemKey]) -> dict[str, Row[Any]]:
+    """The current rows of ``keys`` that exist, by item id."""
+    groups: dict[tuple[int, int], dict[int, str]] = {}
+    for key in sorted(keys, key=lambda k: k.lock_order):
+        queue = plan.queues.get(key.queue)
+        if queue is None or queue.queue_id != key.queue_id:
+            continue
+        if not 0 <= key.partition < queue.settings.partitions:
+            continue
+        groups.setdefault((key.queue_id, key.partition), {})[key.seq] = key.id
+    rows: dict[str, Row[Any]] = {}
+    for (queue_id, partition), by_seq in groups.items():
+        name = table_name(queue_id, partition)
+        if txn.conn.execute(_TABLE_EXISTS, {"name": name}).first() is None:
+            continue
+        t = partition_table(queue_id, partition)
+        for row in txn.conn.execute(select(t).where(t.c.seq.in_(by_seq))):
+            rows[by_seq[row.seq]] = row
+    return rows
+
+
+def _check(txn: Txn, plan: TxnPlan) -> dict[str, Row[Any]]:
+    """The rows of every key in the plan, or Conflict naming every failed check."""
+    held = [*plan.complete, *(op.key for op in plan.retry), *(op.key for op in plan.renew)]
+    rows = _fetch(txn, plan, [*held, *plan.depends])
+    failures: dict[str, ConflictReason] = {}
+    for key in held:
+        reason = _reason(rows.get(key.id), key, txn.now, need_lease=True)
+        if reason is not None:
+            failures[key.id] = reason
+    for key in plan.depends:
+        reason = _reason(rows.get(key.id), key, txn.now, need_lease=False)
+        if reason is not None:
+            failures[key.id] = reason
+    if failures:
+        raise Conflict(failures)
+    return rows
+
+
+def _reason(
+    row: Row[Any] | None, key: ItemKey, now: int, need_lease: bool
+) -> ConflictReason | None:
+    if row is None:
+        return ConflictReason.MISSING
+    if row.version != key.version:
+        return ConflictReason.STALE
+    if need_lease and (row.lease_deadline is None or row.lease_deadline <= now):
+        return ConflictReason.NOT_LEASED
+    return None
+
+
+def _complete(txn: Txn, keys: Sequence[ItemKey]) -> None:
+    for key in keys:
+        t = partition_table(key.queue_id, key.partition)
+        txn.conn.execute(delete(t).where(t.c.seq == key.seq))
+
+
+def _retry(txn: Txn, plan: TxnPlan, op: RetryOp, row: Row[Any]) -> None:
+    key = op.key
+    queue = plan.queues[key.queue]
+    max_attempts = queue.settings.max_attempts
+    if op.dead or (max_attempts and row.attempts >= max_attempts):
+        dead = _dead_queue(plan, queue)
+        dead_letter(txn, queue, key.partition, [row], dead)
+        return
+    available = txn.now if op.retry_at is None else to_us(op.retry_at)
+    t = partition_table(key.queue_id, key.partition)
+    txn.conn.execute(
+        update(t)
+        .where(t.c.seq == key.seq)
+        .values(
+            version=t.c.version + 1,
+            lease_deadline=None,
+            client_id=None,
+            available_at=available,
+        )
+    )
+    if available <= txn.now:
+        txn.wake.add(queue.name)
+
+
+def _dead_queue(plan: TxnPlan, queue: QueueInfo) -> QueueInfo | None:
+    name = queue.settings.dead_queue
+    return None if name is None else plan.queues.get(name)
+
+
+def _renew(txn: Txn, plan: TxnPlan, op: RenewOp, row: Row[Any]) -> Leased:
+    key = op.key
+    deadline = txn.now + seconds_us(op.extend)
+    t = partition_table(key.queue_id, key.partition)
+    txn.conn.execute(
+        update(t)
+        .where(t.c.seq == key.seq)
+        .values(version=t.c.version + 1, lease_deadline=deadline, available_at=deadline)
+    )
+    changes = {"version": row.version + 1, "lease_deadline": deadline, "available_at": deadline}
+    return leased_item(plan.queues[key.queue], key.partition, row, changes)
+
+
+def transact(txn: Txn, plan: TxnPlan) -> TransactResult:
+    """Apply ``plan`` in the open transaction, or raise Conflict having changed nothing."""
+    rows = _check(txn, plan)
+    _complete(txn, plan.complete)
+    for retry in plan.retry:
+        _retry(txn, plan, retry, rows[retry.key.id])
+    renewed = [_renew(txn, plan, op, rows[op.key.id]) for op in plan.renew]
+    produced: dict[str, list[str]] = {}
+    for name, items in plan.produce:
+        ids = produce_items(txn, plan.queues[name], items)
+        produced.setdefault(name, []).extend(ids)
+    return TransactResult.model_construct(produced=produced, renewed=renewed)
