@@ -1,0 +1,348 @@
+"""PostgresBackend: the Backend protocol on PostgreSQL with psycopg 3."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+from psycopg import errors as pg_errors
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from querator.errors import (
+    Conflict,
+    ConflictReason,
+    InvalidArgument,
+    QueueExists,
+    QueueNotFound,
+    Unavailable,
+)
+from querator.queue.backends.base import NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.postgres import rows
+from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres.dsn import split_dsn
+from querator.queue.backends.postgres.failures import driver_errors
+from querator.queue.backends.postgres.items import Conn, dead_letter, insert_items, notify
+from querator.queue.backends.postgres.listener import listen_forever
+from querator.queue.backends.postgres.transact import run_transact
+from querator.queue.models import (
+    Leased,
+    PartitionStats,
+    QueueInfo,
+    QueueSettings,
+    StoredItem,
+    TransactResult,
+)
+
+Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+
+
+async def _configure(conn: AsyncConnection[TupleRow]) -> None:
+    await conn.execute(q.SET_UTC)
+
+
+class PostgresBackend:
+    """Queues and items in one PostgreSQL schema; every time is the database's ``now()``.
+
+    ``dsn`` may be a URL with a ``schema`` query parameter, which overrides the
+    ``schema`` keyword.
+    """
+
+    supports_notify: bool = True
+
+    def __init__(
+        self, dsn: str, *, schema: str = "querator", min_size: int = 1, max_size: int = 10
+    ) -> None:
+        target = split_dsn(dsn, schema)
+        self._conninfo = target.conninfo
+        self._names = q.Names(target.schema)
+        self._min_size = min_size
+        self._max_size = max_size
+        self._pool: Pool | None = None
+
+    @property
+    def schema(self) -> str:
+        """The schema holding this backend's tables."""
+        return self._names.schema
+
+    async def open(self) -> None:
+        """Open the pool and create the schema's base tables if missing."""
+        if self._pool is not None:
+            return
+        pool: Pool = AsyncConnectionPool(
+            self._conninfo,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            open=False,
+            kwargs={"autocommit": True},
+            configure=_configure,
+            name=f"querator-{self._names.schema}",
+        )
+        try:
+            with driver_errors():
+                await pool.open(wait=True)
+                async with pool.connection() as conn, conn.transaction():
+                    await conn.execute(q.SCHEMA_LOCK, {"key": f"querator:{self._names.schema}"})
+                    await conn.execute(self._fill(q.CREATE_SCHEMA), prepare=False)
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        """Close the pool; the data stays."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def listen(self, on_wake: WakeCallback) -> None:
+        """Deliver NOTIFY wakeups from a dedicated connection until cancelled."""
+        await listen_forever(self._conninfo, self._names, on_wake)
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _fill(self, template: sql.SQL, **fields: sql.Composable) -> sql.Composed:
+        """Fill a template's schema-level identifiers (and ``fields``)."""
+        return template.format(
+            schema=self._names.schema_id,
+            queues=self._names.queues,
+            maintenance=self._names.maintenance,
+            columns=q.QUEUE_COLUMNS,
+            **fields,
+        )
+
+    @asynccontextmanager
+    async def _connect(self, queue: str | None = None) -> AsyncIterator[Conn]:
+        """A pooled autocommit connection; driver errors become querator errors."""
+        if self._pool is None:
+            raise Unavailable("the PostgreSQL backend is not open")
+        with driver_errors(queue):
+            async with self._pool.connection() as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def _transaction(self, queue: str | None = None) -> AsyncIterator[Conn]:
+        """A pooled connection inside a transaction, committed when the block succeeds."""
+        async with self._connect(queue) as conn, conn.transaction():
+            yield conn
+
+    async def _create_partitions(self, conn: Conn, queue_id: int, numbers: range) -> None:
+        names = self._names
+        ddl = sql.SQL("").join(
+            q.CREATE_PARTITION.format(
+                table=names.partition(queue_id, n),
+                dedup_index=names.index(queue_id, n, "dedup"),
+                available_index=names.index(queue_id, n, "available"),
+            )
+            for n in numbers
+        )
+        if numbers:
+            await conn.execute(ddl, prepare=False)
+
+    def _table(self, queue: QueueInfo, partition: int) -> sql.Identifier:
+        return self._names.partition(queue.queue_id, partition)
+
+    def _union(self, template: sql.SQL, queue: QueueInfo) -> sql.Composed:
+        """One branch of ``template`` per partition, joined by UNION ALL."""
+        return sql.SQL(" UNION ALL ").join(
+            template.format(table=self._table(queue, n)) for n in range(queue.settings.partitions)
+        )
+
+    # -- queues ---------------------------------------------------------------
+
+    async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """Create the queue and its partition tables; QueueExists if taken."""
+        async with self._transaction() as conn:
+            try:
+                cur = await conn.execute(
+                    self._fill(q.INSERT_QUEUE), rows.settings_params(name, settings)
+                )
+            except pg_errors.UniqueViolation as exc:
+                raise QueueExists(name) from exc
+            info = rows.queue_info(_one(await cur.fetchone()))
+            await self._create_partitions(conn, info.queue_id, range(settings.partitions))
+        return info
+
+    async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """Store new settings, creating added partitions; QueueNotFound if absent."""
+        async with self._transaction() as conn:
+            cur = await conn.execute(self._fill(q.LOCK_QUEUE), {"name": name})
+            row = await cur.fetchone()
+            if row is None:
+                raise QueueNotFound(name)
+            old = rows.queue_info(row).settings.partitions
+            if settings.partitions < old:
+                rule = f"may only grow: the queue has {old}, got {settings.partitions}"
+                raise InvalidArgument("partitions", rule)
+            cur = await conn.execute(
+                self._fill(q.UPDATE_QUEUE), rows.settings_params(name, settings)
+            )
+            info = rows.queue_info(_one(await cur.fetchone()))
+            await self._create_partitions(conn, info.queue_id, range(old, settings.partitions))
+        return info
+
+    async def delete_queue(self, name: str) -> None:
+        """Drop the queue and its tables; QueueNotFound if absent."""
+        async with self._transaction() as conn:
+            cur = await conn.execute(self._fill(q.DELETE_QUEUE), {"name": name})
+            row = await cur.fetchone()
+            if row is None:
+                raise QueueNotFound(name)
+            queue_id, partitions = row
+            tables = sql.SQL(", ").join(
+                self._names.partition(queue_id, n) for n in range(partitions)
+            )
+            await conn.execute(q.DROP_TABLES.format(tables=tables))
+
+    async def get_queue(self, name: str) -> QueueInfo:
+        """The queue's info; QueueNotFound if absent."""
+        async with self._connect() as conn:
+            cur = await conn.execute(self._fill(q.SELECT_QUEUE), {"name": name})
+            row = await cur.fetchone()
+        if row is None:
+            raise QueueNotFound(name)
+        return rows.queue_info(row)
+
+    async def list_queues(self, pivot: str | None, limit: int) -> list[QueueInfo]:
+        """Queues with name >= pivot, by name, at most ``limit``."""
+        async with self._connect() as conn:
+            cur = await conn.execute(
+                self._fill(q.LIST_QUEUES), {"pivot": pivot or "", "limit": limit}
+            )
+            return [rows.queue_info(row) for row in await cur.fetchall()]
+
+    async def queues_with_dead_queue(self, dead_queue: str) -> list[str]:
+        """Names of queues whose settings name ``dead_queue``."""
+        async with self._connect() as conn:
+            cur = await conn.execute(
+                self._fill(q.QUEUES_WITH_DEAD_QUEUE), {"dead_queue": dead_queue}
+            )
+            return [name for (name,) in await cur.fetchall()]
+
+    # -- items ----------------------------------------------------------------
+
+    async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
+        """Insert items; returns ids in order. A dedup_key already held returns that id."""
+        async with self._transaction(queue.name) as conn:
+            ids = await insert_items(conn, self._names, queue, items)
+            if items:
+                await notify(conn, self._names, {queue.name})
+        return ids
+
+    async def lease(
+        self, queue: QueueInfo, partition: int, client_id: str, limit: int
+    ) -> list[Leased]:
+        """Lease up to ``limit`` leasable items of one partition, in order."""
+        statement = q.LEASE.format(table=self._table(queue, partition), columns=q.ITEM_COLUMNS)
+        params = {
+            "max_attempts": queue.settings.max_attempts,
+            "limit": limit,
+            "lease_timeout": float(queue.settings.lease_timeout),
+            "client_id": client_id,
+        }
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(statement, params)
+            found = await cur.fetchall()
+        found.sort(key=lambda row: (row[0], row[1]))
+        return [rows.item(Leased, queue, partition, row[1:]) for row in found]
+
+    async def next_available_at(self, queue: QueueInfo) -> datetime | None:
+        """Earliest ``available_at`` of any item that could become leasable, or None."""
+        statement = q.NEXT_AVAILABLE.format(branches=self._union(q.NEXT_AVAILABLE_BRANCH, queue))
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(statement, {"max_attempts": queue.settings.max_attempts})
+            row = await cur.fetchone()
+        return None if row is None else _as_datetime(row[0])
+
+    async def transact(self, plan: TxnPlan) -> TransactResult:
+        """Apply the plan atomically or raise Conflict listing every failed check."""
+        async with self._transaction() as conn:
+            return await run_transact(conn, self._names, plan)
+
+    async def dead_letter_due(self, queue: QueueInfo, dead: QueueInfo | None, limit: int) -> int:
+        """Move up to ``limit`` exhausted or expired, unheld items; returns how many."""
+        moved = 0
+        async with self._transaction(queue.name) as conn:
+            for partition in range(queue.settings.partitions):
+                if moved >= limit:
+                    break
+                params = {"max_attempts": queue.settings.max_attempts, "limit": limit - moved}
+                source = (queue, partition)
+                moved += await dead_letter(conn, self._names, source, dead, q.DUE_FOUND, params)
+            if dead is not None and moved:
+                await notify(conn, self._names, {dead.name})
+        return moved
+
+    async def claim_maintenance(self, interval: float) -> bool:
+        """True for exactly one caller per ``interval`` seconds across all clients."""
+        async with self._connect() as conn:
+            cur = await conn.execute(self._fill(q.CLAIM_MAINTENANCE), {"interval": interval})
+            return await cur.fetchone() is not None
+
+    async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
+        """Counts per partition."""
+        partitions = list(range(queue.settings.partitions))
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(self._union(q.STATS_BRANCH, queue), partitions)
+            found = [rows.partition_stats(row) for row in await cur.fetchall()]
+        return sorted(found, key=lambda stats: stats.partition)
+
+    async def list_items(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        pivot_seq: int | None,
+        limit: int,
+        scheduled_only: bool,
+    ) -> list[StoredItem]:
+        """Items of one partition with seq >= pivot_seq, by seq."""
+        statement = q.LIST_ITEMS.format(table=self._table(queue, partition), columns=q.ITEM_COLUMNS)
+        params = {"pivot": pivot_seq or 0, "limit": limit, "scheduled_only": scheduled_only}
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(statement, params)
+            found = await cur.fetchall()
+        return [rows.item(StoredItem, queue, partition, row) for row in found]
+
+    async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
+        """Delete (id, partition, seq) items; Conflict (MISSING) lists absent ones."""
+        missing: dict[str, ConflictReason] = {}
+        wanted: dict[int, dict[int, str]] = {}
+        for item_id, partition, seq in keys:
+            if 0 <= partition < queue.settings.partitions:
+                wanted.setdefault(partition, {})[seq] = item_id
+            else:
+                missing[item_id] = ConflictReason.MISSING
+        async with self._transaction(queue.name) as conn:
+            for partition in sorted(wanted):
+                statement = q.DELETE_ITEMS.format(table=self._table(queue, partition))
+                cur = await conn.execute(statement, {"seqs": sorted(wanted[partition])})
+                gone = {seq for (seq,) in await cur.fetchall()}
+                for seq, item_id in wanted[partition].items():
+                    if seq not in gone:
+                        missing[item_id] = ConflictReason.MISSING
+            if missing:
+                raise Conflict(missing)
+
+    async def clear(self, queue: QueueInfo, destructive: bool) -> int:
+        """Delete unheld items (or all when destructive); returns how many."""
+        template = q.CLEAR_ALL if destructive else q.CLEAR_UNHELD
+        deleted = 0
+        async with self._transaction(queue.name) as conn:
+            for partition in range(queue.settings.partitions):
+                cur = await conn.execute(template.format(table=self._table(queue, partition)))
+                deleted += cur.rowcount
+        return deleted
+
+
+def _one(row: Any) -> Any:
+    """The row a RETURNING statement must have produced."""
+    if row is None:
+        raise Unavailable("PostgreSQL returned no row where one was expected")
+    return row
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None

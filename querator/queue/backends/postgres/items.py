@@ -1,0 +1,129 @@
+"""Statements shared by single calls and transactions, run on a given connection."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+
+from querator.errors import Unavailable
+from querator.queue.backends.base import NewItem
+from querator.queue.backends.postgres import statements as q
+from querator.queue.ids import format_id
+from querator.queue.models import QueueInfo
+
+Conn = AsyncConnection[Any]
+"""A connection from the pool (tuple rows)."""
+
+_DEDUP_ROUNDS = 5
+"""How often a dedup key may vanish between insert and lookup before giving up."""
+
+
+async def insert_items(
+    conn: Conn, names: q.Names, queue: QueueInfo, items: Sequence[NewItem]
+) -> list[str]:
+    """Insert items into their partitions; returns ids in input order.
+
+    A dedup key held by an item of the partition returns that item's id; a key
+    repeated within ``items`` maps to its first occurrence's id.
+    """
+    ids: list[str | None] = [None] * len(items)
+    first_with_key: dict[str, int] = {}
+    repeats: dict[int, int] = {}
+    by_partition: dict[int, list[int]] = {}
+    for index, new in enumerate(items):
+        if new.dedup_key is not None:
+            first = first_with_key.setdefault(new.dedup_key, index)
+            if first != index:
+                repeats[index] = first
+                continue
+        by_partition.setdefault(new.partition, []).append(index)
+    for partition in sorted(by_partition):
+        await _insert_partition(conn, names, queue, partition, items, by_partition[partition], ids)
+    for index, first in repeats.items():
+        ids[index] = ids[first]
+    return [item_id for item_id in ids if item_id is not None]
+
+
+async def _insert_partition(
+    conn: Conn,
+    names: q.Names,
+    queue: QueueInfo,
+    partition: int,
+    items: Sequence[NewItem],
+    pending: list[int],
+    ids: list[str | None],
+) -> None:
+    """Insert ``items[i] for i in pending`` into one partition, filling ``ids``."""
+    table = names.partition(queue.queue_id, partition)
+    for _ in range(_DEDUP_ROUNDS):
+        chunk = [items[i] for i in pending]
+        cur = await conn.execute(q.INSERT_ITEMS.format(table=table), _insert_params(queue, chunk))
+        inserted = await cur.fetchall()
+        new_keys = {key for _, key in inserted if key is not None}
+        placed = [
+            i for i in pending if items[i].dedup_key is None or items[i].dedup_key in new_keys
+        ]
+        for index, (seq, _) in zip(placed, sorted(inserted), strict=True):
+            ids[index] = format_id(queue.queue_id, partition, seq)
+        held = {items[i].dedup_key: i for i in pending if ids[i] is None}
+        if not held:
+            return
+        cur = await conn.execute(q.SELECT_DEDUP.format(table=table), {"keys": list(held)})
+        for seq, key in await cur.fetchall():
+            ids[held[key]] = format_id(queue.queue_id, partition, seq)
+        pending = [i for i in pending if ids[i] is None]
+        if not pending:
+            return
+    raise Unavailable("dedup keys kept changing hands during produce; try again")
+
+
+def _insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
+    return {
+        "expire_timeout": float(queue.settings.expire_timeout),
+        "payload": [bytes(new.payload) for new in items],
+        "kind": [new.kind for new in items],
+        "encoding": [new.encoding for new in items],
+        "reference": [new.reference for new in items],
+        "headers": [json.dumps(dict(new.headers)) for new in items],
+        "available_at": [new.available_at for new in items],
+        "dedup_key": [new.dedup_key for new in items],
+    }
+
+
+async def notify(conn: Conn, names: q.Names, queues: Collection[str]) -> None:
+    """Wake listeners for each queue, at commit of the current transaction."""
+    if queues:
+        await conn.execute(q.NOTIFY, {"channel": names.channel, "queues": sorted(queues)})
+
+
+async def dead_letter(
+    conn: Conn,
+    names: q.Names,
+    source: tuple[QueueInfo, int],
+    dead: QueueInfo | None,
+    due: sql.SQL,
+    params: dict[str, Any],
+) -> int:
+    """Move the items ``due`` selects from a source partition; returns how many.
+
+    With a dead queue they become new items of its partition
+    ``partition % dead.partitions``; without one they are deleted.
+    """
+    queue, partition = source
+    table = names.partition(queue.queue_id, partition)
+    selection = due.format(source=table)
+    if dead is None:
+        cur = await conn.execute(q.DEAD_DROP.format(due=selection, source=table), params)
+        return cur.rowcount
+    target = names.partition(dead.queue_id, partition % dead.settings.partitions)
+    statement = q.DEAD_MOVE.format(due=selection, source=table, dead=target)
+    args = {
+        **params,
+        "expire_timeout": float(dead.settings.expire_timeout),
+        "id_prefix": f"{queue.queue_id}.{partition}.",
+    }
+    cur = await conn.execute(statement, args)
+    return cur.rowcount

@@ -1,0 +1,394 @@
+"""Every SQL statement of the PostgreSQL backend, named and described.
+
+Templates are :class:`psycopg.sql.SQL` objects. Identifiers fill their
+``{fields}`` through :class:`Names`, which builds every table name from the
+schema and internal numbers only; values are always bound parameters
+(``%(name)s``). The alias ``t`` names the item table wherever
+:data:`ITEM_COLUMNS` is selected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from psycopg import sql
+
+from querator.errors import InvalidArgument
+
+SCHEMA_PATTERN: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+"""Accepted schema names: lower-case identifiers that never need quoting."""
+
+_CHANNEL_PREFIX: Final = "querator_"
+_MAX_IDENTIFIER: Final = 63
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """The identifiers of one querator schema."""
+
+    schema: str
+
+    def __post_init__(self) -> None:
+        if not SCHEMA_PATTERN.fullmatch(self.schema):
+            raise InvalidArgument("schema", f"{self.schema!r} must match {SCHEMA_PATTERN.pattern}")
+
+    @property
+    def schema_id(self) -> sql.Identifier:
+        """The schema itself."""
+        return sql.Identifier(self.schema)
+
+    @property
+    def queues(self) -> sql.Identifier:
+        """The table of queues and their settings."""
+        return sql.Identifier(self.schema, "queues")
+
+    @property
+    def maintenance(self) -> sql.Identifier:
+        """The one-row table that coordinates maintenance runs."""
+        return sql.Identifier(self.schema, "maintenance")
+
+    @property
+    def channel(self) -> str:
+        """The LISTEN/NOTIFY channel of this schema (at most 63 bytes)."""
+        channel = _CHANNEL_PREFIX + self.schema
+        if len(channel) > _MAX_IDENTIFIER:
+            digest = hashlib.sha256(self.schema.encode()).hexdigest()[:32]
+            channel = _CHANNEL_PREFIX + digest
+        return channel
+
+    def partition(self, queue_id: int, partition: int) -> sql.Identifier:
+        """The item table of one partition, named from internal numbers only."""
+        return sql.Identifier(self.schema, f"q{int(queue_id)}_p{int(partition)}")
+
+    def index(self, queue_id: int, partition: int, suffix: str) -> sql.Identifier:
+        """An index of a partition table (indexes live in their table's schema)."""
+        return sql.Identifier(f"q{int(queue_id)}_p{int(partition)}_{suffix}")
+
+
+# -- schema -----------------------------------------------------------------
+
+SET_UTC: Final = sql.SQL("SET TIME ZONE 'UTC'")
+"""Run on every pooled connection: timestamps come back in UTC."""
+
+SCHEMA_LOCK: Final = sql.SQL("SELECT pg_advisory_xact_lock(hashtext(%(key)s))")
+"""Serialises schema creation between processes for the current transaction."""
+
+CREATE_SCHEMA: Final = sql.SQL(
+    """
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {queues} (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name text COLLATE "C" NOT NULL UNIQUE,
+    lease_timeout double precision NOT NULL,
+    expire_timeout double precision NOT NULL,
+    max_attempts integer NOT NULL,
+    dead_queue text COLLATE "C",
+    reference text NOT NULL,
+    partitions integer NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS queues_dead_queue ON {queues} (dead_queue)
+    WHERE dead_queue IS NOT NULL;
+CREATE TABLE IF NOT EXISTS {maintenance} (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+    last_run timestamptz NOT NULL
+);
+INSERT INTO {maintenance} (id, last_run) VALUES (true, '-infinity')
+    ON CONFLICT (id) DO NOTHING;
+"""
+)
+"""Creates the schema, the queue table and the maintenance row (idempotent)."""
+
+CREATE_PARTITION: Final = sql.SQL(
+    """
+CREATE TABLE IF NOT EXISTS {table} (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    version integer NOT NULL,
+    available_at timestamptz NOT NULL,
+    lease_deadline timestamptz,
+    client_id text,
+    attempts integer NOT NULL,
+    expire_at timestamptz NOT NULL,
+    payload bytea NOT NULL,
+    kind text NOT NULL,
+    encoding text NOT NULL,
+    reference text NOT NULL,
+    headers jsonb NOT NULL,
+    dedup_key text,
+    source_id text,
+    created_at timestamptz NOT NULL DEFAULT now()
+) WITH (fillfactor = 70);
+CREATE UNIQUE INDEX IF NOT EXISTS {dedup_index} ON {table} (dedup_key)
+    WHERE dedup_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {available_index} ON {table} (available_at, seq);
+"""
+)
+"""Creates one partition's item table; fillfactor leaves room for HOT updates."""
+
+DROP_TABLES: Final = sql.SQL("DROP TABLE IF EXISTS {tables}")
+"""Drops a queue's partition tables (``{tables}`` is a joined identifier list)."""
+
+# -- queues -----------------------------------------------------------------
+
+QUEUE_COLUMNS: Final = sql.SQL(
+    "id, name, lease_timeout, expire_timeout, max_attempts, dead_queue, reference,"
+    " partitions, created_at"
+)
+"""The columns :func:`rows.queue_info` maps, in order."""
+
+INSERT_QUEUE: Final = sql.SQL(
+    """
+INSERT INTO {queues}
+    (name, lease_timeout, expire_timeout, max_attempts, dead_queue, reference, partitions)
+VALUES (%(name)s, %(lease_timeout)s, %(expire_timeout)s, %(max_attempts)s,
+        %(dead_queue)s, %(reference)s, %(partitions)s)
+RETURNING {columns}
+"""
+)
+"""Adds a queue; a taken name raises a unique violation."""
+
+SELECT_QUEUE: Final = sql.SQL("SELECT {columns} FROM {queues} WHERE name = %(name)s")
+"""One queue by name."""
+
+LOCK_QUEUE: Final = sql.SQL("SELECT {columns} FROM {queues} WHERE name = %(name)s FOR UPDATE")
+"""One queue by name, locked until the transaction ends."""
+
+UPDATE_QUEUE: Final = sql.SQL(
+    """
+UPDATE {queues}
+SET lease_timeout = %(lease_timeout)s, expire_timeout = %(expire_timeout)s,
+    max_attempts = %(max_attempts)s, dead_queue = %(dead_queue)s,
+    reference = %(reference)s, partitions = %(partitions)s
+WHERE name = %(name)s
+RETURNING {columns}
+"""
+)
+"""Stores new settings of a queue."""
+
+DELETE_QUEUE: Final = sql.SQL("DELETE FROM {queues} WHERE name = %(name)s RETURNING id, partitions")
+"""Removes a queue's row; returns what is needed to drop its tables."""
+
+LIST_QUEUES: Final = sql.SQL(
+    "SELECT {columns} FROM {queues} WHERE name >= %(pivot)s ORDER BY name LIMIT %(limit)s"
+)
+"""A page of queues by name."""
+
+QUEUES_WITH_DEAD_QUEUE: Final = sql.SQL(
+    "SELECT name FROM {queues} WHERE dead_queue = %(dead_queue)s ORDER BY name"
+)
+"""Names of the queues that dead-letter into a queue."""
+
+CLAIM_MAINTENANCE: Final = sql.SQL(
+    """
+UPDATE {maintenance} SET last_run = now()
+WHERE last_run <= now() - make_interval(secs => %(interval)s::float8)
+RETURNING true
+"""
+)
+"""Returns a row for exactly one caller per interval (the row lock serialises)."""
+
+# -- items ------------------------------------------------------------------
+
+ITEM_COLUMNS: Final = sql.SQL(
+    "t.seq, t.version, t.available_at, t.lease_deadline, t.client_id, t.attempts,"
+    " t.expire_at, t.payload, t.kind, t.encoding, t.reference, t.headers, t.dedup_key,"
+    " t.source_id, t.created_at"
+)
+"""The item columns :func:`rows.item` maps, in order; the table is aliased ``t``."""
+
+INSERT_ITEMS: Final = sql.SQL(
+    """
+INSERT INTO {table}
+    (version, available_at, attempts, expire_at, payload, kind, encoding, reference,
+     headers, dedup_key)
+SELECT 1, coalesce(v.available_at, now()), 0,
+       now() + make_interval(secs => %(expire_timeout)s::float8),
+       v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key
+FROM unnest(%(payload)b::bytea[], %(kind)s::text[], %(encoding)s::text[],
+            %(reference)s::text[], %(headers)s::text[], %(available_at)s::timestamptz[],
+            %(dedup_key)s::text[])
+     WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at,
+                          dedup_key, ord)
+ORDER BY v.ord
+ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+RETURNING seq, dedup_key
+"""
+)
+"""Inserts items in input order (so seqs ascend with it); held dedup keys are skipped."""
+
+SELECT_DEDUP: Final = sql.SQL(
+    "SELECT seq, dedup_key FROM {table} WHERE dedup_key = ANY(%(keys)s::text[])"
+)
+"""The items that hold some dedup keys."""
+
+NOTIFY: Final = sql.SQL("SELECT pg_notify(%(channel)s, q) FROM unnest(%(queues)s::text[]) AS q")
+"""Wakes listeners of the schema's channel once per queue name."""
+
+LISTEN: Final = sql.SQL("LISTEN {channel}")
+"""Subscribes a connection to the schema's channel."""
+
+PING: Final = sql.SQL("SELECT 1")
+"""Checks that an idle listening connection is still alive."""
+
+LEASE: Final = sql.SQL(
+    """
+WITH picked AS (
+    SELECT seq, available_at AS lease_order
+    FROM {table}
+    WHERE available_at <= now()
+      AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
+      AND expire_at > now()
+    ORDER BY available_at, seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {table} AS t
+SET available_at = now() + make_interval(secs => %(lease_timeout)s::float8),
+    lease_deadline = now() + make_interval(secs => %(lease_timeout)s::float8),
+    client_id = %(client_id)s,
+    attempts = t.attempts + 1,
+    version = t.version + 1
+FROM picked
+WHERE t.seq = picked.seq
+RETURNING picked.lease_order, {columns}
+"""
+)
+"""Leases the first leasable items of a partition; rows another client locks are skipped."""
+
+NEXT_AVAILABLE_BRANCH: Final = sql.SQL(
+    """
+SELECT min(available_at) AS available_at FROM {table}
+WHERE (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
+  AND expire_at > now()
+"""
+)
+"""Earliest availability of one partition's live items; branches join by UNION ALL."""
+
+NEXT_AVAILABLE: Final = sql.SQL("SELECT min(available_at) FROM ({branches}) AS m")
+"""Earliest availability over all partitions of a queue."""
+
+STATS_BRANCH: Final = sql.SQL(
+    """
+SELECT %s::integer, count(*),
+       count(*) FILTER (WHERE lease_deadline > now()),
+       count(*) FILTER (WHERE available_at > now() AND lease_deadline IS NULL),
+       count(*) FILTER (WHERE source_id IS NOT NULL),
+       extract(epoch FROM now() - min(created_at))::float8
+FROM {table}
+"""
+)
+"""Counts of one partition (its number bound positionally); branches join by UNION ALL."""
+
+LIST_ITEMS: Final = sql.SQL(
+    """
+SELECT {columns} FROM {table} AS t
+WHERE t.seq >= %(pivot)s
+  AND (NOT %(scheduled_only)s OR (t.available_at > now() AND t.lease_deadline IS NULL))
+ORDER BY t.seq
+LIMIT %(limit)s
+"""
+)
+"""A page of a partition's items by seq."""
+
+DELETE_ITEMS: Final = sql.SQL(
+    """
+WITH locked AS (
+    SELECT seq FROM {table} WHERE seq = ANY(%(seqs)s::bigint[]) ORDER BY seq FOR UPDATE
+)
+DELETE FROM {table} AS t USING locked WHERE t.seq = locked.seq
+RETURNING t.seq
+"""
+)
+"""Deletes items by seq, locking them in seq order; returns the seqs found."""
+
+CLEAR_UNHELD: Final = sql.SQL(
+    "DELETE FROM {table} WHERE lease_deadline IS NULL OR lease_deadline <= now()"
+)
+"""Deletes every item of a partition that no live lease holds."""
+
+CLEAR_ALL: Final = sql.SQL("DELETE FROM {table}")
+"""Deletes every item of a partition (seqs keep counting)."""
+
+# -- transactions -------------------------------------------------------------
+
+LOCK_ITEMS: Final = sql.SQL(
+    """
+SELECT seq, version, coalesce(lease_deadline > now(), false), attempts
+FROM {table}
+WHERE seq = ANY(%(seqs)s::bigint[])
+ORDER BY seq
+FOR UPDATE
+"""
+)
+"""Locks items of one partition in seq order; returns (seq, version, held, attempts)."""
+
+DELETE_SEQS: Final = sql.SQL("DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])")
+"""Deletes locked items (complete; dead-letter without a dead queue)."""
+
+RETRY_ITEMS: Final = sql.SQL(
+    """
+UPDATE {table} AS t
+SET version = t.version + 1, lease_deadline = NULL, client_id = NULL,
+    available_at = coalesce(v.retry_at, now())
+FROM unnest(%(seqs)s::bigint[], %(retry_at)s::timestamptz[]) AS v(seq, retry_at)
+WHERE t.seq = v.seq
+"""
+)
+"""Releases locked items for another attempt, now or at their retry time."""
+
+RENEW_ITEMS: Final = sql.SQL(
+    """
+UPDATE {table} AS t
+SET version = t.version + 1,
+    lease_deadline = now() + make_interval(secs => v.extend),
+    available_at = now() + make_interval(secs => v.extend)
+FROM unnest(%(seqs)s::bigint[], %(extend)s::float8[]) AS v(seq, extend)
+WHERE t.seq = v.seq
+RETURNING {columns}
+"""
+)
+"""Extends the leases of locked items; returns the renewed rows."""
+
+# -- dead-lettering -----------------------------------------------------------
+
+DUE_GIVEN: Final = sql.SQL("SELECT unnest(%(seqs)s::bigint[]) AS seq")
+"""Dead-letter selection: the given (already locked) seqs."""
+
+DUE_FOUND: Final = sql.SQL(
+    """
+SELECT seq FROM {source}
+WHERE available_at <= now()
+  AND ((%(max_attempts)s::integer > 0 AND attempts >= %(max_attempts)s::integer)
+       OR expire_at <= now())
+ORDER BY available_at, seq
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+"""
+)
+"""Dead-letter selection: unheld items that are exhausted or expired."""
+
+DEAD_MOVE: Final = sql.SQL(
+    """
+WITH due AS ({due}),
+moved AS (
+    DELETE FROM {source} AS s USING due WHERE s.seq = due.seq
+    RETURNING s.seq, s.payload, s.kind, s.encoding, s.reference, s.headers
+)
+INSERT INTO {dead}
+    (version, available_at, attempts, expire_at, payload, kind, encoding, reference,
+     headers, source_id)
+SELECT 1, now(), 0, now() + make_interval(secs => %(expire_timeout)s::float8),
+       m.payload, m.kind, m.encoding, m.reference, m.headers, %(id_prefix)s || m.seq::text
+FROM moved AS m
+ORDER BY m.seq
+"""
+)
+"""Moves selected items into a dead partition as new items in one statement."""
+
+DEAD_DROP: Final = sql.SQL(
+    "WITH due AS ({due}) DELETE FROM {source} AS s USING due WHERE s.seq = due.seq"
+)
+"""Deletes selected items of a queue that has no dead queue."""

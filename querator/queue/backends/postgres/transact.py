@@ -1,0 +1,156 @@
+"""``Backend.transact`` on PostgreSQL: lock in order, check everything, then apply."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, TypeVar
+
+from querator.errors import Conflict, ConflictReason, QueueNotFound
+from querator.queue.backends.base import ItemKey, RetryOp, TxnPlan
+from querator.queue.backends.postgres import rows
+from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres.failures import driver_errors
+from querator.queue.backends.postgres.items import Conn, dead_letter, insert_items, notify
+from querator.queue.models import Leased, QueueInfo, TransactResult
+
+T = TypeVar("T")
+TableKey = tuple[int, int]
+"""(queue_id, partition): one item table."""
+
+
+class Locked(NamedTuple):
+    """The state of a locked item that the checks need."""
+
+    version: int
+    held: bool
+    attempts: int
+
+
+async def run_transact(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactResult:
+    """Apply ``plan`` inside the caller's open transaction, or raise Conflict."""
+    locked = await _lock_and_check(conn, names, plan)
+    wake: set[str] = set()
+    for (queue_id, partition), keys in _by_table(plan.complete, lambda key: key).items():
+        with driver_errors(keys[0].queue):
+            table = names.partition(queue_id, partition)
+            await conn.execute(q.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
+    await _retry(conn, names, plan, locked, wake)
+    renewed = await _renew(conn, names, plan)
+    produced: dict[str, list[str]] = {}
+    for name, items in plan.produce:
+        info = plan.queues.get(name)
+        if info is None:
+            raise QueueNotFound(name)
+        with driver_errors(name):
+            produced.setdefault(name, []).extend(await insert_items(conn, names, info, items))
+        if items:
+            wake.add(name)
+    await notify(conn, names, wake)
+    return TransactResult.model_construct(produced=produced, renewed=renewed)
+
+
+async def _lock_and_check(conn: Conn, names: q.Names, plan: TxnPlan) -> dict[str, Locked]:
+    """Lock every referenced row in ``ItemKey.lock_order``; raise Conflict listing failures."""
+    checks = [(key, True) for key in plan.complete]
+    checks += [(op.key, True) for op in plan.retry]
+    checks += [(op.key, True) for op in plan.renew]
+    checks += [(key, False) for key in plan.depends]
+    failures: dict[str, ConflictReason] = {}
+    valid = [key for key, _ in checks if _addresses_plan_queue(key, plan)]
+    locked: dict[str, Locked] = {}
+    for (queue_id, partition), keys in _by_table(valid, lambda key: key).items():
+        with driver_errors(keys[0].queue):
+            table = names.partition(queue_id, partition)
+            cur = await conn.execute(q.LOCK_ITEMS.format(table=table), {"seqs": _seqs(keys)})
+            found = {row[0]: Locked(*row[1:]) for row in await cur.fetchall()}
+        for key in keys:
+            if key.seq in found:
+                locked[key.id] = found[key.seq]
+    for key, needs_lease in checks:
+        row = locked.get(key.id)
+        if row is None:
+            failures[key.id] = ConflictReason.MISSING
+        elif row.version != key.version:
+            failures[key.id] = ConflictReason.STALE
+        elif needs_lease and not row.held:
+            failures[key.id] = ConflictReason.NOT_LEASED
+    if failures:
+        raise Conflict(failures)
+    return locked
+
+
+def _addresses_plan_queue(key: ItemKey, plan: TxnPlan) -> bool:
+    """False when the key cannot name an item of its queue (recreated queue, bad partition)."""
+    info = plan.queues.get(key.queue)
+    return (
+        info is not None
+        and info.queue_id == key.queue_id
+        and 0 <= key.partition < info.settings.partitions
+    )
+
+
+def _by_table(entries: Iterable[T], key_of: Callable[[T], ItemKey]) -> dict[TableKey, list[T]]:
+    """Entries grouped per item table, tables and entries in lock order."""
+    ordered = sorted(entries, key=lambda entry: key_of(entry).lock_order)
+    groups: dict[TableKey, list[T]] = {}
+    for entry in ordered:
+        key = key_of(entry)
+        groups.setdefault((key.queue_id, key.partition), []).append(entry)
+    return groups
+
+
+def _seqs(keys: Iterable[ItemKey]) -> list[int]:
+    return [key.seq for key in keys]
+
+
+async def _retry(
+    conn: Conn, names: q.Names, plan: TxnPlan, locked: dict[str, Locked], wake: set[str]
+) -> None:
+    """Release retried items, or dead-letter those marked dead or out of attempts."""
+    for (queue_id, partition), ops in _by_table(plan.retry, lambda op: op.key).items():
+        info = plan.queues[ops[0].key.queue]
+        limit = info.settings.max_attempts
+        dead_ops: list[RetryOp] = []
+        again: list[RetryOp] = []
+        for op in ops:
+            spent = limit > 0 and locked[op.key.id].attempts >= limit
+            (dead_ops if op.dead or spent else again).append(op)
+        if again:
+            with driver_errors(info.name):
+                args = {
+                    "seqs": [op.key.seq for op in again],
+                    "retry_at": [op.retry_at for op in again],
+                }
+                table = names.partition(queue_id, partition)
+                await conn.execute(q.RETRY_ITEMS.format(table=table), args)
+            wake.add(info.name)
+        if dead_ops:
+            dead = _dead_queue_of(info, plan)
+            with driver_errors(dead.name if dead else info.name):
+                params = {"seqs": [op.key.seq for op in dead_ops]}
+                moved = await dead_letter(conn, names, (info, partition), dead, q.DUE_GIVEN, params)
+            if dead is not None and moved:
+                wake.add(dead.name)
+
+
+def _dead_queue_of(info: QueueInfo, plan: TxnPlan) -> QueueInfo | None:
+    """The queue's dead queue as the plan knows it; None deletes dead items."""
+    name = info.settings.dead_queue
+    return None if name is None else plan.queues.get(name)
+
+
+async def _renew(conn: Conn, names: q.Names, plan: TxnPlan) -> list[Leased]:
+    """Extend leases; the renewed items come back in the plan's order."""
+    renewed: dict[str, Leased] = {}
+    for (queue_id, partition), ops in _by_table(plan.renew, lambda op: op.key).items():
+        info = plan.queues[ops[0].key.queue]
+        args = {"seqs": [op.key.seq for op in ops], "extend": [float(op.extend) for op in ops]}
+        with driver_errors(info.name):
+            table = names.partition(queue_id, partition)
+            cur = await conn.execute(
+                q.RENEW_ITEMS.format(table=table, columns=q.ITEM_COLUMNS), args
+            )
+            for row in await cur.fetchall():
+                record = rows.item(Leased, info, partition, row)
+                renewed[record.id] = record
+    return [renewed[op.key.id] for op in plan.renew]
