@@ -1,0 +1,58 @@
+"""The public names are a contract: adding is deliberate, renaming never happens."""
+
+from __future__ import annotations
+
+import inspect
+
+import querator
+import querator.errors
+
+
+def test_exported_names_are_pinned() -> None:
+    assert sorted(querator.__all__) == [
+        "AsyncQuerator",
+        "Item",
+        "Leased",
+        "PartitionStats",
+        "Querator",
+        "QueueInfo",
+        "QueueSettings",
+        "QueueStats",
+        "Ref",
+        "StoredItem",
+        "TransactResult",
+    ]
+
+
+def test_every_error_descends_from_the_one_root() -> None:
+    for name in querator.errors.__all__:
+        obj = getattr(querator.errors, name)
+        if inspect.isclass(obj) and issubclass(obj, Exception):
+            assert issubclass(obj, querator.errors.QueratorError), name
+
+
+def test_every_public_name_and_method_has_a_docstring() -> None:
+    missing = []
+    for name in querator.__all__:
+        obj = getattr(querator, name)
+        if not inspect.getdoc(obj):
+            missing.append(name)
+        for attr, member in vars(obj).items():
+            public = not attr.startswith("_") and inspect.isfunction(member)
+            if public and not inspect.getdoc(member):
+                missing.append(f"{name}.{attr}")
+    assert missing == []
+
+
+def test_sync_and_async_clients_offer_the_same_methods() -> None:
+    def public(cls: type) -> set[str]:
+        return {
+            n
+            for n, m in inspect.getmembers(cls, inspect.isfunction)
+            if not n.startswith("_") and n not in {"queue_info"}
+        }
+
+    assert public(querator.Querator) - {"close"} == public(querator.AsyncQuerator) - {
+        "open",
+        "close",
+    }
