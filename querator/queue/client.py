@@ -191,6 +191,10 @@ class Querator:
             self._async.list_scheduled, queue, partition=partition, pivot=pivot, limit=limit
         )
 
+    def lookup(self, queue: str, dedup_keys: Sequence[str]) -> dict[str, StoredItem]:
+        """See :meth:`AsyncQuerator.lookup`."""
+        return self._call(self._async.lookup, queue, dedup_keys)
+
     def delete_items(self, queue: str, ids: Sequence[str]) -> None:
         """See :meth:`AsyncQuerator.delete_items`."""
         return self._call(self._async.delete_items, queue, ids)

@@ -331,6 +331,20 @@ class AsyncQuerator(QueueAdmin):
             pivot_seq = address.seq
         return await backend.list_items(info, partition, pivot_seq, limit, scheduled_only)
 
+    async def lookup(self, queue: str, dedup_keys: Sequence[str]) -> dict[str, StoredItem]:
+        """The items of ``queue`` that hold any of ``dedup_keys`` now, by key.
+
+        Keys held by no item are absent from the result. 1 to 1000 keys.
+        """
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        check_batch("dedup_keys", len(dedup_keys))
+        for index, key in enumerate(dedup_keys):
+            if not isinstance(key, str) or not 1 <= len(key) <= 512:
+                raise InvalidArgument(f"dedup_keys[{index}]", "must be a string of 1-512 chars")
+        found = await backend.lookup(info, list(dict.fromkeys(dedup_keys)))
+        return {item.dedup_key: item for item in found if item.dedup_key is not None}
+
     async def delete_items(self, queue: str, ids: Sequence[str]) -> None:
         """Delete items by id whatever their state; all or nothing."""
         backend = self._require_open()

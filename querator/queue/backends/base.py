@@ -191,6 +191,9 @@ class Backend(Protocol):
     ) -> list[StoredItem]:
         """Items of one partition with seq >= pivot_seq, by seq."""
 
+    async def lookup(self, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[StoredItem]:
+        """The items (in any partition) that hold any of ``dedup_keys``, in no order."""
+
     async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
         """Delete (id, partition, seq) items; Conflict (MISSING) lists absent ones."""
 

@@ -410,6 +410,17 @@ class MemoryBackend:
                 break
         return out
 
+    async def lookup(self, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[StoredItem]:
+        """The items holding any of ``dedup_keys``."""
+        found = []
+        for index, part in enumerate(self._partitions(queue)):
+            for key in dedup_keys:
+                seq = part.dedup.get(key)
+                if seq is not None:
+                    fields = self._fields(queue, index, part.rows[seq])
+                    found.append(StoredItem.model_construct(**fields))
+        return found
+
     async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
         """Delete the items, or none of them if any is missing."""
         parts = self._partitions(queue)

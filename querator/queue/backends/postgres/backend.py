@@ -306,6 +306,19 @@ class PostgresBackend:
             found = await cur.fetchall()
         return [rows.item(StoredItem, queue, partition, row) for row in found]
 
+    async def lookup(self, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[StoredItem]:
+        """The items (in any partition) holding any of ``dedup_keys``."""
+        statement = sql.SQL(" UNION ALL ").join(
+            q.LOOKUP_BRANCH.format(
+                partition=sql.Literal(n), columns=q.ITEM_COLUMNS, table=self._table(queue, n)
+            )
+            for n in range(queue.settings.partitions)
+        )
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(statement, {"keys": list(dedup_keys)})
+            found = await cur.fetchall()
+        return [rows.item(StoredItem, queue, row[0], row[1:]) for row in found]
+
     async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
         """Delete (id, partition, seq) items; Conflict (MISSING) lists absent ones."""
         missing: dict[str, ConflictReason] = {}

@@ -293,6 +293,12 @@ LIMIT %(limit)s
 )
 """A page of a partition's items by seq."""
 
+LOOKUP_BRANCH: Final = sql.SQL(
+    "SELECT {partition}::integer, {columns} FROM {table} AS t"
+    " WHERE t.dedup_key = ANY(%(keys)s::text[])"
+)
+"""One partition's items holding any of the given dedup keys (UNION ALL per partition)."""
+
 DELETE_ITEMS: Final = sql.SQL(
     """
 WITH locked AS (

@@ -181,6 +181,11 @@ class SqliteBackend:
         )
         return await self._call(op, write=False, queue=queue.name)
 
+    async def lookup(self, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[StoredItem]:
+        """The items (in any partition) holding any of ``dedup_keys``."""
+        op = partial(item_ops.lookup, queue=queue, dedup_keys=dedup_keys)
+        return await self._call(op, write=False, queue=queue.name)
+
     async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
         """Delete (id, partition, seq) items; Conflict (MISSING) lists absent ones."""
         op = partial(item_ops.delete_items, queue=queue, keys=keys)

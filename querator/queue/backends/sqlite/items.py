@@ -287,6 +287,16 @@ def list_items(
     return [stored_item(queue, partition, row) for row in txn.conn.execute(query)]
 
 
+def lookup(txn: Txn, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[StoredItem]:
+    """The items (in any partition) holding any of ``dedup_keys``."""
+    found = []
+    for partition in range(queue.settings.partitions):
+        t = partition_table(queue.queue_id, partition)
+        query = select(t).where(t.c.dedup_key.in_(list(dedup_keys)))
+        found += [stored_item(queue, partition, row) for row in txn.conn.execute(query)]
+    return found
+
+
 def delete_items(txn: Txn, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
     """Delete ``(id, partition, seq)`` items, or raise Conflict (MISSING) naming absent ones."""
     wanted: dict[int, dict[int, str]] = {}
