@@ -1,1 +1,50 @@
-"""Durable workflows and sagas (built on the lease queue)."""
+"""Durable workflows (built on the lease queue).
+
+```python
+from querator.workflows import step, workflow, start, Worker
+
+@step(name="shop.charge")
+def charge(order_id: str, cents: int) -> str: ...
+
+@workflow(name="shop.checkout")
+def checkout(order_id: str) -> str:
+    return charge(order_id, 1999)
+
+run = start(q, checkout, "o-1", idempotency_key="o-1")
+Worker(q, [checkout, charge]).run()      # elsewhere
+run.result(timeout=60)
+```
+
+See docs/workflows.md for how replay works and what must be deterministic.
+"""
+
+from querator.workflows.errors import (
+    NonDeterminism,
+    StepFailed,
+    WorkflowError,
+    WorkflowFailed,
+)
+from querator.workflows.functions import StepFunction, WorkflowFunction, step, workflow
+from querator.workflows.retry import RetryDecision, RetryPolicy
+from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
+from querator.workflows.worker import AsyncWorker, Worker
+
+__all__ = [
+    "AsyncRunHandle",
+    "AsyncWorker",
+    "NonDeterminism",
+    "RetryDecision",
+    "RetryPolicy",
+    "RunHandle",
+    "RunStatus",
+    "StepFailed",
+    "StepFunction",
+    "Worker",
+    "WorkflowError",
+    "WorkflowFailed",
+    "WorkflowFunction",
+    "start",
+    "start_async",
+    "step",
+    "workflow",
+]

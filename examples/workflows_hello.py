@@ -1,0 +1,53 @@
+"""A durable three-step workflow on SQLite: start it, serve it, print its result.
+
+Run it with no server at all:  python examples/workflows_hello.py [path/to/db]
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from querator import Querator
+from querator.workflows import RetryPolicy, Worker, start, step, workflow
+
+
+@step(name="hello.greet")
+def greet(name: str) -> str:
+    return f"Hello, {name}"
+
+
+@step(name="hello.shout", retry=RetryPolicy(max_attempts=5, initial=0.1))
+def shout(text: str) -> str:
+    return text.upper() + "!"
+
+
+@step(name="hello.count")
+def count(text: str) -> int:
+    return len(text)
+
+
+@workflow(name="hello.flow")
+def hello(name: str) -> dict[str, object]:
+    text = shout(greet(name))  # each step call is a leased item of its own
+    return {"text": text, "length": count(text)}
+
+
+def main() -> None:
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "querator-hello.db")
+    path.unlink(missing_ok=True)
+    with Querator(f"sqlite:///{path}") as q:
+        worker = Worker(q, [hello, greet, shout, count], concurrency=4)
+        thread = threading.Thread(target=worker.run)
+        thread.start()
+        try:
+            run = start(q, hello, "querator", idempotency_key="hello-1")
+            print(run.run_id, run.result(timeout=30), run.status())
+        finally:
+            worker.stop()
+            thread.join()
+
+
+if __name__ == "__main__":
+    main()

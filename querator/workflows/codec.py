@@ -1,0 +1,104 @@
+"""Arguments and results of steps and workflows, as JSON, through pydantic.
+
+Each parameter is validated and dumped with a ``pydantic.TypeAdapter`` of its
+annotation (``Any`` when unannotated), so models, dataclasses and JSON types
+round-trip. ``*args`` of type ``T`` is ``tuple[T, ...]``; ``**kwargs`` is
+``dict[str, T]``. Unannotated values decode as plain JSON (a tuple comes back
+as a list).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
+
+from querator.errors import InvalidArgument
+
+__all__ = ["Codec"]
+
+_CODEC_ERRORS = (ValidationError, PydanticSerializationError, TypeError, ValueError)
+
+
+class Codec:
+    """Encodes the arguments and result of one function (``where`` names it in errors)."""
+
+    def __init__(self, fn: Callable[..., Any], where: str) -> None:
+        self._fn = fn
+        self._where = where
+        self._signature = inspect.signature(fn)
+        self._params: dict[str, TypeAdapter[Any]] | None = None
+        self._result: TypeAdapter[Any] | None = None
+        # A forward reference that does not resolve yet is resolved at first use.
+        with contextlib.suppress(NameError):
+            self._build()
+
+    def _build(self) -> None:
+        hints = typing.get_type_hints(self._fn)
+        params: dict[str, TypeAdapter[Any]] = {}
+        for name, param in self._signature.parameters.items():
+            annotation: Any = hints.get(name, Any)
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                annotation = tuple[annotation, ...]
+            elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                annotation = dict[str, annotation]
+            params[name] = self._adapter(annotation, f"{self._where} parameter {name!r}")
+        self._result = self._adapter(hints.get("return", Any), f"{self._where} return type")
+        self._params = params
+
+    @staticmethod
+    def _adapter(annotation: Any, what: str) -> TypeAdapter[Any]:
+        try:
+            return TypeAdapter(annotation)
+        except PydanticSchemaGenerationError as exc:
+            raise InvalidArgument(what, f"{annotation!r} cannot be serialised: {exc}") from exc
+
+    def _adapters(self) -> tuple[dict[str, TypeAdapter[Any]], TypeAdapter[Any]]:
+        if self._params is None or self._result is None:
+            self._build()
+        assert self._params is not None and self._result is not None
+        return self._params, self._result
+
+    def encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """JSON text of the bound arguments; InvalidArgument if they do not fit."""
+        params, _ = self._adapters()
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidArgument(f"{self._where} arguments", str(exc)) from exc
+        encoded = {}
+        for name, value in bound.arguments.items():
+            encoded[name] = self._dump(params[name], value, f"{self._where} argument {name!r}")
+        return json.dumps(encoded, separators=(",", ":"))
+
+    def decode_args(self, text: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Positional and keyword arguments back from :meth:`encode_args` text."""
+        params, _ = self._adapters()
+        raw = json.loads(text)
+        values = {name: params[name].validate_python(raw[name]) for name in params if name in raw}
+        bound = inspect.BoundArguments(self._signature, values)
+        return bound.args, bound.kwargs
+
+    def encode_result(self, value: Any) -> str:
+        """JSON text of a result; InvalidArgument if it does not fit."""
+        _, result = self._adapters()
+        return json.dumps(self._dump(result, value, f"{self._where} result"))
+
+    def decode_result(self, text: str) -> Any:
+        """A result back from :meth:`encode_result` text."""
+        _, result = self._adapters()
+        return result.validate_python(json.loads(text))
+
+    @staticmethod
+    def _dump(adapter: TypeAdapter[Any], value: Any, what: str) -> Any:
+        try:
+            checked = adapter.validate_python(value)
+            return adapter.dump_python(checked, mode="json", warnings="error")
+        except _CODEC_ERRORS as exc:
+            raise InvalidArgument(what, f"cannot be serialised: {exc}") from exc

@@ -1,0 +1,82 @@
+"""Errors of the workflow layer, under :class:`querator.errors.QueratorError`.
+
+```
+QueratorError
+└── WorkflowError             base of the workflow layer's errors
+    ├── StepFailed            a step failed for good (raised at its call site in the body)
+    ├── NonDeterminism        replay called a different step than the stored history
+    ├── WorkflowFailed        RunHandle.result(): the run ended with an error
+    └── WorkflowSuspended     internal control flow of replay; never catch it
+```
+"""
+
+from __future__ import annotations
+
+from querator.errors import QueratorError
+
+__all__ = [
+    "NonDeterminism",
+    "StepFailed",
+    "WorkflowError",
+    "WorkflowFailed",
+    "WorkflowSuspended",
+]
+
+
+class WorkflowError(QueratorError):
+    """Base of the workflow layer's errors."""
+
+
+class StepFailed(WorkflowError):
+    """A step failed for good (its retry policy gave up).
+
+    Raised inside the workflow body where the step was called; ``error_type``
+    and ``message`` describe the step's last exception.
+    """
+
+    def __init__(self, step: str, position: int, error_type: str, message: str) -> None:
+        self.step = step
+        self.position = position
+        self.error_type = error_type
+        self.message = message
+        super().__init__(f"step {step!r} (position {position}) failed: {error_type}: {message}")
+
+
+class NonDeterminism(WorkflowError):
+    """Replay called a step that differs from the one stored at that position.
+
+    The workflow code changed under a running workflow (or the body is not
+    deterministic). The run stops with this error; other runs are untouched.
+    """
+
+    def __init__(self, position: int, stored: str, called: str) -> None:
+        self.position = position
+        self.stored = stored
+        self.called = called
+        super().__init__(
+            f"non-deterministic replay at step position {position}: history has "
+            f"{stored!r}, the code now calls {called!r}"
+        )
+
+
+class WorkflowFailed(WorkflowError):
+    """The run ended with an error (``error_type``, ``message``)."""
+
+    def __init__(self, run_id: str, error_type: str, message: str) -> None:
+        self.run_id = run_id
+        self.error_type = error_type
+        self.message = message
+        super().__init__(f"run {run_id} failed: {error_type}: {message}")
+
+
+class WorkflowSuspended(WorkflowError):
+    """Internal: a step has no stored result yet, so replay stops here.
+
+    Raised from a step call inside a workflow body. Do not catch it; if the body
+    swallows it anyway, the replay still suspends (the context remembers).
+    """
+
+    def __init__(self, position: int, step: str) -> None:
+        self.position = position
+        self.step = step
+        super().__init__(f"replay suspended at step {step!r} (position {position})")

@@ -1,0 +1,168 @@
+"""``@step`` and ``@workflow``: registered functions with stable persisted names."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from querator.errors import InvalidArgument
+from querator.queue.validation import check_duration, check_name
+from querator.workflows.codec import Codec
+from querator.workflows.context import CURRENT
+from querator.workflows.retry import RetryPolicy
+
+__all__ = ["StepFunction", "WorkflowFunction", "default_name", "step", "workflow"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """The persisted name of a function without ``name=``: ``module.qualname``.
+
+    Renaming or moving the function changes it: give long-lived steps and
+    workflows an explicit ``name=`` so running workflows survive refactoring.
+    """
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def _check_persisted_name(name: str) -> str:
+    if not isinstance(name, str) or not 1 <= len(name) <= 512:
+        raise InvalidArgument("name", "must be a string of 1 to 512 characters")
+    return name
+
+
+class StepFunction(Generic[P, R]):
+    """A function decorated with ``@step``.
+
+    Called inside a workflow body, it runs as a leased item of its own (its
+    stored result is returned on replay); called anywhere else, it simply runs.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str | None,
+        retry: RetryPolicy | None,
+        queue: str | None,
+        lease_timeout: float | None,
+    ) -> None:
+        self.fn = fn
+        self.name = _check_persisted_name(name if name is not None else default_name(fn))
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.queue = check_name("queue", queue) if queue is not None else None
+        self.lease_timeout = (
+            check_duration("lease_timeout", lease_timeout) if lease_timeout is not None else None
+        )
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.codec = Codec(fn, f"step {self.name!r}")
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        ctx = CURRENT.get()
+        if ctx is None:
+            return self.fn(*args, **kwargs)
+        value = ctx.call(self.name, self.queue, self.codec, args, kwargs)
+        if self.is_async:
+            return _resolved(value)  # type: ignore[return-value]
+        return value  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<step {self.name!r}>"
+
+
+async def _resolved(value: Any) -> Any:
+    return value
+
+
+class WorkflowFunction(Generic[P, R]):
+    """A function decorated with ``@workflow``: its body is replayed by workers.
+
+    Calling it directly runs the body in-process (steps run inline); use
+    ``querator.workflows.start`` to run it durably.
+    """
+
+    def __init__(self, fn: Callable[P, R], *, name: str | None, queue: str | None) -> None:
+        self.fn = fn
+        self.name = _check_persisted_name(name if name is not None else default_name(fn))
+        self.queue = check_name("queue", queue) if queue is not None else None
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.codec = Codec(fn, f"workflow {self.name!r}")
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.name!r}>"
+
+
+@overload
+def step(fn: Callable[P, R], /) -> StepFunction[P, R]: ...
+
+
+@overload
+def step(
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    queue: str | None = None,
+    lease_timeout: float | None = None,
+) -> Callable[[Callable[P, R]], StepFunction[P, R]]: ...
+
+
+def step(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    queue: str | None = None,
+    lease_timeout: float | None = None,
+) -> StepFunction[P, R] | Callable[[Callable[P, R]], StepFunction[P, R]]:
+    """Make ``fn`` a step: each call inside a workflow is a leased item of its own.
+
+    ``name`` is the persisted name (default :func:`default_name`); ``retry`` the
+    :class:`RetryPolicy` (default 3 attempts); ``queue`` routes the step to
+    another worker pool (default: the run's workflow queue); ``lease_timeout``
+    is how long one attempt may go without a renewal (renewed automatically
+    while the function runs; default: the queue's).
+    """
+
+    def decorate(f: Callable[P, R]) -> StepFunction[P, R]:
+        return StepFunction(f, name=name, retry=retry, queue=queue, lease_timeout=lease_timeout)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+@overload
+def workflow(fn: Callable[P, R], /) -> WorkflowFunction[P, R]: ...
+
+
+@overload
+def workflow(
+    *, name: str | None = None, queue: str | None = None
+) -> Callable[[Callable[P, R]], WorkflowFunction[P, R]]: ...
+
+
+def workflow(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    queue: str | None = None,
+) -> WorkflowFunction[P, R] | Callable[[Callable[P, R]], WorkflowFunction[P, R]]:
+    """Make ``fn`` a workflow: a deterministic body that calls steps.
+
+    ``name`` is the persisted name (default :func:`default_name`); ``queue`` is
+    where its wake tasks (and its steps without a queue) go (default
+    ``querator.workflows``).
+    """
+
+    def decorate(f: Callable[P, R]) -> WorkflowFunction[P, R]:
+        return WorkflowFunction(f, name=name, queue=queue)
+
+    return decorate(fn) if fn is not None else decorate

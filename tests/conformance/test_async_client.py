@@ -1,0 +1,61 @@
+"""AsyncQuerator has every method of Querator, as coroutines, with the same results."""
+
+from __future__ import annotations
+
+import pytest
+
+from querator import AsyncQuerator, Item, QueueSettings, Ref
+from querator.errors import Conflict, ConflictReason, QueueExists, RequestTimeout
+
+from .helpers import ids_of, later
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_queue_admin(aq: AsyncQuerator, qname: str) -> None:
+    info = await aq.create_queue(qname, QueueSettings(lease_timeout=5))
+    with pytest.raises(QueueExists):
+        await aq.create_queue(qname)
+    assert await aq.get_queue(qname) == info
+    updated = await aq.update_queue(qname, QueueSettings(lease_timeout=7, partitions=2))
+    assert updated.settings.partitions == 2
+    assert [i.name for i in await aq.list_queues(pivot=qname)] == [qname]
+    await aq.delete_queue(qname)
+    assert await aq.list_queues() == []
+
+
+async def test_item_lifecycle(aq: AsyncQuerator, qname: str) -> None:
+    await aq.create_queue(qname, QueueSettings(lease_timeout=30))
+    ids = await aq.produce(qname, [Item(payload=b"a"), Item(payload=b"b"), Item(payload=b"c")])
+    await aq.produce(qname, [Item(payload=b"later", enqueue_at=later(3600))])
+    assert ids_of(await aq.list_items(qname, limit=3)) == ids
+    assert len(await aq.list_scheduled(qname)) == 1
+
+    a, b, c = await aq.lease(qname, client_id="async", batch_size=3)
+    assert ids_of([a, b, c]) == ids
+    (renewed,) = await aq.renew(qname, [b], extend=60)
+    assert renewed.version > b.version
+    await aq.retry(qname, [c])
+    await aq.complete(qname, [a])
+    with pytest.raises(Conflict) as err:
+        await aq.complete(qname, [a])
+    assert err.value.reasons == {a.id: ConflictReason.MISSING}
+
+    stats = await aq.stats(qname)
+    assert (stats.total, stats.leased, stats.scheduled) == (3, 1, 1)
+    result = await aq.transact(complete=[renewed], produce={qname: [Item(payload=b"d")]})
+    assert len(result.produced[qname]) == 1
+    await aq.delete_items(qname, [c.id])
+    assert await aq.clear(qname, destructive=True) == 2
+    assert await aq.run_maintenance() >= 0
+    with pytest.raises(RequestTimeout):
+        await aq.lease(qname, client_id="async")
+
+
+async def test_async_transact_conflict(aq: AsyncQuerator, qname: str) -> None:
+    await aq.create_queue(qname)
+    await aq.produce(qname, [Item(payload=b"a")])
+    (stored,) = await aq.list_items(qname)
+    with pytest.raises(Conflict) as err:
+        await aq.transact(complete=[Ref(qname, stored.id, stored.version)])
+    assert err.value.reasons == {stored.id: ConflictReason.NOT_LEASED}

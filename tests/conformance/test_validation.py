@@ -1,0 +1,174 @@
+"""Bad input fails with InvalidArgument (before anything reaches the store)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from querator import Item, Querator, QueueSettings
+from querator.errors import InvalidArgument, QueratorError
+
+from .helpers import items, lease_one, make_queue
+
+BAD_NAMES = [
+    "",
+    "has space",
+    "slash/name",
+    "semi;colon",
+    "quote'name",
+    'double"quote',
+    "x" * 513,
+    "caf\u00e9",
+    "tab\tname",
+    "new\nline",
+]
+GOOD_NAMES = ["a", "A-z_0.9", "x" * 512, "..", "-leading-dash"]
+MAX_DURATION = 366 * 86_400
+
+
+def raises_invalid(call: Callable[[], Any]) -> InvalidArgument:
+    with pytest.raises(InvalidArgument) as err:
+        call()
+    assert isinstance(err.value, QueratorError)
+    assert isinstance(err.value, ValueError)
+    return err.value
+
+
+@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+def test_bad_queue_names_are_rejected(q: Querator, name: str) -> None:
+    raises_invalid(lambda: q.create_queue(name))
+    raises_invalid(lambda: q.get_queue(name))
+    raises_invalid(lambda: q.produce(name, [Item(payload=b"x")]))
+    raises_invalid(lambda: q.lease(name, client_id="c1"))
+    raises_invalid(lambda: q.stats(name))
+    raises_invalid(lambda: q.delete_queue(name))
+
+
+def test_good_queue_names_are_accepted(q: Querator) -> None:
+    for name in GOOD_NAMES:
+        assert q.create_queue(name).name == name
+    assert sorted(i.name for i in q.list_queues(limit=100)) == sorted(GOOD_NAMES)
+
+
+@pytest.mark.parametrize("client_id", BAD_NAMES, ids=repr)
+def test_bad_client_ids_are_rejected(q: Querator, qname: str, client_id: str) -> None:
+    make_queue(q, qname)
+    q.produce(qname, items(b"x"))
+    raises_invalid(lambda: q.lease(qname, client_id=client_id))
+    assert lease_one(q, qname).payload == b"x"  # nothing was leased by the bad call
+
+
+def test_bad_dead_queue_name_is_rejected() -> None:
+    raises_invalid(lambda: QueueSettings(dead_queue="no spaces allowed"))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"lease_timeout": 0},
+        {"lease_timeout": -1},
+        {"lease_timeout": MAX_DURATION + 1},
+        {"lease_timeout": float("nan")},
+        {"lease_timeout": float("inf")},
+        {"expire_timeout": 0},
+        {"expire_timeout": MAX_DURATION + 1},
+        {"lease_timeout": 100, "expire_timeout": 50},
+        {"max_attempts": -1},
+        {"max_attempts": 65_537},
+        {"partitions": 0},
+        {"reference": "r" * 2_001},
+        {"lease_timout": 5},
+    ],
+    ids=repr,
+)
+def test_bad_settings_are_rejected(settings: dict[str, Any]) -> None:
+    raises_invalid(lambda: QueueSettings(**settings))
+
+
+def test_boundary_settings_are_accepted(q: Querator, qname: str) -> None:
+    settings = QueueSettings(
+        lease_timeout=MAX_DURATION, expire_timeout=MAX_DURATION, max_attempts=65_536
+    )
+    assert q.create_queue(qname, settings).settings == settings
+
+
+@pytest.mark.parametrize("count", [0, 1001])
+def test_produce_batch_size_limits(q: Querator, qname: str, count: int) -> None:
+    make_queue(q, qname)
+    raises_invalid(lambda: q.produce(qname, [Item(payload=b"x") for _ in range(count)]))
+    assert q.stats(qname).total == 0
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1001])
+def test_lease_batch_size_limits(q: Querator, qname: str, batch_size: int) -> None:
+    make_queue(q, qname)
+    q.produce(qname, items(b"x"))
+    raises_invalid(lambda: q.lease(qname, client_id="c1", batch_size=batch_size))
+    assert q.stats(qname).leased == 0
+
+
+@pytest.mark.parametrize("timeout", [-1, float("nan"), float("inf"), MAX_DURATION + 1])
+def test_lease_timeout_limits(q: Querator, qname: str, timeout: float) -> None:
+    make_queue(q, qname)
+    raises_invalid(lambda: q.lease(qname, client_id="c1", timeout=timeout))
+
+
+@pytest.mark.parametrize("extend", [0, -5, MAX_DURATION + 1, float("nan")])
+def test_renew_extend_limits(q: Querator, qname: str, extend: float) -> None:
+    make_queue(q, qname, lease_timeout=30)
+    q.produce(qname, items(b"x"))
+    leased = lease_one(q, qname)
+    raises_invalid(lambda: q.renew(qname, [leased], extend=extend))
+    q.complete(qname, [leased])  # the version did not change
+
+
+def test_empty_and_oversize_item_lists_are_rejected(q: Querator, qname: str) -> None:
+    make_queue(q, qname)
+    too_many = [(f"1.0.{n}", 1) for n in range(1001)]
+    for call in (
+        lambda: q.complete(qname, []),
+        lambda: q.retry(qname, []),
+        lambda: q.renew(qname, []),
+        lambda: q.delete_items(qname, []),
+        lambda: q.complete(qname, too_many),
+    ):
+        raises_invalid(call)
+
+
+def test_naive_datetimes_are_rejected(q: Querator, qname: str) -> None:
+    make_queue(q, qname, lease_timeout=30)
+    naive = datetime.now() + timedelta(hours=1)  # naive on purpose
+    raises_invalid(lambda: q.produce(qname, [Item(payload=b"x", enqueue_at=naive)]))
+    assert q.stats(qname).total == 0
+
+    q.produce(qname, items(b"x"))
+    leased = lease_one(q, qname)
+    raises_invalid(lambda: q.retry(qname, [leased], retry_at=naive))
+    q.complete(qname, [leased])
+
+
+def test_item_fields_are_checked() -> None:
+    raises_invalid(lambda: Item(payload=b"x", kind="k" * 513))
+    raises_invalid(lambda: Item(payload=b"x", dedup_key=""))
+    raises_invalid(lambda: Item(payload=b"x", partition_key=""))
+    typo: dict[str, Any] = {"unknown_field": 1}
+    raises_invalid(lambda: Item(payload=b"x", **typo))
+
+
+def test_list_limits_are_checked(q: Querator, qname: str) -> None:
+    make_queue(q, qname, partitions=2)
+    raises_invalid(lambda: q.list_items(qname, limit=0))
+    raises_invalid(lambda: q.list_queues(limit=0))
+    raises_invalid(lambda: q.list_items(qname, partition=2))
+    raises_invalid(lambda: q.list_items(qname, partition=-1))
+
+
+def test_settings_are_frozen() -> None:
+    settings = QueueSettings()
+    with pytest.raises((ValidationError, TypeError, AttributeError)):
+        settings.lease_timeout = 5
+    assert settings.lease_timeout == 60.0

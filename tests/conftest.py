@@ -1,0 +1,99 @@
+"""Fixtures shared by every test: PostgreSQL DSN, per-test stores, clients.
+
+Every test gets a store of its own: a fresh PostgreSQL schema (``?schema=t_<hex>``,
+dropped at teardown), a fresh SQLite file in ``tmp_path``, or a new ``memory://``
+store. PostgreSQL is never skipped: without ``QUERATOR_TEST_DSN`` the tests
+that need it fail (``scripts/test.sh`` finds or starts a server and sets it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from pg_schemas import drop_schema, with_query
+
+if TYPE_CHECKING:
+    from querator import AsyncQuerator, Querator
+
+BACKENDS = ["memory", "sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """The PostgreSQL server to test against; fails (never skips) when unset."""
+    dsn = os.environ.get("QUERATOR_TEST_DSN", "").strip()
+    if not dsn:
+        pytest.fail(
+            "QUERATOR_TEST_DSN is not set: PostgreSQL tests cannot run. "
+            "Run `bash scripts/test.sh`, which finds or starts a server, or set "
+            "QUERATOR_TEST_DSN=postgresql://root@127.0.0.1:5432/test",
+            pytrace=False,
+        )
+    return dsn
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """The name of a fresh PostgreSQL schema for this test, dropped after it."""
+    schema = f"t_{secrets.token_hex(8)}"
+    yield schema
+    drop_schema(pg_dsn, schema)
+
+
+@pytest.fixture
+def pg_schema_url(pg_dsn: str, pg_schema: str) -> str:
+    """A PostgreSQL URL naming the test's own schema (the backend creates its tables there)."""
+    return with_query(pg_dsn, schema=pg_schema)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_name(request: pytest.FixtureRequest) -> str:
+    """Which backend this test instance runs against."""
+    return str(request.param)
+
+
+@pytest.fixture
+def backend_url(backend_name: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL of a fresh, empty store of the backend under test."""
+    if backend_name == "memory":
+        return "memory://"
+    if backend_name == "sqlite":
+        return f"sqlite:///{tmp_path / 'q.db'}"
+    return str(request.getfixturevalue("pg_schema_url"))
+
+
+@pytest.fixture
+def q(backend_url: str) -> Iterator[Querator]:
+    """A sync client on the store under test."""
+    from querator import Querator
+
+    with Querator(backend_url) as client:
+        yield client
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """anyio's pytest plugin runs ``@pytest.mark.anyio`` tests on asyncio."""
+    return "asyncio"
+
+
+@pytest.fixture
+async def aq(backend_url: str, anyio_backend: str) -> AsyncIterator[AsyncQuerator]:
+    """An async client on the store under test (use with ``@pytest.mark.anyio``)."""
+    from querator import AsyncQuerator
+
+    async with AsyncQuerator(backend_url) as client:
+        yield client
+
+
+@pytest.fixture
+def qname(request: pytest.FixtureRequest) -> str:
+    """A queue name unique to this test (derive others from it: f"{qname}-dead")."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:60].strip("-")
+    return f"{base}-{secrets.token_hex(3)}"

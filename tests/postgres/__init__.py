@@ -1,0 +1,1 @@
+"""Tests that only make sense on PostgreSQL: catalog, schema, clock, wakeups."""

@@ -1,0 +1,86 @@
+"""PostgreSQL specifics: the schema parameter, table naming, unreachable servers."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from pg_schemas import drop_schema, with_query
+
+from querator import Item, Querator, QueueSettings
+from querator.errors import QueratorError, Unavailable
+
+
+@pytest.fixture
+def client(pg_schema_url: str) -> Iterator[Querator]:
+    with Querator(pg_schema_url) as q:
+        yield q
+
+
+def relations(dsn: str, schema: str) -> list[str]:
+    """Names of the tables in ``schema``."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (schema,),
+        ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def test_tables_live_in_the_named_schema(client: Querator, pg_dsn: str, pg_schema: str) -> None:
+    client.create_queue("lives-here")
+    client.produce("lives-here", [Item(payload=b"x")])
+    assert relations(pg_dsn, pg_schema), f"no tables were created in schema {pg_schema}"
+
+
+def test_table_names_never_hold_user_strings(client: Querator, pg_dsn: str, pg_schema: str) -> None:
+    name = "UserChosen_Name.with-dots"
+    client.create_queue(name, QueueSettings(partitions=2))
+    names = relations(pg_dsn, pg_schema)
+    assert not [t for t in names if "userchosen" in t.lower()], names
+
+
+def test_partition_tables_follow_create_update_delete(
+    client: Querator, pg_dsn: str, pg_schema: str
+) -> None:
+    client.create_queue("base")
+    baseline = len(relations(pg_dsn, pg_schema))
+
+    client.create_queue("parted", QueueSettings(partitions=3))
+    assert len(relations(pg_dsn, pg_schema)) >= baseline + 3
+    with_three = len(relations(pg_dsn, pg_schema))
+
+    client.update_queue("parted", QueueSettings(partitions=5))
+    assert len(relations(pg_dsn, pg_schema)) == with_three + 2
+
+    client.delete_queue("parted")
+    assert len(relations(pg_dsn, pg_schema)) == baseline
+
+
+def test_two_schemas_are_separate_stores(pg_dsn: str, pg_schema_url: str) -> None:
+    other_schema = f"t_{secrets.token_hex(8)}"
+    try:
+        with Querator(pg_schema_url) as a, Querator(with_query(pg_dsn, schema=other_schema)) as b:
+            a.create_queue("same-name")
+            b.create_queue("same-name")
+            a.produce("same-name", [Item(payload=b"a")] * 2)
+            b.produce("same-name", [Item(payload=b"b")])
+            assert a.stats("same-name").total == 2
+            assert [i.payload for i in b.list_items("same-name")] == [b"b"]
+    finally:
+        drop_schema(pg_dsn, other_schema)
+
+
+def test_unreachable_server_raises_unavailable() -> None:
+    started = time.monotonic()
+    with (
+        pytest.raises(Unavailable) as err,
+        Querator("postgresql://root@127.0.0.1:1/test?connect_timeout=2") as q,
+    ):
+        q.list_queues()  # opening or the first call may be what connects
+    assert isinstance(err.value, QueratorError)
+    assert err.value.retryable
+    assert time.monotonic() - started < 60

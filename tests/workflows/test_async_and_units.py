@@ -1,0 +1,147 @@
+"""The async API, lease renewal, and the pure parts (retry maths, codec, names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+import pytest
+
+from querator import AsyncQuerator, Querator
+from querator.errors import InvalidArgument, RequestTimeout
+from querator.workflows import (
+    AsyncWorker,
+    RetryPolicy,
+    Worker,
+    start,
+    start_async,
+    step,
+    workflow,
+)
+from querator.workflows.codec import Codec
+from querator.workflows.functions import default_name
+
+from .conftest import RunWorker
+from .flows import (
+    CALLS,
+    Order,
+    async_double,
+    async_flow,
+    charge,
+    checkout,
+    reserve,
+    ship,
+    slow,
+    slow_flow,
+    step_a,
+    unregistered,
+)
+
+
+@pytest.mark.anyio
+async def test_async_client_and_worker(aq: AsyncQuerator) -> None:
+    worker = AsyncWorker(aq, [async_flow, async_double, step_a, checkout, reserve, charge, ship])
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(worker.arun)
+        run = await start_async(aq, async_flow, 3)
+        other = await start_async(aq, checkout, Order(id="async", cents=2))
+        with anyio.fail_after(20):
+            assert await run.result() == [6, 12, len("a:12")]
+            assert (await other.result())["charged"] == 2
+        assert await run.status() == "completed"
+        worker.stop()
+
+
+def test_long_step_keeps_its_lease_and_runs_once(q: Querator, run_worker: RunWorker) -> None:
+    with run_worker([slow_flow, slow]):
+        run = start(q, slow_flow, "k")
+        assert run.result(timeout=20) == "slow:k"
+    assert CALLS["slow:k"] == 1
+
+
+def test_unknown_workflow_is_dropped_without_a_dead_queue(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    lost = start(q, unregistered, "x")
+    with run_worker([checkout, reserve, charge, ship]):
+        fine = start(q, checkout, Order(id="ok", cents=1))
+        assert fine.result(timeout=20)["charged"] == 1
+    assert q.stats("querator.workflows").total == 0
+    assert lost.status() == "running"  # its wake task was poison for this worker
+    with pytest.raises(RequestTimeout, match="did not finish"):
+        lost.result(timeout=0.05)
+
+
+def test_steps_outside_a_workflow_just_run() -> None:
+    assert step_a("x") == "a:x"
+    assert checkout.name == "t.checkout" and reserve.name == "t.reserve"
+
+
+def test_default_names_are_module_and_qualname() -> None:
+    @step
+    def local(x: int) -> int:
+        return x
+
+    @workflow(queue="elsewhere")
+    def flow(x: int) -> int:
+        return local(x)
+
+    assert local.name == default_name(local.fn) == f"{__name__}.{local.fn.__qualname__}"
+    assert flow.name.endswith("test_default_names_are_module_and_qualname.<locals>.flow")
+    assert flow.queue == "elsewhere"
+
+
+def test_retry_policy_maths() -> None:
+    policy = RetryPolicy(max_attempts=4, initial=1.0, factor=2.0, max_delay=3.0, jitter=False)
+    assert [policy.delay(n) for n in (1, 2, 3)] == [1.0, 2.0, 3.0]
+    assert policy.decide(ValueError(), 1).retry
+    assert not policy.decide(ValueError(), 4).retry
+    strict = RetryPolicy(retry_on=(OSError,), fail_on=(FileNotFoundError,))
+    assert strict.decide(OSError(), 1).retry
+    assert not strict.decide(FileNotFoundError(), 1).retry
+    assert not strict.decide(ValueError(), 1).retry
+    jittered = RetryPolicy(initial=2.0)
+    assert all(1.0 <= jittered.delay(1) <= 2.0 for _ in range(50))
+    with pytest.raises(InvalidArgument):
+        RetryPolicy(max_attemps=3)  # type: ignore[call-arg]
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+def test_codec_round_trips_pydantic_types() -> None:
+    def fn(p: Point, *rest: int, scale: float = 1.0, **extra: str) -> list[Point]:
+        return [p]
+
+    codec = Codec(fn, "fn")
+    text = codec.encode_args((Point(1, 2), 3, 4), {"scale": 2.0, "tag": "t"})
+    assert codec.decode_args(text) == ((Point(1, 2), 3, 4), {"scale": 2.0, "tag": "t"})
+    assert codec.decode_result(codec.encode_result([Point(5, 6)])) == [Point(5, 6)]
+    with pytest.raises(InvalidArgument):
+        codec.encode_args(("not a point",), {})
+    with pytest.raises(InvalidArgument):
+        Codec(lambda x: x, "lambda").encode_result(object())
+
+
+class Opaque:
+    pass
+
+
+def test_unserialisable_annotation_fails_at_decoration() -> None:
+    with pytest.raises(InvalidArgument, match="cannot be serialised"):
+
+        @step
+        def bad(x: Opaque) -> None:
+            pass
+
+
+def test_worker_refuses_two_functions_with_one_name(q: Querator) -> None:
+    @step(name="t.a")
+    def impostor(key: str) -> str:
+        return key
+
+    with pytest.raises(InvalidArgument, match="share the name"):
+        Worker(q, [step_a, impostor])
