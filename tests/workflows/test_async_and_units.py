@@ -43,13 +43,15 @@ async def test_async_client_and_worker(aq: AsyncQuerator) -> None:
     worker = AsyncWorker(aq, [async_flow, async_double, step_a, checkout, reserve, charge, ship])
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(worker.arun)
-        run = await start_async(aq, async_flow, 3)
-        other = await start_async(aq, checkout, Order(id="async", cents=2))
-        with anyio.fail_after(20):
-            assert await run.result() == [6, 12, len("a:12")]
-            assert (await other.result())["charged"] == 2
-        assert await run.status() == "completed"
-        worker.stop()
+        try:
+            run = await start_async(aq, async_flow, 3)
+            other = await start_async(aq, checkout, Order(id="async", cents=2))
+            with anyio.fail_after(20):
+                assert await run.result() == [6, 12, len("a:12")]
+                assert (await other.result())["charged"] == 2
+            assert await run.status() == "completed"
+        finally:
+            worker.stop()  # also when an assertion fails, so the task group can end
 
 
 def test_long_step_keeps_its_lease_and_runs_once(q: Querator, run_worker: RunWorker) -> None:
