@@ -93,6 +93,11 @@ class Querator:
             raise UsageError("the client is closed")
         return portal.call(lambda: fn(*args, **kwargs))
 
+    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run ``await fn(*args, **kwargs)`` on this client's event loop and return
+        its result: how sync APIs are built on top of :attr:`aio`."""
+        return self._call(fn, *args, **kwargs)
+
     def create_queue(
         self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False
     ) -> QueueInfo:

@@ -39,7 +39,7 @@ from querator.queue.validation import (
     check_duration,
     check_name,
 )
-from querator.queue.waiting import WakeBoard, wait_for_wake
+from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
 
 log = logging.getLogger("querator")
 
@@ -201,6 +201,17 @@ class AsyncQuerator(QueueAdmin):
             if len(leased) >= batch_size:
                 break
         return leased
+
+    def watch(self, queue: str) -> Watch:
+        """A watch on ``queue``'s wakeups (a produce, a retry or a dead-letter
+        arrival, from any client of the store), starting now.
+
+        Take the watch *before* looking for what you wait for, then
+        ``await watch.wait(timeout)`` between looks: a change that lands between
+        the look and the wait is not missed. Waiting issues no statement.
+        """
+        self._require_open()
+        return Watch(self._board, check_name("queue", queue), self._wait_cap)
 
     async def complete(self, queue: str, items: Sequence[RefLike]) -> None:
         """Finish leased items: they leave the queue. All or nothing."""

@@ -35,6 +35,23 @@ class WakeBoard:
             event.set()
 
 
+class Watch:
+    """Wakeups of one queue since the watch was taken (see ``AsyncQuerator.watch``)."""
+
+    def __init__(self, board: WakeBoard, queue: str, cap: float) -> None:
+        self._board = board
+        self._queue = queue
+        self._cap = cap
+        self._ticket = board.ticket(queue)
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds (at most the client's safety cap) for a
+        wakeup since the last wait; True if one came."""
+        fired = await wait_for_wake(self._ticket, max(0.0, min(timeout, self._cap)))
+        self._ticket = self._board.ticket(self._queue)
+        return fired
+
+
 async def wait_for_wake(ticket: anyio.Event, seconds: float) -> bool:
     """Wait up to ``seconds`` for ``ticket``; True if it fired."""
     with anyio.move_on_after(seconds):

@@ -12,7 +12,6 @@ from querator.errors import InvalidArgument, RequestTimeout
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_name
-from querator.workflows.bridge import call_sync
 from querator.workflows.errors import WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
@@ -32,8 +31,8 @@ from querator.workflows.layout import (
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
 
 RunStatus = Literal["running", "completed", "failed"]
-POLL_MIN = 0.01
-POLL_MAX = 0.2
+WAIT_SLICE = 5.0
+"""Longest wait between two looks at a run's result (a safety net: wakeups end waits)."""
 
 
 class AsyncRunHandle:
@@ -70,17 +69,16 @@ class AsyncRunHandle:
         """Wait for the run to end; its result, or :class:`WorkflowFailed`.
 
         Raises :class:`RequestTimeout` after ``timeout`` seconds (None: wait
-        forever). Waiting polls the results queue with a backoff from 10 ms to
-        200 ms.
+        forever). Waiting does not poll: it sleeps until the results queue is
+        woken (a record was written by any worker) and then looks once.
         """
         deadline = None if timeout is None else anyio.current_time() + timeout
-        pause = POLL_MIN
+        watch = self.aq.watch(RESULTS_QUEUE)
         while (record := await self._finished()) is None:
-            if deadline is not None and anyio.current_time() >= deadline:
+            left = WAIT_SLICE if deadline is None else deadline - anyio.current_time()
+            if left <= 0:
                 raise RequestTimeout(f"run {self.run_id} did not finish within {timeout}s")
-            wait = pause if deadline is None else min(pause, deadline - anyio.current_time())
-            await anyio.sleep(max(wait, 0.0))
-            pause = min(pause * 2, POLL_MAX)
+            await watch.wait(min(left, WAIT_SLICE))
         if not record.ok:
             error = record.error
             raise WorkflowFailed(
@@ -105,11 +103,11 @@ class RunHandle:
 
     def status(self) -> RunStatus:
         """See :meth:`AsyncRunHandle.status`."""
-        return call_sync(self.q, self._async.status)
+        return self.q.call(self._async.status)
 
     def result(self, timeout: float | None = None) -> Any:
         """See :meth:`AsyncRunHandle.result`."""
-        return call_sync(self.q, self._async.result, timeout)
+        return self.q.call(self._async.result, timeout)
 
     def __repr__(self) -> str:
         return f"<RunHandle {self.run_id}>"
@@ -161,7 +159,7 @@ def start(
     ``queue`` overrides the workflow's queue. Arguments that cannot be
     serialised raise :class:`~querator.errors.InvalidArgument` here.
     """
-    handle = call_sync(
-        q, start_async, q.aio, fn, *args, idempotency_key=idempotency_key, queue=queue, **kwargs
+    handle = q.call(
+        start_async, q.aio, fn, *args, idempotency_key=idempotency_key, queue=queue, **kwargs
     )
     return RunHandle(q, handle.run_id, fn)

@@ -20,7 +20,6 @@ from querator.queue.client import Querator
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count, check_name
-from querator.workflows.bridge import call_sync
 from querator.workflows.errors import WorkflowError
 from querator.workflows.execute import execute_step
 from querator.workflows.functions import StepFunction, WorkflowFunction
@@ -232,12 +231,12 @@ class Worker:
     def run(self) -> None:
         """Serve until :meth:`stop` (or SIGTERM/SIGINT in the main thread)."""
         if threading.current_thread() is not threading.main_thread():
-            call_sync(self.q, self.worker.arun)
+            self.q.call(self.worker.arun)
             return
         handler = self._on_signal
         previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            call_sync(self.q, self.worker.arun)
+            self.q.call(self.worker.arun)
         finally:
             for sig, old in previous.items():
                 signal.signal(sig, old)

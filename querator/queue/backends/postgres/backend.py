@@ -25,9 +25,19 @@ from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors
-from querator.queue.backends.postgres.items import Conn, dead_letter, insert_items, notify
+from querator.queue.backends.postgres.items import (
+    Conn,
+    dead_letter,
+    insert_items,
+    insert_unkeyed,
+    notify,
+)
 from querator.queue.backends.postgres.listener import listen_forever
-from querator.queue.backends.postgres.transact import run_transact
+from querator.queue.backends.postgres.transact import (
+    complete_at_once,
+    one_table_complete,
+    run_transact,
+)
 from querator.queue.models import (
     Leased,
     PartitionStats,
@@ -226,6 +236,9 @@ class PostgresBackend:
 
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""
+        if items and all(new.dedup_key is None for new in items):
+            async with self._connect(queue.name) as conn:
+                return await insert_unkeyed(conn, self._names, queue, items)
         async with self._transaction(queue.name) as conn:
             ids = await insert_items(conn, self._names, queue, items)
             if items:
@@ -259,6 +272,10 @@ class PostgresBackend:
 
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check."""
+        if one_table_complete(plan):
+            async with self._connect() as conn:
+                if await complete_at_once(conn, self._names, plan):
+                    return TransactResult.model_construct(produced={}, renewed=[])
         async with self._transaction() as conn:
             return await run_transact(conn, self._names, plan)
 

@@ -80,6 +80,57 @@ async def _insert_partition(
     raise Unavailable("dedup keys kept changing hands during produce; try again")
 
 
+async def insert_unkeyed(
+    conn: Conn, names: q.Names, queue: QueueInfo, items: Sequence[NewItem]
+) -> list[str]:
+    """Insert items that have no dedup key and wake listeners, as one statement.
+
+    On an autocommit connection this is the whole produce in one round trip;
+    returns the ids in input order.
+    """
+    by_partition: dict[int, list[int]] = {}
+    for index, new in enumerate(items):
+        by_partition.setdefault(new.partition, []).append(index)
+    params: dict[str, Any] = {
+        "expire_timeout": float(queue.settings.expire_timeout),
+        "channel": names.channel,
+        "queue": queue.name,
+    }
+    branches: list[sql.Composable] = []
+    selects: list[sql.Composable] = []
+    for partition, indexes in sorted(by_partition.items()):
+        name = sql.Identifier(f"p{partition}")
+        columns = _insert_params(queue, [items[i] for i in indexes])
+        fields = {
+            column: sql.Placeholder(f"{column}_{partition}", "b" if column == "payload" else "s")
+            for column in _UNKEYED_COLUMNS
+        }
+        params.update({f"{column}_{partition}": columns[column] for column in _UNKEYED_COLUMNS})
+        branches.append(
+            q.INSERT_BRANCH.format(
+                name=name, table=names.partition(queue.queue_id, partition), **fields
+            )
+        )
+        selects.append(q.INSERT_UNKEYED_SELECT.format(partition=sql.Literal(partition), name=name))
+    statement = q.INSERT_UNKEYED.format(
+        branches=sql.SQL(",").join(branches), selects=sql.SQL(" UNION ALL ").join(selects)
+    )
+    cur = await conn.execute(statement, params)
+    seqs: dict[int, list[int]] = {}
+    for partition, seq in await cur.fetchall():
+        if partition >= 0:
+            seqs.setdefault(partition, []).append(seq)
+    ids: list[str] = [""] * len(items)
+    for partition, indexes in by_partition.items():
+        for index, seq in zip(indexes, sorted(seqs.get(partition, ())), strict=True):
+            ids[index] = format_id(queue.queue_id, partition, seq)
+    return ids
+
+
+_UNKEYED_COLUMNS = ("payload", "kind", "encoding", "reference", "headers", "available_at")
+"""The per-item columns :data:`statements.INSERT_BRANCH` takes."""
+
+
 def _insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
     return {
         "expire_timeout": float(queue.settings.expire_timeout),

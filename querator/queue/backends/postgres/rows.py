@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -44,28 +46,66 @@ def settings_params(name: str, settings: QueueSettings) -> dict[str, Any]:
 
 
 def item(cls: type[ItemT], queue: QueueInfo, partition: int, row: Row) -> ItemT:
-    """Map a row of ``statements.ITEM_COLUMNS`` to ``cls`` (StoredItem or Leased)."""
+    """Map a row of ``statements.ITEM_COLUMNS`` to ``cls`` (StoredItem or Leased).
+
+    This runs once per leased item, so it builds the record the way
+    ``model_construct`` does (every field given, trusted values) without its
+    per-field loop; headers arrive as JSON text and ``{}`` skips the parser.
+    """
     (seq, version, available_at, deadline, client_id, attempts, expire_at, payload, kind,
      encoding, reference, headers, dedup_key, source_id, created_at) = row  # fmt: skip
-    return cls.model_construct(
-        id=format_id(queue.queue_id, partition, seq),
-        version=version,
-        queue=queue.name,
-        partition=partition,
-        available_at=available_at,
-        lease_deadline=deadline,
-        client_id=client_id,
-        attempts=attempts,
-        expire_at=expire_at,
-        payload=bytes(payload),
-        kind=kind,
-        encoding=encoding,
-        reference=reference,
-        headers=headers,
-        dedup_key=dedup_key,
-        source_id=source_id,
-        created_at=created_at,
+    return _construct(
+        cls,
+        {
+            "id": format_id(queue.queue_id, partition, seq),
+            "version": version,
+            "queue": queue.name,
+            "partition": partition,
+            "available_at": available_at,
+            "lease_deadline": deadline,
+            "client_id": client_id,
+            "attempts": attempts,
+            "expire_at": expire_at,
+            "payload": bytes(payload),
+            "kind": kind,
+            "encoding": encoding,
+            "reference": reference,
+            "headers": {} if headers == "{}" else json.loads(headers),
+            "dedup_key": dedup_key,
+            "source_id": source_id,
+            "created_at": created_at,
+        },
     )
+
+
+_set_attribute = object.__setattr__
+
+
+@functools.cache
+def _plain_model(cls: type[StoredItem]) -> bool:
+    """True when ``model_construct`` of ``cls`` only sets ``__dict__`` and bookkeeping."""
+    return (
+        cls.__pydantic_post_init__ is None
+        and not cls.__private_attributes__
+        and not cls.__pydantic_root_model__
+        and not any(f.alias or f.validation_alias for f in cls.__pydantic_fields__.values())
+    )
+
+
+def _construct(cls: type[ItemT], values: dict[str, Any]) -> ItemT:
+    """``cls.model_construct(**values)`` for a plain model given every field.
+
+    Falls back to ``model_construct`` for a model with aliases, private
+    attributes or a post-init hook, where the shortcut would not be the same.
+    """
+    if not _plain_model(cls) or values.keys() != cls.__pydantic_fields__.keys():
+        return cls.model_construct(**values)
+    record = cls.__new__(cls)
+    _set_attribute(record, "__dict__", values)
+    _set_attribute(record, "__pydantic_fields_set__", set(values))
+    _set_attribute(record, "__pydantic_extra__", None)
+    _set_attribute(record, "__pydantic_private__", None)
+    return record
 
 
 def partition_stats(row: Row) -> PartitionStats:

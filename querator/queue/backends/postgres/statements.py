@@ -194,10 +194,11 @@ RETURNING true
 
 ITEM_COLUMNS: Final = sql.SQL(
     "t.seq, t.version, t.available_at, t.lease_deadline, t.client_id, t.attempts,"
-    " t.expire_at, t.payload, t.kind, t.encoding, t.reference, t.headers, t.dedup_key,"
+    " t.expire_at, t.payload, t.kind, t.encoding, t.reference, t.headers::text, t.dedup_key,"
     " t.source_id, t.created_at"
 )
-"""The item columns :func:`rows.item` maps, in order; the table is aliased ``t``."""
+"""The item columns :func:`rows.item` maps, in order; the table is aliased ``t``
+(headers come as JSON text: most are ``{}``, which needs no parsing)."""
 
 INSERT_ITEMS: Final = sql.SQL(
     """
@@ -218,6 +219,39 @@ RETURNING seq, dedup_key
 """
 )
 """Inserts items in input order (so seqs ascend with it); held dedup keys are skipped."""
+
+INSERT_BRANCH: Final = sql.SQL(
+    """
+{name} AS (
+    INSERT INTO {table}
+        (version, available_at, attempts, expire_at, payload, kind, encoding, reference, headers)
+    SELECT 1, coalesce(v.available_at, now()), 0,
+           now() + make_interval(secs => %(expire_timeout)s::float8),
+           v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb
+    FROM unnest({payload}::bytea[], {kind}::text[], {encoding}::text[], {reference}::text[],
+                {headers}::text[], {available_at}::timestamptz[])
+         WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at, ord)
+    ORDER BY v.ord
+    RETURNING seq
+)"""
+)
+"""One partition's part of :data:`INSERT_UNKEYED`: its items in input order (so seqs
+ascend with it). ``{name}`` names the CTE; the other fields are placeholders."""
+
+INSERT_UNKEYED_SELECT: Final = sql.SQL("SELECT {partition}::integer, seq FROM {name}")
+"""The (partition, seq) rows of one :data:`INSERT_BRANCH`."""
+
+INSERT_UNKEYED: Final = sql.SQL(
+    """
+WITH {branches},
+woken AS (SELECT pg_notify(%(channel)s, %(queue)s))
+{selects}
+UNION ALL SELECT -1, 0 FROM woken
+"""
+)
+"""Inserts items without dedup keys into any partitions and wakes listeners, in one
+statement (so one autocommit round trip); returns (partition, seq) per item and one
+(-1, 0) row for the notification."""
 
 SELECT_DEDUP: Final = sql.SQL(
     "SELECT seq, dedup_key FROM {table} WHERE dedup_key = ANY(%(keys)s::text[])"
@@ -330,6 +364,39 @@ FOR UPDATE
 """
 )
 """Locks items of one partition in seq order; returns (seq, version, held, attempts)."""
+
+COMPLETE_CHECKED: Final = sql.SQL(
+    """
+WITH wanted AS (
+    SELECT * FROM unnest(%(seqs)s::bigint[], %(versions)s::integer[]) AS w(seq, version)
+),
+locked AS (
+    SELECT t.seq, t.version, coalesce(t.lease_deadline > now(), false) AS held
+    FROM {table} AS t
+    WHERE t.seq = ANY(%(seqs)s::bigint[])
+    ORDER BY t.seq
+    FOR UPDATE
+),
+verdict AS (
+    SELECT count(*) = %(count)s::bigint AS ok
+    FROM wanted JOIN locked USING (seq)
+    WHERE locked.version = wanted.version AND locked.held
+),
+gone AS (
+    DELETE FROM {table} AS t
+    USING locked, verdict
+    WHERE t.seq = locked.seq AND verdict.ok
+    RETURNING t.seq
+)
+SELECT (SELECT ok FROM verdict), (SELECT count(*) FROM gone)
+"""
+)
+"""Completes held items of one partition in one statement, all or none.
+
+Locks the rows in seq order, checks every (seq, version) is present and held,
+and deletes them only if all are; returns (all checks passed, rows deleted).
+When a check fails nothing changes, and the caller finds the reasons the slow
+way (:data:`LOCK_ITEMS`)."""
 
 DELETE_SEQS: Final = sql.SQL("DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])")
 """Deletes locked items (complete; dead-letter without a dead queue)."""

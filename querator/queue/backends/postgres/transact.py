@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import NamedTuple, TypeVar
 
-from querator.errors import Conflict, ConflictReason, QueueNotFound
+from querator.errors import Conflict, ConflictReason, QueueNotFound, Unavailable
 from querator.queue.backends.base import ItemKey, RetryOp, TxnPlan
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
@@ -24,6 +24,45 @@ class Locked(NamedTuple):
     version: int
     held: bool
     attempts: int
+
+
+def one_table_complete(plan: TxnPlan) -> bool:
+    """True when ``plan`` only completes items of one partition of one queue.
+
+    Such a plan, the common ``complete(batch)``, can run as one statement
+    (:func:`complete_at_once`) instead of a locking transaction.
+    """
+    if plan.retry or plan.renew or plan.depends or plan.produce or not plan.complete:
+        return False
+    first = plan.complete[0]
+    table = (first.queue_id, first.partition)
+    return all(
+        (key.queue_id, key.partition) == table and _addresses_plan_queue(key, plan)
+        for key in plan.complete
+    )
+
+
+async def complete_at_once(conn: Conn, names: q.Names, plan: TxnPlan) -> bool:
+    """Run a :func:`one_table_complete` plan as one autocommit statement.
+
+    Returns False when some check failed; then nothing changed and
+    :func:`run_transact` reports the reasons.
+    """
+    first = plan.complete[0]
+    args = {
+        "seqs": [key.seq for key in plan.complete],
+        "versions": [key.version for key in plan.complete],
+        "count": len(plan.complete),
+    }
+    with driver_errors(first.queue):
+        table = names.partition(first.queue_id, first.partition)
+        cur = await conn.execute(q.COMPLETE_CHECKED.format(table=table), args)
+        row = await cur.fetchone()
+    if row is None or not row[0]:
+        return False
+    if row[1] != len(plan.complete):
+        raise Unavailable(f"PostgreSQL deleted {row[1]} of {len(plan.complete)} checked items")
+    return True
 
 
 async def run_transact(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactResult:
