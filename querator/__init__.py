@@ -10,7 +10,7 @@ with Querator() as q:                       # ./querator.db (SQLite); or postgre
 ```
 """
 
-from querator.queue.client import Querator
+from querator.client import AsyncQuerator, Querator
 from querator.queue.models import (
     Item,
     Leased,
@@ -22,7 +22,13 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
-from querator.queue.service import AsyncQuerator
+from querator.workflows import (
+    RetryPolicy,
+    RunHandle,
+    Worker,
+    step,
+    workflow,
+)
 
 __all__ = [
     "AsyncQuerator",
@@ -34,6 +40,11 @@ __all__ = [
     "QueueSettings",
     "QueueStats",
     "Ref",
+    "RetryPolicy",
+    "RunHandle",
     "StoredItem",
     "TransactResult",
+    "Worker",
+    "step",
+    "workflow",
 ]

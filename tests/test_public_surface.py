@@ -19,8 +19,13 @@ def test_exported_names_are_pinned() -> None:
         "QueueSettings",
         "QueueStats",
         "Ref",
+        "RetryPolicy",
+        "RunHandle",
         "StoredItem",
         "TransactResult",
+        "Worker",
+        "step",
+        "workflow",
     ]
 
 

@@ -40,11 +40,14 @@ class Querator:
     :class:`~querator.errors.UsageError`: use ``AsyncQuerator`` there.
     """
 
+    _async_class: type[AsyncQuerator] = AsyncQuerator
+    """The async client this class forwards to (a subclass may extend both)."""
+
     def __init__(self, url: str = DEFAULT_URL, **options: Any) -> None:
         self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
         self._portal: BlockingPortal | None = self._portal_cm.__enter__()
         try:
-            self._async = AsyncQuerator(url, **options)
+            self._async = self._async_class(url, **options)
             self._opened = self._portal.wrap_async_context_manager(self._async)
             self._opened.__enter__()
         except BaseException:

@@ -1,0 +1,27 @@
+"""``q.start(fn, ...)``: the design's way to start a run, on both clients."""
+
+from __future__ import annotations
+
+import pytest
+
+from querator import AsyncQuerator, Querator, RunHandle
+
+from .conftest import RunWorker
+from .flows import Order, charge, checkout, reserve, ship
+
+
+def test_start_method_runs_a_workflow(q: Querator, run_worker: RunWorker) -> None:
+    run = q.start(checkout, Order(id="m-1", cents=5), idempotency_key="m-1")
+    assert isinstance(run, RunHandle)
+    with run_worker([checkout, reserve, charge, ship]):
+        assert run.result(timeout=20)["charged"] == 5
+    again = q.start(checkout, Order(id="m-1", cents=999), idempotency_key="m-1")
+    assert again.run_id == run.run_id and again.status() == "completed"
+
+
+@pytest.mark.anyio
+async def test_async_start_method_returns_the_same_run_for_a_key(aq: AsyncQuerator) -> None:
+    first = await aq.start(checkout, Order(id="a-1", cents=1), idempotency_key="k")
+    second = await aq.start(checkout, Order(id="a-1", cents=1), idempotency_key="k")
+    assert first.run_id == second.run_id
+    assert await first.status() == "running"
