@@ -23,15 +23,20 @@ from querator.queue.models import (
     TransactResult,
 )
 from querator.workflows import (
+    Defer,
     RetryPolicy,
     RunHandle,
     Worker,
+    gather,
+    sleep,
+    sleep_until,
     step,
     workflow,
 )
 
 __all__ = [
     "AsyncQuerator",
+    "Defer",
     "Item",
     "Leased",
     "PartitionStats",
@@ -45,6 +50,9 @@ __all__ = [
     "StoredItem",
     "TransactResult",
     "Worker",
+    "gather",
+    "sleep",
+    "sleep_until",
     "step",
     "workflow",
 ]

@@ -24,11 +24,12 @@ class AsyncQuerator(AsyncQueueClient):
         *args: Any,
         idempotency_key: str | None = None,
         queue: str | None = None,
+        delay: float = 0.0,
         **kwargs: Any,
     ) -> AsyncRunHandle:
         """Start a run of ``fn(*args, **kwargs)``; see :func:`querator.workflows.start`."""
         return await start_async(
-            self, fn, *args, idempotency_key=idempotency_key, queue=queue, **kwargs
+            self, fn, *args, idempotency_key=idempotency_key, queue=queue, delay=delay, **kwargs
         )
 
 
@@ -44,7 +45,10 @@ class Querator(QueueClient):
         *args: Any,
         idempotency_key: str | None = None,
         queue: str | None = None,
+        delay: float = 0.0,
         **kwargs: Any,
     ) -> RunHandle:
         """Start a run of ``fn(*args, **kwargs)``; see :func:`querator.workflows.start`."""
-        return start(self, fn, *args, idempotency_key=idempotency_key, queue=queue, **kwargs)
+        return start(
+            self, fn, *args, idempotency_key=idempotency_key, queue=queue, delay=delay, **kwargs
+        )

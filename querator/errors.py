@@ -8,9 +8,20 @@ QueratorError                 base of everything querator raises
 ├── Conflict                  one or more items failed a check; carries per-id reasons
 ├── RequestTimeout            a long poll found nothing before its timeout (retryable)
 ├── Unavailable               the store could not be reached or failed (retryable)
-└── UsageError                the API was used in a way that cannot work (closed client,
-                              a sync call inside a running event loop)
+├── UsageError                the API was used in a way that cannot work (closed client,
+│                             a sync call inside a running event loop)
+└── WorkflowError             (querator.workflows.errors: the workflow layer's own)
+    ├── StepFailed            a step failed for good; carries its error type and message
+    ├── NonDeterminism        replay met a different step than the history holds
+    ├── WorkflowFailed        run.result() of a run that failed
+    ├── WorkflowCancelled     run.result() of a run that was cancelled
+    ├── WorkflowTimeout       a run passed its deadline
+    ├── StepTimeout           a step ran past its timeout
+    └── Defer                 raised by a step: run me again in N seconds (not a failure)
 ```
+
+The workflow errors live one layer up, because the queue layer knows nothing
+of workflows; they subclass :class:`QueratorError` like every other error here.
 
 Driver errors are wrapped (``raise Unavailable(...) from exc``) so callers never
 need to import psycopg, SQLAlchemy or sqlite3 to handle failures.

@@ -11,6 +11,7 @@ import querator.errors
 def test_exported_names_are_pinned() -> None:
     assert sorted(querator.__all__) == [
         "AsyncQuerator",
+        "Defer",
         "Item",
         "Leased",
         "PartitionStats",
@@ -24,6 +25,9 @@ def test_exported_names_are_pinned() -> None:
         "StoredItem",
         "TransactResult",
         "Worker",
+        "gather",
+        "sleep",
+        "sleep_until",
         "step",
         "workflow",
     ]
