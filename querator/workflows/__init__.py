@@ -18,11 +18,17 @@ run.result(timeout=60)
 See docs/workflows.md for how replay works and what must be deterministic.
 """
 
+from querator.workflows.context import StepHandle
+from querator.workflows.durable import agather, asleep, asleep_until, gather, sleep, sleep_until
 from querator.workflows.errors import (
+    Defer,
     NonDeterminism,
     StepFailed,
+    StepTimeout,
+    WorkflowCancelled,
     WorkflowError,
     WorkflowFailed,
+    WorkflowTimeout,
 )
 from querator.workflows.functions import StepFunction, WorkflowFunction, step, workflow
 from querator.workflows.retry import RetryDecision, RetryPolicy
@@ -32,6 +38,7 @@ from querator.workflows.worker import AsyncWorker, Worker
 __all__ = [
     "AsyncRunHandle",
     "AsyncWorker",
+    "Defer",
     "NonDeterminism",
     "RetryDecision",
     "RetryPolicy",
@@ -39,10 +46,20 @@ __all__ = [
     "RunStatus",
     "StepFailed",
     "StepFunction",
+    "StepHandle",
+    "StepTimeout",
     "Worker",
+    "WorkflowCancelled",
     "WorkflowError",
     "WorkflowFailed",
     "WorkflowFunction",
+    "WorkflowTimeout",
+    "agather",
+    "asleep",
+    "asleep_until",
+    "gather",
+    "sleep",
+    "sleep_until",
     "start",
     "start_async",
     "step",

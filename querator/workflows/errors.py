@@ -6,20 +6,28 @@ QueratorError
     ├── StepFailed            a step failed for good (raised at its call site in the body)
     ├── NonDeterminism        replay called a different step than the stored history
     ├── WorkflowFailed        RunHandle.result(): the run ended with an error
+    ├── WorkflowCancelled     RunHandle.result(): the run was cancelled
+    ├── WorkflowTimeout       a run outlived its ``@workflow(timeout=)`` (stored as its error)
+    ├── StepTimeout           a step attempt outlived its ``@step(timeout=)``
+    ├── Defer                 raised by a step: run me again later (not a failure)
     └── WorkflowSuspended     internal control flow of replay; never catch it
 ```
 """
 
 from __future__ import annotations
 
-from querator.errors import QueratorError
+from querator.errors import InvalidArgument, QueratorError
 
 __all__ = [
+    "Defer",
     "NonDeterminism",
     "StepFailed",
+    "StepTimeout",
+    "WorkflowCancelled",
     "WorkflowError",
     "WorkflowFailed",
     "WorkflowSuspended",
+    "WorkflowTimeout",
 ]
 
 
@@ -67,6 +75,41 @@ class WorkflowFailed(WorkflowError):
         self.error_type = error_type
         self.message = message
         super().__init__(f"run {run_id} failed: {error_type}: {message}")
+
+
+class WorkflowCancelled(WorkflowError):
+    """The run was cancelled (``RunHandle.cancel``) before it ended."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"run {run_id} was cancelled" + (f": {reason}" if reason else ""))
+
+
+class WorkflowTimeout(WorkflowError):
+    """The run was still going at its deadline (``@workflow(timeout=...)``).
+
+    Stored as the run's error: ``RunHandle.result()`` raises
+    :class:`WorkflowFailed` with ``error_type == "WorkflowTimeout"``.
+    """
+
+
+class StepTimeout(WorkflowError):
+    """One attempt of a step took longer than its ``timeout``; retried per its policy."""
+
+
+class Defer(WorkflowError):
+    """Raised inside a step: run the step again after ``seconds``.
+
+    Not a failure: the deferred attempt does not count against the step's
+    :class:`~querator.workflows.RetryPolicy`.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        if not 0 <= seconds <= 366 * 86400:
+            raise InvalidArgument("seconds", f"must be within 0 … 366 days, not {seconds!r}")
+        self.seconds = float(seconds)
+        super().__init__(f"step deferred by {self.seconds}s")
 
 
 class WorkflowSuspended(WorkflowError):

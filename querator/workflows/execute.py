@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,13 +13,16 @@ import anyio
 from querator.errors import Conflict
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQuerator
+from querator.workflows.errors import Defer, StepTimeout
 from querator.workflows.functions import StepFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     StepPayload,
     StepRecord,
+    cancel_key,
     error_info,
     record_item,
+    step_item,
     step_key,
     wake_item,
 )
@@ -51,11 +55,21 @@ class LeaseKeeper:
 
 
 async def _call(step: StepFunction[..., Any], args_text: str) -> str:
+    """One attempt; :class:`StepTimeout` when it outlives ``step.timeout``."""
     args, kwargs = step.codec.decode_args(args_text)
+    timeout = step.timeout
     if step.is_async:
-        value = await step.fn(*args, **kwargs)
+        try:
+            with anyio.fail_after(timeout):
+                value = await step.fn(*args, **kwargs)
+        except TimeoutError as exc:
+            raise StepTimeout(f"step {step.name!r} was cancelled after {timeout}s") from exc
     else:
+        began = time.monotonic()
         value = await anyio.to_thread.run_sync(functools.partial(step.fn, *args, **kwargs))
+        took = time.monotonic() - began
+        if timeout is not None and took > timeout:
+            raise StepTimeout(f"step {step.name!r} took {took:.3f}s, over its {timeout}s timeout")
     return step.codec.encode_result(value)
 
 
@@ -79,41 +93,91 @@ async def _run_renewed(
     return keeper.current, outcome
 
 
+async def _defer(aq: AsyncQuerator, current: Leased, payload: StepPayload, defer: Defer) -> None:
+    """Complete the item and produce a fresh one due later, in one transaction.
+
+    The fresh item's attempts start at zero; the failed attempts made so far
+    (all but the deferring one) travel in ``prior_attempts``.
+    """
+    later = payload.model_copy(
+        update={
+            "deferrals": payload.deferrals + 1,
+            "prior_attempts": payload.prior_attempts + current.attempts - 1,
+        }
+    )
+    at = datetime.now(UTC) + timedelta(seconds=defer.seconds)
+    log.info(
+        "run %s step %s@%d deferred by %.3fs",
+        payload.run_id,
+        payload.step,
+        payload.position,
+        defer.seconds,
+    )
+    try:
+        await transact_creating(aq, [current], {current.queue: [step_item(later, at)]})
+    except Conflict as exc:
+        log.warning(
+            "run %s step %s: deferral lost its lease: %s", payload.run_id, payload.step, exc
+        )
+
+
+async def _failed(
+    aq: AsyncQuerator,
+    current: Leased,
+    payload: StepPayload,
+    step: StepFunction[..., Any],
+    error: BaseException,
+) -> StepRecord | None:
+    """Retry the item (None) or give up: the failure record to store."""
+    attempt = payload.prior_attempts + current.attempts
+    decision = step.retry.decide(error, attempt)
+    log.info(
+        "run %s step %s@%d attempt %d failed (%r); %s",
+        payload.run_id,
+        step.name,
+        payload.position,
+        attempt,
+        error,
+        f"retry in {decision.delay:.3f}s" if decision.retry else "giving up",
+    )
+    if not decision.retry:
+        return StepRecord(step=step.name, ok=False, error=error_info(error), attempts=attempt)
+    retry_at = datetime.now(UTC) + timedelta(seconds=decision.delay)
+    try:
+        await aq.retry(current.queue, [current], retry_at=retry_at)
+    except Conflict as exc:
+        log.warning("run %s step %s: retry lost its lease: %s", payload.run_id, step.name, exc)
+    return None
+
+
 async def execute_step(
     aq: AsyncQuerator, leased: Leased, payload: StepPayload, step: StepFunction[..., Any]
 ) -> None:
-    """Run the step of ``leased`` (unless it already ran) and record the outcome."""
+    """Run the step of ``leased`` (unless it already ran or the run was cancelled)
+    and record the outcome."""
     run_id, position = payload.run_id, payload.position
     key = step_key(run_id, position)
     wake = {payload.workflow_queue: [wake_item(run_id, str(position))]}
-    if key in await aq.lookup(RESULTS_QUEUE, [key]):
+    found = await aq.lookup(RESULTS_QUEUE, [key, cancel_key(run_id)])
+    if cancel_key(run_id) in found:
+        log.info("run %s was cancelled; step %s@%d skipped", run_id, step.name, position)
+        await transact_creating(aq, [leased], wake)
+        return
+    if key in found:
         log.info("run %s step %s@%d already ran; waking the run", run_id, step.name, position)
         await transact_creating(aq, [leased], wake)
         return
     current, outcome = await _run_renewed(aq, leased, step, payload.args)
+    if isinstance(outcome, Defer):
+        await _defer(aq, current, payload, outcome)
+        return
     if isinstance(outcome, BaseException):
-        decision = step.retry.decide(outcome, current.attempts)
-        log.info(
-            "run %s step %s@%d attempt %d failed (%r); %s",
-            run_id,
-            step.name,
-            position,
-            current.attempts,
-            outcome,
-            f"retry in {decision.delay:.3f}s" if decision.retry else "giving up",
-        )
-        if decision.retry:
-            retry_at = datetime.now(UTC) + timedelta(seconds=decision.delay)
-            try:
-                await aq.retry(current.queue, [current], retry_at=retry_at)
-            except Conflict as exc:
-                log.warning("run %s step %s: retry lost its lease: %s", run_id, step.name, exc)
+        record = await _failed(aq, current, payload, step, outcome)
+        if record is None:
             return
-        record = StepRecord(
-            step=step.name, ok=False, error=error_info(outcome), attempts=current.attempts
-        )
     else:
-        record = StepRecord(step=step.name, ok=True, result=outcome, attempts=current.attempts)
+        attempts = payload.prior_attempts + current.attempts
+        record = StepRecord(step=step.name, ok=True, result=outcome, attempts=attempts)
         log.info("run %s step %s@%d completed", run_id, step.name, position)
     produce = {RESULTS_QUEUE: [record_item(key, record, run_id)], **wake}
     try:

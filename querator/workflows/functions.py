@@ -10,7 +10,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from querator.errors import InvalidArgument
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.codec import Codec
-from querator.workflows.context import CURRENT
+from querator.workflows.context import CURRENT, StepHandle
 from querator.workflows.retry import RetryPolicy
 
 __all__ = ["StepFunction", "WorkflowFunction", "default_name", "step", "workflow"]
@@ -49,6 +49,7 @@ class StepFunction(Generic[P, R]):
         retry: RetryPolicy | None,
         queue: str | None,
         lease_timeout: float | None,
+        timeout: float | None = None,
     ) -> None:
         self.fn = fn
         self.name = _check_persisted_name(name if name is not None else default_name(fn))
@@ -57,6 +58,7 @@ class StepFunction(Generic[P, R]):
         self.lease_timeout = (
             check_duration("lease_timeout", lease_timeout) if lease_timeout is not None else None
         )
+        self.timeout = check_duration("timeout", timeout) if timeout is not None else None
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"step {self.name!r}")
         functools.update_wrapper(self, fn)
@@ -69,6 +71,19 @@ class StepFunction(Generic[P, R]):
         if self.is_async:
             return _resolved(value)  # type: ignore[return-value]
         return value  # type: ignore[no-any-return]
+
+    def spawn(self, *args: P.args, **kwargs: P.kwargs) -> StepHandle[R]:
+        """Start this step without waiting; ``gather`` the handles for the results.
+
+        Spawned steps run in parallel, on any worker of the step's queue. Each
+        spawn takes the next position of the body, like a call. Outside a
+        workflow body the step runs at once (an async step's coroutine is
+        awaited by ``agather``).
+        """
+        ctx = CURRENT.get()
+        if ctx is None:
+            return StepHandle(self.name, -1, self.codec, value=self.fn(*args, **kwargs))
+        return ctx.spawn(self.name, self.queue, self.codec, args, kwargs)
 
     def __repr__(self) -> str:
         return f"<step {self.name!r}>"
@@ -85,16 +100,34 @@ class WorkflowFunction(Generic[P, R]):
     ``querator.workflows.start`` to run it durably.
     """
 
-    def __init__(self, fn: Callable[P, R], *, name: str | None, queue: str | None) -> None:
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str | None,
+        queue: str | None,
+        timeout: float | None = None,
+    ) -> None:
         self.fn = fn
         self.name = _check_persisted_name(name if name is not None else default_name(fn))
         self.queue = check_name("queue", queue) if queue is not None else None
+        self.timeout = check_duration("timeout", timeout) if timeout is not None else None
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"workflow {self.name!r}")
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.fn(*args, **kwargs)
+        """Inside a workflow body: run as a child workflow and wait for its result.
+
+        Elsewhere: run the body in-process.
+        """
+        ctx = CURRENT.get()
+        if ctx is None:
+            return self.fn(*args, **kwargs)
+        value = ctx.child(self.name, self.queue, self.timeout, self.codec, args, kwargs)
+        if self.is_async:
+            return _resolved(value)  # type: ignore[return-value]
+        return value  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"<workflow {self.name!r}>"
@@ -111,6 +144,7 @@ def step(
     retry: RetryPolicy | None = None,
     queue: str | None = None,
     lease_timeout: float | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Callable[P, R]], StepFunction[P, R]]: ...
 
 
@@ -122,6 +156,7 @@ def step(
     retry: RetryPolicy | None = None,
     queue: str | None = None,
     lease_timeout: float | None = None,
+    timeout: float | None = None,
 ) -> StepFunction[P, R] | Callable[[Callable[P, R]], StepFunction[P, R]]:
     """Make ``fn`` a step: each call inside a workflow is a leased item of its own.
 
@@ -129,11 +164,16 @@ def step(
     :class:`RetryPolicy` (default 3 attempts); ``queue`` routes the step to
     another worker pool (default: the run's workflow queue); ``lease_timeout``
     is how long one attempt may go without a renewal (renewed automatically
-    while the function runs; default: the queue's).
+    while the function runs; default: the queue's). ``timeout`` bounds one
+    attempt: an async step is cancelled after it, a sync one (which cannot be
+    interrupted) fails when it returns late; either way the attempt failed with
+    :class:`StepTimeout` and the retry policy decides.
     """
 
     def decorate(f: Callable[P, R]) -> StepFunction[P, R]:
-        return StepFunction(f, name=name, retry=retry, queue=queue, lease_timeout=lease_timeout)
+        return StepFunction(
+            f, name=name, retry=retry, queue=queue, lease_timeout=lease_timeout, timeout=timeout
+        )
 
     return decorate(fn) if fn is not None else decorate
 
@@ -144,7 +184,7 @@ def workflow(fn: Callable[P, R], /) -> WorkflowFunction[P, R]: ...
 
 @overload
 def workflow(
-    *, name: str | None = None, queue: str | None = None
+    *, name: str | None = None, queue: str | None = None, timeout: float | None = None
 ) -> Callable[[Callable[P, R]], WorkflowFunction[P, R]]: ...
 
 
@@ -154,15 +194,18 @@ def workflow(
     *,
     name: str | None = None,
     queue: str | None = None,
+    timeout: float | None = None,
 ) -> WorkflowFunction[P, R] | Callable[[Callable[P, R]], WorkflowFunction[P, R]]:
     """Make ``fn`` a workflow: a deterministic body that calls steps.
 
     ``name`` is the persisted name (default :func:`default_name`); ``queue`` is
     where its wake tasks (and its steps without a queue) go (default
-    ``querator.workflows``).
+    ``querator.workflows``). ``timeout`` (seconds from start) ends a run still
+    going then as failed with ``WorkflowTimeout``. Called inside another
+    workflow's body, a workflow runs as a child run.
     """
 
     def decorate(f: Callable[P, R]) -> WorkflowFunction[P, R]:
-        return WorkflowFunction(f, name=name, queue=queue)
+        return WorkflowFunction(f, name=name, queue=queue, timeout=timeout)
 
     return decorate(fn) if fn is not None else decorate

@@ -5,14 +5,17 @@
   ``{run}/result``.
 - workflow queue: wake tasks (kind ``querator.wake``) — "replay this run".
 - step queue: step items (kind ``querator.step``), ``dedup_key``
-  ``{run}/{position}/step``.
+  ``{run}/{position}/step`` (``{run}/{position}/step/d{n}`` after the n-th deferral).
+- results queue: ``{run}/cancel`` once cancellation was asked for.
+
+Fields are only ever added, with defaults, so old records keep their meaning.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +32,8 @@ RECORD_KIND = "querator.record"
 ENCODING = "json"
 PREFETCH = 32
 """Step records fetched per lookup during replay."""
+SLEEP_STEP = "querator.sleep"
+"""The step name stored in the record of a durable timer."""
 
 RESULTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 """Records are kept for the longest time a queue allows (366 days)."""
@@ -47,6 +52,15 @@ class ErrorInfo(_Model):
     message: str
 
 
+class ParentLink(_Model):
+    """Where a child run reports its outcome: record ``{run_id}/{position}``."""
+
+    run_id: str
+    position: int
+    queue: str
+    """The parent's workflow queue (for its wake task)."""
+
+
 class RunMeta(_Model):
     """``{run}/meta``: what was started."""
 
@@ -54,6 +68,17 @@ class RunMeta(_Model):
     args: str
     queue: str
     started_at: datetime
+    deadline: datetime | None = None
+    """The run fails with ``WorkflowTimeout`` once replayed past this (``timeout=``)."""
+    parent: ParentLink | None = None
+    """Set on child runs: the parent's record to write when the child ends."""
+
+
+class CancelRecord(_Model):
+    """``{run}/cancel``: cancellation was asked for."""
+
+    reason: str = ""
+    requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
 class StepRecord(_Model):
@@ -65,6 +90,8 @@ class StepRecord(_Model):
     error: ErrorInfo | None = None
     attempts: int = 0
     finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    until: datetime | None = None
+    """Durable timers (step ``querator.sleep``): the instant the sleep ends."""
 
 
 class RunRecord(_Model):
@@ -74,6 +101,8 @@ class RunRecord(_Model):
     result: str | None = None
     error: ErrorInfo | None = None
     finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    cancelled: bool = False
+    """True when the run ended by cancellation (``error`` says why)."""
 
 
 class WakePayload(_Model):
@@ -90,6 +119,10 @@ class StepPayload(_Model):
     step: str
     args: str
     workflow_queue: str
+    deferrals: int = 0
+    """How many times the step raised ``Defer`` (each deferral is a fresh item)."""
+    prior_attempts: int = 0
+    """Failed attempts made by the items before the last deferral."""
 
 
 def new_run_id(idempotency_key: str | None) -> str:
@@ -97,6 +130,15 @@ def new_run_id(idempotency_key: str | None) -> str:
     if idempotency_key is None:
         return f"run-{uuid.uuid4().hex}"
     return "run-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+
+
+def child_run_id(parent: str, position: int) -> str:
+    """The run id of the child workflow started at ``position`` of run ``parent``."""
+    return "run-" + hashlib.sha256(f"child:{parent}/{position}".encode()).hexdigest()[:32]
+
+
+def cancel_key(run_id: str) -> str:
+    return f"{run_id}/cancel"
 
 
 def meta_key(run_id: str) -> str:
@@ -122,26 +164,44 @@ def record_item(key: str, record: BaseModel, run_id: str) -> Item:
     )
 
 
-def wake_item(run_id: str, tag: str) -> Item:
-    """A wake task; ``tag`` (``start`` or a position) keeps each wakeup distinct."""
+def wake_item(run_id: str, tag: str, at: datetime | None = None) -> Item:
+    """A wake task due at ``at`` (None: now).
+
+    ``tag`` (``start``, ``cancel``, ``deadline`` or a position) keeps each
+    wakeup distinct.
+    """
     return Item(
         payload=WakePayload(run_id=run_id).model_dump_json().encode(),
         kind=WAKE_KIND,
         encoding=ENCODING,
         reference=run_id,
         dedup_key=f"{run_id}/wake/{tag}",
+        enqueue_at=at,
     )
 
 
-def step_item(payload: StepPayload) -> Item:
-    """The item that runs one step call."""
+def step_item(payload: StepPayload, at: datetime | None = None) -> Item:
+    """The item that runs one step call, due at ``at`` (None: now)."""
+    key = f"{payload.run_id}/{payload.position}/step"
+    if payload.deferrals:
+        key += f"/d{payload.deferrals}"
     return Item(
         payload=payload.model_dump_json().encode(),
         kind=STEP_KIND,
         encoding=ENCODING,
         reference=payload.run_id,
-        dedup_key=f"{payload.run_id}/{payload.position}/step",
+        dedup_key=key,
+        enqueue_at=at,
     )
+
+
+def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, list[Item]]:
+    """What starting a run produces: its meta, its first wake, its deadline wake."""
+    first = meta.started_at + timedelta(seconds=delay) if delay > 0 else None
+    wakes = [wake_item(run_id, "start", first)]
+    if meta.deadline is not None:
+        wakes.append(wake_item(run_id, "deadline", meta.deadline))
+    return {RESULTS_QUEUE: [record_item(meta_key(run_id), meta, run_id)], meta.queue: wakes}
 
 
 def error_info(error: BaseException) -> ErrorInfo:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -13,20 +14,24 @@ from querator.errors import Conflict, QueueNotFound
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQuerator
 from querator.workflows.context import CURRENT, ReplayContext
+from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     PREFETCH,
     RESULTS_QUEUE,
     WORK_SETTINGS,
+    CancelRecord,
+    ErrorInfo,
     RunMeta,
     RunRecord,
     StepRecord,
+    cancel_key,
     error_info,
     meta_key,
     record_item,
     result_key,
-    step_item,
     step_key,
+    wake_item,
 )
 
 log = logging.getLogger("querator.workflows")
@@ -39,28 +44,47 @@ class History:
     meta: RunMeta | None
     records: dict[int, StepRecord]
     finished: RunRecord | None
+    cancel: CancelRecord | None = None
+    known: int = 0
+    """Positions below this were looked up (records beyond it are not loaded)."""
+
+
+async def _load_records(
+    aq: AsyncQuerator, run_id: str, records: dict[int, StepRecord], start: int, upto: int
+) -> tuple[int, dict[str, bytes]]:
+    """Look up windows of PREFETCH positions from ``start`` while they hold records
+    (and at least up to ``upto``); returns the first position not looked up."""
+    heads = [meta_key(run_id), result_key(run_id), cancel_key(run_id)] if start == 0 else []
+    found_heads: dict[str, bytes] = {}
+    while True:
+        keys = [step_key(run_id, i) for i in range(start, start + PREFETCH)]
+        found = await aq.lookup(RESULTS_QUEUE, heads + keys)
+        found_heads.update({k: found[k].payload for k in heads if k in found})
+        heads = []
+        hits = [offset for offset, key in enumerate(keys) if key in found]
+        for offset in hits:
+            records[start + offset] = StepRecord.model_validate_json(found[keys[offset]].payload)
+        start += PREFETCH
+        # Gathered steps finish out of order: a window with gaps may be followed
+        # by records; an empty window past ``upto`` ends the history.
+        if not hits and start > upto:
+            return start, found_heads
 
 
 async def load_history(aq: AsyncQuerator, run_id: str) -> History:
-    """Meta, result and the contiguous prefix of step records, PREFETCH per lookup."""
-    first = [meta_key(run_id), result_key(run_id)]
+    """Meta, result, cancel request and step records (PREFETCH per lookup)."""
     records: dict[int, StepRecord] = {}
-    start = 0
-    meta = finished = None
-    while True:
-        keys = [step_key(run_id, i) for i in range(start, start + PREFETCH)]
-        found = await aq.lookup(RESULTS_QUEUE, first + keys)
-        if first:
-            if meta_key(run_id) in found:
-                meta = RunMeta.model_validate_json(found[meta_key(run_id)].payload)
-            if result_key(run_id) in found:
-                finished = RunRecord.model_validate_json(found[result_key(run_id)].payload)
-            first = []
-        for offset, key in enumerate(keys):
-            if key not in found:
-                return History(meta, records, finished)
-            records[start + offset] = StepRecord.model_validate_json(found[key].payload)
-        start += PREFETCH
+    known, heads = await _load_records(aq, run_id, records, 0, 0)
+    meta, finished, cancel = (
+        heads.get(key) for key in (meta_key(run_id), result_key(run_id), cancel_key(run_id))
+    )
+    return History(
+        RunMeta.model_validate_json(meta) if meta else None,
+        records,
+        RunRecord.model_validate_json(finished) if finished else None,
+        CancelRecord.model_validate_json(cancel) if cancel else None,
+        known,
+    )
 
 
 def _in_context(ctx: ReplayContext, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
@@ -85,7 +109,7 @@ async def _run_body(wf: WorkflowFunction[..., Any], ctx: ReplayContext, args_tex
 async def evaluate(
     wf: WorkflowFunction[..., Any], ctx: ReplayContext, args_text: str
 ) -> RunRecord | None:
-    """Run the body once; the run's final record, or None when ``ctx.dispatch`` is set."""
+    """Run the body once; the run's final record, or None when the replay suspended."""
     error: Exception | None = None
     value: Any = None
     try:
@@ -94,7 +118,7 @@ async def evaluate(
         error = exc
     if ctx.fatal is not None:
         return RunRecord(ok=False, error=error_info(ctx.fatal))
-    if ctx.dispatch is not None:
+    if ctx.suspended is not None:
         return None
     if error is None:
         try:
@@ -104,22 +128,81 @@ async def evaluate(
     return RunRecord(ok=False, error=error_info(error))
 
 
+def _ended_early(run_id: str, history: History, now: datetime) -> RunRecord | None:
+    """The final record of a cancelled or timed-out run (None: replay the body)."""
+    if history.cancel is not None:
+        # The stored message is the reason alone: result() raises WorkflowCancelled with it.
+        error = ErrorInfo(type=WorkflowCancelled.__qualname__, message=history.cancel.reason)
+        return RunRecord(ok=False, error=error, cancelled=True)
+    assert history.meta is not None
+    deadline = history.meta.deadline
+    if deadline is not None and now >= deadline:
+        timeout = WorkflowTimeout(f"run {run_id} timed out at {deadline.isoformat()}")
+        return RunRecord(ok=False, error=error_info(timeout))
+    return None
+
+
+async def _run(
+    aq: AsyncQuerator, run_id: str, wf: WorkflowFunction[..., Any], history: History
+) -> tuple[RunRecord | None, ReplayContext]:
+    """Evaluate the body, loading more records while it reaches past the loaded ones."""
+    assert history.meta is not None
+    records, known = dict(history.records), history.known
+    while True:
+        now = datetime.now(UTC)
+        ctx = ReplayContext(run_id, history.meta.queue, records, now, known=known)
+        final = _ended_early(run_id, history, now)
+        if final is None:
+            final = await evaluate(wf, ctx, history.meta.args)
+        if ctx.need is None or ctx.fatal is not None:
+            return final, ctx
+        known, _ = await _load_records(aq, run_id, records, known, ctx.need)
+
+
+def _final_items(run_id: str, meta: RunMeta, final: RunRecord) -> dict[str, list[Item]]:
+    """The run's result record, and for a child run its parent's record and wake."""
+    produce = {RESULTS_QUEUE: [record_item(result_key(run_id), final, run_id)]}
+    parent = meta.parent
+    if parent is not None:
+        record = StepRecord(
+            step=meta.workflow, ok=final.ok, result=final.result, error=final.error, attempts=1
+        )
+        key = step_key(parent.run_id, parent.position)
+        produce[RESULTS_QUEUE].append(record_item(key, record, parent.run_id))
+        produce[parent.queue] = [wake_item(parent.run_id, str(parent.position))]
+    return produce
+
+
+def _not_colliding(wake: Leased, produce: dict[str, list[Item]]) -> dict[str, list[Item]]:
+    """Rename a produced item holding the dedup key of the wake being completed.
+
+    Completing an item and producing its key in one transaction would dedup the
+    new item into the one being deleted; ``{key}/r`` (and back) keeps both apart.
+    """
+    key = wake.dedup_key
+    if key is None or wake.queue not in produce:
+        return produce
+    other = key[: -len("/r")] if key.endswith("/r") else key + "/r"
+    items = [
+        item.model_copy(update={"dedup_key": other}) if item.dedup_key == key else item
+        for item in produce[wake.queue]
+    ]
+    return {**produce, wake.queue: items}
+
+
 async def replay(
     aq: AsyncQuerator, wake: Leased, run_id: str, wf: WorkflowFunction[..., Any], history: History
 ) -> None:
     """Replay ``run_id`` for the leased ``wake`` task and advance the run."""
     assert history.meta is not None
-    ctx = ReplayContext(run_id, history.meta.queue, history.records)
-    final = await evaluate(wf, ctx, history.meta.args)
-    produce: dict[str, list[Item]] = {}
+    final, ctx = await _run(aq, run_id, wf, history)
     if final is not None:
-        produce[RESULTS_QUEUE] = [record_item(result_key(run_id), final, run_id)]
-        log.info("run %s %s", run_id, "completed" if final.ok else f"failed: {final.error}")
+        produce = _final_items(run_id, history.meta, final)
+        outcome = "cancelled" if final.cancelled else "completed" if final.ok else "failed"
+        log.info("run %s %s%s", run_id, outcome, "" if final.ok else f": {final.error}")
     else:
-        assert ctx.dispatch is not None
-        queue, payload = ctx.dispatch
-        produce[queue] = [step_item(payload)]
-        log.debug("run %s dispatches step %s at %d", run_id, payload.step, payload.position)
+        produce = _not_colliding(wake, ctx.produce)
+        log.debug("run %s suspended: %s", run_id, ctx.suspended)
     try:
         await transact_creating(aq, [wake], produce)
     except Conflict as exc:
@@ -129,11 +212,13 @@ async def replay(
 async def transact_creating(
     aq: AsyncQuerator, complete: list[Leased], produce: dict[str, list[Item]]
 ) -> None:
-    """Complete and produce at once, creating a missing target queue first (once)."""
-    try:
-        await aq.transact(complete=complete, produce=produce)
-    except QueueNotFound as exc:
-        if exc.queue not in produce:
-            raise
-        await aq.create_queue(exc.queue, WORK_SETTINGS, exist_ok=True)
-        await aq.transact(complete=complete, produce=produce)
+    """Complete and produce at once, creating missing target queues first."""
+    for _ in range(len(produce) + 1):
+        try:
+            await aq.transact(complete=complete, produce=produce)
+            return
+        except QueueNotFound as exc:
+            if exc.queue not in produce:
+                raise
+            await aq.create_queue(exc.queue, WORK_SETTINGS, exist_ok=True)
+    await aq.transact(complete=complete, produce=produce)

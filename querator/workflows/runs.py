@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import anyio
@@ -11,26 +11,29 @@ import anyio
 from querator.errors import InvalidArgument, RequestTimeout
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
-from querator.queue.validation import check_name
-from querator.workflows.errors import WorkflowFailed
+from querator.queue.validation import check_duration, check_name
+from querator.workflows.errors import WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
     WORK_SETTINGS,
     WORKFLOW_QUEUE,
+    CancelRecord,
     RunMeta,
     RunRecord,
+    cancel_key,
     meta_key,
     new_run_id,
     record_item,
     result_key,
+    start_items,
     wake_item,
 )
 
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
 
-RunStatus = Literal["running", "completed", "failed"]
+RunStatus = Literal["running", "completed", "failed", "cancelled"]
 WAIT_SLICE = 5.0
 """Longest wait between two looks at a run's result (a safety net: wakeups end waits)."""
 
@@ -52,18 +55,42 @@ class AsyncRunHandle:
         return RunRecord.model_validate_json(item.payload) if item else None
 
     async def status(self) -> RunStatus:
-        """``"running"``, ``"completed"`` or ``"failed"``; InvalidArgument for an unknown run."""
+        """``"running"``, ``"completed"``, ``"failed"`` or ``"cancelled"``.
+
+        InvalidArgument for an unknown run. A run whose cancellation was asked
+        for stays ``"running"`` until a worker ends it.
+        """
         keys = [meta_key(self.run_id), result_key(self.run_id)]
         found = await self.aq.lookup(RESULTS_QUEUE, keys)
         if keys[1] in found:
-            return (
-                "completed"
-                if RunRecord.model_validate_json(found[keys[1]].payload).ok
-                else "failed"
-            )
+            record = RunRecord.model_validate_json(found[keys[1]].payload)
+            if record.cancelled:
+                return "cancelled"
+            return "completed" if record.ok else "failed"
         if keys[0] in found:
             return "running"
         raise InvalidArgument("run_id", f"no run {self.run_id!r} is stored")
+
+    async def cancel(self, reason: str = "") -> bool:
+        """Ask for the run to end as ``"cancelled"``; False when it had already ended.
+
+        Writes ``{run}/cancel`` and a wake task: the next replay ends the run
+        (:meth:`result` then raises :class:`WorkflowCancelled`), and steps not
+        yet started are skipped. A step already running finishes, but its
+        result is not used. Child runs are not cancelled with their parent.
+        """
+        keys = [meta_key(self.run_id), result_key(self.run_id)]
+        found = await self.aq.lookup(RESULTS_QUEUE, keys)
+        if keys[1] in found:
+            return False
+        if keys[0] not in found:
+            raise InvalidArgument("run_id", f"no run {self.run_id!r} is stored")
+        meta = RunMeta.model_validate_json(found[keys[0]].payload)
+        record = record_item(cancel_key(self.run_id), CancelRecord(reason=reason), self.run_id)
+        await self.aq.transact(
+            produce={RESULTS_QUEUE: [record], meta.queue: [wake_item(self.run_id, "cancel")]}
+        )
+        return True
 
     async def result(self, timeout: float | None = None) -> Any:
         """Wait for the run to end; its result, or :class:`WorkflowFailed`.
@@ -79,6 +106,8 @@ class AsyncRunHandle:
             if left <= 0:
                 raise RequestTimeout(f"run {self.run_id} did not finish within {timeout}s")
             await watch.wait(min(left, WAIT_SLICE))
+        if record.cancelled:
+            raise WorkflowCancelled(self.run_id, record.error.message if record.error else "")
         if not record.ok:
             error = record.error
             raise WorkflowFailed(
@@ -109,6 +138,10 @@ class RunHandle:
         """See :meth:`AsyncRunHandle.result`."""
         return self.q.call(self._async.result, timeout)
 
+    def cancel(self, reason: str = "") -> bool:
+        """See :meth:`AsyncRunHandle.cancel`."""
+        return self.q.call(self._async.cancel, reason)
+
     def __repr__(self) -> str:
         return f"<RunHandle {self.run_id}>"
 
@@ -119,6 +152,7 @@ async def start_async(
     *args: Any,
     idempotency_key: str | None = None,
     queue: str | None = None,
+    delay: float = 0.0,
     **kwargs: Any,
 ) -> AsyncRunHandle:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
@@ -127,6 +161,8 @@ async def start_async(
     if idempotency_key is not None and not idempotency_key:
         raise InvalidArgument("idempotency_key", "must not be empty")
     wf_queue = check_name("queue", queue or fn.queue or WORKFLOW_QUEUE)
+    if delay:
+        check_duration("delay", delay)
     args_text = fn.codec.encode_args(args, kwargs)
     run_id = new_run_id(idempotency_key)
     handle = AsyncRunHandle(aq, run_id, fn)
@@ -134,13 +170,14 @@ async def start_async(
     if meta_key(run_id) in await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)]):
         return handle
     await aq.create_queue(wf_queue, WORK_SETTINGS, exist_ok=True)
-    meta = RunMeta(workflow=fn.name, args=args_text, queue=wf_queue, started_at=datetime.now(UTC))
-    await aq.transact(
-        produce={
-            RESULTS_QUEUE: [record_item(meta_key(run_id), meta, run_id)],
-            wf_queue: [wake_item(run_id, "start")],
-        }
+    now = datetime.now(UTC)
+    deadline = None
+    if fn.timeout is not None:
+        deadline = now + timedelta(seconds=delay + fn.timeout)
+    meta = RunMeta(
+        workflow=fn.name, args=args_text, queue=wf_queue, started_at=now, deadline=deadline
     )
+    await aq.transact(produce=start_items(run_id, meta, delay))
     return handle
 
 
@@ -150,16 +187,26 @@ def start(
     *args: Any,
     idempotency_key: str | None = None,
     queue: str | None = None,
+    delay: float = 0.0,
     **kwargs: Any,
 ) -> RunHandle:
     """Start a run of workflow ``fn(*args, **kwargs)``; returns its handle at once.
 
     With ``idempotency_key`` the run id is derived from the key, and starting
     again with the same key returns the existing run (its first arguments win).
-    ``queue`` overrides the workflow's queue. Arguments that cannot be
-    serialised raise :class:`~querator.errors.InvalidArgument` here.
+    ``queue`` overrides the workflow's queue. ``delay`` (seconds) makes the
+    run's first replay wait that long (a workflow ``timeout`` counts from then).
+    Arguments that cannot be serialised raise
+    :class:`~querator.errors.InvalidArgument` here.
     """
     handle = q.call(
-        start_async, q.aio, fn, *args, idempotency_key=idempotency_key, queue=queue, **kwargs
+        start_async,
+        q.aio,
+        fn,
+        *args,
+        idempotency_key=idempotency_key,
+        queue=queue,
+        delay=delay,
+        **kwargs,
     )
     return RunHandle(q, handle.run_id, fn)

@@ -1,0 +1,100 @@
+"""Calls made inside a workflow body besides steps: durable timers and gather.
+
+Each takes a position of the body like a step call and is replayed from its
+record. Outside a workflow body they act like their ordinary counterparts
+(``time.sleep``, running the handles' values).
+
+In an **async** workflow the plain forms work too (replay never blocks); the
+``a``-prefixed coroutines are there so the body reads naturally with ``await``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import anyio
+
+from querator.errors import InvalidArgument
+from querator.workflows.context import CURRENT, StepHandle
+
+__all__ = ["agather", "asleep", "asleep_until", "gather", "sleep", "sleep_until"]
+
+T = TypeVar("T")
+
+
+def _aware(until: datetime) -> datetime:
+    if until.tzinfo is None or until.utcoffset() is None:
+        raise InvalidArgument("until", "must be a timezone-aware datetime")
+    return until.astimezone(UTC)
+
+
+def sleep(seconds: float) -> None:
+    """Durable timer: the run resumes after ``seconds`` (survives restarts).
+
+    The end instant is computed once, when the body first reaches the call, and
+    stored; replays before it suspend again, replays after it return at once.
+    No worker is held while the run sleeps: a wake task is scheduled for the end.
+    """
+    if seconds < 0:
+        raise InvalidArgument("seconds", "must be >= 0")
+    ctx = CURRENT.get()
+    if ctx is None:
+        time.sleep(seconds)
+        return
+    ctx.sleep(seconds)
+
+
+def sleep_until(until: datetime) -> None:
+    """Durable timer until the timezone-aware instant ``until`` (see :func:`sleep`)."""
+    until = _aware(until)
+    ctx = CURRENT.get()
+    if ctx is None:
+        time.sleep(max(0.0, (until - datetime.now(UTC)).total_seconds()))
+        return
+    ctx.sleep_until(until)
+
+
+async def asleep(seconds: float) -> None:
+    """:func:`sleep` for async workflow bodies (``await asleep(5)``)."""
+    if CURRENT.get() is None:
+        await anyio.sleep(seconds)
+        return
+    sleep(seconds)
+
+
+async def asleep_until(until: datetime) -> None:
+    """:func:`sleep_until` for async workflow bodies."""
+    if CURRENT.get() is None:
+        await anyio.sleep(max(0.0, (_aware(until) - datetime.now(UTC)).total_seconds()))
+        return
+    sleep_until(until)
+
+
+def gather(handles: Iterable[StepHandle[T]]) -> list[T]:
+    """The results of spawned steps, in the order of ``handles``.
+
+    Inside a workflow body, the first replay that reaches ``gather`` dispatches
+    every spawned step in one transaction; they run in parallel and the run
+    resumes once all have ended. If any failed for good, :class:`StepFailed`
+    of the first failed one (in ``handles`` order) is raised, after all ended.
+    """
+    members = list(handles)
+    ctx = CURRENT.get()
+    if ctx is None:
+        values = [h.value for h in members]
+        if any(inspect.iscoroutine(v) for v in values):
+            raise InvalidArgument("handles", "async steps outside a workflow need agather")
+        return values
+    return ctx.gather(members)
+
+
+async def agather(handles: Iterable[StepHandle[T]]) -> list[T]:
+    """:func:`gather` for async workflow bodies (``await agather(handles)``)."""
+    members = list(handles)
+    if CURRENT.get() is None:
+        return [await h.value if inspect.iscoroutine(h.value) else h.value for h in members]
+    return gather(members)
