@@ -105,10 +105,12 @@ def catches(key: str) -> str:
         return f"caught {type(exc).__name__}"
 
 
-@step(name="t.slow", lease_timeout=0.3)
+@step(name="t.slow", lease_timeout=1.0)
 def slow(key: str) -> str:
     _count(CALLS, f"slow:{key}")
-    threading.Event().wait(1.0)  # the work outlives three lease timeouts
+    # The work outlives 2.5 lease timeouts; a lease short enough to make a
+    # loaded CI machine's pauses longer than it would test the machine, not us.
+    threading.Event().wait(2.5)
     return f"slow:{key}"
 
 
