@@ -23,6 +23,7 @@ from querator.workflows.durable import agather, asleep, asleep_until, gather, sl
 from querator.workflows.errors import (
     Defer,
     NonDeterminism,
+    SagaFailed,
     StepFailed,
     StepTimeout,
     WorkflowCancelled,
@@ -33,10 +34,23 @@ from querator.workflows.errors import (
 from querator.workflows.functions import StepFunction, WorkflowFunction, step, workflow
 from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
+from querator.workflows.saga import SagaFunction, saga
+from querator.workflows.schedule_api import (
+    ScheduleInfo,
+    delete_schedule,
+    get_schedule,
+    list_schedules,
+    pause_schedule,
+    resume_schedule,
+    schedule,
+    trigger_schedule,
+)
+from querator.workflows.scheduler import AsyncScheduler, Scheduler
 from querator.workflows.worker import AsyncWorker, Worker
 
 __all__ = [
     "AsyncRunHandle",
+    "AsyncScheduler",
     "AsyncWorker",
     "Defer",
     "NonDeterminism",
@@ -44,6 +58,10 @@ __all__ = [
     "RetryPolicy",
     "RunHandle",
     "RunStatus",
+    "SagaFailed",
+    "SagaFunction",
+    "ScheduleInfo",
+    "Scheduler",
     "StepFailed",
     "StepFunction",
     "StepHandle",
@@ -57,11 +75,19 @@ __all__ = [
     "agather",
     "asleep",
     "asleep_until",
+    "delete_schedule",
     "gather",
+    "get_schedule",
+    "list_schedules",
+    "pause_schedule",
+    "resume_schedule",
+    "saga",
+    "schedule",
     "sleep",
     "sleep_until",
     "start",
     "start_async",
     "step",
+    "trigger_schedule",
     "workflow",
 ]

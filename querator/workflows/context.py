@@ -8,7 +8,7 @@ produced to :attr:`ReplayContext.produce` and suspends the replay.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,9 +32,32 @@ from querator.workflows.layout import (
     wake_item,
 )
 
-__all__ = ["CURRENT", "ReplayContext", "StepHandle"]
+__all__ = ["CURRENT", "Called", "ReplayContext", "StepHandle", "Undo"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Undo:
+    """How to compensate a step (in a saga): its compensation and how to build its arguments."""
+
+    name: str
+    """The compensation's persisted name."""
+    queue: str | None
+    on_failure: bool
+    """Compensate the step even when it failed (its result is then None)."""
+    encode: Callable[[tuple[Any, ...], dict[str, Any], str | None], str]
+    """(step args, step kwargs, stored result text or None) -> the compensation's args text."""
+
+
+@dataclass(frozen=True)
+class Called:
+    """A step call with a compensation, as the replay met it."""
+
+    step: str
+    undo: Undo
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -73,6 +96,12 @@ class ReplayContext:
     """Positions below this were looked up; reaching past it asks for more."""
     need: int | None = None
     """Set when the body reached position ``need`` >= ``known``: load and replay again."""
+    compensable: dict[int, Called] = field(default_factory=dict)
+    """Step calls met by this replay that declare a compensation, by position."""
+    dispatching: bool = True
+    """False while a saga is aborted (cancel, timeout): nothing new is dispatched."""
+    awaited: list[tuple[str, int]] = field(default_factory=list)
+    """(queue, position) of the steps the replay suspended on, without a record."""
 
     def _next(self) -> int:
         if self.fatal is not None:
@@ -94,7 +123,19 @@ class ReplayContext:
         return record
 
     def _add(self, queue: str, item: Item) -> None:
-        self.produce.setdefault(queue, []).append(item)
+        if self.dispatching:
+            self.produce.setdefault(queue, []).append(item)
+
+    def _note(
+        self,
+        position: int,
+        name: str,
+        undo: Undo | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        if undo is not None:
+            self.compensable[position] = Called(name, undo, args, kwargs)
 
     def _suspend(self, position: int, what: str) -> NoReturn:
         self.suspended = WorkflowSuspended(position, what)
@@ -131,13 +172,16 @@ class ReplayContext:
         codec: Codec,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        undo: Undo | None = None,
     ) -> Any:
         """A step call at the next position: its stored outcome, or a suspension."""
         position = self._next()
         record = self._stored(position, name)
+        self._note(position, name, undo, args, kwargs)
         if record is None:
             payload = self._payload(name, position, codec, args, kwargs)
             self._add(queue or self.workflow_queue, step_item(payload))
+            self.awaited.append((queue or self.workflow_queue, position))
             self._suspend(position, name)
         return self._outcome(record, position, codec)
 
@@ -148,10 +192,12 @@ class ReplayContext:
         codec: Codec,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        undo: Undo | None = None,
     ) -> StepHandle[Any]:
         """Take the next position for a step that ``gather`` will dispatch and await."""
         position = self._next()
         self._stored(position, name)
+        self._note(position, name, undo, args, kwargs)
         payload = self._payload(name, position, codec, args, kwargs)
         return StepHandle(name, position, codec, (queue or self.workflow_queue, payload))
 
@@ -172,6 +218,9 @@ class ReplayContext:
                 for handle in missing:
                     assert handle.dispatch is not None
                     self._add(handle.dispatch[0], step_item(handle.dispatch[1]))
+            for handle in missing:
+                assert handle.dispatch is not None
+                self.awaited.append((handle.dispatch[0], handle.position))
             self._suspend(missing[0].position, f"gather of {len(handles)} steps")
         return [self._outcome(self.records[h.position], h.position, h.codec) for h in handles]
 

@@ -6,6 +6,7 @@ QueratorError
     ├── StepFailed            a step failed for good (raised at its call site in the body)
     ├── NonDeterminism        replay called a different step than the stored history
     ├── WorkflowFailed        RunHandle.result(): the run ended with an error
+    │   └── SagaFailed        RunHandle.result() of a saga that failed (compensated or not)
     ├── WorkflowCancelled     RunHandle.result(): the run was cancelled
     ├── WorkflowTimeout       a run outlived its ``@workflow(timeout=)`` (stored as its error)
     ├── StepTimeout           a step attempt outlived its ``@step(timeout=)``
@@ -21,6 +22,7 @@ from querator.errors import InvalidArgument, QueratorError
 __all__ = [
     "Defer",
     "NonDeterminism",
+    "SagaFailed",
     "StepFailed",
     "StepTimeout",
     "WorkflowCancelled",
@@ -75,6 +77,31 @@ class WorkflowFailed(WorkflowError):
         self.error_type = error_type
         self.message = message
         super().__init__(f"run {run_id} failed: {error_type}: {message}")
+
+
+class SagaFailed(WorkflowFailed):
+    """A saga did not complete: ``error_type``/``message`` say why (the original
+    error), ``status`` is ``"compensated"``, ``"compensation_failed"``,
+    ``"cancelled"`` or ``"failed"``, and ``compensations`` lists the
+    compensations that ran, in order (``"name@position"``: the position of the
+    step they undid).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        error_type: str,
+        message: str,
+        status: str,
+        compensations: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(run_id, error_type, message)
+        self.status = status
+        self.compensations = compensations
+        ran = ", ".join(compensations) if compensations else "none"
+        self.args = (
+            f"saga {run_id} {status} after {error_type}: {message} (compensations run: {ran})",
+        )
 
 
 class WorkflowCancelled(WorkflowError):

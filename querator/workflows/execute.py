@@ -19,11 +19,12 @@ from querator.workflows.layout import (
     RESULTS_QUEUE,
     StepPayload,
     StepRecord,
+    aborted_key,
     cancel_key,
+    compensating_key,
     error_info,
     record_item,
     step_item,
-    step_key,
     wake_item,
 )
 from querator.workflows.replay import transact_creating
@@ -150,16 +151,23 @@ async def _failed(
     return None
 
 
+def _saga_stops(run_id: str) -> list[str]:
+    return [aborted_key(run_id), compensating_key(run_id)]
+
+
 async def execute_step(
     aq: AsyncQuerator, leased: Leased, payload: StepPayload, step: StepFunction[..., Any]
 ) -> None:
     """Run the step of ``leased`` (unless it already ran or the run was cancelled)
     and record the outcome."""
     run_id, position = payload.run_id, payload.position
-    key = step_key(run_id, position)
-    wake = {payload.workflow_queue: [wake_item(run_id, str(position))]}
-    found = await aq.lookup(RESULTS_QUEUE, [key, cancel_key(run_id)])
-    if cancel_key(run_id) in found:
+    key = payload.record_key()
+    wake = {payload.workflow_queue: [wake_item(run_id, payload.wake_tag())]}
+    # A compensation always runs; a step is skipped once its run is cancelled,
+    # or (a saga) aborted or compensating.
+    stops = [] if payload.slot is not None else [cancel_key(run_id), *_saga_stops(run_id)]
+    found = await aq.lookup(RESULTS_QUEUE, [key, *stops])
+    if any(stop in found for stop in stops):
         log.info("run %s was cancelled; step %s@%d skipped", run_id, step.name, position)
         await transact_creating(aq, [leased], wake)
         return

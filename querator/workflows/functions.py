@@ -10,10 +10,21 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from querator.errors import InvalidArgument
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.codec import Codec
-from querator.workflows.context import CURRENT, StepHandle
+from querator.workflows.context import CURRENT, StepHandle, Undo
 from querator.workflows.retry import RetryPolicy
+from querator.workflows.schedules import check_cron
 
-__all__ = ["StepFunction", "WorkflowFunction", "default_name", "step", "workflow"]
+__all__ = [
+    "COMPENSATION_RETRY",
+    "StepFunction",
+    "WorkflowFunction",
+    "default_name",
+    "step",
+    "workflow",
+]
+
+COMPENSATION_RETRY = RetryPolicy(max_attempts=0, initial=1.0, factor=2.0, max_delay=60.0)
+"""Default policy of compensations: retry forever, backing off from 1 s up to 60 s."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -50,10 +61,14 @@ class StepFunction(Generic[P, R]):
         queue: str | None,
         lease_timeout: float | None,
         timeout: float | None = None,
+        compensate_on_failure: bool = False,
     ) -> None:
         self.fn = fn
         self.name = _check_persisted_name(name if name is not None else default_name(fn))
         self.retry = retry if retry is not None else RetryPolicy()
+        self.compensate_on_failure = compensate_on_failure
+        self.compensation: StepFunction[..., Any] | None = None
+        """Set by :meth:`compensate`: what undoes this step when its saga fails."""
         self.queue = check_name("queue", queue) if queue is not None else None
         self.lease_timeout = (
             check_duration("lease_timeout", lease_timeout) if lease_timeout is not None else None
@@ -67,7 +82,7 @@ class StepFunction(Generic[P, R]):
         ctx = CURRENT.get()
         if ctx is None:
             return self.fn(*args, **kwargs)
-        value = ctx.call(self.name, self.queue, self.codec, args, kwargs)
+        value = ctx.call(self.name, self.queue, self.codec, args, kwargs, self._undo())
         if self.is_async:
             return _resolved(value)  # type: ignore[return-value]
         return value  # type: ignore[no-any-return]
@@ -83,7 +98,72 @@ class StepFunction(Generic[P, R]):
         ctx = CURRENT.get()
         if ctx is None:
             return StepHandle(self.name, -1, self.codec, value=self.fn(*args, **kwargs))
-        return ctx.spawn(self.name, self.queue, self.codec, args, kwargs)
+        return ctx.spawn(self.name, self.queue, self.codec, args, kwargs, self._undo())
+
+    @overload
+    def compensate(self, fn: Callable[..., Any], /) -> StepFunction[..., Any]: ...
+
+    @overload
+    def compensate(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        queue: str | None = None,
+        lease_timeout: float | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[Callable[..., Any]], StepFunction[..., Any]]: ...
+
+    def compensate(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        queue: str | None = None,
+        lease_timeout: float | None = None,
+        timeout: float | None = None,
+    ) -> StepFunction[..., Any] | Callable[[Callable[..., Any]], StepFunction[..., Any]]:
+        """Declare ``fn`` as this step's compensation (used when it runs in a ``@saga``).
+
+        ``fn`` receives the step's arguments, then its result (None when the
+        step failed and has ``compensate_on_failure``). It runs as a step of its
+        own, named ``f"{step.name}.compensate"`` unless ``name=``, with ``retry``
+        (default :data:`COMPENSATION_RETRY`: forever, backing off up to 60 s),
+        on ``queue`` (default: the step's). A worker that registers the step
+        registers its compensation too. Returns the compensation as a step.
+        """
+
+        def decorate(f: Callable[..., Any]) -> StepFunction[..., Any]:
+            if self.compensation is not None:
+                raise InvalidArgument("compensate", f"step {self.name!r} already has one")
+            self.compensation = StepFunction(
+                f,
+                name=name if name is not None else f"{self.name}.compensate",
+                retry=retry if retry is not None else COMPENSATION_RETRY,
+                queue=queue if queue is not None else self.queue,
+                lease_timeout=lease_timeout,
+                timeout=timeout,
+            )
+            return self.compensation
+
+        return decorate(fn) if fn is not None else decorate
+
+    def _undo(self) -> Undo | None:
+        comp = self.compensation
+        if comp is None:
+            return None
+        return Undo(comp.name, comp.queue, self.compensate_on_failure, self._undo_args)
+
+    def _undo_args(self, args: tuple[Any, ...], kwargs: dict[str, Any], result: str | None) -> str:
+        """The compensation's encoded arguments: the step's (defaults applied), then its result."""
+        assert self.compensation is not None
+        bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        value = self.codec.decode_result(result) if result is not None else None
+        return self.compensation.codec.encode_args((*bound.args, value), bound.kwargs)
 
     def __repr__(self) -> str:
         return f"<step {self.name!r}>"
@@ -107,11 +187,14 @@ class WorkflowFunction(Generic[P, R]):
         name: str | None,
         queue: str | None,
         timeout: float | None = None,
+        schedule: str | None = None,
     ) -> None:
         self.fn = fn
         self.name = _check_persisted_name(name if name is not None else default_name(fn))
         self.queue = check_name("queue", queue) if queue is not None else None
         self.timeout = check_duration("timeout", timeout) if timeout is not None else None
+        self.schedule = check_cron(schedule) if schedule is not None else None
+        """Cron expression (UTC) of the schedule a Scheduler registers under ``name``."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"workflow {self.name!r}")
         functools.update_wrapper(self, fn)
@@ -145,6 +228,7 @@ def step(
     queue: str | None = None,
     lease_timeout: float | None = None,
     timeout: float | None = None,
+    compensate_on_failure: bool = False,
 ) -> Callable[[Callable[P, R]], StepFunction[P, R]]: ...
 
 
@@ -157,6 +241,7 @@ def step(
     queue: str | None = None,
     lease_timeout: float | None = None,
     timeout: float | None = None,
+    compensate_on_failure: bool = False,
 ) -> StepFunction[P, R] | Callable[[Callable[P, R]], StepFunction[P, R]]:
     """Make ``fn`` a step: each call inside a workflow is a leased item of its own.
 
@@ -167,12 +252,21 @@ def step(
     while the function runs; default: the queue's). ``timeout`` bounds one
     attempt: an async step is cancelled after it, a sync one (which cannot be
     interrupted) fails when it returns late; either way the attempt failed with
-    :class:`StepTimeout` and the retry policy decides.
+    :class:`StepTimeout` and the retry policy decides. In a ``@saga``,
+    ``compensate_on_failure`` has the step's compensation (``@fn.compensate``)
+    run even when the step failed for good (for steps whose failure may leave
+    partial effects); its result is then passed as None.
     """
 
     def decorate(f: Callable[P, R]) -> StepFunction[P, R]:
         return StepFunction(
-            f, name=name, retry=retry, queue=queue, lease_timeout=lease_timeout, timeout=timeout
+            f,
+            name=name,
+            retry=retry,
+            queue=queue,
+            lease_timeout=lease_timeout,
+            timeout=timeout,
+            compensate_on_failure=compensate_on_failure,
         )
 
     return decorate(fn) if fn is not None else decorate
@@ -184,7 +278,11 @@ def workflow(fn: Callable[P, R], /) -> WorkflowFunction[P, R]: ...
 
 @overload
 def workflow(
-    *, name: str | None = None, queue: str | None = None, timeout: float | None = None
+    *,
+    name: str | None = None,
+    queue: str | None = None,
+    timeout: float | None = None,
+    schedule: str | None = None,
 ) -> Callable[[Callable[P, R]], WorkflowFunction[P, R]]: ...
 
 
@@ -195,6 +293,7 @@ def workflow(
     name: str | None = None,
     queue: str | None = None,
     timeout: float | None = None,
+    schedule: str | None = None,
 ) -> WorkflowFunction[P, R] | Callable[[Callable[P, R]], WorkflowFunction[P, R]]:
     """Make ``fn`` a workflow: a deterministic body that calls steps.
 
@@ -202,10 +301,12 @@ def workflow(
     where its wake tasks (and its steps without a queue) go (default
     ``querator.workflows``). ``timeout`` (seconds from start) ends a run still
     going then as failed with ``WorkflowTimeout``. Called inside another
-    workflow's body, a workflow runs as a child run.
+    workflow's body, a workflow runs as a child run. ``schedule`` (a cron
+    expression, UTC) makes every Scheduler serving it register a schedule named
+    after the workflow (see docs/schedules.md).
     """
 
     def decorate(f: Callable[P, R]) -> WorkflowFunction[P, R]:
-        return WorkflowFunction(f, name=name, queue=queue, timeout=timeout)
+        return WorkflowFunction(f, name=name, queue=queue, timeout=timeout, schedule=schedule)
 
     return decorate(fn) if fn is not None else decorate

@@ -7,6 +7,10 @@
 - step queue: step items (kind ``querator.step``), ``dedup_key``
   ``{run}/{position}/step`` (``{run}/{position}/step/d{n}`` after the n-th deferral).
 - results queue: ``{run}/cancel`` once cancellation was asked for.
+- sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
+  (compensation records, ``{run}/c{k}/r{round}`` after re-drives),
+  ``{run}/cfailed/{g}``, ``{run}/redrive/{g}``, ``{run}/aborted``; compensation
+  items are step items keyed ``{run}/c{k}[/r{round}]/step``.
 
 Fields are only ever added, with defaults, so old records keep their meaning.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +39,17 @@ PREFETCH = 32
 """Step records fetched per lookup during replay."""
 SLEEP_STEP = "querator.sleep"
 """The step name stored in the record of a durable timer."""
+
+RunStatus = Literal[
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+    "compensating",
+    "compensated",
+    "compensation_failed",
+]
+"""What :meth:`RunHandle.status` reports (the last three for sagas only)."""
 
 RESULTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 """Records are kept for the longest time a queue allows (366 days)."""
@@ -103,6 +119,12 @@ class RunRecord(_Model):
     finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     cancelled: bool = False
     """True when the run ended by cancellation (``error`` says why)."""
+    status: RunStatus | None = None
+    """Set when the status is not implied by ``ok``/``cancelled`` (``compensated``)."""
+    compensations: tuple[str, ...] = ()
+    """Sagas: the compensations that ran, in the order they ran (``name@position``)."""
+    saga: bool = False
+    """True for the runs of a ``@saga`` (their ``result()`` raises ``SagaFailed``)."""
 
 
 class WakePayload(_Model):
@@ -123,6 +145,61 @@ class StepPayload(_Model):
     """How many times the step raised ``Defer`` (each deferral is a fresh item)."""
     prior_attempts: int = 0
     """Failed attempts made by the items before the last deferral."""
+    slot: str | None = None
+    """Compensations: the record key after ``{run}/`` (``c{k}`` or ``c{k}/r{round}``);
+    None for step calls (``{position}``)."""
+
+    def record_key(self) -> str:
+        """Key of the record this item writes (and of its wake's tag)."""
+        return f"{self.run_id}/{self.slot if self.slot is not None else self.position}"
+
+    def wake_tag(self) -> str:
+        """Tag of the wake task produced when this item ends."""
+        return self.slot if self.slot is not None else str(self.position)
+
+
+class CompensationEntry(_Model):
+    """One compensation a saga must run: undo the step at ``position``."""
+
+    position: int
+    step: str
+    """The compensated step's name."""
+    name: str
+    """The compensation's persisted name."""
+    queue: str
+    """Where its items go."""
+    args: str
+    """Its encoded arguments (the step's arguments, then its result)."""
+
+
+class CompensatingRecord(_Model):
+    """``{run}/compensating``: the saga failed and is being compensated.
+
+    ``plan`` is fixed when written: the compensations in the order they run
+    (reverse order of the steps' completion).
+    """
+
+    error: ErrorInfo
+    """Why the saga is compensated (the body's error, a timeout, a cancellation)."""
+    cancelled: bool = False
+    plan: tuple[CompensationEntry, ...] = ()
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class CompensationFailedRecord(_Model):
+    """``{run}/cfailed/{g}``: compensation ``index`` failed for good (the g-th time)."""
+
+    index: int
+    name: str
+    error: ErrorInfo | None = None
+    failed_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class RedriveRecord(_Model):
+    """``{run}/redrive/{g}``: ``retry_compensation`` answered ``{run}/cfailed/{g}``."""
+
+    index: int
+    requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
 def new_run_id(idempotency_key: str | None) -> str:
@@ -151,6 +228,28 @@ def step_key(run_id: str, position: int) -> str:
 
 def result_key(run_id: str) -> str:
     return f"{run_id}/result"
+
+
+def aborted_key(run_id: str) -> str:
+    """A saga being aborted (timeout) waits for its running steps: new attempts are skipped."""
+    return f"{run_id}/aborted"
+
+
+def compensating_key(run_id: str) -> str:
+    return f"{run_id}/compensating"
+
+
+def compensation_slot(index: int, round_: int) -> str:
+    """Record key suffix of compensation ``index`` at re-drive ``round_``."""
+    return f"c{index}" if round_ == 0 else f"c{index}/r{round_}"
+
+
+def cfailed_key(run_id: str, g: int) -> str:
+    return f"{run_id}/cfailed/{g}"
+
+
+def redrive_key(run_id: str, g: int) -> str:
+    return f"{run_id}/redrive/{g}"
 
 
 def record_item(key: str, record: BaseModel, run_id: str) -> Item:
@@ -182,7 +281,7 @@ def wake_item(run_id: str, tag: str, at: datetime | None = None) -> Item:
 
 def step_item(payload: StepPayload, at: datetime | None = None) -> Item:
     """The item that runs one step call, due at ``at`` (None: now)."""
-    key = f"{payload.run_id}/{payload.position}/step"
+    key = f"{payload.record_key()}/step"
     if payload.deferrals:
         key += f"/d{payload.deferrals}"
     return Item(

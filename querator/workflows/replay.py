@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +33,8 @@ from querator.workflows.layout import (
     step_key,
     wake_item,
 )
+from querator.workflows.saga import SagaFunction
+from querator.workflows.saga_replay import saga_advance
 
 log = logging.getLogger("querator.workflows")
 
@@ -47,10 +49,17 @@ class History:
     cancel: CancelRecord | None = None
     known: int = 0
     """Positions below this were looked up (records beyond it are not loaded)."""
+    created: dict[int, datetime] = field(default_factory=dict)
+    """When each step record was stored (sagas compensate in reverse of this)."""
 
 
 async def _load_records(
-    aq: AsyncQuerator, run_id: str, records: dict[int, StepRecord], start: int, upto: int
+    aq: AsyncQuerator,
+    run_id: str,
+    records: dict[int, StepRecord],
+    start: int,
+    upto: int,
+    created: dict[int, datetime],
 ) -> tuple[int, dict[str, bytes]]:
     """Look up windows of PREFETCH positions from ``start`` while they hold records
     (and at least up to ``upto``); returns the first position not looked up."""
@@ -64,6 +73,7 @@ async def _load_records(
         hits = [offset for offset, key in enumerate(keys) if key in found]
         for offset in hits:
             records[start + offset] = StepRecord.model_validate_json(found[keys[offset]].payload)
+            created[start + offset] = found[keys[offset]].created_at
         start += PREFETCH
         # Gathered steps finish out of order: a window with gaps may be followed
         # by records; an empty window past ``upto`` ends the history.
@@ -74,7 +84,8 @@ async def _load_records(
 async def load_history(aq: AsyncQuerator, run_id: str) -> History:
     """Meta, result, cancel request and step records (PREFETCH per lookup)."""
     records: dict[int, StepRecord] = {}
-    known, heads = await _load_records(aq, run_id, records, 0, 0)
+    created: dict[int, datetime] = {}
+    known, heads = await _load_records(aq, run_id, records, 0, 0, created)
     meta, finished, cancel = (
         heads.get(key) for key in (meta_key(run_id), result_key(run_id), cancel_key(run_id))
     )
@@ -84,6 +95,7 @@ async def load_history(aq: AsyncQuerator, run_id: str) -> History:
         RunRecord.model_validate_json(finished) if finished else None,
         CancelRecord.model_validate_json(cancel) if cancel else None,
         known,
+        created,
     )
 
 
@@ -142,21 +154,39 @@ def _ended_early(run_id: str, history: History, now: datetime) -> RunRecord | No
     return None
 
 
+@dataclass
+class Outcome:
+    """What one replay found: the final record (None: suspended), its context,
+    and for a saga being aborted (cancel, timeout) the reason."""
+
+    final: RunRecord | None
+    ctx: ReplayContext
+    created: dict[int, datetime]
+    abort: RunRecord | None = None
+
+
 async def _run(
     aq: AsyncQuerator, run_id: str, wf: WorkflowFunction[..., Any], history: History
-) -> tuple[RunRecord | None, ReplayContext]:
-    """Evaluate the body, loading more records while it reaches past the loaded ones."""
+) -> Outcome:
+    """Evaluate the body, loading more records while it reaches past the loaded ones.
+
+    A cancelled or timed-out run ends without its body, except a saga's: its
+    body is replayed without dispatching anything, to learn what to compensate.
+    """
     assert history.meta is not None
-    records, known = dict(history.records), history.known
+    records, known, created = dict(history.records), history.known, dict(history.created)
+    is_saga = isinstance(wf, SagaFunction)
     while True:
         now = datetime.now(UTC)
         ctx = ReplayContext(run_id, history.meta.queue, records, now, known=known)
-        final = _ended_early(run_id, history, now)
+        final = abort = _ended_early(run_id, history, now)
+        if abort is not None and is_saga:
+            ctx.dispatching, final = False, None
         if final is None:
             final = await evaluate(wf, ctx, history.meta.args)
         if ctx.need is None or ctx.fatal is not None:
-            return final, ctx
-        known, _ = await _load_records(aq, run_id, records, known, ctx.need)
+            return Outcome(final, ctx, created, abort if is_saga else None)
+        known, _ = await _load_records(aq, run_id, records, known, ctx.need, created)
 
 
 def _final_items(run_id: str, meta: RunMeta, final: RunRecord) -> dict[str, list[Item]]:
@@ -195,18 +225,48 @@ async def replay(
 ) -> None:
     """Replay ``run_id`` for the leased ``wake`` task and advance the run."""
     assert history.meta is not None
-    final, ctx = await _run(aq, run_id, wf, history)
-    if final is not None:
-        produce = _final_items(run_id, history.meta, final)
-        outcome = "cancelled" if final.cancelled else "completed" if final.ok else "failed"
-        log.info("run %s %s%s", run_id, outcome, "" if final.ok else f": {final.error}")
+    if isinstance(wf, SagaFunction):
+        final, produce = await advance_saga(aq, run_id, wf, history)
     else:
-        produce = _not_colliding(wake, ctx.produce)
-        log.debug("run %s suspended: %s", run_id, ctx.suspended)
+        outcome = await _run(aq, run_id, wf, history)
+        final, produce = outcome.final, outcome.ctx.produce
+        if final is None:
+            log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
+    if final is not None:
+        produce = _merge(produce, _final_items(run_id, history.meta, final))
+        status = final.status or (
+            "cancelled" if final.cancelled else "completed" if final.ok else "failed"
+        )
+        log.info("run %s %s%s", run_id, status, "" if final.ok else f": {final.error}")
+    else:
+        produce = _not_colliding(wake, produce)
     try:
         await transact_creating(aq, [wake], produce)
     except Conflict as exc:
         log.warning("run %s: wake task lost its lease, replay dropped (%s)", run_id, exc)
+
+
+def _merge(*parts: dict[str, list[Item]]) -> dict[str, list[Item]]:
+    merged: dict[str, list[Item]] = {}
+    for part in parts:
+        for queue, items in part.items():
+            merged.setdefault(queue, []).extend(items)
+    return merged
+
+
+async def advance_saga(
+    aq: AsyncQuerator, run_id: str, wf: WorkflowFunction[..., Any], history: History
+) -> tuple[RunRecord | None, dict[str, list[Item]]]:
+    """A saga's replay: its body until it fails, then its compensations one by one.
+
+    Returns the run's final record (None: not ended) and what to produce.
+    """
+    assert history.meta is not None
+
+    async def body() -> Outcome:
+        return await _run(aq, run_id, wf, history)
+
+    return await saga_advance(aq, run_id, history.meta, body)
 
 
 async def transact_creating(

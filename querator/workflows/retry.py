@@ -25,8 +25,8 @@ class RetryDecision:
 class RetryPolicy(Record):
     """How a failing step is retried. Attempts count leases of the step's item."""
 
-    max_attempts: int = Field(default=3, ge=1, le=65_536)
-    """Attempts in total, the first included (1 = never retry)."""
+    max_attempts: int = Field(default=3, ge=0, le=65_536)
+    """Attempts in total, the first included (1 = never retry, 0 = retry forever)."""
     initial: float = Field(default=1.0, ge=0)
     """Delay in seconds before the second attempt."""
     factor: float = Field(default=2.0, ge=1)
@@ -51,6 +51,6 @@ class RetryPolicy(Record):
         """Retry after failed attempt ``attempt`` (1-based), or give up."""
         if isinstance(error, self.fail_on) or not isinstance(error, self.retry_on):
             return RetryDecision(retry=False)
-        if attempt >= self.max_attempts:
+        if self.max_attempts and attempt >= self.max_attempts:
             return RetryDecision(retry=False)
         return RetryDecision(retry=True, delay=self.delay(attempt))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -12,7 +12,8 @@ from querator.errors import InvalidArgument, RequestTimeout
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_duration, check_name
-from querator.workflows.errors import WorkflowCancelled, WorkflowFailed
+from querator.workflows.compensation import load_saga_state, redrive
+from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -22,7 +23,9 @@ from querator.workflows.layout import (
     CancelRecord,
     RunMeta,
     RunRecord,
+    RunStatus,
     cancel_key,
+    compensating_key,
     meta_key,
     new_run_id,
     record_item,
@@ -30,10 +33,10 @@ from querator.workflows.layout import (
     start_items,
     wake_item,
 )
+from querator.workflows.saga import pending_status
 
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
 
-RunStatus = Literal["running", "completed", "failed", "cancelled"]
 WAIT_SLICE = 5.0
 """Longest wait between two looks at a run's result (a safety net: wakeups end waits)."""
 
@@ -50,26 +53,52 @@ class AsyncRunHandle:
         self.workflow = workflow
 
     async def _finished(self) -> RunRecord | None:
-        found = await self.aq.lookup(RESULTS_QUEUE, [result_key(self.run_id)])
-        item = found.get(result_key(self.run_id))
-        return RunRecord.model_validate_json(item.payload) if item else None
+        """The result record; for a ``compensation_failed`` saga, raises SagaFailed."""
+        keys = [result_key(self.run_id), compensating_key(self.run_id)]
+        found = await self.aq.lookup(RESULTS_QUEUE, keys)
+        item = found.get(keys[0])
+        if item is not None:
+            return RunRecord.model_validate_json(item.payload)
+        if keys[1] in found:
+            state = await load_saga_state(self.aq, self.run_id)
+            if state is not None and pending_status(state) == "compensation_failed":
+                error = state.compensating.error
+                raise SagaFailed(
+                    self.run_id, error.type, error.message, "compensation_failed", state.ran()
+                )
+        return None
 
     async def status(self) -> RunStatus:
-        """``"running"``, ``"completed"``, ``"failed"`` or ``"cancelled"``.
+        """``"running"``, ``"completed"``, ``"failed"`` or ``"cancelled"``; for a
+        saga also ``"compensating"``, ``"compensated"`` or ``"compensation_failed"``.
 
         InvalidArgument for an unknown run. A run whose cancellation was asked
-        for stays ``"running"`` until a worker ends it.
+        for stays ``"running"`` until a worker ends it (a saga: ``"compensating"``
+        while its compensations run).
         """
-        keys = [meta_key(self.run_id), result_key(self.run_id)]
+        keys = [meta_key(self.run_id), result_key(self.run_id), compensating_key(self.run_id)]
         found = await self.aq.lookup(RESULTS_QUEUE, keys)
         if keys[1] in found:
             record = RunRecord.model_validate_json(found[keys[1]].payload)
+            if record.status is not None:
+                return record.status
             if record.cancelled:
                 return "cancelled"
             return "completed" if record.ok else "failed"
+        if keys[2] in found:
+            return pending_status(await load_saga_state(self.aq, self.run_id))
         if keys[0] in found:
             return "running"
         raise InvalidArgument("run_id", f"no run {self.run_id!r} is stored")
+
+    async def retry_compensation(self) -> bool:
+        """Run the failed compensation of a ``compensation_failed`` saga again.
+
+        Returns False (and changes nothing) when the run is not
+        ``compensation_failed``. The saga goes back to ``compensating``; the
+        compensation runs with a fresh retry budget, and the ones after it follow.
+        """
+        return await redrive(self.aq, self.run_id)
 
     async def cancel(self, reason: str = "") -> bool:
         """Ask for the run to end as ``"cancelled"``; False when it had already ended.
@@ -106,6 +135,15 @@ class AsyncRunHandle:
             if left <= 0:
                 raise RequestTimeout(f"run {self.run_id} did not finish within {timeout}s")
             await watch.wait(min(left, WAIT_SLICE))
+        if record.saga and not record.ok:
+            error = record.error
+            raise SagaFailed(
+                self.run_id,
+                error.type if error else "Exception",
+                error.message if error else "",
+                record.status or ("cancelled" if record.cancelled else "failed"),
+                record.compensations,
+            )
         if record.cancelled:
             raise WorkflowCancelled(self.run_id, record.error.message if record.error else "")
         if not record.ok:
@@ -141,6 +179,10 @@ class RunHandle:
     def cancel(self, reason: str = "") -> bool:
         """See :meth:`AsyncRunHandle.cancel`."""
         return self.q.call(self._async.cancel, reason)
+
+    def retry_compensation(self) -> bool:
+        """See :meth:`AsyncRunHandle.retry_compensation`."""
+        return self.q.call(self._async.retry_compensation)
 
     def __repr__(self) -> str:
         return f"<RunHandle {self.run_id}>"

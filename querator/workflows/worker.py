@@ -7,6 +7,7 @@ import os
 import secrets
 import signal
 import threading
+import time
 from collections.abc import Iterable
 from types import FrameType
 from typing import Any
@@ -19,7 +20,7 @@ from querator.errors import Conflict, InvalidArgument, RequestTimeout
 from querator.queue.client import Querator
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQuerator
-from querator.queue.validation import check_count, check_name
+from querator.queue.validation import check_count, check_duration, check_name
 from querator.workflows.errors import WorkflowError
 from querator.workflows.execute import execute_step
 from querator.workflows.functions import StepFunction, WorkflowFunction
@@ -34,10 +35,14 @@ from querator.workflows.layout import (
     WakePayload,
 )
 from querator.workflows.replay import load_history, replay
+from querator.workflows.scheduler import AsyncScheduler
 
 __all__ = ["AsyncWorker", "Worker"]
 
-log = logging.getLogger("querator.workflows")
+log = logging.getLogger("querator.worker")
+
+DEFAULT_SHUTDOWN_GRACE = 30.0
+"""Seconds a stopping worker lets in-flight items finish before releasing them."""
 
 Registrable = StepFunction[..., Any] | WorkflowFunction[..., Any]
 
@@ -53,6 +58,14 @@ class AsyncWorker:
     ``querator.workflows``) and the queues of the registered steps; runs up to
     ``concurrency`` items at a time (each leased queue may hold one more while
     waiting for a slot). :meth:`arun` returns after :meth:`stop`.
+
+    Stopping is graceful: leasing stops at once, items in hand may finish for
+    up to ``shutdown_grace`` seconds, and whatever is still held then is
+    released with ``retry`` (leasable by other workers at once, not after its
+    lease expires) and its task cancelled. A second :meth:`stop` skips what is
+    left of the grace period. A sync step's thread cannot be interrupted:
+    :meth:`arun` returns when it does, and its late result is dropped (its
+    item was released, so its transaction raises ``Conflict``).
     """
 
     def __init__(
@@ -63,6 +76,7 @@ class AsyncWorker:
         concurrency: int = 8,
         client_id: str | None = None,
         poll_timeout: float = 5.0,
+        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
     ) -> None:
         self.aq = aq
         self.workflows: dict[str, WorkflowFunction[..., Any]] = {}
@@ -78,8 +92,11 @@ class AsyncWorker:
             "client_id", client_id or f"worker-{os.getpid()}-{secrets.token_hex(4)}"
         )
         self.poll_timeout = poll_timeout
+        self.shutdown_grace = check_duration("shutdown_grace", shutdown_grace, allow_zero=True)
         self._in_flight = 0
+        self._held: dict[str, Leased] = {}
         self._stop_requested = False
+        self._stop_count = 0
         self._token: EventLoopToken | None = None
         self._loop_thread = 0
 
@@ -90,40 +107,107 @@ class AsyncWorker:
         if table.get(fn.name, fn) is not fn:
             raise InvalidArgument("functions", f"two functions share the name {fn.name!r}")
         table[fn.name] = fn
+        if isinstance(fn, StepFunction) and fn.compensation is not None:
+            self._register(fn.compensation)  # a saga step's compensation runs here too
 
     def stop(self) -> None:
-        """Stop leasing; :meth:`arun` returns once the items in hand are finished.
+        """Stop leasing; :meth:`arun` returns once the items in hand are finished
+        (or released after ``shutdown_grace``). Calling it again hurries: the
+        items still in hand are released now.
 
         Safe from any thread (and from signal handlers).
         """
         self._stop_requested = True
+        self._stop_count += 1
         token = self._token
         if token is None:
             return  # arun has not started: it will see the request
         if threading.get_ident() == self._loop_thread:
-            self._stop.set()
+            self._signal_stop()
         else:
-            anyio.from_thread.run_sync(self._stop.set, token=token)
+            anyio.from_thread.run_sync(self._signal_stop, token=token)
+
+    def _signal_stop(self) -> None:
+        self._stop.set()
+        if self._stop_count > 1:
+            self._hurry.set()
 
     async def arun(self) -> None:
-        """Serve until :meth:`stop`; in-flight items are finished before returning."""
+        """Serve until :meth:`stop`, then shut down gracefully (see the class doc)."""
         self._slots = anyio.Condition()
         self._stop = anyio.Event()
+        self._hurry = anyio.Event()
         self._loop_thread = threading.get_ident()
         self._token = current_token()
         if self._stop_requested:
-            self._stop.set()
+            self._signal_stop()
         await self.aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
         for queue in self.queues:
             await self.aq.create_queue(queue, WORK_SETTINGS, exist_ok=True)
         log.info("worker %s serving %s", self.client_id, ", ".join(self.queues))
-        async with anyio.create_task_group() as items, anyio.create_task_group() as pollers:
-            for queue in self.queues:
-                pollers.start_soon(self._poll, queue, items)
-            await self._stop.wait()
-            pollers.cancel_scope.cancel()
+        async with anyio.create_task_group() as items:
+            async with anyio.create_task_group() as pollers:
+                for queue in self.queues:
+                    pollers.start_soon(self._poll, queue, items)
+                if any(wf.schedule for wf in self.workflows.values()):
+                    scheduler = AsyncScheduler(self.aq, self.workflows.values())
+                    pollers.start_soon(scheduler.arun)  # fires @workflow(schedule=...)
+                await self._stop.wait()
+                pollers.cancel_scope.cancel()
+            log.info("worker %s stopping: %d item(s) in hand", self.client_id, self._in_flight)
+            if not await self._drain():
+                await self._release_held()
+                items.cancel_scope.cancel()
         self._token = None
         log.info("worker %s stopped", self.client_id)
+
+    async def _drain(self) -> bool:
+        """Wait up to the grace period (or a hurry) for the items in hand; True if none left."""
+        async with anyio.create_task_group() as waiters:
+
+            async def finished() -> None:
+                async with self._slots:
+                    while self._in_flight > 0:
+                        await self._slots.wait()
+                waiters.cancel_scope.cancel()
+
+            async def hurried() -> None:
+                await self._hurry.wait()
+                waiters.cancel_scope.cancel()
+
+            waiters.start_soon(finished)
+            waiters.start_soon(hurried)
+            await anyio.sleep(self.shutdown_grace)
+            waiters.cancel_scope.cancel()
+        return self._in_flight == 0
+
+    async def _release_held(self) -> None:
+        """Retry every item still in hand so other workers can lease it at once.
+
+        A step's lease is renewed while it runs, so the version leased is not
+        the current one: the item is looked up by its dedup key and released
+        only while this worker still holds it.
+        """
+        for leased in list(self._held.values()):
+            if leased.dedup_key is None:
+                continue
+            try:
+                found = await self.aq.lookup(leased.queue, [leased.dedup_key])
+                now = found.get(leased.dedup_key)
+                if now is None or now.id != leased.id or now.client_id != self.client_id:
+                    continue
+                await self.aq.retry(leased.queue, [(now.id, now.version)])
+                log.info(
+                    "worker %s: released item %s (%s) of run %s",
+                    self.client_id,
+                    leased.id,
+                    leased.kind,
+                    leased.reference,
+                )
+            except Conflict:
+                continue  # finished (or lost) meanwhile: nothing to release
+            except Exception:
+                log.exception("worker %s: could not release item %s", self.client_id, leased.id)
 
     async def _poll(self, queue: str, items: anyio.abc.TaskGroup) -> None:
         while True:
@@ -142,6 +226,7 @@ class AsyncWorker:
                 continue
             for leased in batch:
                 self._in_flight += 1
+                self._held[leased.id] = leased
                 items.start_soon(self._handle, leased)
 
     async def _handle(self, leased: Leased) -> None:
@@ -151,9 +236,13 @@ class AsyncWorker:
             await self._discard(leased, str(exc))
         except Exception:
             log.exception(
-                "worker %s: item %s failed; its lease will expire", self.client_id, leased.id
+                "worker %s: item %s of run %s failed; its lease will expire",
+                self.client_id,
+                leased.id,
+                leased.reference,
             )
         finally:
+            self._held.pop(leased.id, None)
             async with self._slots:
                 self._in_flight -= 1
                 self._slots.notify_all()
@@ -166,7 +255,26 @@ class AsyncWorker:
             step = self.steps.get(payload.step)
             if step is None:
                 raise Poison(f"unknown step {payload.step!r} (run {payload.run_id})")
+            extra = {"run_id": payload.run_id, "step": step.name, "position": payload.position}
+            log.info(
+                "run %s step %s@%d: attempt %d on %s",
+                payload.run_id,
+                step.name,
+                payload.position,
+                leased.attempts,
+                self.client_id,
+                extra=extra,
+            )
+            began = time.monotonic()
             await execute_step(self.aq, leased, payload, step)
+            log.info(
+                "run %s step %s@%d: handled in %.3fs",
+                payload.run_id,
+                step.name,
+                payload.position,
+                time.monotonic() - began,
+                extra=extra,
+            )
         else:
             raise Poison(f"unknown item kind {leased.kind!r}")
 
@@ -181,6 +289,13 @@ class AsyncWorker:
         wf = self.workflows.get(history.meta.workflow)
         if wf is None:
             raise Poison(f"unknown workflow {history.meta.workflow!r} (run {run_id})")
+        log.debug(
+            "run %s: replay of %s with %d step record(s)",
+            run_id,
+            wf.name,
+            len(history.records),
+            extra={"run_id": run_id},
+        )
         await replay(self.aq, leased, run_id, wf, history)
 
     async def _discard(self, leased: Leased, reason: str) -> None:
@@ -207,7 +322,8 @@ class Worker:
     """Runs workflows and steps on a sync :class:`Querator` (see :class:`AsyncWorker`).
 
     :meth:`run` blocks until :meth:`stop`, or SIGTERM/SIGINT when called in the
-    main thread.
+    main thread: the first signal stops gracefully (see :class:`AsyncWorker`),
+    a second one releases the items still in hand at once.
     """
 
     def __init__(
@@ -218,6 +334,7 @@ class Worker:
         concurrency: int = 8,
         client_id: str | None = None,
         poll_timeout: float = 5.0,
+        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
     ) -> None:
         self.q = q
         self.worker = AsyncWorker(
@@ -226,10 +343,15 @@ class Worker:
             concurrency=concurrency,
             client_id=client_id,
             poll_timeout=poll_timeout,
+            shutdown_grace=shutdown_grace,
         )
 
     def run(self) -> None:
-        """Serve until :meth:`stop` (or SIGTERM/SIGINT in the main thread)."""
+        """Serve until :meth:`stop` (or SIGTERM/SIGINT in the main thread).
+
+        In the main thread it installs SIGTERM and SIGINT handlers for its
+        duration and restores the previous ones before returning.
+        """
         if threading.current_thread() is not threading.main_thread():
             self.q.call(self.worker.arun)
             return
@@ -246,5 +368,6 @@ class Worker:
         threading.Thread(target=self.stop, daemon=True).start()
 
     def stop(self) -> None:
-        """Ask :meth:`run` to return once the items in hand are finished."""
+        """Ask :meth:`run` to return once the items in hand are finished (see
+        :meth:`AsyncWorker.stop`)."""
         self.worker.stop()

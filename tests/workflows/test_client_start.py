@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from querator import AsyncQuerator, Querator, RunHandle
+from querator.workflows import list_schedules
 
 from .conftest import RunWorker
 from .flows import Order, charge, checkout, reserve, ship
@@ -25,3 +26,15 @@ async def test_async_start_method_returns_the_same_run_for_a_key(aq: AsyncQuerat
     second = await aq.start(checkout, Order(id="a-1", cents=1), idempotency_key="k")
     assert first.run_id == second.run_id
     assert await first.status() == "running"
+
+
+def test_schedule_method_defines_a_schedule(q: Querator) -> None:
+    q.schedule(
+        "nightly-checkout",
+        checkout,
+        cron="30 2 * * *",
+        tz="Europe/Berlin",
+        args=(Order(id="n", cents=3),),
+    )
+    [info] = [s for s in list_schedules(q) if s.name == "nightly-checkout"]
+    assert (info.workflow, info.cron, info.tz) == ("t.checkout", "30 2 * * *", "Europe/Berlin")

@@ -249,7 +249,7 @@ class PostgresBackend:
         self, queue: QueueInfo, partition: int, client_id: str, limit: int
     ) -> list[Leased]:
         """Lease up to ``limit`` leasable items of one partition, in order."""
-        statement = q.LEASE.format(table=self._table(queue, partition), columns=q.ITEM_COLUMNS)
+        statement = q.lease_for(self._names, queue.queue_id, partition)
         params = {
             "max_attempts": queue.settings.max_attempts,
             "limit": limit,
@@ -257,7 +257,7 @@ class PostgresBackend:
             "client_id": client_id,
         }
         async with self._connect(queue.name) as conn:
-            cur = await conn.execute(statement, params)
+            cur = await conn.execute(statement, params, binary=True)
             found = await cur.fetchall()
         found.sort(key=lambda row: (row[0], row[1]))
         return [rows.item(Leased, queue, partition, row[1:]) for row in found]

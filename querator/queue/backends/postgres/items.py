@@ -96,25 +96,10 @@ async def insert_unkeyed(
         "channel": names.channel,
         "queue": queue.name,
     }
-    branches: list[sql.Composable] = []
-    selects: list[sql.Composable] = []
-    for partition, indexes in sorted(by_partition.items()):
-        name = sql.Identifier(f"p{partition}")
+    for partition, indexes in by_partition.items():
         columns = _insert_params(queue, [items[i] for i in indexes])
-        fields = {
-            column: sql.Placeholder(f"{column}_{partition}", "b" if column == "payload" else "s")
-            for column in _UNKEYED_COLUMNS
-        }
-        params.update({f"{column}_{partition}": columns[column] for column in _UNKEYED_COLUMNS})
-        branches.append(
-            q.INSERT_BRANCH.format(
-                name=name, table=names.partition(queue.queue_id, partition), **fields
-            )
-        )
-        selects.append(q.INSERT_UNKEYED_SELECT.format(partition=sql.Literal(partition), name=name))
-    statement = q.INSERT_UNKEYED.format(
-        branches=sql.SQL(",").join(branches), selects=sql.SQL(" UNION ALL ").join(selects)
-    )
+        params.update({f"{column}_{partition}": columns[column] for column in q.UNKEYED_COLUMNS})
+    statement = q.insert_unkeyed_for(names, queue.queue_id, tuple(sorted(by_partition)))
     cur = await conn.execute(statement, params)
     seqs: dict[int, list[int]] = {}
     for partition, seq in await cur.fetchall():
@@ -127,10 +112,6 @@ async def insert_unkeyed(
     return ids
 
 
-_UNKEYED_COLUMNS = ("payload", "kind", "encoding", "reference", "headers", "available_at")
-"""The per-item columns :data:`statements.INSERT_BRANCH` takes."""
-
-
 def _insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
     return {
         "expire_timeout": float(queue.settings.expire_timeout),
@@ -138,7 +119,7 @@ def _insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]
         "kind": [new.kind for new in items],
         "encoding": [new.encoding for new in items],
         "reference": [new.reference for new in items],
-        "headers": [json.dumps(dict(new.headers)) for new in items],
+        "headers": [json.dumps(dict(new.headers)) if new.headers else "{}" for new in items],
         "available_at": [new.available_at for new in items],
         "dedup_key": [new.dedup_key for new in items],
     }

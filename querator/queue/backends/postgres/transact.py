@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import NamedTuple, TypeVar
 
-from querator.errors import Conflict, ConflictReason, QueueNotFound, Unavailable
+import psycopg
+
+from querator.errors import Conflict, ConflictReason, QueueNotFound
 from querator.queue.backends.base import ItemKey, RetryOp, TxnPlan
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
@@ -49,19 +51,20 @@ async def complete_at_once(conn: Conn, names: q.Names, plan: TxnPlan) -> bool:
     :func:`run_transact` reports the reasons.
     """
     first = plan.complete[0]
+    keys = sorted(plan.complete, key=lambda key: key.seq)
     args = {
-        "seqs": [key.seq for key in plan.complete],
-        "versions": [key.version for key in plan.complete],
-        "count": len(plan.complete),
+        "seqs": [key.seq for key in keys],
+        "versions": [key.version for key in keys],
+        "count": len(keys),
     }
+    statement = q.complete_for(names, first.queue_id, first.partition)
     with driver_errors(first.queue):
-        table = names.partition(first.queue_id, first.partition)
-        cur = await conn.execute(q.COMPLETE_CHECKED.format(table=table), args)
-        row = await cur.fetchone()
-    if row is None or not row[0]:
-        return False
-    if row[1] != len(plan.complete):
-        raise Unavailable(f"PostgreSQL deleted {row[1]} of {len(plan.complete)} checked items")
+        try:
+            await conn.execute(statement, args)
+        except psycopg.Error as exc:
+            if exc.sqlstate == q.CHECK_FAILED_STATE:
+                return False
+            raise
     return True
 
 

@@ -1,0 +1,285 @@
+"""The ``querator`` command: run workers, inspect runs and queues.
+
+```
+querator worker myapp.flows [--url URL] [--concurrency N]   # until SIGTERM/SIGINT
+querator worker myapp.flows:FUNCTIONS                       # only the functions listed there
+querator worker path/to/flows.py
+querator runs list [--status failed] [--name shop.checkout] [--limit 50] [--after RUN_ID]
+querator runs show RUN_ID
+querator queues list
+querator queues stats NAME
+```
+
+The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``.
+Errors of the ``querator.errors`` hierarchy are printed on stderr and end the
+command with exit status 1 (2 for a bad argument).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any
+
+import typer
+
+from querator.errors import InvalidArgument, QueratorError
+from querator.queue.backends import DEFAULT_URL
+from querator.queue.client import Querator
+from querator.workflows.functions import StepFunction, WorkflowFunction
+from querator.workflows.inspection import RunInfo, get_run, list_runs
+from querator.workflows.runs import RunStatus
+from querator.workflows.worker import DEFAULT_SHUTDOWN_GRACE, Worker
+
+__all__ = ["app", "load_functions", "main"]
+
+Registrable = StepFunction[..., Any] | WorkflowFunction[..., Any]
+
+app = typer.Typer(
+    name="querator", no_args_is_help=True, help="Workflows and sagas on a versioned lease queue."
+)
+runs_app = typer.Typer(no_args_is_help=True, help="Inspect workflow runs.")
+queues_app = typer.Typer(no_args_is_help=True, help="Inspect queues.")
+app.add_typer(runs_app, name="runs")
+app.add_typer(queues_app, name="queues")
+
+Url = Annotated[
+    str,
+    typer.Option("--url", envvar="QUERATOR_URL", help="Store URL (postgresql://, sqlite:///, …)."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="One JSON document per line.")]
+
+
+@contextmanager
+def _reporting() -> Iterator[None]:
+    """Turn querator errors into a message on stderr and an exit status."""
+    try:
+        yield
+    except InvalidArgument as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except QueratorError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _import(module: str) -> ModuleType:
+    if module.endswith(".py") or os.sep in module:
+        path = Path(module).resolve()
+        if not path.is_file():
+            raise InvalidArgument("module", f"no file {module!r}")
+        sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise InvalidArgument("module", f"cannot import {module!r}")
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = loaded
+        spec.loader.exec_module(loaded)
+        return loaded
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the current directory
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise InvalidArgument("module", f"cannot import {module!r}: {exc}") from exc
+
+
+def load_functions(target: str) -> list[Registrable]:
+    """The ``@step``/``@workflow`` functions named by ``MODULE[:ATTR]``.
+
+    ``MODULE`` is a dotted module name (found from the current directory too)
+    or a ``.py`` file path. Without ``ATTR``: every step and workflow defined
+    in or imported into the module. With ``ATTR`` (dotted): that function, or
+    the functions of that list/tuple.
+    """
+    module_name, _, attr = target.partition(":")
+    module = _import(module_name)
+    if not attr:
+        found: Any = list(vars(module).values())
+    else:
+        found = module
+        for part in attr.split("."):
+            if not hasattr(found, part):
+                raise InvalidArgument("module", f"{module_name!r} has no attribute {attr!r}")
+            found = getattr(found, part)
+        if isinstance(found, StepFunction | WorkflowFunction):
+            found = [found]
+        elif not isinstance(found, list | tuple | set | frozenset):
+            raise InvalidArgument("module", f"{attr!r} is neither a function nor a list of them")
+    functions: dict[int, Registrable] = {}
+    for obj in found:
+        if isinstance(obj, StepFunction | WorkflowFunction):
+            functions.setdefault(id(obj), obj)
+        elif attr:
+            raise InvalidArgument("module", f"{obj!r} in {attr!r} is not a @step or @workflow")
+    if not functions:
+        raise InvalidArgument("module", f"no @step or @workflow function in {target!r}")
+    return list(functions.values())
+
+
+@app.command()
+def worker(
+    target: Annotated[
+        str, typer.Argument(metavar="MODULE[:ATTR]", help="Where the functions are.")
+    ],
+    url: Url = DEFAULT_URL,
+    concurrency: Annotated[int, typer.Option(help="Items handled at once.")] = 8,
+    client_id: Annotated[str | None, typer.Option(help="Lease owner name.")] = None,
+    shutdown_grace: Annotated[
+        float, typer.Option(help="Seconds in-flight items may finish after SIGTERM.")
+    ] = DEFAULT_SHUTDOWN_GRACE,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Serve the workflows and steps of MODULE until SIGTERM or SIGINT."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    with _reporting():
+        functions = load_functions(target)
+        names = ", ".join(sorted(f.name for f in functions))
+        logging.getLogger("querator.worker").info("registering %s", names)
+        with Querator(url) as q:
+            Worker(
+                q,
+                functions,
+                concurrency=concurrency,
+                client_id=client_id,
+                shutdown_grace=shutdown_grace,
+            ).run()
+
+
+def _when(value: Any) -> str:
+    return value.isoformat(timespec="seconds") if value is not None else "-"
+
+
+def _table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+@runs_app.command("list")
+def runs_list(
+    status: Annotated[str | None, typer.Option(help="Only runs with this status.")] = None,
+    name: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
+    after: Annotated[str | None, typer.Option(help="Start after this run id.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many runs.")] = 100,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """List runs in start order: id, status, workflow, started, finished."""
+    with _reporting(), Querator(url) as q:
+        runs = list_runs(q, status=_status(status), name=name, after=after, limit=limit)
+    if as_json:
+        for run in runs:
+            typer.echo(run.model_dump_json(exclude={"steps"}))
+        return
+    header = ["RUN_ID", "STATUS", "WORKFLOW", "STARTED", "FINISHED"]
+    rows = [
+        [r.run_id, r.status, r.workflow, _when(r.started_at), _when(r.finished_at)] for r in runs
+    ]
+    _table([header, *rows])
+
+
+def _status(status: str | None) -> RunStatus | None:
+    # list_runs validates the value; the cast only narrows the type.
+    return status  # type: ignore[return-value]
+
+
+def _show(run: RunInfo) -> None:
+    fields = {
+        "run": run.run_id,
+        "workflow": run.workflow,
+        "status": run.status + (" (cancel requested)" if run.cancel_requested else ""),
+        "queue": run.queue,
+        "started": _when(run.started_at),
+        "finished": _when(run.finished_at),
+        "args": run.args,
+    }
+    if run.parent_run_id:
+        fields["parent"] = run.parent_run_id
+    if run.result is not None:
+        fields["result"] = run.result
+    if run.error_type is not None:
+        fields["error"] = f"{run.error_type}: {run.error_message}"
+    for key, value in fields.items():
+        typer.echo(f"{key + ':':<10}{value}")
+    if not run.steps:
+        return
+    typer.echo("steps:")
+    rows = [["POS", "STEP", "OUTCOME", "ATTEMPTS", "FINISHED", "RESULT / ERROR"]]
+    for s in run.steps:
+        detail = s.result if s.ok else f"{s.error_type}: {s.error_message}"
+        outcome = "ok" if s.ok else "error"
+        rows.append([str(s.position), s.step, outcome, str(s.attempts), _when(s.finished_at)])
+        rows[-1].append(detail or "")
+    _table(rows)
+
+
+@runs_app.command("show")
+def runs_show(run_id: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """Show one run and its steps (position, name, outcome, attempts, result or error)."""
+    with _reporting(), Querator(url) as q:
+        run = get_run(q, run_id)
+    if as_json:
+        typer.echo(run.model_dump_json())
+    else:
+        _show(run)
+
+
+@queues_app.command("list")
+def queues_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """List queues with their main settings."""
+    with _reporting(), Querator(url) as q:
+        queues, pivot = [], None
+        while page := [i for i in q.list_queues(pivot=pivot, limit=100) if i.name != pivot]:
+            queues.extend(page)
+            pivot = page[-1].name
+    if as_json:
+        for info in queues:
+            typer.echo(info.model_dump_json())
+        return
+    rows = [["NAME", "PARTITIONS", "LEASE_TIMEOUT", "MAX_ATTEMPTS", "DEAD_QUEUE"]]
+    for info in queues:
+        s = info.settings
+        row = [info.name, str(s.partitions), f"{s.lease_timeout:g}", str(s.max_attempts)]
+        rows.append([*row, s.dead_queue or "-"])
+    _table(rows)
+
+
+@queues_app.command("stats")
+def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """Item counts of one queue, per partition and in total."""
+    with _reporting(), Querator(url) as q:
+        stats = q.stats(name)
+    if as_json:
+        typer.echo(stats.model_dump_json())
+        return
+    rows = [["PARTITION", "TOTAL", "LEASED", "SCHEDULED", "DEAD_LETTERED", "OLDEST_AGE"]]
+    for p in stats.partitions:
+        age = f"{p.oldest_age:.1f}s" if p.oldest_age is not None else "-"
+        rows.append([str(p.partition), str(p.total), str(p.leased), str(p.scheduled)])
+        rows[-1] += [str(p.dead_lettered), age]
+    parts = stats.partitions
+    totals = [sum(p.total for p in parts), sum(p.leased for p in parts)]
+    totals += [sum(p.scheduled for p in parts), sum(p.dead_lettered for p in parts)]
+    rows.append(["all", *(str(t) for t in totals), "-"])
+    _table(rows)
+
+
+def main() -> None:
+    """Entry point of the ``querator`` script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+"""Defining and managing cron schedules: ``schedule``, pause, resume, delete,
+list, trigger. Sync functions take a :class:`Querator`, their ``*_async``
+twins an :class:`AsyncQuerator`; both run the same coroutine.
+
+See docs/schedules.md. The firing itself is done by
+:class:`querator.workflows.scheduler.Scheduler`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from querator.errors import InvalidArgument, QueueNotFound
+from querator.queue.client import Querator
+from querator.queue.service import AsyncQuerator
+from querator.queue.validation import MAX_DURATION, check_duration, check_name
+from querator.workflows.functions import WorkflowFunction
+from querator.workflows.layout import (
+    RESULTS_QUEUE,
+    RESULTS_SETTINGS,
+    WORK_SETTINGS,
+    WORKFLOW_QUEUE,
+    RunMeta,
+    meta_key,
+    new_run_id,
+    start_items,
+)
+from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus
+from querator.workflows.schedule_store import Stored, read_all, read_one, remove, write
+from querator.workflows.schedules import (
+    CatchupPolicy,
+    OverlapPolicy,
+    ScheduleSpec,
+    ScheduleState,
+    check_cron,
+    check_policy,
+    check_tz,
+    next_tick,
+    tick_key,
+)
+
+__all__ = [
+    "ScheduleInfo",
+    "delete_schedule",
+    "delete_schedule_async",
+    "get_schedule",
+    "get_schedule_async",
+    "list_schedules",
+    "list_schedules_async",
+    "pause_schedule",
+    "pause_schedule_async",
+    "resume_schedule",
+    "resume_schedule_async",
+    "schedule",
+    "schedule_async",
+    "trigger_schedule",
+    "trigger_schedule_async",
+]
+
+CAS_ATTEMPTS = 20
+
+
+class ScheduleInfo(BaseModel):
+    """A schedule as :func:`list_schedules` shows it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    workflow: str
+    cron: str
+    tz: str
+    catchup: CatchupPolicy
+    overlap: OverlapPolicy
+    jitter: float
+    paused: bool
+    note: str = ""
+    next_fire: datetime | None
+    """The next tick (UTC) after now; None while paused."""
+    last_tick: datetime | None
+    """The latest tick handled (started, buffered or skipped)."""
+    last_run_id: str | None
+    last_run_status: RunStatus | None
+    """Status of the run most recently started (None: none yet)."""
+    buffered: int
+    """Ticks waiting for the previous run to end."""
+
+
+def make_spec(
+    name: str,
+    fn: WorkflowFunction[..., Any],
+    *,
+    cron: str,
+    tz: str = "UTC",
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    catchup: str = "skip",
+    catchup_window: float = 86_400.0,
+    overlap: str = "skip",
+    jitter: float = 0.0,
+    queue: str | None = None,
+) -> ScheduleSpec:
+    """Validate a definition (InvalidArgument naming the field) and encode it."""
+    check_name("name", name)
+    if not isinstance(fn, WorkflowFunction):
+        raise InvalidArgument("fn", f"{fn!r} is not a @workflow function")
+    check_cron(cron)
+    check_tz(tz)
+    if jitter:
+        check_duration("jitter", jitter)
+    check_duration("catchup_window", catchup_window)
+    pass_tick = "tick" in inspect.signature(fn.fn).parameters
+    kwargs = dict(kwargs or {})
+    if pass_tick and "tick" in kwargs:
+        raise InvalidArgument("kwargs", "'tick' is passed by the scheduler")
+    if pass_tick:
+        encoded = _encode_without_tick(fn, args, kwargs)
+    else:
+        encoded = fn.codec.encode_args(args, kwargs)
+    return ScheduleSpec(
+        name=name,
+        workflow=fn.name,
+        queue=check_name("queue", queue or fn.queue or WORKFLOW_QUEUE),
+        timeout=fn.timeout,
+        cron=cron,
+        tz=tz,
+        args=encoded,
+        pass_tick=pass_tick,
+        catchup=check_policy("catchup", catchup, CatchupPolicy),  # type: ignore[arg-type]
+        catchup_window=catchup_window,
+        overlap=check_policy("overlap", overlap, OverlapPolicy),  # type: ignore[arg-type]
+        jitter=float(jitter),
+    )
+
+
+def _encode_without_tick(
+    fn: WorkflowFunction[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str:
+    """Encode with a placeholder tick (checked for fit), then drop it."""
+    sample = datetime(2000, 1, 1, tzinfo=UTC)
+    encoded = json.loads(fn.codec.encode_args(args, {**kwargs, "tick": sample}))
+    encoded.pop("tick", None)
+    return json.dumps(encoded, separators=(",", ":"))
+
+
+async def _update(
+    aq: AsyncQuerator, name: str, change: Callable[[ScheduleState], ScheduleState]
+) -> ScheduleState:
+    for _ in range(CAS_ATTEMPTS):
+        current = await read_one(aq, name)
+        if current is None:
+            raise InvalidArgument("name", f"no schedule {name!r}")
+        new = change(current.state)
+        if await write(aq, current, new):
+            return new
+    raise InvalidArgument("name", f"schedule {name!r} kept changing; try again")
+
+
+async def upsert_async(aq: AsyncQuerator, spec: ScheduleSpec, start_at: datetime | None) -> bool:
+    """Create the schedule, or replace its spec keeping its progress; True if changed."""
+    for _ in range(CAS_ATTEMPTS):
+        current = await read_one(aq, spec.name)
+        if current is not None and current.state.spec == spec and start_at is None:
+            return False
+        state = _new_state(current, spec, start_at)
+        if await write(aq, current, state):
+            return True
+    raise InvalidArgument("name", f"schedule {spec.name!r} kept changing; try again")
+
+
+def _new_state(
+    current: Stored | None, spec: ScheduleSpec, start_at: datetime | None
+) -> ScheduleState:
+    if current is None:
+        return ScheduleState(spec=spec, start_at=start_at or datetime.now(UTC))
+    update: dict[str, Any] = {"spec": spec}
+    if start_at is not None:
+        update.update(start_at=start_at, last_tick=None)
+    return current.state.model_copy(update=update)
+
+
+async def schedule_async(
+    aq: AsyncQuerator,
+    name: str,
+    fn: WorkflowFunction[..., Any],
+    *,
+    cron: str,
+    tz: str = "UTC",
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    catchup: str = "skip",
+    catchup_window: float = 86_400.0,
+    overlap: str = "skip",
+    jitter: float = 0.0,
+    queue: str | None = None,
+    start_at: datetime | None = None,
+) -> None:
+    """See :func:`schedule`."""
+    spec = make_spec(
+        name, fn, cron=cron, tz=tz, args=args, kwargs=kwargs, catchup=catchup,
+        catchup_window=catchup_window, overlap=overlap, jitter=jitter, queue=queue,
+    )  # fmt: skip
+    if start_at is not None and start_at.tzinfo is None:
+        raise InvalidArgument("start_at", "must be timezone-aware")
+    await upsert_async(aq, spec, start_at)
+
+
+def schedule(
+    q: Querator,
+    name: str,
+    fn: WorkflowFunction[..., Any],
+    *,
+    cron: str,
+    tz: str = "UTC",
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    catchup: str = "skip",
+    catchup_window: float = 86_400.0,
+    overlap: str = "skip",
+    jitter: float = 0.0,
+    queue: str | None = None,
+    start_at: datetime | None = None,
+) -> None:
+    """Create (or redefine) schedule ``name``: start ``fn(*args, **kwargs)`` at
+    every tick of ``cron`` in time zone ``tz``.
+
+    ``catchup`` is ``"skip"``, ``"latest"`` or ``"all"`` (``all`` looks back at
+    most ``catchup_window`` seconds); ``overlap`` is ``"skip"``,
+    ``"buffer_one"``, ``"buffer_all"``, ``"cancel_other"``,
+    ``"terminate_other"`` or ``"allow_all"``; ``jitter`` delays each run by up
+    to that many seconds. Ticks after ``start_at`` fire (default: now; a
+    redefinition without it keeps the schedule's progress). A workflow with a
+    parameter ``tick`` receives the tick instant (UTC) in it. Invalid values
+    raise :class:`InvalidArgument` naming the field.
+    """
+    q.call(
+        schedule_async, q.aio, name, fn, cron=cron, tz=tz, args=args, kwargs=kwargs,
+        catchup=catchup, catchup_window=catchup_window, overlap=overlap, jitter=jitter,
+        queue=queue, start_at=start_at,
+    )  # fmt: skip
+
+
+async def pause_schedule_async(aq: AsyncQuerator, name: str, note: str = "") -> None:
+    """See :func:`pause_schedule`."""
+    await _update(aq, name, lambda s: s.model_copy(update={"paused": True, "note": note}))
+
+
+def pause_schedule(q: Querator, name: str, note: str = "") -> None:
+    """Stop firing ``name`` until resumed (ticks meanwhile follow the catch-up policy)."""
+    q.call(pause_schedule_async, q.aio, name, note)
+
+
+async def resume_schedule_async(aq: AsyncQuerator, name: str) -> None:
+    """See :func:`resume_schedule`."""
+    await _update(aq, name, lambda s: s.model_copy(update={"paused": False, "note": ""}))
+
+
+def resume_schedule(q: Querator, name: str) -> None:
+    """Fire ``name`` again; ticks missed while paused follow its catch-up policy."""
+    q.call(resume_schedule_async, q.aio, name)
+
+
+async def delete_schedule_async(aq: AsyncQuerator, name: str) -> bool:
+    """See :func:`delete_schedule`."""
+    current = await read_one(aq, name)
+    if current is None:
+        return False
+    await remove(aq, current)
+    return True
+
+
+def delete_schedule(q: Querator, name: str) -> bool:
+    """Delete ``name`` (its runs are untouched); False if there was none."""
+    return bool(q.call(delete_schedule_async, q.aio, name))
+
+
+async def _last_status(aq: AsyncQuerator, run_id: str | None) -> RunStatus | None:
+    if run_id is None:
+        return None
+    try:
+        return await AsyncRunHandle(aq, run_id).status()
+    except (InvalidArgument, QueueNotFound):
+        return None
+
+
+async def _info(aq: AsyncQuerator, state: ScheduleState, now: datetime) -> ScheduleInfo:
+    spec = state.spec
+    next_fire = None
+    if not state.paused:
+        after = max(now, state.start_at - timedelta(microseconds=1))
+        next_fire = next_tick(spec.cron, check_tz(spec.tz), after)
+    return ScheduleInfo(
+        name=spec.name,
+        workflow=spec.workflow,
+        cron=spec.cron,
+        tz=spec.tz,
+        catchup=spec.catchup,
+        overlap=spec.overlap,
+        jitter=spec.jitter,
+        paused=state.paused,
+        note=state.note,
+        next_fire=next_fire,
+        last_tick=state.last_tick,
+        last_run_id=state.last_run_id,
+        last_run_status=await _last_status(aq, state.last_run_id),
+        buffered=len(state.buffered),
+    )
+
+
+async def list_schedules_async(
+    aq: AsyncQuerator, now: datetime | None = None
+) -> list[ScheduleInfo]:
+    """See :func:`list_schedules`."""
+    when = now or datetime.now(UTC)
+    return [await _info(aq, stored.state, when) for stored in await read_all(aq)]
+
+
+def list_schedules(q: Querator, now: datetime | None = None) -> list[ScheduleInfo]:
+    """Every schedule by name, with its next fire time and its last run's status."""
+    return list(q.call(list_schedules_async, q.aio, now))
+
+
+async def get_schedule_async(
+    aq: AsyncQuerator, name: str, now: datetime | None = None
+) -> ScheduleInfo:
+    """See :func:`get_schedule`."""
+    current = await read_one(aq, name)
+    if current is None:
+        raise InvalidArgument("name", f"no schedule {name!r}")
+    return await _info(aq, current.state, now or datetime.now(UTC))
+
+
+def get_schedule(q: Querator, name: str, now: datetime | None = None) -> ScheduleInfo:
+    """One schedule (InvalidArgument if there is none)."""
+    result: ScheduleInfo = q.call(get_schedule_async, q.aio, name, now)
+    return result
+
+
+async def start_tick(
+    aq: AsyncQuerator, spec: ScheduleSpec, tick: datetime, key: str, delay: float = 0.0
+) -> str:
+    """Start the run of ``spec`` for ``tick`` under idempotency ``key``; its run id.
+
+    Starting twice with one key starts one run (the key derives the run id).
+    """
+    run_id = new_run_id(key)
+    await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+    if meta_key(run_id) in await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)]):
+        return run_id
+    await aq.create_queue(spec.queue, WORK_SETTINGS, exist_ok=True)
+    args = spec.args
+    if spec.pass_tick:
+        encoded = json.loads(args)
+        encoded["tick"] = tick.astimezone(UTC).isoformat()
+        args = json.dumps(encoded, separators=(",", ":"))
+    now = datetime.now(UTC)
+    deadline = None
+    if spec.timeout is not None:
+        deadline = now + timedelta(seconds=min(delay + spec.timeout, MAX_DURATION))
+    meta = RunMeta(
+        workflow=spec.workflow, args=args, queue=spec.queue, started_at=now, deadline=deadline
+    )
+    await aq.transact(produce=start_items(run_id, meta, delay))
+    return run_id
+
+
+async def trigger_schedule_async(
+    aq: AsyncQuerator, name: str, now: datetime | None = None
+) -> AsyncRunHandle:
+    """See :func:`trigger_schedule`."""
+    current = await read_one(aq, name)
+    if current is None:
+        raise InvalidArgument("name", f"no schedule {name!r}")
+    tick = now or datetime.now(UTC)
+    key = "trigger:" + tick_key(name, tick)
+    run_id = await start_tick(aq, current.state.spec, tick, key)
+    await _update(aq, name, lambda s: s.model_copy(update={"last_run_id": run_id}))
+    return AsyncRunHandle(aq, run_id)
+
+
+def trigger_schedule(q: Querator, name: str, now: datetime | None = None) -> RunHandle:
+    """Start a run of ``name`` now (tick = now), whatever its cron, pause or
+    overlap policy; returns its :class:`RunHandle`."""
+    handle = q.call(trigger_schedule_async, q.aio, name, now)
+    return RunHandle(q, handle.run_id)

@@ -1,0 +1,239 @@
+"""The scheduler: a background service that fires the ticks of cron schedules.
+
+Any number of schedulers may run on one store (in workers or on their own).
+Each pass reads every schedule, decides with the pure code of
+:mod:`querator.workflows.schedules` which ticks to start, buffer or skip, starts
+the runs with the idempotency key ``schedule:{name}:{tick UTC ISO}`` (so a tick
+starts one run however many schedulers fire it) and records its progress with a
+compare-and-set write (:mod:`querator.workflows.schedule_store`). A scheduler
+whose write loses simply reads again next pass.
+
+Its notion of time is the ``now`` callable (injectable for tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+from anyio.lowlevel import EventLoopToken, current_token
+
+from querator.errors import InvalidArgument
+from querator.queue.client import Querator
+from querator.queue.service import AsyncQuerator
+from querator.queue.validation import check_duration
+from querator.workflows.functions import WorkflowFunction
+from querator.workflows.runs import AsyncRunHandle
+from querator.workflows.schedule_api import make_spec, start_tick, upsert_async
+from querator.workflows.schedule_store import (
+    SCHEDULES_QUEUE,
+    Stored,
+    ensure_queue,
+    read_all,
+    write,
+)
+from querator.workflows.schedules import (
+    ScheduleState,
+    check_tz,
+    due_ticks,
+    jitter_delay,
+    next_tick,
+    plan_overlap,
+    tick_key,
+)
+
+__all__ = ["AsyncScheduler", "Scheduler"]
+
+log = logging.getLogger("querator.scheduler")
+
+REFRESH_AFTER = timedelta(days=30)
+"""A record older than this is rewritten, so an idle schedule never expires with its queue."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class AsyncScheduler:
+    """Fires due ticks of every schedule in the store (see the module doc).
+
+    ``functions``: workflows decorated with ``@workflow(schedule=...)`` are
+    registered (created or redefined) as schedules named after the workflow
+    when :meth:`arun` starts (or on :meth:`register`). ``interval`` bounds the
+    time between passes (the scheduler otherwise sleeps until the next tick or
+    a schedule change). ``now`` returns the scheduler's current time (aware).
+    """
+
+    def __init__(
+        self,
+        aq: AsyncQuerator,
+        functions: Iterable[Any] = (),
+        *,
+        now: Callable[[], datetime] | None = None,
+        interval: float = 5.0,
+    ) -> None:
+        self.aq = aq
+        self.workflows = [
+            fn for fn in functions if isinstance(fn, WorkflowFunction) and fn.schedule
+        ]
+        self.now = now or _utcnow
+        self.interval = check_duration("interval", interval)
+        self._stop_requested = False
+        self._stop: anyio.Event | None = None
+        self._token: EventLoopToken | None = None
+        self._loop_thread = 0
+
+    async def register(self) -> None:
+        """Create or redefine the schedules of the ``@workflow(schedule=...)`` functions."""
+        for fn in self.workflows:
+            assert fn.schedule is not None
+            spec = make_spec(fn.name, fn, cron=fn.schedule)
+            if await upsert_async(self.aq, spec, None):
+                log.info("schedule %s registered: %s", spec.name, spec.cron)
+
+    async def run_once(self) -> list[str]:
+        """One pass over every schedule at ``now()``; the run ids it started."""
+        started: list[str] = []
+        for stored in await read_all(self.aq):
+            try:
+                started += await self._handle(stored)
+            except Exception:
+                log.exception("schedule %s: pass failed", stored.state.spec.name)
+        return started
+
+    async def _running(self, run_id: str | None) -> bool:
+        if run_id is None:
+            return False
+        try:
+            return await AsyncRunHandle(self.aq, run_id).status() == "running"
+        except InvalidArgument:
+            return False
+
+    async def _handle(self, stored: Stored) -> list[str]:
+        state = stored.state
+        if state.paused:
+            await self._refresh(stored)
+            return []
+        spec = state.spec
+        ticks, last = due_ticks(state, self.now())
+        if not ticks and not state.buffered and last == state.last_tick:
+            await self._refresh(stored)
+            return []
+        running = await self._running(state.last_run_id)
+        plan = plan_overlap(spec.overlap, ticks, state.buffered, running)
+        if plan.cancel_previous and state.last_run_id is not None:
+            await AsyncRunHandle(self.aq, state.last_run_id).cancel(
+                f"schedule {spec.name}: overlap policy {spec.overlap}"
+            )
+        run_ids = []
+        for tick in plan.start:
+            delay = jitter_delay(spec.name, tick, spec.jitter)
+            run_ids.append(await start_tick(self.aq, spec, tick, tick_key(spec.name, tick), delay))
+        for tick in plan.skipped:
+            log.info("schedule %s: tick %s skipped (%s)", spec.name, tick, spec.overlap)
+        new = state.model_copy(
+            update={
+                "last_tick": last,
+                "buffered": plan.buffered,
+                "last_run_id": run_ids[-1] if run_ids else state.last_run_id,
+            }
+        )
+        if new != state and not await write(self.aq, stored, new):
+            log.debug("schedule %s: another scheduler recorded this pass", spec.name)
+        return run_ids
+
+    async def _refresh(self, stored: Stored) -> None:
+        if stored.item.created_at < datetime.now(UTC) - REFRESH_AFTER:
+            await write(self.aq, stored, stored.state)
+
+    def _next_due(self, states: list[ScheduleState]) -> float:
+        now = self.now()
+        wait = self.interval
+        for state in states:
+            if state.paused:
+                continue
+            if state.buffered:
+                wait = min(wait, 1.0)
+            after = max(now, state.start_at)
+            upcoming = next_tick(state.spec.cron, check_tz(state.spec.tz), after)
+            wait = min(wait, (upcoming - now).total_seconds())
+        return max(wait, 0.0)
+
+    async def arun(self) -> None:
+        """Register, then pass at every due tick until :meth:`stop`."""
+        self._stop = anyio.Event()
+        self._token = current_token()
+        self._loop_thread = threading.get_ident()
+        if self._stop_requested:
+            self._stop.set()
+        await ensure_queue(self.aq)
+        try:
+            await self.register()
+        except Exception:
+            log.exception("scheduler: registering schedules failed")
+        watch = self.aq.watch(SCHEDULES_QUEUE)
+        while not self._stop.is_set():
+            try:
+                await self.run_once()
+                wait = self._next_due([s.state for s in await read_all(self.aq)])
+            except Exception:
+                log.exception("scheduler pass failed; retrying")
+                wait = 1.0
+            with anyio.move_on_after(wait + 0.001):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._wait_stop, group)
+                    await watch.wait(wait + 0.001)
+                    group.cancel_scope.cancel()
+        self._token = None
+
+    async def _wait_stop(self, group: anyio.abc.TaskGroup) -> None:
+        assert self._stop is not None
+        await self._stop.wait()
+        group.cancel_scope.cancel()
+
+    def stop(self) -> None:
+        """Make :meth:`arun` return (safe from any thread)."""
+        self._stop_requested = True
+        token, event = self._token, self._stop
+        if token is None or event is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            event.set()
+        else:
+            anyio.from_thread.run_sync(event.set, token=token)
+
+
+class Scheduler:
+    """The sync shell of :class:`AsyncScheduler`: :meth:`run` blocks until :meth:`stop`."""
+
+    def __init__(
+        self,
+        q: Querator,
+        functions: Iterable[Any] = (),
+        *,
+        now: Callable[[], datetime] | None = None,
+        interval: float = 5.0,
+    ) -> None:
+        self.q = q
+        self.scheduler = AsyncScheduler(q.aio, functions, now=now, interval=interval)
+
+    def register(self) -> None:
+        """See :meth:`AsyncScheduler.register`."""
+        self.q.call(self.scheduler.register)
+
+    def run_once(self) -> list[str]:
+        """See :meth:`AsyncScheduler.run_once`."""
+        started: list[str] = self.q.call(self.scheduler.run_once)
+        return started
+
+    def run(self) -> None:
+        """See :meth:`AsyncScheduler.arun`."""
+        self.q.call(self.scheduler.arun)
+
+    def stop(self) -> None:
+        """See :meth:`AsyncScheduler.stop`."""
+        self.scheduler.stop()

@@ -1,0 +1,113 @@
+"""The ``querator`` command, run as a real subprocess against a SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from querator import Querator
+from querator.cli import load_functions
+from querator.errors import InvalidArgument
+from querator.workflows import start
+
+from .ops_flows import greet, hello
+from .ops_procs import WorkerProc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m querator.cli ARGS`` from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "querator.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def spawn_cli_worker(url: str, tmp_path: Path) -> WorkerProc:
+    err = tmp_path / "cli-worker.err"
+    options = ["--url", url, "--concurrency", "2", "--client-id", "cli-w"]
+    with err.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "querator.cli", "worker", "tests.workflows.ops_flows", *options],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    return WorkerProc("cli-w", proc, err)
+
+
+def test_worker_serves_runs_and_the_cli_shows_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with Querator(url) as q:
+        run = start(q, greet, "ada")
+        pending = cli("runs", "list", "--url", url, "--status", "running")
+        assert run.run_id in pending.stdout, pending.stderr
+        worker = spawn_cli_worker(url, tmp_path)
+        try:
+            assert run.result(timeout=30) == "hello ada / hello ADA"
+        finally:
+            assert worker.terminate() == 0, worker.stderr()
+    logs = worker.stderr()
+    assert f"run {run.run_id} step ops.hello@0" in logs
+    assert "querator.worker" in logs and "stopped" in logs
+
+    listed = cli("runs", "list", env={"QUERATOR_URL": url})
+    assert listed.returncode == 0, listed.stderr
+    [line] = [ln for ln in listed.stdout.splitlines() if run.run_id in ln]
+    assert line.split()[1:3] == ["completed", "ops.greet"]
+    assert run.run_id not in cli("runs", "list", "--url", url, "--status", "failed").stdout
+
+    shown = cli("runs", "show", run.run_id, "--url", url)
+    assert shown.returncode == 0, shown.stderr
+    assert "status:   completed" in shown.stdout
+    assert shown.stdout.count("ops.hello") == 2 and '"hello ADA"' in shown.stdout
+    as_json = json.loads(cli("runs", "show", run.run_id, "--url", url, "--json").stdout)
+    assert [s["step"] for s in as_json["steps"]] == ["ops.hello", "ops.hello"]
+
+    queues = cli("queues", "list", "--url", url)
+    assert "ops.work" in queues.stdout and "querator.results" in queues.stdout
+    stats = cli("queues", "stats", "ops.work", "--url", url)
+    assert stats.returncode == 0 and stats.stdout.splitlines()[-1].split()[:2] == ["all", "0"]
+
+
+def test_cli_errors_are_reported_with_an_exit_status(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    missing_run = cli("runs", "show", "run-nope", "--url", url)
+    assert missing_run.returncode == 2 and "error:" in missing_run.stderr
+    missing_queue = cli("queues", "stats", "nope", "--url", url)
+    assert missing_queue.returncode == 1 and "nope" in missing_queue.stderr
+    bad_module = cli("worker", "tests.workflows.no_such_module", "--url", url)
+    assert bad_module.returncode == 2 and "no_such_module" in bad_module.stderr
+    bad_status = cli("runs", "list", "--status", "sleeping", "--url", url)
+    assert bad_status.returncode == 2 and "status" in bad_status.stderr
+
+
+def test_functions_are_found_by_module_attribute_or_file(tmp_path: Path) -> None:
+    found = load_functions("tests.workflows.ops_flows")
+    assert {f.name for f in found} >= {"ops.greet", "ops.hello", "ops.chain", "ops.link"}
+    assert [f.name for f in load_functions("tests.workflows.ops_flows:hello")] == ["ops.hello"]
+    flows = tmp_path / "my_flows.py"
+    flows.write_text(
+        "from querator.workflows import step, workflow\n"
+        "@step(name='f.s')\ndef s() -> int:\n    return 1\n"
+        "@workflow(name='f.w')\ndef w() -> int:\n    return s()\n"
+        "ALL = [w, s]\nONLY = [w]\n"
+    )
+    assert sorted(f.name for f in load_functions(str(flows))) == ["f.s", "f.w"]
+    assert [f.name for f in load_functions(f"{flows}:ONLY")] == ["f.w"]
+    with pytest.raises(InvalidArgument):
+        load_functions(f"{flows}:nothing")
+    with pytest.raises(InvalidArgument):
+        load_functions("json")  # a module without steps or workflows
+    assert greet.name == "ops.greet" and hello.name == "ops.hello"

@@ -1,0 +1,105 @@
+"""Graceful shutdown of a real worker process (SIGTERM), on SQLite and PostgreSQL.
+
+The step's lease is 30 s long, so a run that completes within a few seconds of
+the stop proves the stopping worker *released* its item instead of letting
+the lease expire.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from polling import wait_for
+
+from querator import Querator, QueueSettings
+from querator.workflows import Worker, start
+from querator.workflows.layout import RESULTS_QUEUE, step_key
+
+from .ops_flows import WORK_QUEUE, nap, napping
+from .ops_procs import durable_url_for, logged, spawn_worker
+
+LONG_LEASE = QueueSettings(lease_timeout=30.0, expire_timeout=3600.0)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store shared by the test and its worker processes."""
+    return durable_url_for(request, tmp_path, str(request.param))
+
+
+def test_sigterm_mid_step_releases_the_item_at_once(durable_url: str, tmp_path: Path) -> None:
+    log, hold = tmp_path / "steps.log", tmp_path / "hold"
+    hold.touch()
+    with Querator(durable_url) as q:
+        q.create_queue(WORK_QUEUE, LONG_LEASE)
+        run = start(q, napping, "k1", str(hold))
+        first = spawn_worker(durable_url, "first", log, "--grace", "0.5")
+        wait_for(lambda: logged(log, "start", "k1", "first"), timeout=20, message="first starts")
+        stopped_at = time.monotonic()
+        assert first.terminate() == 0, first.stderr()
+        assert "released item" in first.stderr()
+        assert not logged(log, "done", "k1")  # the step was cancelled, not finished
+        hold.unlink()
+        second = spawn_worker(durable_url, "second", log)
+        try:
+            assert run.result(timeout=20) == "napped k1 on second"
+        finally:
+            assert second.terminate() == 0, second.stderr()
+        assert time.monotonic() - stopped_at < LONG_LEASE.lease_timeout
+
+
+def test_sigterm_lets_the_step_in_hand_finish_within_the_grace(
+    durable_url: str, tmp_path: Path
+) -> None:
+    log, hold = tmp_path / "steps.log", tmp_path / "hold"
+    hold.touch()
+    with Querator(durable_url) as q:
+        q.create_queue(WORK_QUEUE, LONG_LEASE)
+        run = start(q, napping, "k2", str(hold))
+        first = spawn_worker(durable_url, "first", log, "--grace", "30")
+        wait_for(lambda: logged(log, "start", "k2", "first"), timeout=20, message="first starts")
+        first.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: "in hand" in first.stderr(), timeout=10, message="first stopping")
+        hold.unlink()  # the step finishes during the grace period
+        assert first.wait() == 0, first.stderr()
+        assert "released item" not in first.stderr()
+        assert logged(log, "done", "k2", "first")
+        assert step_key(run.run_id, 0) in q.lookup(RESULTS_QUEUE, [step_key(run.run_id, 0)])
+        assert run.status() == "running"  # its last replay is for the next worker
+        second = spawn_worker(durable_url, "second", log)
+        try:
+            assert run.result(timeout=20) == "napped k2 on first"
+        finally:
+            assert second.terminate() == 0, second.stderr()
+
+
+def test_stop_in_process_releases_after_the_grace(tmp_path: Path) -> None:
+    """The same with a thread-run Worker (memory store): ``stop()`` twice hurries."""
+    hold = tmp_path / "hold"
+    hold.touch()
+    with Querator("memory://") as q:
+        q.create_queue(WORK_QUEUE, LONG_LEASE)
+        run = start(q, napping, "k3", str(hold))
+        worker = Worker(q, [napping, nap], shutdown_grace=3600, poll_timeout=0.5)
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        stats = lambda: q.stats(WORK_QUEUE).partitions[0]  # noqa: E731
+        wait_for(lambda: (stats().total, stats().leased) == (1, 1), timeout=10, message="step")
+        worker.stop()
+        worker.stop()  # hurry: skip the hour of grace
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+        assert (stats().total, stats().leased) == (1, 0)  # released, leasable now
+        hold.unlink()
+        helper = Worker(q, [napping, nap], poll_timeout=0.5)
+        helper_thread = threading.Thread(target=helper.run, daemon=True)
+        helper_thread.start()
+        try:
+            assert run.result(timeout=10).startswith("napped k3")
+        finally:
+            helper.stop()
+            helper_thread.join(timeout=10)
