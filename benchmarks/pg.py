@@ -1,0 +1,136 @@
+"""The PostgreSQL side of the harness: throwaway databases and server facts."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from benchmarks.config import DB_PREFIX, server_dsn
+
+
+def with_database(dsn: str, database: str) -> str:
+    """``dsn`` (a URL) pointing at another database."""
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+def admin() -> psycopg.Connection[Any]:
+    """An autocommit connection to the run's home database."""
+    return psycopg.connect(server_dsn(), autocommit=True)
+
+
+@contextmanager
+def throwaway_database(label: str) -> Iterator[str]:
+    """Create a fresh database for one system; yields its DSN; drops it afterwards."""
+    name = f"{DB_PREFIX}{label}_{os.getpid()}_{secrets.token_hex(3)}"
+    with admin() as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield with_database(server_dsn(), name)
+    finally:
+        drop_database(name)
+
+
+def drop_database(name: str) -> None:
+    """Drop a database, disconnecting whoever is still in it."""
+    with admin() as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+def database_of(dsn: str) -> str:
+    """The database name of a URL DSN."""
+    return urlsplit(dsn).path.lstrip("/")
+
+
+def server_facts() -> dict[str, str]:
+    """Version and the settings that shape the figures."""
+    names = ("server_version", "shared_buffers", "synchronous_commit", "fsync", "max_connections")
+    with admin() as conn:
+        facts = {
+            n: str(_one(conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(n))))) for n in names
+        }
+    return facts
+
+
+def transactions(database: str) -> int:
+    """Committed plus rolled-back transactions of ``database`` so far (cumulative stats)."""
+    with admin() as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
+            (database,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _one(cur: psycopg.Cursor[Any]) -> Any:
+    row = cur.fetchone()
+    return None if row is None else row[0]
+
+
+def leftover_databases() -> list[str]:
+    """Throwaway databases left by a run that was killed (for ``python -m benchmarks clean``)."""
+    with admin() as conn:
+        rows = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE %s", (DB_PREFIX + "%",)
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def server_log_path() -> str | None:
+    """The file the server writes its log to, when this process can read it.
+
+    With ``logging_collector`` on, ``pg_current_logfile()`` names it (relative
+    to the data directory); otherwise the log is the server's stderr, which a
+    backend inherits: ``/proc/<backend pid>/fd/2`` (needs the same machine
+    and enough privileges).
+    """
+    with admin() as conn:
+        current = _one(conn.execute("SELECT pg_current_logfile()"))
+        if current:
+            data = _one(conn.execute("SHOW data_directory"))
+            path = current if current.startswith("/") else f"{data}/{current}"
+        else:
+            pid = _one(conn.execute("SELECT pg_backend_pid()"))
+            try:
+                path = os.readlink(f"/proc/{pid}/fd/2")
+            except OSError:
+                return None
+    return path if os.path.isfile(path) and os.access(path, os.R_OK) else None
+
+
+def log_statements(database: str, on: bool) -> None:
+    """Make new sessions of ``database`` log every statement (or stop)."""
+    value = sql.SQL("'all'") if on else sql.SQL("DEFAULT")
+    with admin() as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET log_statement = {}").format(
+                sql.Identifier(database), value
+            )
+        )
+
+
+def count_logged_statements(path: str, database: str, start: int, end: int) -> int:
+    """Statements of ``database`` logged between two byte offsets of the server log.
+
+    Counts ``LOG:  statement:`` (simple protocol) and ``LOG:  execute …:``
+    (extended protocol) lines whose prefix names ``@database``.
+    """
+    marker = f"@{database} "
+    count = 0
+    with open(path, "rb") as log:
+        log.seek(start)
+        for raw in log.read(max(0, end - start)).splitlines():
+            line = raw.decode("utf-8", "replace")
+            if marker in line and ("LOG:  statement: " in line or "LOG:  execute " in line):
+                count += 1
+    return count

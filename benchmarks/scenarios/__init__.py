@@ -1,0 +1,22 @@
+"""The scenarios, in the order a run performs them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from benchmarks.context import Bench
+from benchmarks.scenarios import backlog, dbos, drain, e2e, idle, partitions, pgbench, produce
+
+Scenario = Callable[[Bench], None]
+
+SCENARIOS: dict[str, Scenario] = {
+    "pgbench": pgbench.run,
+    "produce": produce.run,
+    "drain": drain.run,
+    "e2e": e2e.run,
+    "idle": idle.run,
+    "backlog": backlog.run,
+    "partitions": partitions.run,
+    "dbos": dbos.run,
+}
+"""Scenario name -> function that measures it and records into the Bench."""
