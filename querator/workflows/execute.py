@@ -5,10 +5,13 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
+from anyio.lowlevel import current_token
 
 from querator.errors import Conflict
 from querator.queue.models import Leased
@@ -30,6 +33,35 @@ from querator.workflows.layout import (
 from querator.workflows.replay import transact_creating
 
 log = logging.getLogger("querator.workflows")
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What the attempt of a step item running now knows (see :data:`CURRENT_STEP`).
+
+    Set by the worker while a step function runs (in the step's thread too), so
+    step kinds built on ``@step`` (``querator.spark``) can name per-attempt
+    staging locations, watch for the run's cancellation and use the worker's
+    resources.
+    """
+
+    aq: AsyncQuerator
+    run_id: str
+    position: int
+    step: str
+    attempt: int
+    """1 for the first attempt (failed attempts before deferrals included)."""
+    record_key: str
+    compensation: bool
+    """True when the item is a compensation (it runs even once the run is cancelled)."""
+    resources: dict[str, Any] = field(default_factory=dict)
+    """The worker's resources by name (shared by its steps; closed when it stops)."""
+    token: Any = None
+    """The event loop's ``EventLoopToken``, for ``anyio.from_thread`` calls from other threads."""
+
+
+CURRENT_STEP: ContextVar[StepContext | None] = ContextVar("querator_step", default=None)
+"""The running step attempt's :class:`StepContext` (None outside a step item)."""
 
 
 class LeaseKeeper:
@@ -75,7 +107,11 @@ async def _call(step: StepFunction[..., Any], args_text: str) -> str:
 
 
 async def _run_renewed(
-    aq: AsyncQuerator, leased: Leased, step: StepFunction[..., Any], args_text: str
+    aq: AsyncQuerator,
+    leased: Leased,
+    step: StepFunction[..., Any],
+    args_text: str,
+    context: StepContext | None = None,
 ) -> tuple[Leased, str | BaseException]:
     info = await aq.get_queue(leased.queue)
     queue_timeout = info.settings.lease_timeout
@@ -86,10 +122,13 @@ async def _run_renewed(
         if step.lease_timeout is not None:
             [keeper.current] = await aq.renew(leased.queue, [leased], extend=extend)
         tasks.start_soon(keeper.run)
+        reset = CURRENT_STEP.set(context)
         try:
             outcome = await _call(step, args_text)
         except Exception as exc:
             outcome = exc
+        finally:
+            CURRENT_STEP.reset(reset)
         tasks.cancel_scope.cancel()
     return keeper.current, outcome
 
@@ -156,7 +195,11 @@ def _saga_stops(run_id: str) -> list[str]:
 
 
 async def execute_step(
-    aq: AsyncQuerator, leased: Leased, payload: StepPayload, step: StepFunction[..., Any]
+    aq: AsyncQuerator,
+    leased: Leased,
+    payload: StepPayload,
+    step: StepFunction[..., Any],
+    resources: dict[str, Any] | None = None,
 ) -> None:
     """Run the step of ``leased`` (unless it already ran or the run was cancelled)
     and record the outcome."""
@@ -175,7 +218,18 @@ async def execute_step(
         log.info("run %s step %s@%d already ran; waking the run", run_id, step.name, position)
         await transact_creating(aq, [leased], wake)
         return
-    current, outcome = await _run_renewed(aq, leased, step, payload.args)
+    context = StepContext(
+        aq=aq,
+        run_id=run_id,
+        position=position,
+        step=step.name,
+        attempt=payload.prior_attempts + leased.attempts,
+        record_key=key,
+        compensation=payload.slot is not None,
+        resources=resources if resources is not None else {},
+        token=current_token(),
+    )
+    current, outcome = await _run_renewed(aq, leased, step, payload.args, context)
     if isinstance(outcome, Defer):
         await _defer(aq, current, payload, outcome)
         return

@@ -77,8 +77,13 @@ class AsyncWorker:
         client_id: str | None = None,
         poll_timeout: float = 5.0,
         shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
+        resources: dict[str, Any] | None = None,
     ) -> None:
         self.aq = aq
+        self.resources: dict[str, Any] = dict(resources or {})
+        """Shared by this worker's steps (``StepContext.resources``); each one with a
+        ``close()`` method is closed when :meth:`arun` returns (``querator.spark``
+        keeps its SparkSession here)."""
         self.workflows: dict[str, WorkflowFunction[..., Any]] = {}
         self.steps: dict[str, StepFunction[..., Any]] = {}
         for fn in functions:
@@ -159,7 +164,18 @@ class AsyncWorker:
                 await self._release_held()
                 items.cancel_scope.cancel()
         self._token = None
+        await self._close_resources()
         log.info("worker %s stopped", self.client_id)
+
+    async def _close_resources(self) -> None:
+        for name, resource in list(self.resources.items()):
+            close = getattr(resource, "close", None)
+            if close is None:
+                continue
+            try:
+                await anyio.to_thread.run_sync(close)
+            except Exception:
+                log.exception("worker %s: could not close resource %r", self.client_id, name)
 
     async def _drain(self) -> bool:
         """Wait up to the grace period (or a hurry) for the items in hand; True if none left."""
@@ -266,7 +282,7 @@ class AsyncWorker:
                 extra=extra,
             )
             began = time.monotonic()
-            await execute_step(self.aq, leased, payload, step)
+            await execute_step(self.aq, leased, payload, step, self.resources)
             log.info(
                 "run %s step %s@%d: handled in %.3fs",
                 payload.run_id,
@@ -335,6 +351,7 @@ class Worker:
         client_id: str | None = None,
         poll_timeout: float = 5.0,
         shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
+        resources: dict[str, Any] | None = None,
     ) -> None:
         self.q = q
         self.worker = AsyncWorker(
@@ -344,6 +361,7 @@ class Worker:
             client_id=client_id,
             poll_timeout=poll_timeout,
             shutdown_grace=shutdown_grace,
+            resources=resources,
         )
 
     def run(self) -> None:

@@ -1,0 +1,112 @@
+"""Worker processes killed with SIGKILL during a Spark stage; the example runs as written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from querator import Querator
+from querator.spark import is_committed
+from querator.workflows import start
+
+from .flows import counts, example, t_pipeline
+from .test_pipeline import expected_report
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def _worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, str(HERE / "worker_proc.py"), url],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the JVM dies with it
+        )
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < end, f"no {path.name}: {log.read_text()[-3000:]}"
+        time.sleep(0.1)
+
+
+def test_sigkill_during_stage_two_resumes_at_stage_two(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    example.write_raw(tmp_path / "raw", example.generate_events())
+    root = tmp_path / "out"
+    root.mkdir()
+    (root / "gate").touch()  # stage 2 blocks after writing its staging output
+    log = tmp_path / "workers.log"
+    with Querator(url) as q:
+        run = start(q, t_pipeline, str(tmp_path / "raw"), str(root))
+        first = _worker(url, log)
+        try:
+            _wait_for(root / "clean-waiting", first, 120, log)
+            assert is_committed(str(root / "bronze"))
+            assert any((root / "silver._staging").iterdir())  # half-done staging output
+            assert not (root / "silver").exists()
+        finally:
+            _kill(first)
+        (root / "gate").unlink()
+        second = _worker(url, log)
+        try:
+            result = run.result(timeout=150)
+        finally:
+            _kill(second)
+    assert counts(root, "ingest") == 1  # stage 1 never re-ran
+    assert counts(root, "clean") == 2  # stage 2 ran again, in the new process
+    assert counts(root, "aggregate") == 1
+    assert result["report_rows"] == len(expected_report())
+    assert result["clean_rows"] == sum(r[2] for r in expected_report())
+    assert not (root / "silver._staging").exists()
+    pids = {line.split()[0] for line in (root / "counts" / "clean.log").read_text().splitlines()}
+    assert len(pids) == 2
+    got = _read_report(root / "report")
+    want = expected_report()
+    assert [r[:4] for r in got] == [r[:4] for r in want]
+
+
+def _read_report(path: Path) -> list[tuple[str, str, int, int, float]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(path)).to_pylist()
+    rows = [(r["day"], r["type"], r["events"], r["users"], r["amount"]) for r in table]
+    return sorted(rows)
+
+
+def test_example_runs_as_written(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "spark_pipeline.py"), str(tmp_path / "work")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    want = expected_report()
+    assert (
+        f"raw rows: {len(example.generate_events())}, clean rows: {sum(r[2] for r in want)}"
+        in lines
+    )
+    body = [
+        line.split()
+        for line in lines[lines.index(next(x for x in lines if x.startswith("day"))) + 1 :]
+    ]
+    assert [(d, t, int(e), int(u)) for d, t, e, u, _ in body] == [r[:4] for r in want]

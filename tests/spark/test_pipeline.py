@@ -1,0 +1,172 @@
+"""Spark stages as workflow steps, on a real local[2] session shared by the module."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from querator import Querator
+from querator.spark import SparkResource, is_committed, read_marker, storage_for
+from querator.workflows import RunHandle, StepFailed, WorkflowFailed, start
+
+from .conftest import RunWorker
+from .flows import (
+    PIPELINE,
+    SAGA,
+    counts,
+    example,
+    t_flaky,
+    t_flaky_flow,
+    t_pipeline,
+    t_publish_saga,
+    t_slow,
+    t_slow_flow,
+    t_slow_step_timeout,
+    t_slow_timeout_flow,
+    t_step_timeout_flow,
+)
+
+
+def expected_report() -> list[tuple[str, str, int, int, float]]:
+    """The report computed in plain Python from the generated events."""
+    seen: dict[str, dict[str, Any]] = {}
+    for e in example.generate_events():
+        if e["user"] and e["amount"] >= 0:
+            seen.setdefault(e["event_id"], e)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for e in seen.values():
+        groups.setdefault((e["day"], e["type"]), []).append(e)
+    return [
+        (day, kind, len(es), len({e["user"] for e in es}), round(sum(e["amount"] for e in es), 2))
+        for (day, kind), es in sorted(groups.items())
+    ]
+
+
+def check_report(spark_resource: SparkResource, path: str) -> None:
+    got = example.read_report(spark_resource.session(), path)
+    want = expected_report()
+    assert [r[:4] for r in got] == [r[:4] for r in want]
+    assert [r[4] for r in got] == pytest.approx([r[4] for r in want], abs=0.011)
+
+
+def test_pipeline_output_is_correct_and_committed(
+    sq: Querator, spark_worker: RunWorker, spark_resource: SparkResource, tmp_path: Path
+) -> None:
+    example.write_raw(tmp_path / "raw", example.generate_events())
+    root = str(tmp_path / "out")
+    with spark_worker(PIPELINE):
+        run = start(sq, t_pipeline, str(tmp_path / "raw"), root)
+        result = run.result(timeout=120)
+    raw_total = len(example.generate_events())
+    assert result == {
+        "raw_rows": raw_total,
+        "clean_rows": sum(r[2] for r in expected_report()),
+        "report_rows": len(expected_report()),
+    }
+    check_report(spark_resource, f"{root}/report")
+    for name in ("bronze", "silver", "report"):
+        assert is_committed(f"{root}/{name}")
+        assert not Path(f"{root}/{name}._staging").exists()
+        marker = read_marker(storage_for(f"{root}/{name}"), f"{root}/{name}")
+        assert marker is not None and marker.run_id == run.run_id
+    assert [counts(root, s) for s in ("ingest", "clean", "aggregate")] == [1, 1, 1]
+
+
+def test_failing_stage_is_retried_per_its_policy(
+    sq: Querator, spark_worker: RunWorker, tmp_path: Path
+) -> None:
+    root = str(tmp_path)
+    with spark_worker([t_flaky_flow, t_flaky]):
+        assert start(sq, t_flaky_flow, root, 2).result(timeout=60) == 3
+        assert counts(root, "flaky") == 3
+        assert is_committed(f"{root}/flaky")
+        with pytest.raises(WorkflowFailed) as failed:
+            start(sq, t_flaky_flow, str(tmp_path / "b"), 5).result(timeout=60)
+    assert "flaky stage fails" in str(failed.value)
+    assert counts(tmp_path / "b", "flaky") == 3  # max_attempts=3, then it failed for good
+    assert not (tmp_path / "b" / "flaky").exists()  # nothing committed
+
+
+def test_long_stage_keeps_its_lease_and_reports_progress(
+    sq: Querator, spark_worker: RunWorker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="querator.spark")
+    root = str(tmp_path)
+    with spark_worker([t_slow_flow, t_slow]):
+        # 4 s of Spark work under a 1.5 s lease: only renewals keep it
+        assert start(sq, t_slow_flow, root, 4.0).result(timeout=60) == 2
+    assert counts(root, "slow") == 1  # never leased twice
+    progress = [r.getMessage() for r in caplog.records if "tasks (" in r.getMessage()]
+    assert progress, "no Spark progress was logged"
+    assert any("step t.slow: spark job" in line for line in progress)
+
+
+def _wait_for(pred: Any, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < end, "timed out waiting"
+        time.sleep(0.05)
+
+
+def _active_jobs(spark_resource: SparkResource) -> list[int]:
+    return list(spark_resource.session().sparkContext.statusTracker().getActiveJobsIds())
+
+
+def test_cancelling_the_run_cancels_its_spark_jobs(
+    sq: Querator, spark_worker: RunWorker, spark_resource: SparkResource, tmp_path: Path
+) -> None:
+    root = str(tmp_path)
+    with spark_worker([t_slow_flow, t_slow]):
+        run = start(sq, t_slow_flow, root, 60.0)
+        _wait_for(lambda: _active_jobs(spark_resource))
+        began = time.monotonic()
+        assert run.cancel("operator said stop")
+        _wait_for(lambda: not _active_jobs(spark_resource), timeout=15)
+        took = time.monotonic() - began
+        _wait_for(lambda: run.status() == "cancelled", timeout=15)
+    assert took < 10, f"Spark jobs ran {took:.2f}s after the cancel"
+    print(f"cancel -> spark jobs gone in {took:.3f}s")
+
+
+def test_workflow_timeout_cancels_the_running_stage(
+    sq: Querator, spark_worker: RunWorker, spark_resource: SparkResource, tmp_path: Path
+) -> None:
+    root = str(tmp_path)
+    with spark_worker([t_slow_timeout_flow, t_slow]):
+        run = start(sq, t_slow_timeout_flow, root, 60.0)
+        _wait_for(lambda: _active_jobs(spark_resource))
+        _wait_for(lambda: not _active_jobs(spark_resource), timeout=20)  # deadline at 4 s
+        with pytest.raises(WorkflowFailed) as failed:
+            run.result(timeout=30)
+    assert failed.value.error_type == "WorkflowTimeout"
+
+
+def test_step_timeout_cancels_the_spark_jobs(
+    sq: Querator, spark_worker: RunWorker, spark_resource: SparkResource, tmp_path: Path
+) -> None:
+    root = str(tmp_path)
+    began = time.monotonic()
+    with spark_worker([t_step_timeout_flow, t_slow_step_timeout]):
+        with pytest.raises(WorkflowFailed) as failed:
+            start(sq, t_step_timeout_flow, root, 60.0).result(timeout=30)
+        assert not _active_jobs(spark_resource)
+    assert time.monotonic() - began < 20
+    assert "StepTimeout" in str(failed.value) or isinstance(failed.value.__cause__, StepFailed)
+
+
+def test_saga_compensation_deletes_the_published_output(
+    sq: Querator, spark_worker: RunWorker, tmp_path: Path
+) -> None:
+    root = str(tmp_path)
+    with spark_worker(SAGA):
+        run = start(sq, t_publish_saga, root)
+        _wait_for(lambda: run.status() in ("compensated", "compensation_failed", "failed"), 60)
+    assert run.status() == "compensated"
+    assert counts(root, "publish") == 1
+    assert (tmp_path / "counts" / "unpublish.log").read_text().split() == ["5"]
+    assert not (tmp_path / "published").exists()
+    assert RunHandle(sq, run.run_id).status() == "compensated"
