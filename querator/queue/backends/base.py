@@ -119,6 +119,37 @@ class TxnPlan:
     """(queue name, items) pairs; ids come back per queue in order."""
 
 
+@dataclass(frozen=True, slots=True)
+class InsertPlan:
+    """How a produce batch maps onto partitions (shared by the SQL backends)."""
+
+    by_partition: dict[int, list[int]]
+    """Indexes of the items to insert, per partition, in input order."""
+    repeats: dict[int, int]
+    """Index of an item whose dedup key an earlier item of the batch holds -> that index."""
+
+    @classmethod
+    def of(cls, items: Sequence[NewItem]) -> InsertPlan:
+        """Group ``items`` by partition; later repeats of a dedup key are not inserted."""
+        first_with_key: dict[str, int] = {}
+        repeats: dict[int, int] = {}
+        by_partition: dict[int, list[int]] = {}
+        for index, new in enumerate(items):
+            if new.dedup_key is not None:
+                first = first_with_key.setdefault(new.dedup_key, index)
+                if first != index:
+                    repeats[index] = first
+                    continue
+            by_partition.setdefault(new.partition, []).append(index)
+        return cls(by_partition, repeats)
+
+    def ids_in_order(self, ids: list[str | None]) -> list[str]:
+        """Fill the repeats' ids from their first occurrences; ids in input order."""
+        for index, first in self.repeats.items():
+            ids[index] = ids[first]
+        return [item_id for item_id in ids if item_id is not None]
+
+
 class Backend(Protocol):
     """One store of queues and items. Implementations live beside this file."""
 

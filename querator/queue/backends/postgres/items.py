@@ -9,7 +9,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 
 from querator.errors import Unavailable
-from querator.queue.backends.base import NewItem
+from querator.queue.backends.base import InsertPlan, NewItem
 from querator.queue.backends.postgres import statements as q
 from querator.queue.ids import format_id
 from querator.queue.models import QueueInfo
@@ -30,21 +30,10 @@ async def insert_items(
     repeated within ``items`` maps to its first occurrence's id.
     """
     ids: list[str | None] = [None] * len(items)
-    first_with_key: dict[str, int] = {}
-    repeats: dict[int, int] = {}
-    by_partition: dict[int, list[int]] = {}
-    for index, new in enumerate(items):
-        if new.dedup_key is not None:
-            first = first_with_key.setdefault(new.dedup_key, index)
-            if first != index:
-                repeats[index] = first
-                continue
-        by_partition.setdefault(new.partition, []).append(index)
-    for partition in sorted(by_partition):
-        await _insert_partition(conn, names, queue, partition, items, by_partition[partition], ids)
-    for index, first in repeats.items():
-        ids[index] = ids[first]
-    return [item_id for item_id in ids if item_id is not None]
+    plan = InsertPlan.of(items)
+    for partition, pending in sorted(plan.by_partition.items()):
+        await _insert_partition(conn, names, queue, partition, items, pending, ids)
+    return plan.ids_in_order(ids)
 
 
 async def _insert_partition(

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 
 from querator.errors import Conflict, ConflictReason
-from querator.queue.backends.base import NewItem
+from querator.queue.backends.base import InsertPlan, NewItem
 from querator.queue.backends.sqlite.rows import (
     Txn,
     dead_values,
@@ -109,24 +109,13 @@ def produce_items(txn: Txn, queue: QueueInfo, items: Sequence[NewItem]) -> list[
     repeated within ``items`` maps to its first occurrence's id.
     """
     ids: list[str | None] = [None] * len(items)
-    first_with_key: dict[str, int] = {}
-    repeats: dict[int, int] = {}
-    by_partition: dict[int, list[int]] = {}
-    for index, new in enumerate(items):
-        if new.dedup_key is not None:
-            first = first_with_key.setdefault(new.dedup_key, index)
-            if first != index:
-                repeats[index] = first
-                continue
-        by_partition.setdefault(new.partition, []).append(index)
+    plan = InsertPlan.of(items)
     inserted = 0
-    for partition in sorted(by_partition):
-        inserted += _insert_partition(txn, queue, partition, items, by_partition[partition], ids)
-    for index, first in repeats.items():
-        ids[index] = ids[first]
+    for partition, pending in sorted(plan.by_partition.items()):
+        inserted += _insert_partition(txn, queue, partition, items, pending, ids)
     if inserted:
         txn.wake.add(queue.name)
-    return [item_id for item_id in ids if item_id is not None]
+    return plan.ids_in_order(ids)
 
 
 # -- lease --------------------------------------------------------------------
