@@ -189,7 +189,7 @@ async def _run(
         known, _ = await _load_records(aq, run_id, records, known, ctx.need, created)
 
 
-def _final_items(run_id: str, meta: RunMeta, final: RunRecord) -> dict[str, list[Item]]:
+def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> dict[str, list[Item]]:
     """The run's result record, and for a child run its parent's record and wake."""
     produce = {RESULTS_QUEUE: [record_item(result_key(run_id), final, run_id)]}
     parent = meta.parent
@@ -233,7 +233,7 @@ async def replay(
         if final is None:
             log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
     if final is not None:
-        produce = _merge(produce, _final_items(run_id, history.meta, final))
+        produce = _merge(produce, final_items(run_id, history.meta, final))
         status = final.status or (
             "cancelled" if final.cancelled else "completed" if final.ok else "failed"
         )

@@ -36,6 +36,12 @@ from querator.workflows.layout import (
 )
 from querator.workflows.replay import load_history, replay
 from querator.workflows.scheduler import AsyncScheduler
+from querator.workflows.unknown import (
+    UnknownName,
+    leave_for_others,
+    unknown_step,
+    unknown_workflow,
+)
 
 __all__ = ["AsyncWorker", "Worker"]
 
@@ -248,6 +254,8 @@ class AsyncWorker:
     async def _handle(self, leased: Leased) -> None:
         try:
             await self._dispatch(leased)
+        except UnknownName as exc:
+            await leave_for_others(self.aq, leased, exc)
         except Poison as exc:
             await self._discard(leased, str(exc))
         except Exception:
@@ -270,7 +278,7 @@ class AsyncWorker:
             payload = _decode(StepPayload, leased)
             step = self.steps.get(payload.step)
             if step is None:
-                raise Poison(f"unknown step {payload.step!r} (run {payload.run_id})")
+                raise unknown_step(payload)
             extra = {"run_id": payload.run_id, "step": step.name, "position": payload.position}
             log.info(
                 "run %s step %s@%d: attempt %d on %s",
@@ -304,7 +312,7 @@ class AsyncWorker:
             raise Poison(f"run {run_id} has no stored meta record")
         wf = self.workflows.get(history.meta.workflow)
         if wf is None:
-            raise Poison(f"unknown workflow {history.meta.workflow!r} (run {run_id})")
+            raise unknown_workflow(run_id, history.meta)
         log.debug(
             "run %s: replay of %s with %d step record(s)",
             run_id,

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from querator import AsyncQuerator, Querator
-from querator.errors import InvalidArgument, RequestTimeout
+from querator.errors import InvalidArgument
 from querator.workflows import (
     AsyncWorker,
     RetryPolicy,
@@ -34,7 +34,6 @@ from .flows import (
     slow,
     slow_flow,
     step_a,
-    unregistered,
 )
 
 
@@ -59,19 +58,6 @@ def test_long_step_keeps_its_lease_and_runs_once(q: Querator, run_worker: RunWor
         run = start(q, slow_flow, "k")
         assert run.result(timeout=20) == "slow:k"
     assert CALLS["slow:k"] == 1
-
-
-def test_unknown_workflow_is_dropped_without_a_dead_queue(
-    q: Querator, run_worker: RunWorker
-) -> None:
-    lost = start(q, unregistered, "x")
-    with run_worker([checkout, reserve, charge, ship]):
-        fine = start(q, checkout, Order(id="ok", cents=1))
-        assert fine.result(timeout=20)["charged"] == 1
-    assert q.stats("querator.workflows").total == 0
-    assert lost.status() == "running"  # its wake task was poison for this worker
-    with pytest.raises(RequestTimeout, match="did not finish"):
-        lost.result(timeout=0.05)
 
 
 def test_steps_outside_a_workflow_just_run() -> None:

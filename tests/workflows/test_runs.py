@@ -139,5 +139,8 @@ def test_poison_items_do_not_crash_the_worker(q: Querator, run_worker: RunWorker
     with run_worker(THREE_STEPS):
         run = start(q, checkout, Order(id="after-poison", cents=3))
         assert run.result(timeout=20)["charged"] == 3
-    assert q.stats("wf-dead").total == 4
-    assert q.stats("querator.workflows").total == 0
+    assert q.stats("wf-dead").total == 3
+    # The step named "nope" may be served by another worker: it is left in the
+    # queue for one (see test_unknown_names.py), not dead-lettered.
+    [left] = q.list_items("querator.workflows")
+    assert left.kind == "querator.step" and left.attempts >= 1

@@ -1,0 +1,86 @@
+"""Items that name a workflow or step this worker does not know.
+
+During a rollout, workers of one queue may run different versions of the code,
+so a name unknown here may be known elsewhere: the item is left for another
+worker (retried with a growing delay). After :data:`UNKNOWN_NAME_LEASES`
+leases by workers that did not know the name, querator stops waiting and
+writes a clear error into the run's history — the step fails with
+``UnknownStep`` (the workflow sees :class:`StepFailed`; a saga compensates),
+or the run fails with ``UnknownWorkflow`` — and completes the item.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from querator.errors import Conflict
+from querator.queue.models import Item, Leased
+from querator.queue.service import AsyncQuerator
+from querator.workflows.errors import WorkflowError
+from querator.workflows.layout import (
+    RESULTS_QUEUE,
+    ErrorInfo,
+    RunMeta,
+    RunRecord,
+    StepPayload,
+    StepRecord,
+    record_item,
+    wake_item,
+)
+from querator.workflows.replay import final_items, transact_creating
+
+log = logging.getLogger("querator.worker")
+
+UNKNOWN_NAME_LEASES = 5
+"""Leases of an item with an unknown name before its run records the error."""
+UNKNOWN_NAME_DELAY = 0.5
+"""Seconds before the first re-offer; doubled on each, at most 60."""
+
+
+class UnknownName(WorkflowError):
+    """The item names a workflow or step this worker does not serve.
+
+    ``give_up`` holds what to write when no worker turned out to know it.
+    """
+
+    def __init__(self, message: str, give_up: dict[str, list[Item]]) -> None:
+        super().__init__(message)
+        self.give_up = give_up
+
+
+def unknown_step(payload: StepPayload) -> UnknownName:
+    """The error for a step item naming a step this worker does not know."""
+    message = f"no worker serves step {payload.step!r} (run {payload.run_id})"
+    record = StepRecord(
+        step=payload.step, ok=False, error=ErrorInfo(type="UnknownStep", message=message)
+    )
+    give_up = {
+        RESULTS_QUEUE: [record_item(payload.record_key(), record, payload.run_id)],
+        payload.workflow_queue: [wake_item(payload.run_id, payload.wake_tag())],
+    }
+    return UnknownName(message, give_up)
+
+
+def unknown_workflow(run_id: str, meta: RunMeta) -> UnknownName:
+    """The error for a wake task of a run whose workflow this worker does not know."""
+    message = f"no worker serves workflow {meta.workflow!r} (run {run_id})"
+    final = RunRecord(ok=False, error=ErrorInfo(type="UnknownWorkflow", message=message))
+    return UnknownName(message, final_items(run_id, meta, final))
+
+
+async def leave_for_others(aq: AsyncQuerator, leased: Leased, error: UnknownName) -> None:
+    """Re-offer the item to other workers, or record the error once all passed."""
+    try:
+        if leased.attempts < UNKNOWN_NAME_LEASES:
+            delay = min(60.0, UNKNOWN_NAME_DELAY * 2 ** (leased.attempts - 1))
+            retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+            await aq.retry(leased.queue, [leased], retry_at=retry_at)
+            log.warning("%s; left for another worker (lease %d)", error, leased.attempts)
+        else:
+            await transact_creating(aq, [leased], error.give_up)
+            log.error(
+                "%s after %d leases; the error is in the run's history", error, leased.attempts
+            )
+    except Conflict as exc:
+        log.warning("item %s: lease lost before it was handed on: %s", leased.id, exc)
