@@ -6,6 +6,8 @@ querator worker myapp.flows:FUNCTIONS                       # only the functions
 querator worker path/to/flows.py
 querator runs list [--status failed] [--name shop.checkout] [--limit 50] [--after RUN_ID]
 querator runs show RUN_ID
+querator runs cancel RUN_ID [--reason TEXT]
+querator runs retry-compensation RUN_ID      # re-drive a compensation_failed saga
 querator queues list
 querator queues stats NAME
 ```
@@ -35,7 +37,7 @@ from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
 from querator.workflows.functions import StepFunction, WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
-from querator.workflows.runs import RunStatus
+from querator.workflows.runs import RunHandle, RunStatus
 from querator.workflows.worker import DEFAULT_SHUTDOWN_GRACE, Worker
 
 __all__ = ["app", "load_functions", "main"]
@@ -234,6 +236,32 @@ def runs_show(run_id: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> N
         typer.echo(run.model_dump_json())
     else:
         _show(run)
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    run_id: str,
+    url: Url = DEFAULT_URL,
+    reason: Annotated[str, typer.Option(help="Why, for the run's history.")] = "",
+) -> None:
+    """Ask a run to end as cancelled (a saga compensates first)."""
+    with _reporting(), Querator(url) as q:
+        get_run(q, run_id)  # an unknown run id is an error, not a silent no-op
+        cancelled = RunHandle(q, run_id).cancel(reason)
+    typer.echo(f"{run_id}: {'cancel requested' if cancelled else 'already ended'}")
+    if not cancelled:
+        raise typer.Exit(1)
+
+
+@runs_app.command("retry-compensation")
+def runs_retry_compensation(run_id: str, url: Url = DEFAULT_URL) -> None:
+    """Run the failed compensation of a compensation_failed saga again."""
+    with _reporting(), Querator(url) as q:
+        get_run(q, run_id)
+        redriven = RunHandle(q, run_id).retry_compensation()
+    typer.echo(f"{run_id}: {'compensating again' if redriven else 'not compensation_failed'}")
+    if not redriven:
+        raise typer.Exit(1)
 
 
 @queues_app.command("list")

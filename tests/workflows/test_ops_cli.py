@@ -13,7 +13,7 @@ import pytest
 from querator import Querator
 from querator.cli import load_functions
 from querator.errors import InvalidArgument
-from querator.workflows import start
+from querator.workflows import WorkflowCancelled, start
 
 from .ops_flows import greet, hello
 from .ops_procs import WorkerProc
@@ -111,3 +111,23 @@ def test_functions_are_found_by_module_attribute_or_file(tmp_path: Path) -> None
     with pytest.raises(InvalidArgument):
         load_functions("json")  # a module without steps or workflows
     assert greet.name == "ops.greet" and hello.name == "ops.hello"
+
+
+def test_cancel_and_retry_compensation_commands(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with Querator(url) as q:
+        run = start(q, greet, "grace")  # no worker: it stays running
+        retried = cli("runs", "retry-compensation", run.run_id, "--url", url)
+        assert retried.returncode == 1 and "not compensation_failed" in retried.stdout
+        cancelled = cli("runs", "cancel", run.run_id, "--reason", "ops", "--url", url)
+        assert cancelled.returncode == 0 and "cancel requested" in cancelled.stdout
+        worker = spawn_cli_worker(url, tmp_path)
+        try:
+            with pytest.raises(WorkflowCancelled):
+                run.result(timeout=30)
+        finally:
+            assert worker.terminate() == 0, worker.stderr()
+        again = cli("runs", "cancel", run.run_id, "--url", url)
+        assert again.returncode == 1 and "already ended" in again.stdout
+    unknown = cli("runs", "cancel", "run-nope", "--url", url)
+    assert unknown.returncode == 2
