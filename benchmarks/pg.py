@@ -46,6 +46,12 @@ def drop_database(name: str) -> None:
         )
 
 
+def vacuum(dsn: str) -> None:
+    """``VACUUM (ANALYZE)`` a whole database, as autovacuum would soon do anyway."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+
+
 def database_of(dsn: str) -> str:
     """The database name of a URL DSN."""
     return urlsplit(dsn).path.lstrip("/")

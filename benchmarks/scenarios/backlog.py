@@ -2,8 +2,9 @@
 with a backlog of 1k items and of 1M (100k in --quick).
 
 The queue is filled through each system's own produce API (batch 1000, two
-processes), then one client times ``latency_samples`` leases of one item
-(each completed, untimed). The samples are split into ``repetitions`` groups;
+processes) and the database vacuumed and analyzed (as autovacuum soon would),
+then one client leases 50 items untimed and times ``latency_samples`` leases
+of one item (each completed, untimed). The samples are split into ``repetitions`` groups;
 the table shows the median of the groups' p50s.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import time
 from functools import partial
 
+from benchmarks import pg
 from benchmarks.context import Bench
 from benchmarks.fleet import Fleet
 from benchmarks.results import Measurement
@@ -24,6 +26,8 @@ FILL_CHUNK = 50_000
 """Items per fill step; the fill gives up when it would take longer than FILL_LIMIT."""
 FILL_LIMIT = 240.0
 """Seconds a fill may take (estimated from its first step)."""
+WARM_SAMPLES = 50
+"""Untimed leases before the timed ones."""
 SAMPLE_SECONDS = 15.0
 """Leases are timed for at most this long (slow systems give fewer samples)."""
 
@@ -66,7 +70,8 @@ def _system(bench: Bench, system: System) -> None:
             fleet.call_one("reset", queue=queue)
             if not _fill(bench, fleet, queue, backlog):
                 continue
-            fleet.call_one("lease_latency", queue=queue, samples=20, seconds=5.0)  # warm-up
+            pg.vacuum(dsn)
+            fleet.call_one("lease_latency", queue=queue, samples=WARM_SAMPLES, seconds=5.0)
             samples: list[float] = fleet.call_one(
                 "lease_latency",
                 queue=queue,

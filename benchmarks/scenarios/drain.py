@@ -27,40 +27,61 @@ def run(bench: Bench) -> None:
 
 def drain_once(
     fleet: Fleet, bench: Bench, count: int, batch: int, method: str = "drain", **extra: int
-) -> float:
-    """Fill a fresh queue with ``count`` items, drain it with every agent; items/s."""
+) -> tuple[float, float]:
+    """Fill a fresh queue with ``count`` items, drain it with every agent.
+
+    Returns items/s and the agents' CPU time per item (µs, all their threads).
+    """
     queue = bench.queue_name()
     fleet.call_one("reset", queue=queue, partitions=extra.pop("partitions", 1))
     fleet.call_one("produce", queue=queue, count=count, batch=FILL_BATCH)
+    before = sum(fleet.call("cpu"))
     spans: list[Span] = fleet.call(method, None, queue=queue, batch=batch, **extra)
+    cpu = sum(fleet.call("cpu")) - before
     drained = sum(span.count for span in spans)
     if drained != count:
         bench.note(f"{fleet.system}: drained {drained} of {count} items")
-    return drained / (max(s.end for s in spans) - min(s.start for s in spans))
+    rate = drained / (max(s.end for s in spans) - min(s.start for s in spans))
+    return rate, 1e6 * cpu / max(1, drained)
 
 
 def measure(
     bench: Bench, fleet: Fleet, batch: int, method: str = "drain", **extra: int
-) -> tuple[list[float], int]:
-    """Warm up, size the repetitions from the warm-up rate, then time them."""
+) -> tuple[list[float], int, list[float]]:
+    """Warm up, size the repetitions from the warm-up rate, then time them.
+
+    Returns the items/s of each repetition, the items per repetition and the
+    client CPU µs per item of each repetition.
+    """
     profile = bench.profile
-    warm = drain_once(fleet, bench, max(100, profile.drain_items // 20), batch, method, **extra)
+    warm, _ = drain_once(fleet, bench, max(100, profile.drain_items // 20), batch, method, **extra)
     count = bench.sized(warm, profile.drain_items)
-    values = [
+    runs = [
         drain_once(fleet, bench, count, batch, method, **extra) for _ in range(profile.repetitions)
     ]
-    return values, count
+    return [rate for rate, _ in runs], count, [cpu for _, cpu in runs]
 
 
 def _system(bench: Bench, system: System) -> None:
     for consumers in bench.profile.consumers:
         with bench.fleet(system, consumers) as fleet:
             for batch in bench.profile.batches:
-                values, count = measure(bench, fleet, batch)
+                values, count, cpu = measure(bench, fleet, batch)
                 case = f"batch={batch} consumers={consumers}"
                 bench.add(
                     Measurement(
                         "drain", case, system.name, "items/s", "higher", values, {"items": count}
+                    )
+                )
+                bench.add(
+                    Measurement(
+                        "drain",
+                        case,
+                        system.name,
+                        "client CPU µs/item",
+                        "lower",
+                        cpu,
+                        {"items": count, "what": "user+system CPU of the consumer processes"},
                     )
                 )
             peak = max(fleet.call("peak_rss"))
@@ -81,7 +102,9 @@ def _threaded(bench: Bench) -> None:
     with bench.fleet(QUERATOR, 1) as fleet:
         for consumers in bench.profile.consumers:
             for batch in bench.profile.batches:
-                values, count = measure(bench, fleet, batch, "drain_threads", threads=consumers)
+                values, count, cpu = measure(
+                    bench, fleet, batch, "drain_threads", threads=consumers
+                )
                 case = f"batch={batch} consumers={consumers}"
                 bench.add(
                     Measurement(
@@ -92,5 +115,16 @@ def _threaded(bench: Bench) -> None:
                         "higher",
                         values,
                         {"items": count, "threads": consumers},
+                    )
+                )
+                bench.add(
+                    Measurement(
+                        "drain",
+                        case,
+                        THREADED,
+                        "client CPU µs/item",
+                        "lower",
+                        cpu,
+                        {"items": count, "what": "user+system CPU of the one process"},
                     )
                 )

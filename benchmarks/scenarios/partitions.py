@@ -25,7 +25,7 @@ def _querator(bench: Bench) -> None:
     with bench.fleet(QUERATOR, consumers) as fleet:
         for batch in batches:
             for partitions in bench.profile.partition_counts:
-                values, count = measure(bench, fleet, batch, partitions=partitions)
+                values, count, _ = measure(bench, fleet, batch, partitions=partitions)
                 bench.add(
                     Measurement(
                         "partitions",

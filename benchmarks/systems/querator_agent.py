@@ -27,16 +27,16 @@ class QueratorAgent(Agent):
         super().__init__(dsn)
         self.q = Querator(dsn)
         self.client_id = f"bench-{os.getpid()}"
-        self._queues: list[str] = []
 
     def install(self) -> None:
         """The client creates its schema when it opens."""
 
     def reset(self, queue: str, partitions: int = 1) -> None:
-        for old in self._queues:
+        """Drop every queue of the store (left-overs would add to maintenance work),
+        then create ``queue``."""
+        for old in self.q.list_queues(limit=1000):
             with contextlib.suppress(QueueNotFound):
-                self.q.delete_queue(old)
-        self._queues = [queue]
+                self.q.delete_queue(old.name)
         self.q.create_queue(queue, QueueSettings(lease_timeout=30, partitions=partitions))
 
     def produce(

@@ -27,7 +27,6 @@ class QueratorAsyncAgent(Agent):
         self._done = asyncio.Event()
         self._holder = self._run(self._start())
         self.client_id = f"bench-{os.getpid()}"
-        self._queues: list[str] = []
 
     async def _start(self) -> asyncio.Task[None]:
         """Open the client in a task of its own that lives until close (anyio wants
@@ -57,10 +56,9 @@ class QueratorAsyncAgent(Agent):
         self._run(self._reset(queue, partitions))
 
     async def _reset(self, queue: str, partitions: int) -> None:
-        for old in self._queues:
+        for old in await self.q.list_queues(limit=1000):
             with contextlib.suppress(QueueNotFound):
-                await self.q.delete_queue(old)
-        self._queues = [queue]
+                await self.q.delete_queue(old.name)
         await self.q.create_queue(queue, QueueSettings(lease_timeout=30, partitions=partitions))
 
     def produce(
