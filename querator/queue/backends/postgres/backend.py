@@ -54,6 +54,10 @@ async def _configure(conn: AsyncConnection[TupleRow]) -> None:
     await conn.execute(q.SET_UTC)
 
 
+OPEN_TIMEOUT = 10.0
+"""Seconds ``open()`` waits for a first connection before raising Unavailable."""
+
+
 class PostgresBackend:
     """Queues and items in one PostgreSQL schema; every time is the database's ``now()``.
 
@@ -93,7 +97,7 @@ class PostgresBackend:
         )
         try:
             with driver_errors():
-                await pool.open(wait=True)
+                await pool.open(wait=True, timeout=OPEN_TIMEOUT)
                 async with pool.connection() as conn, conn.transaction():
                     await conn.execute(q.SCHEMA_LOCK, {"key": f"querator:{self._names.schema}"})
                     await conn.execute(self._fill(q.CREATE_SCHEMA), prepare=False)
