@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from benchmarks.context import Bench
-from benchmarks.scenarios import backlog, dbos, drain, e2e, idle, partitions, pgbench, produce
+from benchmarks.scenarios import (
+    backlog,
+    drain,
+    e2e,
+    idle,
+    partitions,
+    pgbench,
+    produce,
+    workflows,
+)
 
 Scenario = Callable[[Bench], None]
 
@@ -17,6 +26,6 @@ SCENARIOS: dict[str, Scenario] = {
     "idle": idle.run,
     "backlog": backlog.run,
     "partitions": partitions.run,
-    "dbos": dbos.run,
+    "workflows": workflows.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""

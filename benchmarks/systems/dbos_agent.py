@@ -1,5 +1,5 @@
-"""DBOS Transact 3.4: a three-step no-op workflow, for the workflow-layer
-comparison to come (querator's workflow layer does not exist yet).
+"""DBOS Transact 3.4: a three-step no-op workflow, the yardstick of querator's
+workflow layer (``benchmarks/scenarios/workflows.py``).
 
 DBOS is a process-wide singleton, so one agent process holds it; its system
 database is the agent's throwaway database.

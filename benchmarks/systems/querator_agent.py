@@ -9,15 +9,43 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.systems.base import Agent, Deadline, Received, Span, age_of, stamp
-from querator import Item, Querator, QueueSettings
+from querator import Item, Querator, QueueSettings, Worker, step, workflow
 from querator.errors import QueueNotFound, RequestTimeout
 
 WAIT = 30.0
 """The long-poll timeout a worker would use."""
+RESULT_TIMEOUT = 120.0
+"""How long a caller waits for one workflow run's result."""
+
+
+@step(name="qbench.step_one")
+def step_one() -> float:
+    """The first step: the wall-clock instant it ran (for enqueue-to-first-step)."""
+    return time.time()
+
+
+@step(name="qbench.step_two")
+def step_two(value: float) -> float:
+    return value
+
+
+@step(name="qbench.step_three")
+def step_three(value: float) -> float:
+    return value
+
+
+@workflow(name="qbench.three_steps")
+def three_steps() -> float:
+    """The same three-step no-op workflow DBOS runs; returns step one's instant."""
+    return step_three(step_two(step_one()))
+
+
+WORKFLOW_FUNCTIONS = [three_steps, step_one, step_two, step_three]
 
 
 class QueratorAgent(Agent):
@@ -27,6 +55,8 @@ class QueratorAgent(Agent):
         super().__init__(dsn)
         self.q = Querator(dsn)
         self.client_id = f"bench-{os.getpid()}"
+        self._worker: Worker | None = None
+        self._worker_thread: threading.Thread | None = None
 
     def install(self) -> None:
         """The client creates its schema when it opens."""
@@ -111,7 +141,67 @@ class QueratorAgent(Agent):
             self.q.complete(queue, leased)
         return timings
 
+    def workflow_worker(self, concurrency: int) -> None:
+        """Serve the benchmark workflow in a background thread of this process,
+        as ``Worker(q, fns, concurrency=...).run()`` in a worker process would."""
+        if self._worker is not None:
+            return
+        self._worker = Worker(
+            self.q, WORKFLOW_FUNCTIONS, concurrency=concurrency, client_id=self.client_id
+        )
+        self._worker_thread = threading.Thread(target=self._worker.run, daemon=True)
+        self._worker_thread.start()
+
+    def workflow_worker_stop(self) -> None:
+        """Stop this process's worker (its items in hand finish first)."""
+        if self._worker is None or self._worker_thread is None:
+            return
+        self._worker.stop()
+        self._worker_thread.join(timeout=30)
+        self._worker = self._worker_thread = None
+
+    def workflows(self, count: int, threads: int) -> Span:
+        """Run ``count`` workflows to completion on the worker processes.
+
+        ``threads`` = 0: start all ``count`` runs, then wait for every result
+        (time from the first start to the last result). ``threads`` >= 1: that
+        many caller threads, each starting one run and waiting for its result
+        before the next (as DBOS's callers do)."""
+        start = time.monotonic()
+        if threads == 0:
+            runs = [self.q.start(three_steps) for _ in range(count)]
+            for run in runs:
+                run.result(timeout=RESULT_TIMEOUT)
+        elif threads == 1:
+            for _ in range(count):
+                self.q.start(three_steps).result(timeout=RESULT_TIMEOUT)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(
+                    pool.map(
+                        lambda _: self.q.start(three_steps).result(timeout=RESULT_TIMEOUT),
+                        range(count),
+                    )
+                )
+        return Span(start, time.monotonic(), count)
+
+    def workflow_latency(self, samples: int, pause: float) -> list[tuple[float, float]]:
+        """(seconds from ``start`` (wall clock, just before the call) to the first
+        step running on a waiting worker, seconds the ``start`` call itself took),
+        one run at a time, ``pause`` apart so the workers are back in their long
+        poll."""
+        timings: list[tuple[float, float]] = []
+        for _ in range(samples):
+            time.sleep(pause)
+            began = time.time()
+            run = self.q.start(three_steps)
+            started = time.time()
+            first: float = run.result(timeout=RESULT_TIMEOUT)
+            timings.append((first - began, started - began))
+        return timings
+
     def close(self) -> None:
+        self.workflow_worker_stop()
         self.q.close()
 
 
