@@ -50,7 +50,6 @@ log = logging.getLogger("querator.spark")
 
 P = ParamSpec("P")
 R = TypeVar("R")
-StageFn = Callable[Concatenate["SparkStage", P], R]
 
 WATCH_INTERVAL = 0.25
 """Seconds between two checks for cancellation, deadline and timeout."""

@@ -80,11 +80,20 @@ class CommitMarker(BaseModel):
 class Storage(Protocol):
     """The few file operations the commit protocol needs."""
 
-    def exists(self, path: str) -> bool: ...
-    def read_text(self, path: str) -> str | None: ...
-    def write_text(self, path: str, text: str) -> None: ...
-    def rename(self, src: str, dst: str) -> None: ...
-    def delete(self, path: str) -> None: ...
+    def exists(self, path: str) -> bool:
+        """True when a file or directory is at ``path``."""
+
+    def read_text(self, path: str) -> str | None:
+        """The file's text, or None when there is no file."""
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write the file whole (readers never see half of it)."""
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` to ``dst`` (atomic where the file system allows)."""
+
+    def delete(self, path: str) -> None:
+        """Remove the file or directory tree; nothing when absent."""
 
 
 def _local_path(path: str) -> Path:
@@ -98,15 +107,18 @@ class LocalStorage:
     """Local (or network-mounted POSIX) files: ``rename`` is atomic."""
 
     def exists(self, path: str) -> bool:
+        """See :meth:`Storage.exists`."""
         return _local_path(path).exists()
 
     def read_text(self, path: str) -> str | None:
+        """See :meth:`Storage.read_text`."""
         try:
             return _local_path(path).read_text()
         except FileNotFoundError:
             return None
 
     def write_text(self, path: str, text: str) -> None:
+        """See :meth:`Storage.write_text`."""
         target = _local_path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}")
@@ -117,12 +129,14 @@ class LocalStorage:
         os.replace(tmp, target)
 
     def rename(self, src: str, dst: str) -> None:
+        """See :meth:`Storage.rename`."""
         target = _local_path(dst)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(_local_path(src), target)
         _fsync_dir(target.parent)
 
     def delete(self, path: str) -> None:
+        """See :meth:`Storage.delete`."""
         target = _local_path(path)
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target, ignore_errors=True)
@@ -161,10 +175,12 @@ class HadoopStorage:
         return p.getFileSystem(self._conf), p
 
     def exists(self, path: str) -> bool:
+        """See :meth:`Storage.exists`."""
         fs, p = self._fs(path)
         return bool(fs.exists(p))
 
     def read_text(self, path: str) -> str | None:
+        """See :meth:`Storage.read_text`."""
         fs, p = self._fs(path)
         if not fs.exists(p):
             return None
@@ -183,6 +199,7 @@ class HadoopStorage:
             stream.close()
 
     def write_text(self, path: str, text: str) -> None:
+        """See :meth:`Storage.write_text`."""
         fs, p = self._fs(path)
         out = fs.create(p, True)
         try:
@@ -191,6 +208,7 @@ class HadoopStorage:
             out.close()
 
     def rename(self, src: str, dst: str) -> None:
+        """See :meth:`Storage.rename`."""
         fs, s = self._fs(src)
         _, d = self._fs(dst)
         fs.mkdirs(d.getParent())
@@ -198,6 +216,7 @@ class HadoopStorage:
             raise OSError(f"rename {src} -> {dst} failed")
 
     def delete(self, path: str) -> None:
+        """See :meth:`Storage.delete`."""
         fs, p = self._fs(path)
         fs.delete(p, True)
 
