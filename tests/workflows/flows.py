@@ -21,6 +21,11 @@ def _count(counter: Counter[str], key: str) -> int:
         return counter[key]
 
 
+def count_call(key: str) -> int:
+    """Count one run of a step body in :data:`CALLS` (reset before each test)."""
+    return _count(CALLS, key)
+
+
 @dataclass
 class Order:
     id: str

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 
 import anyio
 import pytest
@@ -24,32 +23,20 @@ from querator.workflows import (
 from querator.workflows.layout import RESULTS_QUEUE, step_key
 
 from .conftest import RunWorker
+from .flows import CALLS, count_call
 
-CALLS: Counter[str] = Counter()
-_lock = threading.Lock()
 OTHER_QUEUE = "e-other-steps"
-
-
-def _count(key: str) -> int:
-    with _lock:
-        CALLS[key] += 1
-        return CALLS[key]
-
-
-@pytest.fixture(autouse=True)
-def _reset() -> None:
-    CALLS.clear()
 
 
 @step(name="e.note")
 def note(key: str) -> str:
-    _count(f"note:{key}")
+    count_call(f"note:{key}")
     return key
 
 
 @step(name="e.remote", queue=OTHER_QUEUE)
 def remote(key: str) -> str:
-    _count(f"remote:{key}")
+    count_call(f"remote:{key}")
     return key
 
 
@@ -73,14 +60,14 @@ def bounded(key: str) -> str:
 
 @step(name="e.slow_async", timeout=0.1, retry=RetryPolicy(max_attempts=2, initial=0.01))
 async def slow_async(key: str) -> str:
-    _count(f"slow_async:{key}")
+    count_call(f"slow_async:{key}")
     await anyio.sleep(10)
     return key
 
 
 @step(name="e.slow_sync", timeout=0.05, retry=RetryPolicy(max_attempts=1))
 def slow_sync(key: str) -> str:
-    _count(f"slow_sync:{key}")
+    count_call(f"slow_sync:{key}")
     threading.Event().wait(0.2)
     return key
 

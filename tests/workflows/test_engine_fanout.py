@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
 
 import pytest
 
@@ -22,27 +21,19 @@ from querator.workflows import (
 from querator.workflows.layout import child_run_id
 
 from .conftest import RunWorker
+from .flows import CALLS, count_call
 
-CALLS: Counter[str] = Counter()
-_lock = threading.Lock()
 _barrier = threading.Barrier(2, timeout=10)
-
-
-def _count(key: str) -> int:
-    with _lock:
-        CALLS[key] += 1
-        return CALLS[key]
 
 
 @pytest.fixture(autouse=True)
 def _reset() -> None:
-    CALLS.clear()
     _barrier.reset()
 
 
 @step(name="e.triple", retry=RetryPolicy(max_attempts=3, initial=0.01, max_delay=0.02))
 def triple(x: int) -> int:
-    _count(f"triple:{x}")
+    count_call(f"triple:{x}")
     if x < 0:
         raise ValueError(f"negative {x}")
     return 3 * x
@@ -50,7 +41,7 @@ def triple(x: int) -> int:
 
 @step(name="e.atriple")
 async def atriple(x: int) -> int:
-    _count(f"atriple:{x}")
+    count_call(f"atriple:{x}")
     return 3 * x
 
 

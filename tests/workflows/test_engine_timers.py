@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,25 +25,12 @@ from querator.workflows.context import ReplayContext
 from querator.workflows.layout import RESULTS_QUEUE, SLEEP_STEP, StepRecord, step_key
 
 from .conftest import RunWorker
-
-CALLS: Counter[str] = Counter()
-_lock = threading.Lock()
-
-
-def _count(key: str) -> int:
-    with _lock:
-        CALLS[key] += 1
-        return CALLS[key]
-
-
-@pytest.fixture(autouse=True)
-def _reset() -> None:
-    CALLS.clear()
+from .flows import CALLS, count_call
 
 
 @step(name="e.before")
 def before(key: str) -> str:
-    _count(f"before:{key}")
+    count_call(f"before:{key}")
     return f"before:{key}"
 
 
@@ -74,7 +59,7 @@ def until_flow(until: datetime) -> str:
     retry=RetryPolicy(max_attempts=2, initial=0.01, max_delay=0.02, jitter=False),
 )
 def deferring(key: str, defers: int, failures: int) -> str:
-    calls = _count(f"deferring:{key}")
+    calls = count_call(f"deferring:{key}")
     if calls <= defers:
         raise Defer(0.05)
     if calls <= defers + failures:
