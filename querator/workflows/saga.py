@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import ParamSpec, TypeVar, overload
 
 from querator.workflows.context import Called
 from querator.workflows.functions import WorkflowFunction
@@ -210,13 +210,3 @@ def pending_status(state: SagaState | None) -> RunStatus:
 def entry_label(entry: CompensationEntry) -> str:
     """How a compensation is named in results and logs: ``name@position``."""
     return f"{entry.name}@{entry.position}"
-
-
-def as_dict(state: SagaState) -> dict[str, Any]:
-    """A JSON-able summary (for inspection and the CLI)."""
-    return {
-        "error": state.compensating.error.model_dump(),
-        "plan": [entry_label(e) for e in state.compensating.plan],
-        "ran": list(state.ran()),
-        "status": pending_status(state),
-    }
