@@ -1,20 +1,18 @@
 """The sync client: every call runs :class:`AsyncQuerator`'s code on a private
-event loop thread (an anyio blocking portal). There is one implementation of
+event loop thread (:class:`~querator.queue.loop_thread.LoopThread`). There is one implementation of
 each operation; this file only forwards."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from anyio.from_thread import BlockingPortal, start_blocking_portal
-
 from querator.errors import UsageError
 from querator.queue.backends import DEFAULT_URL
+from querator.queue.loop_thread import LoopThread
 from querator.queue.models import (
     Item,
     Leased,
@@ -44,14 +42,12 @@ class Querator:
     """The async client this class forwards to (a subclass may extend both)."""
 
     def __init__(self, url: str = DEFAULT_URL, **options: Any) -> None:
-        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
-        self._portal: BlockingPortal | None = self._portal_cm.__enter__()
+        self._thread: LoopThread | None = LoopThread()
         try:
-            self._async = self._async_class(url, **options)
-            self._opened = self._portal.wrap_async_context_manager(self._async)
-            self._opened.__enter__()
+            self._async = self._thread.call(_build, self._async_class, url, options)
+            self._leave = self._thread.enter(self._async)
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
+            self._thread.stop()
             raise
 
     @property
@@ -72,13 +68,13 @@ class Querator:
 
     def close(self) -> None:
         """Stop background work and release connections. Data stays stored."""
-        if self._portal is None:
+        thread, self._thread = self._thread, None
+        if thread is None:
             return
-        self._portal = None
         try:
-            self._opened.__exit__(None, None, None)
+            self._leave()
         finally:
-            self._portal_cm.__exit__(None, None, None)
+            thread.stop()
 
     def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         try:
@@ -91,10 +87,10 @@ class Querator:
                 f"Querator.{name}() called inside a running event loop; "
                 f"use `await AsyncQuerator.{name}()` instead"
             )
-        portal = self._portal
-        if portal is None:
+        thread = self._thread
+        if thread is None:
             raise UsageError("the client is closed")
-        return portal.call(lambda: fn(*args, **kwargs))
+        return thread.call(fn, *args, **kwargs)
 
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Run ``await fn(*args, **kwargs)`` on this client's event loop and return
@@ -214,3 +210,8 @@ class Querator:
     def run_maintenance(self) -> int:
         """See :meth:`AsyncQuerator.run_maintenance`."""
         return self._call(self._async.run_maintenance)
+
+
+async def _build(cls: type[AsyncQuerator], url: str, options: dict[str, Any]) -> AsyncQuerator:
+    """Construct the async client on its loop (it may bind loop-local state)."""
+    return cls(url, **options)

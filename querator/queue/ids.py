@@ -8,6 +8,7 @@ number in that partition (its FIFO tie-breaker).
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 
@@ -24,12 +25,17 @@ def format_id(queue_id: int, partition: int, seq: int) -> str:
     return f"{queue_id}.{partition}.{seq}"
 
 
+_ID = re.compile(r"(0|[1-9][0-9]{0,17})\.(0|[1-9][0-9]{0,17})\.(0|[1-9][0-9]{0,17})")
+"""The canonical spelling :func:`format_id` writes: ASCII digits, no sign, no
+leading zero, each number below 10**18 (so it fits a PostgreSQL bigint)."""
+
+
 def parse_id(item_id: object) -> ItemAddress | None:
     """Decode an id; None when it is not one querator could have made."""
-    if not isinstance(item_id, str) or len(item_id) > 64:
+    if type(item_id) is not str:
         return None
-    parts = item_id.split(".")
-    if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
+    found = _ID.fullmatch(item_id)
+    if found is None:
         return None
-    queue_id, partition, seq = (int(p) for p in parts)
-    return ItemAddress(queue_id, partition, seq)
+    queue_id, partition, seq = found.groups()
+    return ItemAddress(int(queue_id), int(partition), int(seq))

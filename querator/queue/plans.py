@@ -67,6 +67,9 @@ def route_items(
 
 def as_ref(queue: str | None, ref: object, field: str) -> Ref:
     """Normalise one reference; ``queue`` is the queue the call names, if any."""
+    if type(ref) is Leased and (queue is None or ref.queue == queue):
+        # The common case, built by this library with trusted field types.
+        return Ref(check_name(f"{field}.queue", ref.queue), ref.id, ref.version)
     if isinstance(ref, Leased):
         found = Ref(ref.queue, ref.id, ref.version)
     elif isinstance(ref, Ref):

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from querator.queue.models import (
     Leased,
@@ -67,9 +67,8 @@ class NewItem:
     dedup_key: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ItemKey:
-    """A resolved reference to one item version."""
+class ItemKey(NamedTuple):
+    """A resolved reference to one item version (a tuple: built per item, cheaply)."""
 
     queue: str
     id: str

@@ -54,58 +54,63 @@ def item(cls: type[ItemT], queue: QueueInfo, partition: int, row: Row) -> ItemT:
     """
     (seq, version, available_at, deadline, client_id, attempts, expire_at, payload, kind,
      encoding, reference, headers, dedup_key, source_id, created_at) = row  # fmt: skip
-    return _construct(
-        cls,
-        {
-            "id": format_id(queue.queue_id, partition, seq),
-            "version": version,
-            "queue": queue.name,
-            "partition": partition,
-            "available_at": available_at,
-            "lease_deadline": deadline,
-            "client_id": client_id,
-            "attempts": attempts,
-            "expire_at": expire_at,
-            "payload": bytes(payload),
-            "kind": kind,
-            "encoding": encoding,
-            "reference": reference,
-            "headers": {} if headers == "{}" else json.loads(headers),
-            "dedup_key": dedup_key,
-            "source_id": source_id,
-            "created_at": created_at,
-        },
-    )
+    values = {
+        "id": format_id(queue.queue_id, partition, seq),
+        "version": version,
+        "queue": queue.name,
+        "partition": partition,
+        "available_at": available_at,
+        "lease_deadline": deadline,
+        "client_id": client_id,
+        "attempts": attempts,
+        "expire_at": expire_at,
+        "payload": payload if type(payload) is bytes else bytes(payload),
+        "kind": kind,
+        "encoding": encoding,
+        "reference": reference,
+        "headers": {} if headers == "{}" else json.loads(headers),
+        "dedup_key": dedup_key,
+        "source_id": source_id,
+        "created_at": created_at,
+    }
+    fields_set = _plain_fields(cls)
+    if fields_set is None:
+        return cls.model_construct(**values)
+    record = cls.__new__(cls)
+    _set_attribute(record, "__dict__", values)
+    _set_attribute(record, "__pydantic_fields_set__", fields_set)
+    _set_attribute(record, "__pydantic_extra__", None)
+    _set_attribute(record, "__pydantic_private__", None)
+    return record
 
 
 _set_attribute = object.__setattr__
 
 
 @functools.cache
-def _plain_model(cls: type[StoredItem]) -> bool:
-    """True when ``model_construct`` of ``cls`` only sets ``__dict__`` and bookkeeping."""
-    return (
+def _plain_fields(cls: type[StoredItem]) -> set[str] | None:
+    """The fields set :func:`item` shares among records of ``cls``, or None when
+    ``model_construct`` would do more than set ``__dict__`` and bookkeeping (aliases,
+    private attributes, a post-init hook, other fields than an item row's).
+
+    Sharing one set is safe: the records are frozen, and ``model_copy`` copies it.
+    """
+    plain = (
         cls.__pydantic_post_init__ is None
         and not cls.__private_attributes__
         and not cls.__pydantic_root_model__
         and not any(f.alias or f.validation_alias for f in cls.__pydantic_fields__.values())
+        and set(cls.__pydantic_fields__) == ITEM_FIELDS
     )
+    return set(ITEM_FIELDS) if plain else None
 
 
-def _construct(cls: type[ItemT], values: dict[str, Any]) -> ItemT:
-    """``cls.model_construct(**values)`` for a plain model given every field.
-
-    Falls back to ``model_construct`` for a model with aliases, private
-    attributes or a post-init hook, where the shortcut would not be the same.
-    """
-    if not _plain_model(cls) or values.keys() != cls.__pydantic_fields__.keys():
-        return cls.model_construct(**values)
-    record = cls.__new__(cls)
-    _set_attribute(record, "__dict__", values)
-    _set_attribute(record, "__pydantic_fields_set__", set(values))
-    _set_attribute(record, "__pydantic_extra__", None)
-    _set_attribute(record, "__pydantic_private__", None)
-    return record
+ITEM_FIELDS = frozenset(
+    ("id", "version", "queue", "partition", "available_at", "lease_deadline", "client_id",
+     "attempts", "expire_at", "payload", "kind", "encoding", "reference", "headers",
+     "dedup_key", "source_id", "created_at")
+)  # fmt: skip
+"""The fields :func:`item` fills."""
 
 
 def partition_stats(row: Row) -> PartitionStats:

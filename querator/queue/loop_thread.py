@@ -1,0 +1,94 @@
+"""A private asyncio event loop on a daemon thread: how the sync client runs
+:class:`~querator.queue.service.AsyncQuerator`'s code.
+
+One ``call`` is one hop each way (``run_coroutine_threadsafe`` and the
+result's future), about half the cost of anyio's blocking portal. The thread is
+a daemon, so a program that exits without closing its client does not hang at
+interpreter shutdown (nothing is lost: everything a call returned has been
+committed by then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop running on its own daemon thread until :meth:`stop`."""
+
+    def __init__(self, name: str = "querator-loop") -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop (use it only through thread-safe calls from other threads)."""
+        return self._loop
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+
+    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run ``await fn(*args, **kwargs)`` on the loop; block until it returns.
+
+        An interrupt (Ctrl-C) of the waiting thread cancels the call.
+        """
+        future = asyncio.run_coroutine_threadsafe(_await(fn, args, kwargs), self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def enter(self, manager: AbstractAsyncContextManager[Any]) -> Callable[[], None]:
+        """Enter ``manager`` in a task of its own, which holds it open; returns
+        the function that exits it (in that same task, as anyio requires)."""
+        opened: concurrent.futures.Future[asyncio.Event] = concurrent.futures.Future()
+
+        async def hold() -> None:
+            closing = asyncio.Event()
+            try:
+                async with manager:
+                    opened.set_result(closing)
+                    await closing.wait()
+            except BaseException as exc:
+                if opened.done():
+                    raise
+                opened.set_exception(exc)
+
+        held = asyncio.run_coroutine_threadsafe(hold(), self._loop)
+        closing = opened.result()
+
+        def leave() -> None:
+            self._loop.call_soon_threadsafe(closing.set)
+            held.result()
+
+        return leave
+
+    def stop(self) -> None:
+        """Stop the loop (cancelling what still runs on it) and join its thread."""
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+
+
+async def _await(fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any) -> T:
+    return await fn(*args, **kwargs)
