@@ -162,6 +162,8 @@ class Querator:
         produce: Mapping[str, Sequence[Item]] | None = None,
         retry_at: datetime | None = None,
         extend: float | None = None,
+        produce_leased: Mapping[str, Sequence[Item]] | None = None,
+        client_id: str | None = None,
     ) -> TransactResult:
         """See :meth:`AsyncQuerator.transact`."""
         return self._call(
@@ -173,6 +175,8 @@ class Querator:
             produce=produce,
             retry_at=retry_at,
             extend=extend,
+            produce_leased=produce_leased,
+            client_id=client_id,
         )
 
     def stats(self, queue: str) -> QueueStats:

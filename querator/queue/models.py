@@ -205,3 +205,7 @@ class TransactResult(BaseModel):
     """New item ids per queue, in the order given."""
     renewed: list[Leased]
     """The renewed items with their new versions and deadlines."""
+    leased: dict[str, list[Leased | None]] = Field(default_factory=dict)
+    """Per queue of ``produce_leased``, in the order given: each item leased to the
+    caller, or None where it was not leasable at once (scheduled later, or its
+    dedup key held by an item another client holds)."""

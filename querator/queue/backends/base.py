@@ -116,6 +116,13 @@ class TxnPlan:
     """Pure version checks: the item must exist at this version (held or not)."""
     produce: Sequence[tuple[str, Sequence[NewItem]]] = ()
     """(queue name, items) pairs; ids come back per queue in order."""
+    claim: Sequence[tuple[str, Sequence[NewItem]]] = ()
+    """(queue name, items) produced like ``produce``, then each one leasable at once
+    (not scheduled later, not held by another client: a dedup hit may be either)
+    is leased to ``client_id`` for its queue's ``lease_timeout``; ``TransactResult.leased``
+    holds per queue, in order, the leased item or None."""
+    client_id: str | None = None
+    """Who leases the ``claim`` items (set whenever ``claim`` is)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import anyio
 
 from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
 from querator.queue.backends.base import ItemKey, NewItem, TxnPlan, WakeCallback
-from querator.queue.ids import format_id
+from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
     Leased,
     PartitionStats,
@@ -219,15 +219,44 @@ class MemoryBackend:
             if not _leasable(row, queue.settings, now):
                 skipped.append(top)
                 continue
-            row.available_at = row.lease_deadline = deadline
-            row.client_id = client_id
-            row.attempts += 1
-            row.version += 1
-            part.push(row)
-            leased.append(Leased.model_construct(**self._fields(queue, partition, row)))
+            leased.append(self._lease_row(queue, partition, part, row, client_id, deadline))
         for entry in skipped:
             heapq.heappush(part.heap, entry)
         return leased
+
+    def _lease_row(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        part: _Partition,
+        row: _Row,
+        client_id: str,
+        deadline: float,
+    ) -> Leased:
+        row.available_at = row.lease_deadline = deadline
+        row.client_id = client_id
+        row.attempts += 1
+        row.version += 1
+        part.push(row)
+        return Leased.model_construct(**self._fields(queue, partition, row))
+
+    def _claim(
+        self, queue: QueueInfo, ids: list[str], client_id: str, now: float
+    ) -> list[Leased | None]:
+        """Lease the just-produced ``ids`` that are leasable now; None for the others."""
+        parts = self._partitions(queue)
+        deadline = now + queue.settings.lease_timeout
+        found: dict[str, Leased] = {}
+        for item_id in dict.fromkeys(ids):
+            address = parse_id(item_id)
+            assert address is not None
+            part = parts[address.partition]
+            row = part.rows[address.seq]
+            if _leasable(row, queue.settings, now):
+                found[item_id] = self._lease_row(
+                    queue, address.partition, part, row, client_id, deadline
+                )
+        return [found.get(item_id) for item_id in ids]
 
     async def next_available_at(self, queue: QueueInfo) -> datetime | None:
         """Earliest available_at among items that can still be leased."""
@@ -265,13 +294,19 @@ class MemoryBackend:
             info = plan.queues[name]
             ids = self._insert(info, self._partitions(info), items, now)
             produced.setdefault(name, []).extend(ids)
-        return TransactResult.model_construct(produced=produced, renewed=renewed)
+        leased: dict[str, list[Leased | None]] = {}
+        for name, items in plan.claim:
+            info = plan.queues[name]
+            assert plan.client_id is not None
+            ids = self._insert(info, self._partitions(info), items, now)
+            leased.setdefault(name, []).extend(self._claim(info, ids, plan.client_id, now))
+        return TransactResult.model_construct(produced=produced, renewed=renewed, leased=leased)
 
     def _part(self, plan: TxnPlan, key: ItemKey) -> _Partition:
         return self._partitions(plan.queues[key.queue])[key.partition]
 
     def _check(self, plan: TxnPlan, now: float) -> None:
-        for name, _ in plan.produce:
+        for name, _ in [*plan.produce, *plan.claim]:
             self._partitions(plan.queues[name])
         held_keys = [*plan.complete, *(r.key for r in plan.retry), *(r.key for r in plan.renew)]
         reasons: dict[str, ConflictReason] = {}

@@ -300,6 +300,23 @@ RETURNING picked.lease_order, {columns}
 )
 """Leases the first leasable items of a partition; rows another client locks are skipped."""
 
+CLAIM: Final = sql.SQL(
+    """
+UPDATE {table} AS t
+SET available_at = now() + make_interval(secs => %(lease_timeout)s::float8),
+    lease_deadline = now() + make_interval(secs => %(lease_timeout)s::float8),
+    client_id = %(client_id)s,
+    attempts = t.attempts + 1,
+    version = t.version + 1
+WHERE t.seq = ANY(%(seqs)s::bigint[])
+  AND t.available_at <= now()
+  AND (%(max_attempts)s::integer = 0 OR t.attempts < %(max_attempts)s::integer)
+  AND t.expire_at > now()
+RETURNING {columns}
+"""
+)
+"""Leases the given items of one partition that are leasable now (``produce_leased``)."""
+
 NEXT_AVAILABLE_BRANCH: Final = sql.SQL(
     """
 SELECT min(available_at) AS available_at FROM {table}

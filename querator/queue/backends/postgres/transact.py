@@ -13,6 +13,7 @@ from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import Conn, dead_letter, insert_items, notify
+from querator.queue.ids import parse_id
 from querator.queue.models import Leased, QueueInfo, TransactResult
 
 T = TypeVar("T")
@@ -34,7 +35,9 @@ def one_table_complete(plan: TxnPlan) -> bool:
     Such a plan, the common ``complete(batch)``, can run as one statement
     (:func:`complete_at_once`) instead of a locking transaction.
     """
-    if plan.retry or plan.renew or plan.depends or plan.produce or not plan.complete:
+    if plan.retry or plan.renew or plan.depends or plan.produce or plan.claim:
+        return False
+    if not plan.complete:
         return False
     first = plan.complete[0]
     table = (first.queue_id, first.partition)
@@ -87,8 +90,45 @@ async def run_transact(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactRes
             produced.setdefault(name, []).extend(await insert_items(conn, names, info, items))
         if items:
             wake.add(name)
+    leased: dict[str, list[Leased | None]] = {}
+    for name, items in plan.claim:
+        info = plan.queues.get(name)
+        if info is None:
+            raise QueueNotFound(name)
+        assert plan.client_id is not None
+        with driver_errors(name):
+            ids = await insert_items(conn, names, info, items)
+            found = await _claim(conn, names, info, ids, plan.client_id)
+        leased.setdefault(name, []).extend(found)
+        if None in found:
+            wake.add(name)
     await notify(conn, names, wake)
-    return TransactResult.model_construct(produced=produced, renewed=renewed)
+    return TransactResult.model_construct(produced=produced, renewed=renewed, leased=leased)
+
+
+async def _claim(
+    conn: Conn, names: q.Names, queue: QueueInfo, ids: list[str], client_id: str
+) -> list[Leased | None]:
+    """Lease the just-produced ``ids`` that are leasable now; None for the others."""
+    by_partition: dict[int, list[int]] = {}
+    for item_id in ids:
+        address = parse_id(item_id)
+        assert address is not None
+        by_partition.setdefault(address.partition, []).append(address.seq)
+    found: dict[str, Leased] = {}
+    for partition, seqs in sorted(by_partition.items()):
+        table = names.partition(queue.queue_id, partition)
+        params = {
+            "seqs": int_array(sorted(set(seqs))),
+            "lease_timeout": float(queue.settings.lease_timeout),
+            "client_id": client_id,
+            "max_attempts": queue.settings.max_attempts,
+        }
+        cur = await conn.execute(q.CLAIM.format(table=table, columns=q.ITEM_COLUMNS), params)
+        for row in await cur.fetchall():
+            item = rows.item(Leased, queue, partition, row)
+            found[item.id] = item
+    return [found.get(item_id) for item_id in ids]
 
 
 async def _lock_and_check(conn: Conn, names: q.Names, plan: TxnPlan) -> dict[str, Locked]:

@@ -35,7 +35,7 @@ from querator.queue.backends.sqlite.rows import (
     stored_item,
 )
 from querator.queue.backends.sqlite.schema import partition_table
-from querator.queue.ids import format_id
+from querator.queue.ids import format_id, parse_id
 from querator.queue.models import Leased, PartitionStats, QueueInfo, StoredItem
 
 __all__ = [
@@ -132,9 +132,39 @@ def lease(txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int
         .order_by(t.c.available_at, t.c.seq)
         .limit(limit)
     )
-    rows = txn.conn.execute(query).all()
+    return _lease_rows(txn, queue, partition, client_id, txn.conn.execute(query).all())
+
+
+def claim(txn: Txn, queue: QueueInfo, ids: Sequence[str], client_id: str) -> list[Leased | None]:
+    """Lease the just-produced ``ids`` that are leasable now; None for the others."""
+    by_partition: dict[int, list[int]] = {}
+    for item_id in ids:
+        address = parse_id(item_id)
+        assert address is not None
+        by_partition.setdefault(address.partition, []).append(address.seq)
+    found: dict[str, Leased] = {}
+    now = txn.now
+    for partition, seqs in sorted(by_partition.items()):
+        t = partition_table(queue.queue_id, partition)
+        query = (
+            select(t)
+            .where(t.c.seq.in_(sorted(set(seqs))), t.c.available_at <= now, t.c.expire_at > now)
+            .where(_has_attempts(t, queue.settings.max_attempts))
+        )
+        rows = txn.conn.execute(query).all()
+        for item in _lease_rows(txn, queue, partition, client_id, rows):
+            found[item.id] = item
+    return [found.get(item_id) for item_id in ids]
+
+
+def _lease_rows(
+    txn: Txn, queue: QueueInfo, partition: int, client_id: str, rows: Sequence[Row[Any]]
+) -> list[Leased]:
+    """Lease the selected ``rows`` of one partition (they are in this transaction's hands)."""
     if not rows:
         return []
+    t = partition_table(queue.queue_id, partition)
+    now = txn.now
     deadline = now + seconds_us(queue.settings.lease_timeout)
     txn.conn.execute(
         update(t)

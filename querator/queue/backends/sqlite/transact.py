@@ -14,7 +14,7 @@ from sqlalchemy import Row, delete, select, text, update
 
 from querator.errors import Conflict, ConflictReason
 from querator.queue.backends.base import ItemKey, RenewOp, RetryOp, TxnPlan
-from querator.queue.backends.sqlite.items import dead_letter, produce_items
+from querator.queue.backends.sqlite.items import claim, dead_letter, produce_items
 from querator.queue.backends.sqlite.rows import Txn, leased_item, seconds_us, to_us
 from querator.queue.backends.sqlite.schema import partition_table, table_name
 from querator.queue.models import Leased, QueueInfo, TransactResult
@@ -134,4 +134,9 @@ def transact(txn: Txn, plan: TxnPlan) -> TransactResult:
     for name, items in plan.produce:
         ids = produce_items(txn, plan.queues[name], items)
         produced.setdefault(name, []).extend(ids)
-    return TransactResult.model_construct(produced=produced, renewed=renewed)
+    leased: dict[str, list[Leased | None]] = {}
+    for name, items in plan.claim:
+        assert plan.client_id is not None
+        ids = produce_items(txn, plan.queues[name], items)
+        leased.setdefault(name, []).extend(claim(txn, plan.queues[name], ids, plan.client_id))
+    return TransactResult.model_construct(produced=produced, renewed=renewed, leased=leased)
