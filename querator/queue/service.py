@@ -81,6 +81,8 @@ class AsyncQuerator(QueueAdmin):
         check_duration("poll_interval", poll_interval)
         self._maintenance_interval = check_duration("maintenance_interval", maintenance_interval)
         self._board = WakeBoard()
+        self._drained: dict[str, anyio.Event] = {}
+        """Queue -> the wakeup ticket under which a lease of it came back short."""
         self._spreader = Spreader()
         self._tasks: TaskGroup | None = None
 
@@ -174,8 +176,18 @@ class AsyncQuerator(QueueAdmin):
         while True:
             ticket = self._board.ticket(queue)
             info = await self.queue_info(queue)
-            leased = await self._lease_once(backend, info, client_id, batch_size)
+            if timeout > 0 and self._drained.get(queue) is ticket:
+                # A lease under this very ticket came back short and nothing was
+                # produced or retried since: go straight to waiting (the timer
+                # below still covers items that come due or whose lease expires).
+                leased = []
+            else:
+                leased = await self._lease_once(backend, info, client_id, batch_size)
             if leased:
+                if len(leased) < batch_size:
+                    self._drained[queue] = ticket
+                else:
+                    self._drained.pop(queue, None)
                 return leased
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
@@ -188,7 +200,11 @@ class AsyncQuerator(QueueAdmin):
                 # clock skew): back off instead of spinning.
                 wait = min(wait, backoff if due_in <= 0 else due_in + 0.001)
                 backoff = min(backoff * 2, 0.5) if due_in <= 0 else 0.005
+                if due_in <= 0:
+                    self._drained.pop(queue, None)
             woken = await wait_for_wake(ticket, wait)
+            if not woken:
+                self._drained.pop(queue, None)  # a timer: look again
             if not woken and wait >= remaining and self._notified:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
@@ -331,7 +347,16 @@ class AsyncQuerator(QueueAdmin):
             ]
             plan = replace(plan, claim=claims, client_id=client_id)
         result = await backend.transact(plan)
-        for name in queues:
+        # Local waiters wake where something may have become leasable: completes,
+        # renews and items leased to the caller make nothing new available.
+        woken = {name for name, items in produce.items() if items}
+        for ref in groups.get("retry", ()):
+            woken.add(ref.queue)
+            dead_queue = queues[ref.queue].settings.dead_queue
+            if dead_queue:
+                woken.add(dead_queue)
+        woken |= {name for name, got in result.leased.items() if None in got}
+        for name in woken:
             self._board.wake(name)
         return result
 

@@ -102,6 +102,8 @@ class ReplayContext:
     """False while a saga is aborted (cancel, timeout): nothing new is dispatched."""
     awaited: list[tuple[str, int]] = field(default_factory=list)
     """(queue, position) of the steps the replay suspended on, without a record."""
+    dispatched: list[tuple[str, int]] = field(default_factory=list)
+    """(queue, position) of the step items this replay produces."""
 
     def _next(self) -> int:
         if self.fatal is not None:
@@ -125,6 +127,11 @@ class ReplayContext:
     def _add(self, queue: str, item: Item) -> None:
         if self.dispatching:
             self.produce.setdefault(queue, []).append(item)
+
+    def _dispatch(self, queue: str, position: int, payload: StepPayload) -> None:
+        if self.dispatching:
+            self.produce.setdefault(queue, []).append(step_item(payload))
+            self.dispatched.append((queue, position))
 
     def _note(
         self,
@@ -180,7 +187,7 @@ class ReplayContext:
         self._note(position, name, undo, args, kwargs)
         if record is None:
             payload = self._payload(name, position, codec, args, kwargs)
-            self._add(queue or self.workflow_queue, step_item(payload))
+            self._dispatch(queue or self.workflow_queue, position, payload)
             self.awaited.append((queue or self.workflow_queue, position))
             self._suspend(position, name)
         return self._outcome(record, position, codec)
@@ -217,7 +224,7 @@ class ReplayContext:
             if len(missing) == len(handles):
                 for handle in missing:
                     assert handle.dispatch is not None
-                    self._add(handle.dispatch[0], step_item(handle.dispatch[1]))
+                    self._dispatch(handle.dispatch[0], handle.position, handle.dispatch[1])
             for handle in missing:
                 assert handle.dispatch is not None
                 self.awaited.append((handle.dispatch[0], handle.position))

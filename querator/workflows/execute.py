@@ -6,7 +6,7 @@ import functools
 import logging
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from anyio.lowlevel import current_token
 from querator.errors import Conflict
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQuerator
+from querator.workflows.continuation import Continuation
 from querator.workflows.errors import Defer, StepTimeout
 from querator.workflows.functions import StepFunction
 from querator.workflows.layout import (
@@ -30,7 +31,14 @@ from querator.workflows.layout import (
     step_item,
     wake_item,
 )
-from querator.workflows.replay import transact_creating
+from querator.workflows.replay import (
+    Advance,
+    Chained,
+    History,
+    advance_after_step,
+    merge_items,
+    transact_creating,
+)
 
 log = logging.getLogger("querator.workflows")
 
@@ -113,7 +121,7 @@ async def _run_renewed(
     args_text: str,
     context: StepContext | None = None,
 ) -> tuple[Leased, str | BaseException]:
-    info = await aq.get_queue(leased.queue)
+    info = await aq.queue_info(leased.queue)
     queue_timeout = info.settings.lease_timeout
     extend = step.lease_timeout or queue_timeout
     keeper = LeaseKeeper(aq, leased, extend, min(extend, queue_timeout) / 3)
@@ -200,9 +208,16 @@ async def execute_step(
     payload: StepPayload,
     step: StepFunction[..., Any],
     resources: dict[str, Any] | None = None,
-) -> None:
+    cont: Continuation | None = None,
+    history: History | None = None,
+) -> Chained | None:
     """Run the step of ``leased`` (unless it already ran or the run was cancelled)
-    and record the outcome."""
+    and record the outcome.
+
+    With ``cont`` the run is advanced in the same commit (eager continuation;
+    ``history`` is what the caller already knows of the run, if anything); the
+    result is the next step when it was produced leased to this worker.
+    """
     run_id, position = payload.run_id, payload.position
     key = payload.record_key()
     wake = {payload.workflow_queue: [wake_item(run_id, payload.wake_tag())]}
@@ -213,11 +228,11 @@ async def execute_step(
     if any(stop in found for stop in stops):
         log.info("run %s was cancelled; step %s@%d skipped", run_id, step.name, position)
         await transact_creating(aq, [leased], wake)
-        return
+        return None
     if key in found:
         log.info("run %s step %s@%d already ran; waking the run", run_id, step.name, position)
         await transact_creating(aq, [leased], wake)
-        return
+        return None
     context = StepContext(
         aq=aq,
         run_id=run_id,
@@ -232,19 +247,42 @@ async def execute_step(
     current, outcome = await _run_renewed(aq, leased, step, payload.args, context)
     if isinstance(outcome, Defer):
         await _defer(aq, current, payload, outcome)
-        return
+        return None
     if isinstance(outcome, BaseException):
         record = await _failed(aq, current, payload, step, outcome)
         if record is None:
-            return
+            return None
     else:
         attempts = payload.prior_attempts + current.attempts
         record = StepRecord(step=step.name, ok=True, result=outcome, attempts=attempts)
         log.info("run %s step %s@%d completed", run_id, step.name, position)
-    produce = {RESULTS_QUEUE: [record_item(key, record, run_id)], **wake}
+    stored = {RESULTS_QUEUE: [record_item(key, record, run_id)]}
+    advance = await _advance(aq, cont, payload, record, history)
+    if advance is None:
+        advance = Advance({**stored, **wake})
+    else:
+        advance = replace(advance, produce=merge_items(stored, advance.produce))
     try:
-        await transact_creating(aq, [current], produce)
+        return await advance.commit(aq, current, cont)
     except Conflict as exc:
         log.warning(
             "run %s step %s@%d: result dropped, lease lost: %s", run_id, step.name, position, exc
         )
+        return None
+
+
+async def _advance(
+    aq: AsyncQuerator,
+    cont: Continuation | None,
+    payload: StepPayload,
+    record: StepRecord,
+    history: History | None,
+) -> Advance | None:
+    """The eager continuation of a step call (None: wake the run instead)."""
+    if cont is None or payload.slot is not None:
+        return None  # compensations belong to sagas, which advance by wakes
+    try:
+        return await advance_after_step(aq, cont, payload, record, history)
+    except Exception:
+        log.exception("run %s: eager continuation failed; waking the run", payload.run_id)
+        return None

@@ -11,19 +11,22 @@ from typing import Any
 import anyio
 
 from querator.errors import Conflict, QueueNotFound
-from querator.queue.models import Item, Leased
+from querator.queue.models import Item, Leased, TransactResult
 from querator.queue.service import AsyncQuerator
 from querator.workflows.context import CURRENT, ReplayContext
+from querator.workflows.continuation import Claim, Continuation, split_claim
 from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     PREFETCH,
     RESULTS_QUEUE,
+    RESULTS_SETTINGS,
     WORK_SETTINGS,
     CancelRecord,
     ErrorInfo,
     RunMeta,
     RunRecord,
+    StepPayload,
     StepRecord,
     cancel_key,
     error_info,
@@ -220,33 +223,144 @@ def _not_colliding(wake: Leased, produce: dict[str, list[Item]]) -> dict[str, li
     return {**produce, wake.queue: items}
 
 
+@dataclass(frozen=True)
+class Chained:
+    """A step item this worker produced leased to itself: run it next, with the
+    run's history as the commit left it (no wake, no lease round trip)."""
+
+    leased: Leased
+    payload: StepPayload
+    history: History
+
+
+@dataclass(frozen=True)
+class Advance:
+    """What to commit with the item being completed: items to produce, and
+    the step item to produce leased to this worker (``claim``)."""
+
+    produce: dict[str, list[Item]]
+    claim: Claim | None = None
+    history: History | None = None
+    """The run's history after this advance (for the claimed step's own advance)."""
+
+    async def commit(
+        self, aq: AsyncQuerator, done: Leased, cont: Continuation | None
+    ) -> Chained | None:
+        """Complete ``done`` and produce everything in one transaction; the claimed
+        step, when it came back leased."""
+        claim = self.claim
+        if claim is None or cont is None:
+            await transact_creating(aq, [done], self.produce)
+            return None
+        result = await transact_creating(
+            aq, [done], self.produce, {claim.queue: [claim.item]}, cont.client_id
+        )
+        [leased] = result.leased.get(claim.queue, [None])
+        if leased is None or self.history is None:
+            return None  # produced, but not leasable now: the queue hands it out
+        return Chained(leased, claim.payload, self.history)
+
+
+def _log_final(run_id: str, final: RunRecord) -> None:
+    status = final.status or (
+        "cancelled" if final.cancelled else "completed" if final.ok else "failed"
+    )
+    log.info("run %s %s%s", run_id, status, "" if final.ok else f": {final.error}")
+
+
+def _after(history: History, outcome: Outcome) -> History:
+    """The history a replay saw (with the records it loaded on the way)."""
+    return History(
+        history.meta,
+        outcome.ctx.records,
+        None,
+        history.cancel,
+        outcome.ctx.known,
+        outcome.created,
+    )
+
+
 async def replay(
-    aq: AsyncQuerator, wake: Leased, run_id: str, wf: WorkflowFunction[..., Any], history: History
-) -> None:
-    """Replay ``run_id`` for the leased ``wake`` task and advance the run."""
+    aq: AsyncQuerator,
+    wake: Leased,
+    run_id: str,
+    wf: WorkflowFunction[..., Any],
+    history: History,
+    cont: Continuation | None = None,
+) -> Chained | None:
+    """Replay ``run_id`` for the leased ``wake`` task and advance the run; returns
+    the step it dispatched to this worker (see :mod:`continuation`), if any."""
     assert history.meta is not None
+    advance: Advance
     if isinstance(wf, SagaFunction):
         final, produce = await advance_saga(aq, run_id, wf, history)
+        advance = Advance(produce)
     else:
         outcome = await _run(aq, run_id, wf, history)
         final, produce = outcome.final, outcome.ctx.produce
         if final is None:
             log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
+            rest, claim = split_claim(cont, _not_colliding(wake, produce))
+            advance = Advance(rest, claim, _after(history, outcome))
+        else:
+            advance = Advance(produce)
     if final is not None:
-        produce = _merge(produce, final_items(run_id, history.meta, final))
-        status = final.status or (
-            "cancelled" if final.cancelled else "completed" if final.ok else "failed"
-        )
-        log.info("run %s %s%s", run_id, status, "" if final.ok else f": {final.error}")
-    else:
-        produce = _not_colliding(wake, produce)
+        advance = Advance(merge_items(advance.produce, final_items(run_id, history.meta, final)))
+        _log_final(run_id, final)
+    elif isinstance(wf, SagaFunction):
+        advance = Advance(_not_colliding(wake, advance.produce))
     try:
-        await transact_creating(aq, [wake], produce)
+        return await advance.commit(aq, wake, cont)
     except Conflict as exc:
         log.warning("run %s: wake task lost its lease, replay dropped (%s)", run_id, exc)
+        return None
 
 
-def _merge(*parts: dict[str, list[Item]]) -> dict[str, list[Item]]:
+async def advance_after_step(
+    aq: AsyncQuerator,
+    cont: Continuation,
+    payload: StepPayload,
+    record: StepRecord,
+    history: History | None,
+) -> Advance | None:
+    """Eager continuation: replay the run as if ``record`` (the step's outcome,
+    about to be committed) were stored, and return what to commit with it
+    instead of a wake task. None: commit a wake, as without continuation.
+
+    The replay may miss records that other workers commit meanwhile (a
+    fan-out's other members); it is trusted only when the run ends or when
+    every step it waits for is one it dispatches now (so each of those will in
+    turn advance the run when it ends). Otherwise, and for sagas, workflows
+    this worker does not know and finished runs, a wake replays the run later
+    from what is committed then.
+    """
+    if history is None:
+        if payload.workflow_queue not in cont.queues:
+            return None  # a step pool without the workflow: do not look it up
+        history = await load_history(aq, payload.run_id)
+    meta = history.meta
+    if meta is None or history.finished is not None:
+        return None
+    wf = cont.workflows.get(meta.workflow)
+    if wf is None or isinstance(wf, SagaFunction):
+        return None
+    run_id = payload.run_id
+    records = {**history.records, payload.position: record}
+    created = {**history.created, payload.position: record.finished_at}
+    seen = History(meta, records, None, history.cancel, history.known, created)
+    outcome = await _run(aq, run_id, wf, seen)
+    final, ctx = outcome.final, outcome.ctx
+    if final is not None:
+        _log_final(run_id, final)
+        return Advance(merge_items(ctx.produce, final_items(run_id, meta, final)))
+    if not set(ctx.awaited) <= set(ctx.dispatched):
+        return None
+    rest, claim = split_claim(cont, ctx.produce)
+    return Advance(rest, claim, _after(seen, outcome))
+
+
+def merge_items(*parts: dict[str, list[Item]]) -> dict[str, list[Item]]:
+    """The items of ``parts`` together, per queue, in order."""
     merged: dict[str, list[Item]] = {}
     for part in parts:
         for queue, items in part.items():
@@ -270,15 +384,27 @@ async def advance_saga(
 
 
 async def transact_creating(
-    aq: AsyncQuerator, complete: list[Leased], produce: dict[str, list[Item]]
-) -> None:
+    aq: AsyncQuerator,
+    complete: list[Leased],
+    produce: dict[str, list[Item]],
+    produce_leased: dict[str, list[Item]] | None = None,
+    client_id: str | None = None,
+) -> TransactResult:
     """Complete and produce at once, creating missing target queues first."""
-    for _ in range(len(produce) + 1):
+    targets = set(produce) | set(produce_leased or {})
+    for _ in range(len(targets) + 1):
         try:
-            await aq.transact(complete=complete, produce=produce)
-            return
+            return await aq.transact(
+                complete=complete,
+                produce=produce,
+                produce_leased=produce_leased,
+                client_id=client_id,
+            )
         except QueueNotFound as exc:
-            if exc.queue not in produce:
+            if exc.queue not in targets:
                 raise
-            await aq.create_queue(exc.queue, WORK_SETTINGS, exist_ok=True)
-    await aq.transact(complete=complete, produce=produce)
+            settings = RESULTS_SETTINGS if exc.queue == RESULTS_QUEUE else WORK_SETTINGS
+            await aq.create_queue(exc.queue, settings, exist_ok=True)
+    return await aq.transact(
+        complete=complete, produce=produce, produce_leased=produce_leased, client_id=client_id
+    )

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from querator.errors import InvalidArgument, RequestTimeout
+from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_duration, check_name
@@ -17,8 +17,6 @@ from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFai
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
-    RESULTS_SETTINGS,
-    WORK_SETTINGS,
     WORKFLOW_QUEUE,
     CancelRecord,
     RunMeta,
@@ -33,6 +31,7 @@ from querator.workflows.layout import (
     start_items,
     wake_item,
 )
+from querator.workflows.replay import transact_creating
 from querator.workflows.saga import pending_status
 
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
@@ -208,10 +207,12 @@ async def start_async(
     args_text = fn.codec.encode_args(args, kwargs)
     run_id = new_run_id(idempotency_key)
     handle = AsyncRunHandle(aq, run_id, fn)
-    await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
-    if meta_key(run_id) in await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)]):
-        return handle
-    await aq.create_queue(wf_queue, WORK_SETTINGS, exist_ok=True)
+    if idempotency_key is not None:
+        try:
+            if meta_key(run_id) in await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)]):
+                return handle
+        except QueueNotFound:
+            pass  # the first run of this store: created below
     now = datetime.now(UTC)
     deadline = None
     if fn.timeout is not None:
@@ -219,7 +220,9 @@ async def start_async(
     meta = RunMeta(
         workflow=fn.name, args=args_text, queue=wf_queue, started_at=now, deadline=deadline
     )
-    await aq.transact(produce=start_items(run_id, meta, delay))
+    # One transaction; the queues are created the first time only (a fresh
+    # run id needs no lookup: its records cannot exist yet).
+    await transact_creating(aq, [], start_items(run_id, meta, delay))
     return handle
 
 

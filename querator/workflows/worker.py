@@ -21,6 +21,7 @@ from querator.queue.client import Querator
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count, check_duration, check_name
+from querator.workflows.continuation import Continuation
 from querator.workflows.errors import WorkflowError
 from querator.workflows.execute import execute_step
 from querator.workflows.functions import StepFunction, WorkflowFunction
@@ -34,7 +35,7 @@ from querator.workflows.layout import (
     StepPayload,
     WakePayload,
 )
-from querator.workflows.replay import load_history, replay
+from querator.workflows.replay import Chained, History, load_history, replay
 from querator.workflows.scheduler import AsyncScheduler
 from querator.workflows.unknown import (
     UnknownName,
@@ -110,6 +111,15 @@ class AsyncWorker:
         self._stop_count = 0
         self._token: EventLoopToken | None = None
         self._loop_thread = 0
+        self.continuation = Continuation(
+            self.workflows,
+            self.steps,
+            frozenset(self.queues),
+            self.client_id,
+            lambda: not self._stop_requested,
+        )
+        """What this worker takes on itself when it advances a run (see
+        :mod:`querator.workflows.continuation`)."""
 
     def _register(self, fn: Registrable) -> None:
         table: dict[str, Any] = self.steps if isinstance(fn, StepFunction) else self.workflows
@@ -236,9 +246,12 @@ class AsyncWorker:
             async with self._slots:
                 while self._in_flight >= self.concurrency:
                     await self._slots.wait()
+            # Free slots, shared among the leased queues (so pollers never
+            # lease more than the worker can start).
+            free = max(1, (self.concurrency - self._in_flight) // len(self.queues))
             try:
                 batch = await self.aq.lease(
-                    queue, client_id=self.client_id, timeout=self.poll_timeout
+                    queue, client_id=self.client_id, batch_size=free, timeout=self.poll_timeout
                 )
             except RequestTimeout:
                 continue
@@ -273,41 +286,57 @@ class AsyncWorker:
 
     async def _dispatch(self, leased: Leased) -> None:
         if leased.kind == WAKE_KIND:
-            await self._wake(leased)
+            chained = await self._wake(leased)
         elif leased.kind == STEP_KIND:
             payload = _decode(StepPayload, leased)
-            step = self.steps.get(payload.step)
-            if step is None:
+            if payload.step not in self.steps:
                 raise unknown_step(payload)
-            extra = {"run_id": payload.run_id, "step": step.name, "position": payload.position}
-            log.info(
-                "run %s step %s@%d: attempt %d on %s",
-                payload.run_id,
-                step.name,
-                payload.position,
-                leased.attempts,
-                self.client_id,
-                extra=extra,
-            )
-            began = time.monotonic()
-            await execute_step(self.aq, leased, payload, step, self.resources)
-            log.info(
-                "run %s step %s@%d: handled in %.3fs",
-                payload.run_id,
-                step.name,
-                payload.position,
-                time.monotonic() - began,
-                extra=extra,
-            )
+            chained = await self._step(leased, payload, None)
         else:
             raise Poison(f"unknown item kind {leased.kind!r}")
+        # The run's next step, produced leased to this worker: run it in this slot.
+        while chained is not None:
+            current = chained.leased
+            self._held[current.id] = current
+            try:
+                chained = await self._step(current, chained.payload, chained.history)
+            finally:
+                self._held.pop(current.id, None)
 
-    async def _wake(self, leased: Leased) -> None:
+    async def _step(
+        self, leased: Leased, payload: StepPayload, history: History | None
+    ) -> Chained | None:
+        step = self.steps[payload.step]
+        extra = {"run_id": payload.run_id, "step": step.name, "position": payload.position}
+        log.info(
+            "run %s step %s@%d: attempt %d on %s",
+            payload.run_id,
+            step.name,
+            payload.position,
+            leased.attempts,
+            self.client_id,
+            extra=extra,
+        )
+        began = time.monotonic()
+        chained = await execute_step(
+            self.aq, leased, payload, step, self.resources, self.continuation, history
+        )
+        log.info(
+            "run %s step %s@%d: handled in %.3fs",
+            payload.run_id,
+            step.name,
+            payload.position,
+            time.monotonic() - began,
+            extra=extra,
+        )
+        return chained
+
+    async def _wake(self, leased: Leased) -> Chained | None:
         run_id = _decode(WakePayload, leased).run_id
         history = await load_history(self.aq, run_id)
         if history.finished is not None:
             await self.aq.complete(leased.queue, [leased])
-            return
+            return None
         if history.meta is None:
             raise Poison(f"run {run_id} has no stored meta record")
         wf = self.workflows.get(history.meta.workflow)
@@ -320,7 +349,7 @@ class AsyncWorker:
             len(history.records),
             extra={"run_id": run_id},
         )
-        await replay(self.aq, leased, run_id, wf, history)
+        return await replay(self.aq, leased, run_id, wf, history, self.continuation)
 
     async def _discard(self, leased: Leased, reason: str) -> None:
         try:

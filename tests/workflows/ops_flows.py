@@ -73,6 +73,14 @@ async def napping(key: str, hold: str) -> str:
     return await nap(key, hold)
 
 
+@workflow(name="ops.napping_twice", queue=WORK_QUEUE)
+async def napping_twice(key: str, hold: str) -> str:
+    """Two naps: the second (``{key}-again``) does not wait."""
+    first = await nap(key, hold)
+    await nap(f"{key}-again", f"{hold}-never")
+    return first
+
+
 @step(name="ops.stall")
 async def stall(key: str, claim: str, gate: str) -> str:
     """The first runner (the one that creates ``claim``) freezes its whole event

@@ -27,6 +27,7 @@ FUNCTIONS = [
     ops_flows.chain,
     ops_flows.link,
     ops_flows.napping,
+    ops_flows.napping_twice,
     ops_flows.nap,
     ops_flows.stalling,
     ops_flows.stall,

@@ -19,7 +19,7 @@ from querator import Querator, QueueSettings
 from querator.workflows import Worker, start
 from querator.workflows.layout import RESULTS_QUEUE, step_key
 
-from .ops_flows import WORK_QUEUE, nap, napping
+from .ops_flows import WORK_QUEUE, nap, napping, napping_twice
 from .ops_procs import durable_url_for, logged, spawn_worker
 
 LONG_LEASE = QueueSettings(lease_timeout=30.0, expire_timeout=3600.0)
@@ -59,7 +59,7 @@ def test_sigterm_lets_the_step_in_hand_finish_within_the_grace(
     hold.touch()
     with Querator(durable_url) as q:
         q.create_queue(WORK_QUEUE, LONG_LEASE)
-        run = start(q, napping, "k2", str(hold))
+        run = start(q, napping_twice, "k2", str(hold))
         first = spawn_worker(durable_url, "first", log, "--grace", "30")
         wait_for(lambda: logged(log, "start", "k2", "first"), timeout=20, message="first starts")
         first.proc.send_signal(signal.SIGTERM)
@@ -69,12 +69,15 @@ def test_sigterm_lets_the_step_in_hand_finish_within_the_grace(
         assert "released item" not in first.stderr()
         assert logged(log, "done", "k2", "first")
         assert step_key(run.run_id, 0) in q.lookup(RESULTS_QUEUE, [step_key(run.run_id, 0)])
-        assert run.status() == "running"  # its last replay is for the next worker
+        # A stopping worker dispatches the next step to the queue, it does not take it.
+        assert not logged(log, "start", "k2-again")
+        assert run.status() == "running"
         second = spawn_worker(durable_url, "second", log)
         try:
             assert run.result(timeout=20) == "napped k2 on first"
         finally:
             assert second.terminate() == 0, second.stderr()
+        assert logged(log, "done", "k2-again", "second")
 
 
 def test_stop_in_process_releases_after_the_grace(tmp_path: Path) -> None:

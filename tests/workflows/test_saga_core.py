@@ -20,6 +20,7 @@ from querator.workflows import (
     step,
 )
 from querator.workflows.inspection import get_run, list_runs
+from querator.workflows.layout import RESULTS_QUEUE, step_key
 
 from .conftest import RunWorker
 
@@ -224,7 +225,12 @@ def test_gather_failure_compensates_all_completed_members(
     done = [e.split()[1] for e in events if e.startswith("book")]
     undone = [e.split()[1] for e in events if e.startswith("cancel")]
     assert sorted(done) == ["a", "b", "d"] and done[0] == "a"
-    assert undone == list(reversed(done))  # reverse order of completion
+    # Reverse order of completion: of the commits of the steps' records (b may
+    # run before d yet commit after it).
+    names = {0: "a", 1: "b", 3: "d"}
+    stored = q.lookup(RESULTS_QUEUE, [step_key(run.run_id, p) for p in names])
+    committed = sorted(names, key=lambda p: (stored[step_key(run.run_id, p)].created_at, p))
+    assert undone == [names[p] for p in reversed(committed)]
     assert [c.split("@")[1] for c in failed.compensations][-1] == "0"
     assert "fail c" in events
 
