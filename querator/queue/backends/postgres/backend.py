@@ -34,7 +34,9 @@ from querator.queue.backends.postgres.items import (
 )
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.transact import (
+    ChecksFailed,
     complete_at_once,
+    completes_only,
     one_table_complete,
     run_transact,
 )
@@ -244,10 +246,7 @@ class PostgresBackend:
             async with self._connect(queue.name) as conn:
                 return await insert_unkeyed(conn, self._names, queue, items)
         async with self._transaction(queue.name) as conn:
-            ids = await insert_items(conn, self._names, queue, items)
-            if items:
-                await notify(conn, self._names, {queue.name})
-        return ids
+            return await insert_items(conn, self._names, queue, items)
 
     async def lease(
         self, queue: QueueInfo, partition: int, client_id: str, limit: int
@@ -280,6 +279,12 @@ class PostgresBackend:
             async with self._connect() as conn:
                 if await complete_at_once(conn, self._names, plan):
                     return TransactResult.model_construct(produced={}, renewed=[])
+        if completes_only(plan):
+            try:
+                async with self._transaction() as conn:
+                    return await run_transact(conn, self._names, plan, checked=True)
+            except ChecksFailed:
+                pass  # rolled back: the locking path below names every failed check
         async with self._transaction() as conn:
             return await run_transact(conn, self._names, plan)
 

@@ -22,17 +22,25 @@ _DEDUP_ROUNDS = 5
 
 
 async def insert_items(
-    conn: Conn, names: q.Names, queue: QueueInfo, items: Sequence[NewItem]
+    conn: Conn,
+    names: q.Names,
+    queue: QueueInfo,
+    items: Sequence[NewItem],
+    *,
+    notify: bool = True,
 ) -> list[str]:
     """Insert items into their partitions; returns ids in input order.
 
     A dedup key held by an item of the partition returns that item's id; a key
-    repeated within ``items`` maps to its first occurrence's id.
+    repeated within ``items`` maps to its first occurrence's id. With
+    ``notify``, the queue's listeners are woken at commit (by the same statement).
     """
     ids: list[str | None] = [None] * len(items)
     plan = InsertPlan.of(items)
+    woken = not notify
     for partition, pending in sorted(plan.by_partition.items()):
-        await _insert_partition(conn, names, queue, partition, items, pending, ids)
+        await _insert_partition(conn, names, queue, partition, items, pending, ids, not woken)
+        woken = True
     return plan.ids_in_order(ids)
 
 
@@ -44,13 +52,20 @@ async def _insert_partition(
     items: Sequence[NewItem],
     pending: list[int],
     ids: list[str | None],
+    notify: bool,
 ) -> None:
     """Insert ``items[i] for i in pending`` into one partition, filling ``ids``."""
     table = names.partition(queue.queue_id, partition)
     for _ in range(_DEDUP_ROUNDS):
         chunk = [items[i] for i in pending]
-        cur = await conn.execute(q.INSERT_ITEMS.format(table=table), _insert_params(queue, chunk))
-        inserted = await cur.fetchall()
+        params = {
+            **_insert_params(queue, chunk),
+            "channel": names.channel,
+            "queue": queue.name,
+            "notify": notify,
+        }
+        cur = await conn.execute(q.INSERT_ITEMS.format(table=table), params)
+        inserted = [row for row in await cur.fetchall() if row[0] >= 0]
         new_keys = {key for _, key in inserted if key is not None}
         placed = [
             i for i in pending if items[i].dedup_key is None or items[i].dedup_key in new_keys

@@ -210,23 +210,30 @@ ITEM_COLUMNS: Final = sql.SQL(
 
 INSERT_ITEMS: Final = sql.SQL(
     """
-INSERT INTO {table}
-    (version, available_at, attempts, expire_at, payload, kind, encoding, reference,
-     headers, dedup_key)
-SELECT 1, coalesce(v.available_at, now()), 0,
-       now() + make_interval(secs => %(expire_timeout)s::float8),
-       v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key
-FROM unnest(%(payload)b::bytea[], %(kind)s::text[], %(encoding)s::text[],
-            %(reference)s::text[], %(headers)s::text[], %(available_at)s::timestamptz[],
-            %(dedup_key)s::text[])
-     WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at,
-                          dedup_key, ord)
-ORDER BY v.ord
-ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-RETURNING seq, dedup_key
+WITH inserted AS (
+    INSERT INTO {table}
+        (version, available_at, attempts, expire_at, payload, kind, encoding, reference,
+         headers, dedup_key)
+    SELECT 1, coalesce(v.available_at, now()), 0,
+           now() + make_interval(secs => %(expire_timeout)s::float8),
+           v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key
+    FROM unnest(%(payload)b::bytea[], %(kind)s::text[], %(encoding)s::text[],
+                %(reference)s::text[], %(headers)s::text[], %(available_at)s::timestamptz[],
+                %(dedup_key)s::text[])
+         WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at,
+                              dedup_key, ord)
+    ORDER BY v.ord
+    ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING seq, dedup_key
+),
+woken AS (SELECT pg_notify(%(channel)s, %(queue)s) WHERE %(notify)s::boolean)
+SELECT seq, dedup_key FROM inserted
+UNION ALL SELECT -1, NULL FROM woken
 """
 )
-"""Inserts items in input order (so seqs ascend with it); held dedup keys are skipped."""
+"""Inserts items in input order (so seqs ascend with it); held dedup keys are skipped.
+With ``notify`` it also wakes the queue's listeners (at commit), which adds one
+``(-1, NULL)`` row."""
 
 INSERT_BRANCH: Final = sql.SQL(
     """

@@ -53,32 +53,46 @@ async def complete_at_once(conn: Conn, names: q.Names, plan: TxnPlan) -> bool:
     Returns False when some check failed; then nothing changed and
     :func:`run_transact` reports the reasons.
     """
-    first = plan.complete[0]
-    keys = sorted(plan.complete, key=lambda key: key.seq)
-    args = {
-        "seqs": int_array(key.seq for key in keys),
-        "versions": int_array(key.version for key in keys),
-        "count": len(keys),
-    }
-    statement = q.complete_for(names, first.queue_id, first.partition)
-    with driver_errors(first.queue):
-        try:
-            await conn.execute(statement, args)
-        except psycopg.Error as exc:
-            if exc.sqlstate == q.CHECK_FAILED_STATE:
-                return False
-            raise
+    try:
+        await _complete_checked(conn, names, list(plan.complete))
+    except ChecksFailed:
+        return False
     return True
 
 
-async def run_transact(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactResult:
-    """Apply ``plan`` inside the caller's open transaction, or raise Conflict."""
-    locked = await _lock_and_check(conn, names, plan)
+class ChecksFailed(Exception):
+    """A check riding on a statement failed (:func:`run_transact` with ``checked``):
+    the transaction must roll back, and the locking path names the reasons."""
+
+
+def completes_only(plan: TxnPlan) -> bool:
+    """True when the only items ``plan`` checks are the ones it completes: their
+    checks can ride on the deletes (``run_transact(..., checked=True)``)."""
+    if plan.retry or plan.renew or plan.depends or not plan.complete:
+        return False
+    return all(_addresses_plan_queue(key, plan) for key in plan.complete)
+
+
+async def run_transact(
+    conn: Conn, names: q.Names, plan: TxnPlan, *, checked: bool = False
+) -> TransactResult:
+    """Apply ``plan`` inside the caller's open transaction, or raise Conflict.
+
+    ``checked`` (for a :func:`completes_only` plan): delete each table's items
+    with one statement that checks versions and leases itself, instead of
+    locking and checking first; a failed check raises :class:`ChecksFailed`.
+    """
     wake: set[str] = set()
-    for (queue_id, partition), keys in _by_table(plan.complete, lambda key: key).items():
-        with driver_errors(keys[0].queue):
-            table = names.partition(queue_id, partition)
-            await conn.execute(q.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
+    if checked:
+        locked: dict[str, Locked] = {}
+        for keys in _by_table(plan.complete, lambda key: key).values():
+            await _complete_checked(conn, names, keys)
+    else:
+        locked = await _lock_and_check(conn, names, plan)
+        for (queue_id, partition), keys in _by_table(plan.complete, lambda key: key).items():
+            with driver_errors(keys[0].queue):
+                table = names.partition(queue_id, partition)
+                await conn.execute(q.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
     await _retry(conn, names, plan, locked, wake)
     renewed = await _renew(conn, names, plan)
     produced: dict[str, list[str]] = {}
@@ -88,8 +102,6 @@ async def run_transact(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactRes
             raise QueueNotFound(name)
         with driver_errors(name):
             produced.setdefault(name, []).extend(await insert_items(conn, names, info, items))
-        if items:
-            wake.add(name)
     leased: dict[str, list[Leased | None]] = {}
     for name, items in plan.claim:
         info = plan.queues.get(name)
@@ -97,7 +109,7 @@ async def run_transact(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactRes
             raise QueueNotFound(name)
         assert plan.client_id is not None
         with driver_errors(name):
-            ids = await insert_items(conn, names, info, items)
+            ids = await insert_items(conn, names, info, items, notify=False)
             found = await _claim(conn, names, info, ids, plan.client_id)
         leased.setdefault(name, []).extend(found)
         if None in found:
@@ -129,6 +141,28 @@ async def _claim(
             item = rows.item(Leased, queue, partition, row)
             found[item.id] = item
     return [found.get(item_id) for item_id in ids]
+
+
+async def _complete_checked(conn: Conn, names: q.Names, keys: list[ItemKey]) -> None:
+    """Delete held items of one table at their versions, all or :class:`ChecksFailed`."""
+    keys = sorted(keys, key=lambda key: key.seq)
+    first = keys[0]
+    args = {
+        "seqs": int_array(key.seq for key in keys),
+        "versions": int_array(key.version for key in keys),
+        "count": len(keys),
+    }
+    with driver_errors(first.queue):
+        try:
+            await conn.execute(q.complete_for(names, first.queue_id, first.partition), args)
+        except psycopg.Error as exc:
+            if exc.sqlstate in (q.CHECK_FAILED_STATE, DEADLOCK_STATE):
+                raise ChecksFailed from exc
+            raise
+
+
+DEADLOCK_STATE = "40P01"
+"""deadlock_detected: the locking path, which locks in one order, cannot meet it."""
 
 
 async def _lock_and_check(conn: Conn, names: q.Names, plan: TxnPlan) -> dict[str, Locked]:
