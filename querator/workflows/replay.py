@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-import anyio
 
 from querator.errors import Conflict, QueueNotFound
 from querator.queue.models import Item, Leased, TransactResult
@@ -102,23 +100,32 @@ async def load_history(aq: AsyncQuerator, run_id: str) -> History:
     )
 
 
-def _in_context(ctx: ReplayContext, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-    token = CURRENT.set(ctx)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        CURRENT.reset(token)
+SLOW_REPLAY = 0.1
+"""Seconds of one replay of a body after which the worker logs a warning."""
 
 
 async def _run_body(wf: WorkflowFunction[..., Any], ctx: ReplayContext, args_text: str) -> Any:
+    """Evaluate the body once. A sync body runs right here, on the worker's
+    event loop (no thread hop): it is orchestration only, every call in it
+    returns a stored result or suspends at once."""
     args, kwargs = wf.codec.decode_args(args_text)
-    if not wf.is_async:
-        return await anyio.to_thread.run_sync(_in_context, ctx, wf.fn, args, kwargs)
     token = CURRENT.set(ctx)
+    began = time.monotonic()
     try:
-        return await wf.fn(*args, **kwargs)
+        if wf.is_async:
+            return await wf.fn(*args, **kwargs)
+        return wf.fn(*args, **kwargs)
     finally:
         CURRENT.reset(token)
+        took = time.monotonic() - began
+        if took > SLOW_REPLAY and not wf.is_async:
+            log.warning(
+                "run %s: one replay of workflow %s took %.3fs on the event loop; "
+                "a workflow body should only orchestrate (do the work in steps)",
+                ctx.run_id,
+                wf.name,
+                took,
+            )
 
 
 async def evaluate(
