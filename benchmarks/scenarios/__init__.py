@@ -13,6 +13,7 @@ from benchmarks.scenarios import (
     partitions,
     pgbench,
     produce,
+    spark_stages,
     workflows,
 )
 
@@ -27,5 +28,6 @@ SCENARIOS: dict[str, Scenario] = {
     "backlog": backlog.run,
     "partitions": partitions.run,
     "workflows": workflows.run,
+    "spark_stages": spark_stages.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""

@@ -16,6 +16,12 @@ def etl(raw: str, root: str) -> int:
 Worker(q, [etl, clean], resources={"spark": SparkResource(master="local[*]")}).run()
 ```
 
+A stage whose job runs on a cluster in cluster mode submits it once per step
+call, re-attaching after a retry or a crash::
+
+    job = SparkSubmit("jobs/report.py", [stage.output], jobs_dir="/var/lib/etl/jobs")
+    done = stage.submit_once(job.submit, job.wait, cancel=job.cancel)
+
 See docs/spark.md.
 """
 
@@ -26,7 +32,8 @@ from querator.spark.session import (
     SparkSettings,
     default_resource,
 )
-from querator.spark.step import SparkStage, SparkStepFunction, spark_step, stage_progress
+from querator.spark.stage import SparkStage
+from querator.spark.step import SparkStepFunction, spark_step, stage_progress
 from querator.spark.storage import (
     CommitMarker,
     HadoopStorage,
@@ -34,28 +41,46 @@ from querator.spark.storage import (
     UncommittedInput,
     delete_output,
     is_committed,
+    is_local_path,
     read_marker,
     staging_path,
     storage_for,
 )
+from querator.spark.submission import (
+    ExternalJobFailed,
+    SubmissionMarker,
+    read_submission,
+    submission_path,
+    submission_tag,
+)
+from querator.spark.submit import JobState, SparkSubmit, SubmittedJob
 
 __all__ = [
     "DEFAULT_MASTER",
     "RESOURCE_KEY",
     "CommitMarker",
+    "ExternalJobFailed",
     "HadoopStorage",
+    "JobState",
     "LocalStorage",
     "SparkResource",
     "SparkSettings",
     "SparkStage",
     "SparkStepFunction",
+    "SparkSubmit",
+    "SubmissionMarker",
+    "SubmittedJob",
     "UncommittedInput",
     "default_resource",
     "delete_output",
     "is_committed",
+    "is_local_path",
     "read_marker",
+    "read_submission",
     "spark_step",
     "stage_progress",
     "staging_path",
     "storage_for",
+    "submission_path",
+    "submission_tag",
 ]

@@ -112,10 +112,12 @@ class SparkResource:
 
     @property
     def is_connect(self) -> bool:
+        """True when stages run through Spark Connect."""
         return self.settings.is_connect
 
     @property
     def started(self) -> bool:
+        """True once the session exists (a stage used it, or :meth:`session` was called)."""
         return self._session is not None
 
     def session(self) -> SparkSession:

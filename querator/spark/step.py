@@ -6,199 +6,46 @@ import functools
 import inspect
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
-
-import anyio.from_thread
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from querator.errors import InvalidArgument
 from querator.spark.session import SparkResource, default_resource, resource_from
+from querator.spark.stage import SparkStage
 from querator.spark.storage import (
     CommitMarker,
     Storage,
-    UncommittedInput,
     commit,
-    is_committed,
     read_marker,
     staging_path,
     staging_root,
-    storage_for,
 )
-from querator.workflows.errors import StepTimeout, WorkflowCancelled
+from querator.spark.submission import SubmissionMarker, read_submission, submission_tag
+from querator.spark.watch import StageWatch, run_deadline, stage_progress
 from querator.workflows.execute import CURRENT_STEP, StepContext
 from querator.workflows.functions import StepFunction
-from querator.workflows.layout import (
-    RESULTS_QUEUE,
-    RunMeta,
-    aborted_key,
-    cancel_key,
-    compensating_key,
-    meta_key,
-)
 from querator.workflows.retry import RetryPolicy
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-__all__ = ["SparkStage", "SparkStepFunction", "spark_step"]
+__all__ = ["SparkStage", "SparkStepFunction", "spark_step", "stage_progress"]
 
 log = logging.getLogger("querator.spark")
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-WATCH_INTERVAL = 0.25
-"""Seconds between two checks for cancellation, deadline and timeout."""
 PROGRESS_INTERVAL = 5.0
 """Seconds between two progress lines of a running stage (when it changed)."""
 
 
-@dataclass
-class SparkStage:
-    """What a Spark stage function receives first.
-
-    ``spark`` is the worker's session. ``output`` is where this attempt writes
-    (a staging directory, committed to ``final`` when the function returns);
-    None when the step was called without ``output=``. Read inputs through
-    :meth:`input` so a stage never reads an uncommitted location.
-    """
-
-    spark: SparkSession
-    output: str | None
-    final: str | None
-    step: str
-    run_id: str | None = None
-    position: int | None = None
-    attempt: int = 1
-    job_group: str = ""
-    progress: list[dict[str, Any]] = field(default_factory=list)
-    """The last progress snapshot: one dict per Spark stage of this attempt's jobs."""
-
-    def input(self, path: str) -> str:
-        """``path`` if it holds a committed output; :class:`UncommittedInput` if not."""
-        if not is_committed(path, storage_for(path, self.spark)):
-            raise UncommittedInput(f"step {self.step!r}: {path!r} holds no committed output")
-        return path
-
-
-class _Watch(threading.Thread):
-    """Watches a running stage: cancels its Spark jobs when its run is cancelled,
-    aborted (saga) or past its deadline, or the attempt outlives ``timeout``;
-    logs progress."""
-
-    def __init__(
-        self,
-        stage: SparkStage,
-        resource: SparkResource,
-        ctx: StepContext | None,
-        timeout: float | None,
-        progress_interval: float,
-    ) -> None:
-        super().__init__(name=f"querator-spark-watch-{stage.job_group}", daemon=True)
-        self.stage = stage
-        self.resource = resource
-        self.ctx = ctx
-        self.timeout = timeout
-        self.progress_interval = progress_interval
-        self.began = time.monotonic()
-        self.done = threading.Event()
-        self.reason: BaseException | None = None
-        self.cancelled_at: float | None = None
-        self.deadline: datetime | None = None
-        self._last_progress = 0.0
-        self._last_snapshot: list[dict[str, Any]] = []
-
-    def run(self) -> None:
-        while not self.done.wait(WATCH_INTERVAL):
-            try:
-                if self.reason is None:
-                    self.reason = self._stop_reason()
-                if self.reason is not None:
-                    self._cancel()  # again each round: jobs started since are cancelled too
-                self._progress()
-            except Exception as exc:  # the event loop may be gone at shutdown
-                log.debug("spark watch of %s: %r", self.stage.job_group, exc)
-
-    def _stop_reason(self) -> BaseException | None:
-        name = self.stage.step
-        if self.timeout is not None and time.monotonic() - self.began > self.timeout:
-            return StepTimeout(f"step {name!r} was cancelled after {self.timeout}s")
-        ctx = self.ctx
-        if ctx is None or ctx.compensation:
-            return None
-        if self.deadline is not None and datetime.now(UTC) >= self.deadline:
-            return WorkflowCancelled(ctx.run_id, f"deadline passed; step {name!r} cancelled")
-        keys = [cancel_key(ctx.run_id), aborted_key(ctx.run_id), compensating_key(ctx.run_id)]
-        found = anyio.from_thread.run(ctx.aq.lookup, RESULTS_QUEUE, keys, token=ctx.token)
-        if any(key in found for key in keys):
-            return WorkflowCancelled(ctx.run_id, f"step {name!r} cancelled")
-        return None
-
-    def _cancel(self) -> None:
-        if self.cancelled_at is None:
-            self.cancelled_at = time.monotonic()
-            log.info("spark: cancelling %s: %s", self.stage.job_group, self.reason)
-        spark = self.stage.spark
-        if self.resource.is_connect:
-            spark.interruptTag(self.stage.job_group)
-        else:
-            spark.sparkContext.cancelJobGroup(self.stage.job_group)
-
-    def _progress(self) -> None:
-        if self.resource.is_connect:
-            return  # Spark Connect has no status tracker on the client
-        now = time.monotonic()
-        if now - self._last_progress < self.progress_interval:
-            return
-        self._last_progress = now
-        snapshot = stage_progress(self.stage.spark, self.stage.job_group)
-        self.stage.progress = snapshot
-        if snapshot and snapshot != self._last_snapshot:
-            self._last_snapshot = snapshot
-            for s in snapshot:
-                log.info(
-                    "run %s step %s: spark job %d stage %d %s: %d/%d tasks (%d active, %d failed)",
-                    self.stage.run_id,
-                    self.stage.step,
-                    s["job"],
-                    s["stage"],
-                    s["name"],
-                    s["completed"],
-                    s["tasks"],
-                    s["active"],
-                    s["failed"],
-                )
-
-
-def stage_progress(spark: SparkSession, group: str) -> list[dict[str, Any]]:
-    """Progress of the Spark stages of the jobs of ``group`` (classic sessions)."""
-    tracker = spark.sparkContext.statusTracker()
-    out: list[dict[str, Any]] = []
-    for job_id in sorted(tracker.getJobIdsForGroup(group)):
-        job = tracker.getJobInfo(job_id)
-        if job is None:
-            continue
-        for stage_id in sorted(job.stageIds):
-            info = tracker.getStageInfo(stage_id)
-            if info is None:
-                continue
-            out.append(
-                {
-                    "job": job_id,
-                    "status": str(job.status),
-                    "stage": stage_id,
-                    "name": info.name,
-                    "tasks": info.numTasks,
-                    "completed": info.numCompletedTasks,
-                    "active": info.numActiveTasks,
-                    "failed": info.numFailedTasks,
-                }
-            )
-    return out
+def _recorded_submission(
+    storage: Storage, final: str, stage: SparkStage
+) -> SubmissionMarker | None:
+    """The submission an earlier attempt of this very step call recorded, if any."""
+    found = read_submission(storage, final)
+    if found is not None and found.same_call(stage.step, stage.run_id, stage.position):
+        return found
+    return None
 
 
 def _group_name(step: str, ctx: StepContext | None) -> str:
@@ -207,12 +54,6 @@ def _group_name(step: str, ctx: StepContext | None) -> str:
     else:
         raw = f"querator-{ctx.run_id}-{ctx.position}-{ctx.attempt}"
     return re.sub(r"[^A-Za-z0-9_.-]", "-", raw)
-
-
-def _deadline(ctx: StepContext) -> datetime | None:
-    found = anyio.from_thread.run(ctx.aq.lookup, RESULTS_QUEUE, [meta_key(ctx.run_id)])
-    item = found.get(meta_key(ctx.run_id))
-    return RunMeta.model_validate_json(item.payload).deadline if item is not None else None
 
 
 class SparkStepFunction(StepFunction[..., R]):
@@ -249,13 +90,23 @@ class SparkStepFunction(StepFunction[..., R]):
         """One attempt: reuse a committed output of this very call, or run and commit."""
         ctx = CURRENT_STEP.get()
         resource = resource_from(ctx.resources) if ctx is not None else default_resource()
-        spark = resource.session()
         run_id = ctx.run_id if ctx is not None else None
         position = ctx.position if ctx is not None else None
         attempt = ctx.attempt if ctx is not None else 1
+        stage = SparkStage(
+            resource=resource,
+            output=None,
+            final=output,
+            step=self.name,
+            run_id=run_id,
+            position=position,
+            attempt=attempt,
+            job_group=_group_name(self.name, ctx),
+            submission_tag=submission_tag(self.name, run_id, position),
+        )
         storage: Storage | None = None
         if output is not None:
-            storage = storage_for(output, spark)
+            storage = stage.storage(output)
             done = read_marker(storage, output)
             if done is not None and done.same_call(self.name, run_id, position):
                 log.info(
@@ -267,17 +118,12 @@ class SparkStepFunction(StepFunction[..., R]):
                     done.attempt,
                 )
                 return self.codec.decode_result(done.result) if done.result else None
-            storage.delete(staging_root(output))
-        stage = SparkStage(
-            spark=spark,
-            output=staging_path(output, attempt) if output is not None else None,
-            final=output,
-            step=self.name,
-            run_id=run_id,
-            position=position,
-            attempt=attempt,
-            job_group=_group_name(self.name, ctx),
-        )
+            stage.recorded = _recorded_submission(storage, output, stage)
+            if stage.recorded is not None:  # keep the staging the external job writes to
+                stage.output = stage.recorded.output
+            else:
+                storage.delete(staging_root(output))
+                stage.output = staging_path(output, attempt)
         value = self._watched(stage, resource, ctx, args, kwargs)
         if output is not None and storage is not None and stage.output is not None:
             marker = CommitMarker(
@@ -299,35 +145,29 @@ class SparkStepFunction(StepFunction[..., R]):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        watch = _Watch(stage, resource, ctx, self.spark_timeout, self.progress_interval)
+        watch = StageWatch(stage, resource, ctx, self.spark_timeout, self.progress_interval)
         if ctx is not None and not ctx.compensation:
-            watch.deadline = _deadline(ctx)
-            early = watch._stop_reason()
+            watch.deadline = run_deadline(ctx)
+            early = watch.stop_reason()
             if early is not None:
                 raise early
-        spark = stage.spark
-        if resource.is_connect:
-            spark.addTag(stage.job_group)
-        else:
-            spark.sparkContext.setJobGroup(stage.job_group, self.name, interruptOnCancel=True)
+        if resource.started:
+            stage.spark  # noqa: B018 -- a warm worker: bind this thread's jobs to the group now
         watch.start()
         try:
             value = self.stage_fn(stage, *args, **kwargs)
         except Exception as exc:
-            if watch.reason is not None:
+            if watch.reason is not None and watch.reason is not exc:
                 raise watch.reason from exc
             raise
         finally:
             watch.done.set()
             watch.join()
-            if resource.is_connect:
-                spark.removeTag(stage.job_group)
-            else:
-                spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-                spark.sparkContext.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+            stage.unbind()
         if watch.reason is not None:
             raise watch.reason
-        stage.progress = [] if resource.is_connect else stage_progress(spark, stage.job_group)
+        if stage.bound and not resource.is_connect:
+            stage.progress = stage_progress(stage.spark, stage.job_group)
         return value
 
     def __repr__(self) -> str:
@@ -404,7 +244,9 @@ def spark_step(
     again. Options are those of ``@step``; ``timeout`` cancels the attempt's
     Spark jobs (it fails with ``StepTimeout``), as does the run's cancellation
     or deadline (``WorkflowCancelled``). ``progress_interval``: seconds between
-    progress log lines.
+    progress log lines. A stage whose job runs on a cluster in cluster mode
+    submits it with :meth:`SparkStage.submit_once` (once per step call: a retry
+    re-attaches to the recorded job).
     """
 
     def decorate(f: Callable[Concatenate[SparkStage, P], R]) -> SparkStepFunction[R]:

@@ -42,6 +42,7 @@ __all__ = [
     "commit",
     "delete_output",
     "is_committed",
+    "is_local_path",
     "read_marker",
     "staging_path",
     "staging_root",
@@ -94,6 +95,12 @@ class Storage(Protocol):
 
     def delete(self, path: str) -> None:
         """Remove the file or directory tree; nothing when absent."""
+
+
+def is_local_path(path: str) -> bool:
+    """True for plain paths and ``file:`` URIs (:class:`LocalStorage`); False for
+    other schemes (``hdfs://``, ``s3a://``, ``viewfs://`` …: :class:`HadoopStorage`)."""
+    return urlparse(path).scheme in ("", "file")
 
 
 def _local_path(path: str) -> Path:
@@ -168,6 +175,7 @@ class HadoopStorage:
         if jvm is None:
             raise InvalidArgument("spark", "HadoopStorage needs a classic (non-Connect) session")
         self._jvm = jvm
+        self._gateway: Any = spark.sparkContext._gateway
         self._conf = spark._jsc.hadoopConfiguration()
 
     def _fs(self, path: str) -> tuple[Any, Any]:
@@ -199,13 +207,36 @@ class HadoopStorage:
             stream.close()
 
     def write_text(self, path: str, text: str) -> None:
-        """See :meth:`Storage.write_text`."""
+        """See :meth:`Storage.write_text`: a hidden temporary file, then one rename
+        over ``path`` (``FileContext.rename(..., OVERWRITE)``, atomic on HDFS)."""
         fs, p = self._fs(path)
-        out = fs.create(p, True)
+        tmp = self._jvm.org.apache.hadoop.fs.Path(
+            p.getParent(), f".{p.getName()}.{secrets.token_hex(4)}"
+        )
+        out = fs.create(tmp, True)
         try:
             out.write(bytearray(text.encode()))
         finally:
             out.close()
+        try:
+            self._replace(fs, tmp, p)
+        except Exception:
+            fs.delete(tmp, False)
+            raise
+
+    def _replace(self, fs: Any, src: Any, dst: Any) -> None:
+        fs_api = self._jvm.org.apache.hadoop.fs
+        try:
+            context = fs_api.FileContext.getFileContext(dst.toUri(), self._conf)
+        except Exception:  # no AbstractFileSystem for the scheme: delete, then rename
+            fs.delete(dst, False)
+            if not fs.rename(src, dst):
+                raise OSError(f"rename {src} -> {dst} failed") from None
+            return
+        rename = getattr(fs_api, "Options$Rename")
+        options = self._gateway.new_array(rename, 1)
+        options[0] = rename.OVERWRITE
+        context.rename(src, dst, options)
 
     def rename(self, src: str, dst: str) -> None:
         """See :meth:`Storage.rename`."""
@@ -224,7 +255,7 @@ class HadoopStorage:
 def storage_for(path: str, spark: SparkSession | None = None) -> Storage:
     """Local storage for plain paths and ``file:`` URIs; Hadoop storage for other
     schemes (needs a classic session)."""
-    if urlparse(path).scheme in ("", "file"):
+    if is_local_path(path):
         return LocalStorage()
     if spark is None or getattr(spark, "_jvm", None) is None:
         raise InvalidArgument(

@@ -163,3 +163,34 @@ def t_publish_saga(root: str) -> int:
 
 
 SAGA = [t_publish_saga, t_publish, t_refuse]
+
+
+@spark_step(name="t.numbers", retry=FAST)
+def t_numbers(stage: SparkStage, rows: int) -> int:
+    """``rows`` numbers, 0 to rows - 1."""
+    stage.spark.range(rows).write.mode("overwrite").parquet(stage.output)
+    return rows
+
+
+@spark_step(name="t.total", retry=RetryPolicy(max_attempts=1))
+def t_total(stage: SparkStage, numbers: str) -> int:
+    """The sum of a committed ``numbers`` output, also written as a one-row output."""
+    total = stage.spark.read.parquet(stage.input(numbers)).selectExpr("sum(id) AS total")
+    total.write.mode("overwrite").parquet(stage.output)
+    return int(stage.spark.read.parquet(stage.output).first()["total"])  # type: ignore[index]
+
+
+@workflow(name="t.numbers_flow")
+def t_numbers_flow(root: str, rows: int) -> list[int]:
+    """Writes ``root/numbers`` twice (the second commit replaces the first), then sums it."""
+    first = t_numbers(rows, output=f"{root}/numbers")
+    second = t_numbers(rows + 1, output=f"{root}/numbers")
+    return [first, second, t_total(f"{root}/numbers", output=f"{root}/total")]
+
+
+@workflow(name="t.total_flow")
+def t_total_flow(numbers: str, root: str) -> int:
+    return t_total(numbers, output=f"{root}/total")
+
+
+NUMBERS = [t_numbers_flow, t_total_flow, t_numbers, t_total]

@@ -21,17 +21,19 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-def _worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+def start_worker(url: str, log: Path, functions: str = "pipeline") -> subprocess.Popen[bytes]:
+    """A worker process (``worker_proc.py``) serving ``functions``, its output in ``log``."""
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, str(HERE / "worker_proc.py"), url],
+            [sys.executable, str(HERE / "worker_proc.py"), url, functions],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: the JVM dies with it
         )
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker's process group (its JVM too) and reap it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -54,20 +56,20 @@ def test_sigkill_during_stage_two_resumes_at_stage_two(tmp_path: Path) -> None:
     log = tmp_path / "workers.log"
     with Querator(url) as q:
         run = start(q, t_pipeline, str(tmp_path / "raw"), str(root))
-        first = _worker(url, log)
+        first = start_worker(url, log)
         try:
             _wait_for(root / "clean-waiting", first, 120, log)
             assert is_committed(str(root / "bronze"))
             assert any((root / "silver._staging").iterdir())  # half-done staging output
             assert not (root / "silver").exists()
         finally:
-            _kill(first)
+            kill(first)
         (root / "gate").unlink()
-        second = _worker(url, log)
+        second = start_worker(url, log)
         try:
             result = run.result(timeout=150)
         finally:
-            _kill(second)
+            kill(second)
     assert counts(root, "ingest") == 1  # stage 1 never re-ran
     assert counts(root, "clean") == 2  # stage 2 ran again, in the new process
     assert counts(root, "aggregate") == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -10,17 +11,30 @@ from typing import Any
 import pytest
 
 from querator import Querator
-from querator.spark import SparkResource, is_committed, read_marker, storage_for
+from querator.spark import (
+    CommitMarker,
+    HadoopStorage,
+    LocalStorage,
+    SparkResource,
+    delete_output,
+    is_committed,
+    read_marker,
+    staging_path,
+    storage_for,
+)
+from querator.spark.storage import commit, staging_root
 from querator.workflows import RunHandle, StepFailed, WorkflowFailed, start
 
 from .conftest import RunWorker
 from .flows import (
+    NUMBERS,
     PIPELINE,
     SAGA,
     counts,
     example,
     t_flaky,
     t_flaky_flow,
+    t_numbers_flow,
     t_pipeline,
     t_publish_saga,
     t_slow,
@@ -28,6 +42,7 @@ from .flows import (
     t_slow_step_timeout,
     t_slow_timeout_flow,
     t_step_timeout_flow,
+    t_total_flow,
 )
 
 
@@ -170,3 +185,77 @@ def test_saga_compensation_deletes_the_published_output(
     assert (tmp_path / "counts" / "unpublish.log").read_text().split() == ["5"]
     assert not (tmp_path / "published").exists()
     assert RunHandle(sq, run.run_id).status() == "compensated"
+
+
+def _local_files(path: Path) -> list[str]:
+    """The names under ``path`` but Hadoop's checksum files."""
+    return sorted(p.name for p in path.iterdir() if not p.name.endswith(".crc"))
+
+
+def test_hadoop_storage_commit_protocol_on_file_uris(
+    spark_resource: SparkResource, tmp_path: Path
+) -> None:
+    """HadoopStorage through the JVM's Hadoop FileSystem API (``file://`` URIs)."""
+    spark = spark_resource.session()
+    hs = HadoopStorage(spark)
+    final = f"file://{tmp_path}/out"
+    assert isinstance(storage_for(final, spark), LocalStorage)  # file: is local by default
+    # attempt 1 writes its staging; nothing is committed yet
+    first = staging_path(final, 1)
+    spark.range(3).write.mode("overwrite").parquet(first)
+    assert hs.exists(first) and not hs.exists(final)
+    assert not is_committed(final, hs) and not is_committed(first, hs)
+    commit(hs, first, final, CommitMarker(step="h", run_id="r1", position=0, attempt=1))
+    marker = read_marker(hs, final)
+    assert marker is not None and (marker.run_id, marker.attempt) == ("r1", 1)
+    assert is_committed(final, hs) and not hs.exists(staging_root(final))
+    assert spark.read.parquet(final).count() == 3
+    # a re-run: clears the staging area, writes, commits over the committed output
+    hs.delete(staging_root(final))
+    second = staging_path(final, 2)
+    spark.range(5).write.mode("overwrite").parquet(second)
+    assert spark.read.parquet(final).count() == 3  # readers still see the first commit
+    commit(hs, second, final, CommitMarker(step="h", run_id="r2", position=0, attempt=2))
+    marker = read_marker(hs, final)
+    assert marker is not None and marker.run_id == "r2"
+    assert spark.read.parquet(final).count() == 5
+    assert _local_files(tmp_path) == ["out"]  # nothing moved aside is left behind
+    # whole-file writes: a temporary file renamed over the old one, none left over
+    note = f"file://{tmp_path}/notes/n.json"
+    hs.write_text(note, '{"v": 1}')
+    hs.write_text(note, '{"v": 2}')
+    assert hs.read_text(note) == '{"v": 2}' and _local_files(tmp_path / "notes") == ["n.json"]
+    assert hs.read_text(f"file://{tmp_path}/notes/none.json") is None
+    # an output written without the protocol is refused as input
+    raw = f"file://{tmp_path}/raw"
+    spark.range(2).write.parquet(raw)
+    assert not is_committed(raw, hs) and read_marker(hs, raw) is None
+    assert delete_output(final, hs) and not hs.exists(final)
+
+
+def test_stages_on_a_hadoop_file_system_commit_through_hadoop_storage(
+    sq: Querator, spark_worker: RunWorker, spark_resource: SparkResource, tmp_path: Path
+) -> None:
+    """Outputs on ``viewfs://`` (a Hadoop file system mounted on a local directory):
+    the stages commit through HadoopStorage; an uncommitted input is refused."""
+    spark = spark_resource.session()
+    authority = f"qtest{secrets.token_hex(4)}"  # its own mount table (file systems are cached)
+    mounted = tmp_path / "fs"
+    spark._jsc.hadoopConfiguration().set(  # type: ignore[union-attr]
+        f"fs.viewfs.mounttable.{authority}.link./data", f"file://{mounted}"
+    )
+    root = f"viewfs://{authority}/data"
+    assert isinstance(storage_for(root, spark), HadoopStorage)
+    spark.range(4).write.parquet(f"{root}/raw")  # not written by a stage
+    with spark_worker(NUMBERS):
+        assert start(sq, t_numbers_flow, root, 10).result(timeout=60) == [10, 11, 55]
+        with pytest.raises(WorkflowFailed) as refused:
+            start(sq, t_total_flow, f"{root}/raw", f"{root}/b").result(timeout=60)
+    assert refused.value.error_type == "StepFailed"
+    assert "UncommittedInput" in str(refused.value) and f"{root}/raw" in str(refused.value)
+    hs = HadoopStorage(spark)
+    for name in ("numbers", "total"):
+        assert is_committed(f"{root}/{name}", hs) and (mounted / name / "_COMMITTED").exists()
+    marker = read_marker(hs, f"{root}/numbers")
+    assert marker is not None and marker.position == 1  # the second call's commit replaced it
+    assert _local_files(mounted) == ["numbers", "raw", "total"]
