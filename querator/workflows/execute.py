@@ -210,7 +210,6 @@ async def execute_step(
     resources: dict[str, Any] | None = None,
     cont: Continuation | None = None,
     history: History | None = None,
-    checked: bool = False,
 ) -> Chained | None:
     """Run the step of ``leased`` (unless it already ran or the run was cancelled)
     and record the outcome.
@@ -218,8 +217,6 @@ async def execute_step(
     With ``cont`` the run is advanced in the same commit (eager continuation;
     ``history`` is what the caller already knows of the run, if anything); the
     result is the next step when it was produced leased to this worker.
-    ``checked`` skips the look-up of the run's cancel request and of the
-    step's record (see :attr:`Chained.checked`).
     """
     run_id, position = payload.run_id, payload.position
     key = payload.record_key()
@@ -227,7 +224,7 @@ async def execute_step(
     # A compensation always runs; a step is skipped once its run is cancelled,
     # or (a saga) aborted or compensating.
     stops = [] if payload.slot is not None else [cancel_key(run_id), *_saga_stops(run_id)]
-    found = {} if checked else await aq.lookup(RESULTS_QUEUE, [key, *stops])
+    found = await aq.lookup(RESULTS_QUEUE, [key, *stops])
     if any(stop in found for stop in stops):
         log.info("run %s was cancelled; step %s@%d skipped", run_id, step.name, position)
         await transact_creating(aq, [leased], wake)

@@ -238,10 +238,6 @@ class Chained:
     leased: Leased
     payload: StepPayload
     history: History
-    checked: bool = False
-    """True when the history was looked up just before this item was produced
-    (a wake's replay): the run's cancel request was checked then, and the item
-    is new, so the step need not look them up again before it runs."""
 
 
 @dataclass(frozen=True)
@@ -253,8 +249,6 @@ class Advance:
     claim: Claim | None = None
     history: History | None = None
     """The run's history after this advance (for the claimed step's own advance)."""
-    checked: bool = False
-    """See :attr:`Chained.checked`."""
 
     async def commit(
         self, aq: AsyncQuerator, done: Leased, cont: Continuation | None
@@ -271,7 +265,7 @@ class Advance:
         [leased] = result.leased.get(claim.queue, [None])
         if leased is None or self.history is None:
             return None  # produced, but not leasable now: the queue hands it out
-        return Chained(leased, claim.payload, self.history, self.checked)
+        return Chained(leased, claim.payload, self.history)
 
 
 def _log_final(run_id: str, final: RunRecord) -> None:
@@ -314,7 +308,7 @@ async def replay(
         if final is None:
             log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
             rest, claim = split_claim(cont, _not_colliding(wake, produce))
-            advance = Advance(rest, claim, _after(history, outcome), checked=True)
+            advance = Advance(rest, claim, _after(history, outcome))
         else:
             advance = Advance(produce)
     if final is not None:

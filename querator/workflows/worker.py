@@ -291,7 +291,7 @@ class AsyncWorker:
             payload = _decode(StepPayload, leased)
             if payload.step not in self.steps:
                 raise unknown_step(payload)
-            chained = await self._step(leased, payload, None, False)
+            chained = await self._step(leased, payload, None)
         else:
             raise Poison(f"unknown item kind {leased.kind!r}")
         # The run's next step, produced leased to this worker: run it in this slot.
@@ -299,14 +299,12 @@ class AsyncWorker:
             current = chained.leased
             self._held[current.id] = current
             try:
-                chained = await self._step(
-                    current, chained.payload, chained.history, chained.checked
-                )
+                chained = await self._step(current, chained.payload, chained.history)
             finally:
                 self._held.pop(current.id, None)
 
     async def _step(
-        self, leased: Leased, payload: StepPayload, history: History | None, checked: bool
+        self, leased: Leased, payload: StepPayload, history: History | None
     ) -> Chained | None:
         step = self.steps[payload.step]
         extra = {"run_id": payload.run_id, "step": step.name, "position": payload.position}
@@ -321,7 +319,7 @@ class AsyncWorker:
         )
         began = time.monotonic()
         chained = await execute_step(
-            self.aq, leased, payload, step, self.resources, self.continuation, history, checked
+            self.aq, leased, payload, step, self.resources, self.continuation, history
         )
         log.info(
             "run %s step %s@%d: handled in %.3fs",
