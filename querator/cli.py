@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -215,6 +216,13 @@ def _show(run: RunInfo) -> None:
         fields["error"] = f"{run.error_type}: {run.error_message}"
     for key, value in fields.items():
         typer.echo(f"{key + ':':<10}{value}")
+    if run.in_progress:
+        typer.echo("in progress:")
+        rows = [["POS", "ATTEMPT", "UPDATED", "PROGRESS"]]
+        for p in run.in_progress:
+            rows.append([str(p.position), str(p.attempt), _when(p.updated_at)])
+            rows[-1].append(json.dumps(p.progress, separators=(",", ":")))
+        _table(rows)
     if not run.steps:
         return
     typer.echo("steps:")

@@ -22,6 +22,7 @@ from querator.workflows.layout import (
     compensating_key,
     meta_key,
 )
+from querator.workflows.progress import report_progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -113,6 +114,8 @@ class StageWatch(threading.Thread):
         self.stage.progress = snapshot
         if snapshot and snapshot != self._last_snapshot:
             self._last_snapshot = snapshot
+            if self.ctx is not None:
+                report_progress({"spark_stages": snapshot}, context=self.ctx)
             for s in snapshot:
                 log.info(
                     "run %s step %s: spark job %d stage %d %s: %d/%d tasks (%d active, %d failed)",

@@ -32,6 +32,7 @@ from querator.workflows.errors import (
     WorkflowTimeout,
 )
 from querator.workflows.functions import StepFunction, WorkflowFunction, step, workflow
+from querator.workflows.progress import areport_progress, report_progress
 from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
 from querator.workflows.saga import SagaFunction, saga
@@ -73,6 +74,7 @@ __all__ = [
     "WorkflowFunction",
     "WorkflowTimeout",
     "agather",
+    "areport_progress",
     "asleep",
     "asleep_until",
     "delete_schedule",
@@ -80,6 +82,7 @@ __all__ = [
     "get_schedule",
     "list_schedules",
     "pause_schedule",
+    "report_progress",
     "resume_schedule",
     "saga",
     "schedule",

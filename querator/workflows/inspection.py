@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import get_args
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,13 +31,16 @@ from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count
 from querator.workflows.compensation import saga_statuses
 from querator.workflows.layout import (
+    PROGRESS_SLOTS,
     RECORD_KIND,
     RESULTS_QUEUE,
+    ProgressRecord,
     RunMeta,
     RunRecord,
     StepRecord,
     cancel_key,
     meta_key,
+    progress_key,
     result_key,
     step_key,
 )
@@ -46,6 +49,7 @@ from querator.workflows.runs import RunStatus
 __all__ = [
     "RunInfo",
     "StepInfo",
+    "StepProgress",
     "get_run",
     "get_run_async",
     "list_runs",
@@ -62,6 +66,16 @@ META_SUFFIX = "/meta"
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepProgress(_Frozen):
+    """The last progress a step call reported (``report_progress``)."""
+
+    position: int
+    attempt: int
+    """The attempt that reported it."""
+    updated_at: datetime
+    progress: dict[str, Any]
 
 
 class StepInfo(_Frozen):
@@ -83,6 +97,8 @@ class StepInfo(_Frozen):
     """The exception's type name, when not ``ok``."""
     error_message: str | None = None
     """The exception's message, when not ``ok``."""
+    progress: StepProgress | None = None
+    """The last progress the step reported, if it reported any."""
 
 
 class RunInfo(_Frozen):
@@ -112,6 +128,9 @@ class RunInfo(_Frozen):
     """The run fails once replayed past this instant (``timeout=``)."""
     steps: tuple[StepInfo, ...] = ()
     """The step calls that ended, by position (empty in :func:`list_runs`)."""
+    in_progress: tuple[StepProgress, ...] = ()
+    """Step calls without an outcome yet that reported progress, by position
+    (empty in :func:`list_runs`)."""
 
 
 def run_status(record: RunRecord | None) -> RunStatus:
@@ -229,22 +248,53 @@ async def list_runs_async(
     return runs
 
 
-async def _steps(aq: AsyncQuerator, run_id: str) -> tuple[StepInfo, ...]:
+async def _steps(
+    aq: AsyncQuerator, run_id: str
+) -> tuple[tuple[StepInfo, ...], tuple[StepProgress, ...]]:
+    """Ended step calls, and the progress of those not ended, by position."""
     steps: list[StepInfo] = []
+    running: list[StepProgress] = []
     start = 0
     while True:
-        keys = {step_key(run_id, i): i for i in range(start, start + STEP_WINDOW)}
-        found = await aq.lookup(RESULTS_QUEUE, list(keys))
+        window = range(start, start + STEP_WINDOW)
+        keys = [step_key(run_id, i) for i in window]
+        keys += [progress_key(run_id, i, slot) for i in window for slot in PROGRESS_SLOTS]
+        found = await aq.lookup(RESULTS_QUEUE, keys)
         if not found:
-            return tuple(steps)
-        for key, position in keys.items():
-            if key in found:
-                record = StepRecord.model_validate_json(found[key].payload)
-                steps.append(_step_info(position, record))
+            return tuple(steps), tuple(running)
+        for position in window:
+            progress = _progress(
+                position,
+                [
+                    found[k]
+                    for s in PROGRESS_SLOTS
+                    if (k := progress_key(run_id, position, s)) in found
+                ],
+            )
+            item = found.get(step_key(run_id, position))
+            if item is not None:
+                record = StepRecord.model_validate_json(item.payload)
+                steps.append(_step_info(position, record, progress))
+            elif progress is not None:
+                running.append(progress)
         start += STEP_WINDOW
 
 
-def _step_info(position: int, record: StepRecord) -> StepInfo:
+def _progress(position: int, items: list[StoredItem]) -> StepProgress | None:
+    """The newest of a step's progress records, if any."""
+    records = [ProgressRecord.model_validate_json(item.payload) for item in items]
+    if not records:
+        return None
+    record = max(records, key=lambda r: r.seq)
+    return StepProgress(
+        position=position,
+        attempt=record.attempt,
+        updated_at=record.updated_at,
+        progress=record.progress,
+    )
+
+
+def _step_info(position: int, record: StepRecord, progress: StepProgress | None) -> StepInfo:
     return StepInfo(
         position=position,
         step=record.step,
@@ -254,6 +304,7 @@ def _step_info(position: int, record: StepRecord) -> StepInfo:
         result=record.result,
         error_type=record.error.type if record.error else None,
         error_message=record.error.message if record.error else None,
+        progress=progress,
     )
 
 
@@ -274,7 +325,8 @@ async def get_run_async(aq: AsyncQuerator, run_id: str) -> RunInfo:
     [info] = await _with_saga_status(
         aq, [_run_info(run_id, meta, record, cancel_key(run_id) in found)]
     )
-    return info.model_copy(update={"steps": await _steps(aq, run_id)})
+    steps, running = await _steps(aq, run_id)
+    return info.model_copy(update={"steps": steps, "in_progress": running})
 
 
 def list_runs(

@@ -7,6 +7,8 @@
 - step queue: step items (kind ``querator.step``), ``dedup_key``
   ``{run}/{position}/step`` (``{run}/{position}/step/d{n}`` after the n-th deferral).
 - results queue: ``{run}/cancel`` once cancellation was asked for.
+- results queue: ``{run}/{position}/progress/a`` and ``/b``: a step's last
+  progress report (the newer of the two; reports alternate between them).
 - sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
   (compensation records, ``{run}/c{k}/r{round}`` after re-drives),
   ``{run}/cfailed/{g}``, ``{run}/redrive/{g}``, ``{run}/aborted``; compensation
@@ -20,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -127,6 +129,18 @@ class RunRecord(_Model):
     """True for the runs of a ``@saga`` (their ``result()`` raises ``SagaFailed``)."""
 
 
+class ProgressRecord(_Model):
+    """``{run}/{position}/progress``: the last progress a step call reported."""
+
+    attempt: int
+    """The attempt that reported it (1-based, deferrals included)."""
+    seq: int = 0
+    """Reports of the step call so far, minus one: the newest record wins."""
+    progress: dict[str, Any]
+    """What the step reported (JSON)."""
+    updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
 class WakePayload(_Model):
     """A wake task: replay ``run_id``."""
 
@@ -224,6 +238,14 @@ def meta_key(run_id: str) -> str:
 
 def step_key(run_id: str, position: int) -> str:
     return f"{run_id}/{position}"
+
+
+PROGRESS_SLOTS = ("a", "b")
+"""A step's progress alternates between two records, so a reader always finds one."""
+
+
+def progress_key(run_id: str, position: int, slot: str) -> str:
+    return f"{run_id}/{position}/progress/{slot}"
 
 
 def result_key(run_id: str) -> str:

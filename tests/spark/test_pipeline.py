@@ -24,6 +24,7 @@ from querator.spark import (
 )
 from querator.spark.storage import commit, staging_root
 from querator.workflows import RunHandle, StepFailed, WorkflowFailed, start
+from querator.workflows.inspection import get_run
 
 from .conftest import RunWorker
 from .flows import (
@@ -113,11 +114,17 @@ def test_long_stage_keeps_its_lease_and_reports_progress(
     root = str(tmp_path)
     with spark_worker([t_slow_flow, t_slow]):
         # 4 s of Spark work under a 1.5 s lease: only renewals keep it
-        assert start(sq, t_slow_flow, root, 4.0).result(timeout=60) == 2
+        run = start(sq, t_slow_flow, root, 4.0)
+        assert run.result(timeout=60) == 2
     assert counts(root, "slow") == 1  # never leased twice
     progress = [r.getMessage() for r in caplog.records if "tasks (" in r.getMessage()]
     assert progress, "no Spark progress was logged"
     assert any("step t.slow: spark job" in line for line in progress)
+    # ... and stored as the step's progress (what `querator runs show` prints)
+    [stage] = [s for s in get_run(sq, run.run_id).steps if s.step == "t.slow"]
+    assert stage.progress is not None
+    [*_, last] = stage.progress.progress["spark_stages"]
+    assert {"job", "stage", "tasks", "completed"} <= set(last)
 
 
 def _wait_for(pred: Any, timeout: float = 60.0) -> None:

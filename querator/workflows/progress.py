@@ -1,0 +1,116 @@
+"""Step progress: a running step reports how far it got; inspection shows it.
+
+The last report of a step call is the newer of two records,
+``{run}/{position}/progress/a`` and ``/b``
+(:class:`~querator.workflows.layout.ProgressRecord`): each report is written
+into the slot that does not hold the newest one, then the other is deleted, so
+a reader always finds one. Best effort (a report racing another one may be dropped), never part
+of the step's outcome, and kept after the step ends (``get_run`` shows it).
+
+```python
+@step
+def load(paths: list[str]) -> int:
+    for i, path in enumerate(paths):
+        ...
+        report_progress({"done": i + 1, "of": len(paths)})
+    return len(paths)
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import anyio.from_thread
+
+from querator.errors import Conflict, InvalidArgument, QueratorError, UsageError
+from querator.workflows.execute import CURRENT_STEP, StepContext
+from querator.workflows.layout import (
+    PROGRESS_SLOTS,
+    RESULTS_QUEUE,
+    ProgressRecord,
+    progress_key,
+    record_item,
+)
+
+__all__ = ["areport_progress", "report_progress"]
+
+log = logging.getLogger("querator.workflows")
+
+MAX_PROGRESS_BYTES = 16 * 1024
+"""The largest progress report accepted (as JSON)."""
+
+
+def _context() -> StepContext:
+    ctx = CURRENT_STEP.get()
+    if ctx is None:
+        raise UsageError("report_progress() is for code running inside a step of a worker")
+    return ctx
+
+
+def _record(ctx: StepContext, progress: Mapping[str, Any]) -> ProgressRecord:
+    if not isinstance(progress, Mapping):
+        raise InvalidArgument("progress", f"must be a mapping, got {type(progress).__name__}")
+    try:
+        size = len(json.dumps(dict(progress)))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument("progress", f"must be JSON: {exc}") from exc
+    if size > MAX_PROGRESS_BYTES:
+        raise InvalidArgument("progress", f"must be at most {MAX_PROGRESS_BYTES} bytes of JSON")
+    return ProgressRecord(attempt=ctx.attempt, progress=dict(progress))
+
+
+async def _store(ctx: StepContext, record: ProgressRecord) -> None:
+    try:
+        await _replace(ctx, record)
+    except QueratorError as exc:  # progress is best effort: the step goes on
+        log.warning("run %s step %s: progress not stored: %s", ctx.run_id, ctx.step, exc)
+
+
+async def _replace(ctx: StepContext, record: ProgressRecord) -> None:
+    """Write the report into the slot not holding the newest one, then drop the
+    other: a reader finds at least one record at every instant."""
+    keys = [progress_key(ctx.run_id, ctx.position, slot) for slot in PROGRESS_SLOTS]
+    found = await ctx.aq.lookup(RESULTS_QUEUE, keys)
+    held = sorted(
+        (ProgressRecord.model_validate_json(found[key].payload).seq, key)
+        for key in keys
+        if key in found
+    )
+    if len(held) == 2:  # a report was cut short: keep the newest only
+        await _delete(ctx, found[held[0][1]].id)
+        held = held[1:]
+    target = keys[0] if not held or held[0][1] != keys[0] else keys[1]
+    seq = held[0][0] + 1 if held else 0
+    stored = record.model_copy(update={"seq": seq})
+    await ctx.aq.produce(RESULTS_QUEUE, [record_item(target, stored, ctx.run_id)])
+    if held:
+        await _delete(ctx, found[held[0][1]].id)
+
+
+async def _delete(ctx: StepContext, item_id: str) -> None:
+    with contextlib.suppress(Conflict):  # removed meanwhile by another report
+        await ctx.aq.delete_items(RESULTS_QUEUE, [item_id])
+
+
+async def areport_progress(progress: Mapping[str, Any]) -> None:
+    """Store ``progress`` (a JSON mapping, at most 16 KiB) as the running step
+    call's latest progress, in an async step. See :func:`report_progress`."""
+    ctx = _context()
+    await _store(ctx, _record(ctx, progress))
+
+
+def report_progress(progress: Mapping[str, Any], *, context: StepContext | None = None) -> None:
+    """Store ``progress`` (a JSON mapping, at most 16 KiB) as the running step
+    call's latest progress, replacing its previous report; ``get_run`` and
+    ``querator runs show`` show it. For sync steps (they run in worker threads)
+    and threads they start with ``contextvars.copy_context()``, or any thread
+    given the step's ``context`` (``CURRENT_STEP.get()`` in the step); raises
+    :class:`~querator.errors.UsageError` outside a step."""
+    ctx = context if context is not None else _context()
+    record = _record(ctx, progress)
+    anyio.from_thread.run(_store, ctx, record, token=ctx.token)
