@@ -8,6 +8,7 @@ import secrets
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable
 from types import FrameType
 from typing import Any
@@ -105,6 +106,10 @@ class AsyncWorker:
         )
         self.poll_timeout = poll_timeout
         self.shutdown_grace = check_duration("shutdown_grace", shutdown_grace, allow_zero=True)
+        self.counts: Counter[str] = Counter()
+        """Items since this worker was made: ``leased`` from its queues, and
+        ``handed_over``: step items it produced leased to itself and ran at once
+        (see :mod:`querator.workflows.continuation`)."""
         self._in_flight = 0
         self._held: dict[str, Leased] = {}
         self._stop_requested = False
@@ -259,6 +264,7 @@ class AsyncWorker:
                 log.exception("worker %s: lease from %s failed; retrying", self.client_id, queue)
                 await anyio.sleep(1.0)
                 continue
+            self.counts["leased"] += len(batch)
             for leased in batch:
                 self._in_flight += 1
                 self._held[leased.id] = leased
@@ -296,6 +302,7 @@ class AsyncWorker:
             raise Poison(f"unknown item kind {leased.kind!r}")
         # The run's next step, produced leased to this worker: run it in this slot.
         while chained is not None:
+            self.counts["handed_over"] += 1
             current = chained.leased
             self._held[current.id] = current
             try:
