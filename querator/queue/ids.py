@@ -9,6 +9,7 @@ number in that partition (its FIFO tie-breaker).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
@@ -39,3 +40,14 @@ def parse_id(item_id: object) -> ItemAddress | None:
         return None
     queue_id, partition, seq = found.groups()
     return ItemAddress(int(queue_id), int(partition), int(seq))
+
+
+def seqs_by_partition(item_ids: Iterable[str]) -> dict[int, list[int]]:
+    """The sequence numbers of ``item_ids`` (ids querator made) per partition."""
+    grouped: dict[int, list[int]] = {}
+    for item_id in item_ids:
+        address = parse_id(item_id)
+        if address is None:
+            raise ValueError(f"not an item id: {item_id!r}")
+        grouped.setdefault(address.partition, []).append(address.seq)
+    return grouped

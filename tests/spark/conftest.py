@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from worker_threads import serving
 
 from querator import Querator
 from querator.spark import SparkResource
@@ -39,17 +39,8 @@ def sq(tmp_path: Path) -> Iterator[Querator]:
 def spark_worker(sq: Querator, spark_resource: SparkResource) -> RunWorker:
     """``with spark_worker([fns...]) as worker:`` — a Worker served by a thread."""
 
-    @contextmanager
-    def running(functions: list[Any], **options: Any) -> Iterator[Worker]:
+    def running(functions: list[Any], **options: Any) -> AbstractContextManager[Worker]:
         options.setdefault("resources", {"spark": spark_resource})
-        worker = Worker(sq, functions, poll_timeout=0.5, concurrency=4, **options)
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        try:
-            yield worker
-        finally:
-            worker.stop()
-            thread.join(timeout=30)
-            assert not thread.is_alive(), "worker did not stop"
+        return serving(Worker(sq, functions, poll_timeout=0.5, concurrency=4, **options))
 
     return running

@@ -5,13 +5,13 @@ stages never start one (only the submitted jobs run Spark)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 from polling import wait_for
+from worker_threads import serving
 
 from querator import Querator
 from querator.spark import (
@@ -47,17 +47,8 @@ def _rows(path: Path) -> list[tuple[int, int]]:
     return sorted((r["id"], r["twice"]) for r in pq.read_table(str(path)).to_pylist())
 
 
-@contextmanager
-def _worker(sq: Querator, resource: SparkResource) -> Iterator[Worker]:
-    worker = Worker(sq, SUBMIT, poll_timeout=0.5, resources={"spark": resource})
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "worker did not stop"
+def _worker(sq: Querator, resource: SparkResource) -> AbstractContextManager[Worker]:
+    return serving(Worker(sq, SUBMIT, poll_timeout=0.5, resources={"spark": resource}))
 
 
 @pytest.fixture

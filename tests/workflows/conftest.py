@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
+from worker_threads import serving
 
 from querator import Querator
 from querator.workflows import Worker
@@ -28,16 +28,7 @@ def _reset_counters() -> None:
 def run_worker(q: Querator) -> RunWorker:
     """``with run_worker([fns...]) as worker:`` — a Worker served by a thread."""
 
-    @contextmanager
-    def running(functions: list[Any], **options: Any) -> Iterator[Worker]:
-        worker = Worker(q, functions, poll_timeout=1.0, **options)
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        try:
-            yield worker
-        finally:
-            worker.stop()
-            thread.join(timeout=15)
-            assert not thread.is_alive(), "worker did not stop"
+    def running(functions: list[Any], **options: Any) -> AbstractContextManager[Worker]:
+        return serving(Worker(q, functions, poll_timeout=1.0, **options), join_timeout=15)
 
     return running

@@ -3,7 +3,7 @@ to the same worker, already leased (see ``querator.workflows.continuation``)."""
 
 from __future__ import annotations
 
-import threading
+from worker_threads import serving
 
 from querator import Querator
 from querator.workflows import Worker, start, step, workflow
@@ -41,16 +41,10 @@ def test_a_linear_run_takes_one_lease(q: Querator, run_worker: RunWorker) -> Non
 def test_steps_of_another_pool_go_through_their_queue(q: Querator, run_worker: RunWorker) -> None:
     """The workflow's worker does not serve the step's queue: it dispatches the
     step items there (no hand-over), and the pool's worker wakes the run."""
-    pool = Worker(q, [pooled], poll_timeout=1.0)
-    thread = threading.Thread(target=pool.run, daemon=True)
-    thread.start()
-    try:
-        with run_worker([through_pool]) as flows:
-            run = start(q, through_pool, 1)
-            assert run.result(timeout=20) == 3
-    finally:
-        pool.stop()
-        thread.join(timeout=15)
+    pool_worker = serving(Worker(q, [pooled], poll_timeout=1.0))
+    with pool_worker as pool, run_worker([through_pool]) as flows:
+        run = start(q, through_pool, 1)
+        assert run.result(timeout=20) == 3
     assert flows.worker.counts["handed_over"] == 0
     assert pool.worker.counts["handed_over"] == 0
     assert pool.worker.counts["leased"] == 2

@@ -13,7 +13,7 @@ from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import Conn, dead_letter, insert_items, notify
-from querator.queue.ids import parse_id
+from querator.queue.ids import seqs_by_partition
 from querator.queue.models import Leased, QueueInfo, TransactResult
 
 T = TypeVar("T")
@@ -122,11 +122,7 @@ async def _claim(
     conn: Conn, names: q.Names, queue: QueueInfo, ids: list[str], client_id: str
 ) -> list[Leased | None]:
     """Lease the just-produced ``ids`` that are leasable now; None for the others."""
-    by_partition: dict[int, list[int]] = {}
-    for item_id in ids:
-        address = parse_id(item_id)
-        assert address is not None
-        by_partition.setdefault(address.partition, []).append(address.seq)
+    by_partition = seqs_by_partition(ids)
     found: dict[str, Leased] = {}
     for partition, seqs in sorted(by_partition.items()):
         table = names.partition(queue.queue_id, partition)

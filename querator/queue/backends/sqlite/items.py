@@ -35,7 +35,7 @@ from querator.queue.backends.sqlite.rows import (
     stored_item,
 )
 from querator.queue.backends.sqlite.schema import partition_table
-from querator.queue.ids import format_id, parse_id
+from querator.queue.ids import format_id, seqs_by_partition
 from querator.queue.models import Leased, PartitionStats, QueueInfo, StoredItem
 
 __all__ = [
@@ -137,11 +137,7 @@ def lease(txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int
 
 def claim(txn: Txn, queue: QueueInfo, ids: Sequence[str], client_id: str) -> list[Leased | None]:
     """Lease the just-produced ``ids`` that are leasable now; None for the others."""
-    by_partition: dict[int, list[int]] = {}
-    for item_id in ids:
-        address = parse_id(item_id)
-        assert address is not None
-        by_partition.setdefault(address.partition, []).append(address.seq)
+    by_partition = seqs_by_partition(ids)
     found: dict[str, Leased] = {}
     now = txn.now
     for partition, seqs in sorted(by_partition.items()):
