@@ -85,6 +85,7 @@ class AsyncQuerator(QueueAdmin):
         """Queue -> the wakeup ticket under which a lease of it came back short."""
         self._spreader = Spreader()
         self._tasks: TaskGroup | None = None
+        self._listening = False
 
     # -- lifecycle ----------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -107,8 +108,7 @@ class AsyncQuerator(QueueAdmin):
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks = tasks
-        if self._notified:
-            tasks.start_soon(self._listen_forever)
+        self._listening = False
         tasks.start_soon(self._maintain_forever)
 
     async def close(self) -> None:
@@ -125,10 +125,19 @@ class AsyncQuerator(QueueAdmin):
             raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
         return self._backend
 
+    def _listen(self) -> None:
+        """Start the wakeup listener, the first time this client waits: a client
+        that never waits (a producer) holds no listening connection and is not
+        woken by its own notifications."""
+        if self._listening or not self._notified or self._tasks is None:
+            return
+        self._listening = True
+        self._tasks.start_soon(self._listen_forever)
+
     async def _listen_forever(self) -> None:
         while True:
             try:
-                await self._backend.listen(self._board.wake)
+                await self._backend.listen(self._board.wake, self._board.wake_all)
             except Exception:
                 log.exception("querator: wakeup listener failed; retrying in 1s")
             self._board.wake_all()
@@ -202,6 +211,7 @@ class AsyncQuerator(QueueAdmin):
                 backoff = min(backoff * 2, 0.5) if due_in <= 0 else 0.005
                 if due_in <= 0:
                     self._drained.pop(queue, None)
+            self._listen()
             woken = await wait_for_wake(ticket, wait)
             if not woken:
                 self._drained.pop(queue, None)  # a timer: look again
@@ -228,7 +238,9 @@ class AsyncQuerator(QueueAdmin):
         the look and the wait is not missed. Waiting issues no statement.
         """
         self._require_open()
-        return Watch(self._board, check_name("queue", queue), self._wait_cap)
+        watch = Watch(self._board, check_name("queue", queue), self._wait_cap)
+        self._listen()
+        return watch
 
     async def complete(self, queue: str, items: Sequence[RefLike]) -> None:
         """Finish leased items: they leave the queue. All or nothing."""

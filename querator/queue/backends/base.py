@@ -168,10 +168,13 @@ class Backend(Protocol):
     async def close(self) -> None:
         """Release connections; the store keeps its data."""
 
-    async def listen(self, on_wake: WakeCallback) -> None:
+    async def listen(self, on_wake: WakeCallback, on_ready: Callable[[], None]) -> None:
         """Deliver wakeups from other clients until cancelled.
 
-        Runs as a background task of the service. Returns at once (or sleeps
+        Runs as a background task of the service, started when a client first
+        waits. ``on_ready()`` is called each time delivery starts (and after a
+        reconnection): a wakeup sent before it may have been missed, so the
+        service wakes every waiter to look again. Returns at once (or sleeps
         forever) when the store has no cross-process wakeups.
         """
 

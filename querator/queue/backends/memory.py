@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -106,8 +106,9 @@ class MemoryBackend:
     async def close(self) -> None:
         """Nothing to release; data stays until the object is dropped."""
 
-    async def listen(self, on_wake: WakeCallback) -> None:
+    async def listen(self, on_wake: WakeCallback, on_ready: Callable[[], None]) -> None:
         """No other processes share this store: wait until cancelled."""
+        on_ready()
         await anyio.sleep_forever()
 
     # -- queues -------------------------------------------------------------

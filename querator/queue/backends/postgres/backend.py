@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -114,9 +114,9 @@ class PostgresBackend:
         if pool is not None:
             await pool.close()
 
-    async def listen(self, on_wake: WakeCallback) -> None:
+    async def listen(self, on_wake: WakeCallback, on_ready: Callable[[], None]) -> None:
         """Deliver NOTIFY wakeups from a dedicated connection until cancelled."""
-        await listen_forever(self._conninfo, self._names, on_wake)
+        await listen_forever(self._conninfo, self._names, on_wake, on_ready)
 
     # -- plumbing -------------------------------------------------------------
 

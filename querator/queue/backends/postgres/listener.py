@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import anyio
@@ -19,11 +20,13 @@ IDLE_CHECK: Final = 30.0
 """Seconds without a notification after which the connection is pinged."""
 
 
-async def listen_forever(conninfo: str, names: q.Names, on_wake: WakeCallback) -> None:
-    """Call ``on_wake(queue_name)`` for each notification until cancelled.
-
-    Notifications sent while the connection is down are lost; the service's
-    timeouts cover them, so nothing is invented on reconnection.
+async def listen_forever(
+    conninfo: str, names: q.Names, on_wake: WakeCallback, on_ready: Callable[[], None]
+) -> None:
+    """Call ``on_wake(queue_name)`` for each notification until cancelled, and
+    ``on_ready()`` each time LISTEN is in place (notifications sent while the
+    connection was down or not yet listening are lost: the service then has
+    every waiter look again).
     """
     delay = MIN_BACKOFF
     while True:
@@ -36,6 +39,7 @@ async def listen_forever(conninfo: str, names: q.Names, on_wake: WakeCallback) -
         try:
             await conn.execute(q.LISTEN.format(channel=sql.Identifier(names.channel)))
             delay = MIN_BACKOFF
+            on_ready()
             await _deliver(conn, on_wake)
         except psycopg.Error:
             pass

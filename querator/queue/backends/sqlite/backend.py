@@ -88,9 +88,9 @@ class SqliteBackend:
             await anyio.to_thread.run_sync(store.engine.dispose)
         self._wakeup.close()
 
-    async def listen(self, on_wake: WakeCallback) -> None:
+    async def listen(self, on_wake: WakeCallback, on_ready: Callable[[], None]) -> None:
         """Deliver wakeups from other processes until cancelled (returns at once without)."""
-        await self._wakeup.listen(on_wake)
+        await self._wakeup.listen(on_wake, on_ready)
 
     # -- queues -------------------------------------------------------------
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:

@@ -17,7 +17,7 @@ import secrets
 import socket
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import anyio
 
@@ -117,12 +117,14 @@ class Wakeup:
             raise
         return sock, path
 
-    async def listen(self, on_wake: WakeCallback) -> None:
-        """Call ``on_wake(name)`` for each wakeup received, until cancelled."""
+    async def listen(self, on_wake: WakeCallback, on_ready: Callable[[], None]) -> None:
+        """Call ``on_wake(name)`` for each wakeup received, until cancelled;
+        ``on_ready()`` once the socket is bound (senders see it from then on)."""
         if not self.supported:
             return
         sock, path = self._bind()
         self._own.add(path)
+        on_ready()
         try:
             while True:
                 await anyio.wait_readable(sock)
