@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 import anyio
 
@@ -92,8 +92,19 @@ def gather(handles: Iterable[StepHandle[T]]) -> list[T]:
     return ctx.gather(members)
 
 
-async def agather(handles: Iterable[StepHandle[T]]) -> list[T]:
-    """:func:`gather` for async workflow bodies (``await agather(handles)``)."""
+@overload
+async def agather(
+    handles: Iterable[StepHandle[Coroutine[Any, Any, T]]],
+) -> list[T]: ...
+
+
+@overload
+async def agather(handles: Iterable[StepHandle[T]]) -> list[T]: ...
+
+
+async def agather(handles: Iterable[StepHandle[Any]]) -> list[Any]:
+    """:func:`gather` for async workflow bodies (``await agather(handles)``); the
+    handles of async steps give their awaited results."""
     members = list(handles)
     if CURRENT.get() is None:
         return [await h.value if inspect.iscoroutine(h.value) else h.value for h in members]
