@@ -109,3 +109,15 @@ def test_client_id_is_required_and_checked(q: Querator, qname: str) -> None:
     with pytest.raises(InvalidArgument, match="produce_leased"):
         q.transact(produce_leased={qname: []}, client_id="me")
     assert q.stats(qname).total == 0
+
+
+def test_items_of_every_partition_come_back_leased_in_order(q: Querator, qname: str) -> None:
+    make_queue(q, qname, partitions=4)
+    batch = [Item(payload=str(n).encode(), partition_key=f"k{n}") for n in range(12)]
+    batch.append(Item(payload=b"keyed", dedup_key="d1", partition_key="k3"))
+    result = q.transact(produce_leased={qname: batch}, client_id="me")
+    got = result.leased[qname]
+    assert all(item is not None for item in got)
+    assert [item.payload for item in got if item is not None] == [i.payload for i in batch]
+    assert len({item.partition for item in got if item is not None}) > 1
+    assert q.stats(qname).leased == 13

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg import AsyncConnection, sql
 
 from querator.errors import Unavailable
 from querator.queue.backends.base import InsertPlan, NewItem
+from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.ids import format_id
-from querator.queue.models import QueueInfo
+from querator.queue.models import Leased, QueueInfo
 
 Conn = AsyncConnection[Any]
 """A connection from the pool (tuple rows)."""
@@ -28,20 +29,34 @@ async def insert_items(
     items: Sequence[NewItem],
     *,
     notify: bool = True,
+    leased_to: str | None = None,
+    leased: dict[str, Leased] | None = None,
 ) -> list[str]:
     """Insert items into their partitions; returns ids in input order.
 
     A dedup key held by an item of the partition returns that item's id; a key
     repeated within ``items`` maps to its first occurrence's id. With
     ``notify``, the queue's listeners are woken at commit (by the same statement).
+    With ``leased_to``, each inserted item that is due now is inserted already
+    leased to that client and added to ``leased`` by id (dedup hits are not).
     """
     ids: list[str | None] = [None] * len(items)
     plan = InsertPlan.of(items)
     woken = not notify
+    lease = None if leased_to is None else _Lease(leased_to, {} if leased is None else leased)
     for partition, pending in sorted(plan.by_partition.items()):
-        await _insert_partition(conn, names, queue, partition, items, pending, ids, not woken)
+        await _insert_partition(
+            conn, names, queue, partition, items, pending, ids, not woken, lease
+        )
         woken = True
     return plan.ids_in_order(ids)
+
+
+class _Lease(NamedTuple):
+    """Who inserted items are leased to, and where the leased records go."""
+
+    client_id: str
+    leased: dict[str, Leased]
 
 
 async def _insert_partition(
@@ -53,25 +68,32 @@ async def _insert_partition(
     pending: list[int],
     ids: list[str | None],
     notify: bool,
+    lease: _Lease | None = None,
 ) -> None:
     """Insert ``items[i] for i in pending`` into one partition, filling ``ids``."""
     table = names.partition(queue.queue_id, partition)
     for _ in range(_DEDUP_ROUNDS):
         chunk = [items[i] for i in pending]
-        params = {
-            **_insert_params(queue, chunk),
-            "channel": names.channel,
-            "queue": queue.name,
-            "notify": notify,
-        }
-        cur = await conn.execute(q.INSERT_ITEMS.format(table=table), params)
-        inserted = [row for row in await cur.fetchall() if row[0] >= 0]
-        new_keys = {key for _, key in inserted if key is not None}
+        params = _insert_params(queue, chunk)
+        if lease is None:
+            params.update(channel=names.channel, queue=queue.name, notify=notify)
+            statement = q.INSERT_ITEMS.format(table=table)
+        else:
+            params.update(
+                client_id=lease.client_id, lease_timeout=float(queue.settings.lease_timeout)
+            )
+            statement = q.INSERT_LEASED.format(table=table, columns=q.ITEM_COLUMNS)
+        cur = await conn.execute(statement, params)
+        inserted = sorted((row for row in await cur.fetchall() if row[0] >= 0), key=_seq)
+        new_keys = {row[1] for row in inserted if row[1] is not None}
         placed = [
             i for i in pending if items[i].dedup_key is None or items[i].dedup_key in new_keys
         ]
-        for index, (seq, _) in zip(placed, sorted(inserted), strict=True):
-            ids[index] = format_id(queue.queue_id, partition, seq)
+        for index, row in zip(placed, inserted, strict=True):
+            ids[index] = format_id(queue.queue_id, partition, row[0])
+            if lease is not None and row[_CLIENT_ID] is not None:
+                record = rows.item(Leased, queue, partition, row[2:])
+                lease.leased[record.id] = record
         held = {items[i].dedup_key: i for i in pending if ids[i] is None}
         if not held:
             return
@@ -82,6 +104,14 @@ async def _insert_partition(
         if not pending:
             return
     raise Unavailable("dedup keys kept changing hands during produce; try again")
+
+
+def _seq(row: Sequence[Any]) -> int:
+    return int(row[0])
+
+
+_CLIENT_ID = 2 + 4
+"""Where an :data:`INSERT_LEASED` row holds ``client_id`` (after seq and dedup_key)."""
 
 
 async def insert_unkeyed(

@@ -235,6 +235,37 @@ UNION ALL SELECT -1, NULL FROM woken
 With ``notify`` it also wakes the queue's listeners (at commit), which adds one
 ``(-1, NULL)`` row."""
 
+INSERT_LEASED: Final = sql.SQL(
+    """
+WITH v AS (
+    SELECT v.*, (v.available_at IS NULL OR v.available_at <= now()) AS due
+    FROM unnest(%(payload)b::bytea[], %(kind)s::text[], %(encoding)s::text[],
+                %(reference)s::text[], %(headers)s::text[], %(available_at)s::timestamptz[],
+                %(dedup_key)s::text[])
+         WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at,
+                              dedup_key, ord)
+)
+INSERT INTO {table} AS t
+    (version, available_at, lease_deadline, client_id, attempts, expire_at, payload, kind,
+     encoding, reference, headers, dedup_key)
+SELECT 1,
+       CASE WHEN v.due THEN now() + make_interval(secs => %(lease_timeout)s::float8)
+            ELSE v.available_at END,
+       CASE WHEN v.due THEN now() + make_interval(secs => %(lease_timeout)s::float8) END,
+       CASE WHEN v.due THEN %(client_id)s END,
+       CASE WHEN v.due THEN 1 ELSE 0 END,
+       now() + make_interval(secs => %(expire_timeout)s::float8),
+       v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key
+FROM v
+ORDER BY v.ord
+ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+RETURNING t.seq, t.dedup_key, {columns}
+"""
+)
+"""Inserts items like :data:`INSERT_ITEMS`, each one due now already leased to
+``client_id`` (``produce_leased``); returns the inserted rows whole.
+Held dedup keys are skipped (the caller claims those items separately)."""
+
 INSERT_BRANCH: Final = sql.SQL(
     """
 {name} AS (

@@ -109,8 +109,17 @@ async def run_transact(
             raise QueueNotFound(name)
         assert plan.client_id is not None
         with driver_errors(name):
-            ids = await insert_items(conn, names, info, items, notify=False)
-            found = await _claim(conn, names, info, ids, plan.client_id)
+            fresh: dict[str, Leased] = {}
+            ids = await insert_items(
+                conn, names, info, items, notify=False, leased_to=plan.client_id, leased=fresh
+            )
+            held = [item_id for item_id in dict.fromkeys(ids) if item_id not in fresh]
+            if held:  # dedup hits (and items scheduled later): lease what is leasable
+                claimed = await _claim(conn, names, info, held, plan.client_id)
+                for item_id, item in zip(held, claimed, strict=True):
+                    if item is not None:
+                        fresh[item_id] = item
+            found = [fresh.get(item_id) for item_id in ids]
         leased.setdefault(name, []).extend(found)
         if None in found:
             wake.add(name)
