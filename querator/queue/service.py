@@ -108,7 +108,6 @@ class AsyncQuerator(QueueAdmin):
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks = tasks
-        self._listening = False
         tasks.start_soon(self._maintain_forever)
 
     async def close(self) -> None:
