@@ -3,10 +3,12 @@ to the same worker, already leased (see ``querator.workflows.continuation``)."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from worker_threads import serving
 
 from querator import Querator
-from querator.workflows import Worker, start, step, workflow
+from querator.workflows import Worker, gather, start, step, workflow
 
 from .conftest import RunWorker
 from .flows import CALLS, Order, charge, checkout, count_call, reserve, ship
@@ -49,3 +51,38 @@ def test_steps_of_another_pool_go_through_their_queue(q: Querator, run_worker: R
     assert pool.worker.counts["handed_over"] == 0
     assert pool.worker.counts["leased"] == 2
     assert CALLS["pooled:1"] == 1 and CALLS["pooled:2"] == 1
+
+
+@step(name="t.once")
+def once(key: str) -> str:
+    count_call(key)
+    return key
+
+
+@workflow(name="t.fan_and_line")
+def fan_and_line(run: str) -> list[str]:
+    first = once(f"{run}/a")
+    middle = gather([once.spawn(f"{run}/b{i}") for i in range(3)])
+    return [first, *middle, once(f"{run}/z")]
+
+
+def test_no_step_runs_twice_with_competing_workers(
+    q: Querator, run_worker: RunWorker, backend_url: str
+) -> None:
+    """Two workers (each with its own client, as two processes would have)
+    race on many runs mixing hand-overs, gathers and wakes: every step body
+    runs exactly once."""
+    runs = 24
+    fns = [fan_and_line, once]
+    with ExitStack() as stack:
+        # memory:// lives in one client: there the second worker shares it.
+        other = q if backend_url == "memory://" else stack.enter_context(Querator(backend_url))
+        stack.enter_context(run_worker(fns, concurrency=4))
+        stack.enter_context(serving(Worker(other, fns, concurrency=4, poll_timeout=1.0)))
+        handles = [start(q, fan_and_line, f"r{n}") for n in range(runs)]
+        for n, handle in enumerate(handles):
+            expected = [f"r{n}/a", *(f"r{n}/b{i}" for i in range(3)), f"r{n}/z"]
+            assert handle.result(timeout=60) == expected
+    counted = {key: calls for key, calls in CALLS.items() if key.startswith("r")}
+    assert len(counted) == runs * 5
+    assert set(counted.values()) == {1}, {k: v for k, v in counted.items() if v != 1}
