@@ -32,6 +32,7 @@ from querator.workflows.layout import (
     wake_item,
 )
 from querator.workflows.replay import transact_creating
+from querator.workflows.result_lookups import shared_lookups
 from querator.workflows.saga import pending_status
 
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
@@ -54,7 +55,7 @@ class AsyncRunHandle:
     async def _finished(self) -> RunRecord | None:
         """The result record; for a ``compensation_failed`` saga, raises SagaFailed."""
         keys = [result_key(self.run_id), compensating_key(self.run_id)]
-        found = await self.aq.lookup(RESULTS_QUEUE, keys)
+        found = await shared_lookups(self.aq).lookup(keys)
         item = found.get(keys[0])
         if item is not None:
             return RunRecord.model_validate_json(item.payload)

@@ -3,6 +3,7 @@ to the same worker, already leased (see ``querator.workflows.continuation``)."""
 
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 
 from worker_threads import serving
@@ -86,3 +87,25 @@ def test_no_step_runs_twice_with_competing_workers(
     counted = {key: calls for key, calls in CALLS.items() if key.startswith("r")}
     assert len(counted) == runs * 5
     assert set(counted.values()) == {1}, {k: v for k, v in counted.items() if v != 1}
+
+
+def test_many_waiters_in_one_client_each_get_their_result(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """Waiters of one client share their look-ups (one per wakeup): each still
+    gets its own run's result, however the rounds interleave."""
+    runs = [start(q, fan_and_line, f"w{n}") for n in range(16)]
+    results: dict[int, list[str]] = {}
+
+    def wait(n: int) -> None:
+        results[n] = runs[n].result(timeout=60)
+
+    with run_worker([fan_and_line, once], concurrency=8):
+        waiters = [threading.Thread(target=wait, args=(n,)) for n in range(len(runs))]
+        for waiter in waiters:
+            waiter.start()
+        for waiter in waiters:
+            waiter.join(timeout=90)
+    assert results == {
+        n: [f"w{n}/a", *(f"w{n}/b{i}" for i in range(3)), f"w{n}/z"] for n in range(len(runs))
+    }
