@@ -343,19 +343,18 @@ class AsyncQuerator(QueueAdmin):
         for info in list(queues.values()):
             if info.settings.dead_queue:
                 queues[info.settings.dead_queue] = await self.queue_info(info.settings.dead_queue)
-        routed: list[tuple[str, Sequence[NewItem]]] = [
-            (name, route_items(queues[name], items, self._spreader, f"produce[{name!r}]"))
-            for name, items in produce.items()
-        ]
-        plan = build_plan(queues, groups, routed, retry_at, dead, extend)
-        if claimed:
-            claims = [
-                (
-                    name,
-                    route_items(queues[name], items, self._spreader, f"produce_leased[{name!r}]"),
-                )
-                for name, items in claimed.items()
+
+        def routed(
+            field: str, by_queue: Mapping[str, Sequence[Item]]
+        ) -> list[tuple[str, Sequence[NewItem]]]:
+            return [
+                (name, route_items(queues[name], items, self._spreader, f"{field}[{name!r}]"))
+                for name, items in by_queue.items()
             ]
+
+        plan = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
+        if claimed:
+            claims = routed("produce_leased", claimed)
             plan = replace(plan, claim=claims, client_id=client_id)
         result = await backend.transact(plan)
         # Local waiters wake where something may have become leasable: completes,

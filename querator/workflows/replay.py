@@ -298,24 +298,21 @@ async def replay(
     """Replay ``run_id`` for the leased ``wake`` task and advance the run; returns
     the step it dispatched to this worker (see :mod:`continuation`), if any."""
     assert history.meta is not None
-    advance: Advance
+    outcome = None
     if isinstance(wf, SagaFunction):
         final, produce = await advance_saga(aq, run_id, wf, history)
-        advance = Advance(produce)
     else:
         outcome = await _run(aq, run_id, wf, history)
         final, produce = outcome.final, outcome.ctx.produce
-        if final is None:
-            log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
-            rest, claim = split_claim(cont, _not_colliding(wake, produce))
-            advance = Advance(rest, claim, _after(history, outcome))
-        else:
-            advance = Advance(produce)
     if final is not None:
-        advance = Advance(merge_items(advance.produce, final_items(run_id, history.meta, final)))
+        advance = Advance(merge_items(produce, final_items(run_id, history.meta, final)))
         _log_final(run_id, final)
-    elif isinstance(wf, SagaFunction):
-        advance = Advance(_not_colliding(wake, advance.produce))
+    elif outcome is None:  # a saga: it advances by wakes
+        advance = Advance(_not_colliding(wake, produce))
+    else:
+        log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
+        rest, claim = split_claim(cont, _not_colliding(wake, produce))
+        advance = Advance(rest, claim, _after(history, outcome))
     try:
         return await advance.commit(aq, wake, cont)
     except Conflict as exc:

@@ -29,21 +29,19 @@ async def insert_items(
     items: Sequence[NewItem],
     *,
     notify: bool = True,
-    leased_to: str | None = None,
-    leased: dict[str, Leased] | None = None,
+    lease: LeaseOnInsert | None = None,
 ) -> list[str]:
     """Insert items into their partitions; returns ids in input order.
 
     A dedup key held by an item of the partition returns that item's id; a key
     repeated within ``items`` maps to its first occurrence's id. With
     ``notify``, the queue's listeners are woken at commit (by the same statement).
-    With ``leased_to``, each inserted item that is due now is inserted already
-    leased to that client and added to ``leased`` by id (dedup hits are not).
+    With ``lease``, each inserted item that is due now is inserted already
+    leased to its client and added to its ``leased`` by id (dedup hits are not).
     """
     ids: list[str | None] = [None] * len(items)
     plan = InsertPlan.of(items)
     woken = not notify
-    lease = None if leased_to is None else _Lease(leased_to, {} if leased is None else leased)
     for partition, pending in sorted(plan.by_partition.items()):
         await _insert_partition(
             conn, names, queue, partition, items, pending, ids, not woken, lease
@@ -52,8 +50,8 @@ async def insert_items(
     return plan.ids_in_order(ids)
 
 
-class _Lease(NamedTuple):
-    """Who inserted items are leased to, and where the leased records go."""
+class LeaseOnInsert(NamedTuple):
+    """Who inserted items are leased to, and where their leased records go, by id."""
 
     client_id: str
     leased: dict[str, Leased]
@@ -68,7 +66,7 @@ async def _insert_partition(
     pending: list[int],
     ids: list[str | None],
     notify: bool,
-    lease: _Lease | None = None,
+    lease: LeaseOnInsert | None = None,
 ) -> None:
     """Insert ``items[i] for i in pending`` into one partition, filling ``ids``."""
     table = names.partition(queue.queue_id, partition)

@@ -313,6 +313,15 @@ LISTEN: Final = sql.SQL("LISTEN {channel}")
 PING: Final = sql.SQL("SELECT 1")
 """Checks that an idle listening connection is still alive."""
 
+_LEASE_SET: Final = """
+SET available_at = now() + make_interval(secs => %(lease_timeout)s::float8),
+    lease_deadline = now() + make_interval(secs => %(lease_timeout)s::float8),
+    client_id = %(client_id)s,
+    attempts = t.attempts + 1,
+    version = t.version + 1
+"""
+"""What leasing a row (aliased ``t``) sets, shared by :data:`LEASE` and :data:`CLAIM`."""
+
 LEASE: Final = sql.SQL(
     """
 WITH picked AS (
@@ -325,13 +334,9 @@ WITH picked AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
-UPDATE {table} AS t
-SET available_at = now() + make_interval(secs => %(lease_timeout)s::float8),
-    lease_deadline = now() + make_interval(secs => %(lease_timeout)s::float8),
-    client_id = %(client_id)s,
-    attempts = t.attempts + 1,
-    version = t.version + 1
-FROM picked
+UPDATE {table} AS t"""
+    + _LEASE_SET
+    + """FROM picked
 WHERE t.seq = picked.seq
 RETURNING picked.lease_order, {columns}
 """
@@ -340,13 +345,9 @@ RETURNING picked.lease_order, {columns}
 
 CLAIM: Final = sql.SQL(
     """
-UPDATE {table} AS t
-SET available_at = now() + make_interval(secs => %(lease_timeout)s::float8),
-    lease_deadline = now() + make_interval(secs => %(lease_timeout)s::float8),
-    client_id = %(client_id)s,
-    attempts = t.attempts + 1,
-    version = t.version + 1
-WHERE t.seq = ANY(%(seqs)s::bigint[])
+UPDATE {table} AS t"""
+    + _LEASE_SET
+    + """WHERE t.seq = ANY(%(seqs)s::bigint[])
   AND t.available_at <= now()
   AND (%(max_attempts)s::integer = 0 OR t.attempts < %(max_attempts)s::integer)
   AND t.expire_at > now()

@@ -12,7 +12,13 @@ from querator.queue.backends.base import ItemKey, RetryOp, TxnPlan
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.failures import driver_errors
-from querator.queue.backends.postgres.items import Conn, dead_letter, insert_items, notify
+from querator.queue.backends.postgres.items import (
+    Conn,
+    LeaseOnInsert,
+    dead_letter,
+    insert_items,
+    notify,
+)
 from querator.queue.ids import seqs_by_partition
 from querator.queue.models import Leased, QueueInfo, TransactResult
 
@@ -35,15 +41,11 @@ def one_table_complete(plan: TxnPlan) -> bool:
     Such a plan, the common ``complete(batch)``, can run as one statement
     (:func:`complete_at_once`) instead of a locking transaction.
     """
-    if plan.retry or plan.renew or plan.depends or plan.produce or plan.claim:
-        return False
-    if not plan.complete:
+    if plan.produce or plan.claim or not completes_only(plan):
         return False
     first = plan.complete[0]
-    table = (first.queue_id, first.partition)
     return all(
-        (key.queue_id, key.partition) == table and _addresses_plan_queue(key, plan)
-        for key in plan.complete
+        (key.queue_id, key.partition) == (first.queue_id, first.partition) for key in plan.complete
     )
 
 
@@ -97,22 +99,17 @@ async def run_transact(
     renewed = await _renew(conn, names, plan)
     produced: dict[str, list[str]] = {}
     for name, items in plan.produce:
-        info = plan.queues.get(name)
-        if info is None:
-            raise QueueNotFound(name)
+        info = _queue_of(plan, name)
         with driver_errors(name):
             produced.setdefault(name, []).extend(await insert_items(conn, names, info, items))
     leased: dict[str, list[Leased | None]] = {}
     for name, items in plan.claim:
-        info = plan.queues.get(name)
-        if info is None:
-            raise QueueNotFound(name)
+        info = _queue_of(plan, name)
         assert plan.client_id is not None
         with driver_errors(name):
             fresh: dict[str, Leased] = {}
-            ids = await insert_items(
-                conn, names, info, items, notify=False, leased_to=plan.client_id, leased=fresh
-            )
+            lease = LeaseOnInsert(plan.client_id, fresh)
+            ids = await insert_items(conn, names, info, items, notify=False, lease=lease)
             held = [item_id for item_id in dict.fromkeys(ids) if item_id not in fresh]
             if held:  # dedup hits (and items scheduled later): lease what is leasable
                 claimed = await _claim(conn, names, info, held, plan.client_id)
@@ -125,6 +122,14 @@ async def run_transact(
             wake.add(name)
     await notify(conn, names, wake)
     return TransactResult.model_construct(produced=produced, renewed=renewed, leased=leased)
+
+
+def _queue_of(plan: TxnPlan, name: str) -> QueueInfo:
+    """The info of a queue the plan produces into; QueueNotFound if it is gone."""
+    info = plan.queues.get(name)
+    if info is None:
+        raise QueueNotFound(name)
+    return info
 
 
 async def _claim(
