@@ -10,6 +10,7 @@ semantics. The first tests show that the checker rejects bad histories.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import random
 import threading
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from queue import Empty
 from typing import Any, Protocol
 
 import pytest
@@ -164,10 +166,15 @@ class Progress:
     """Set by the test when it gives up: consumers stop at once."""
     granted: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    announce: Callable[[], None] | None = None
+    """Called once, after the first lease (a process tells the test it is leasing)."""
 
     def grant(self, item: Leased) -> None:
         with self.lock:
+            first = not self.granted
             self.granted[item.id] = max(self.granted.get(item.id, 0), item.version)
+        if first and self.announce is not None:
+            self.announce()
 
     def relet(self, item: Leased) -> bool:
         """Whether ``item`` was surely leased again since (once finished, it was)."""
@@ -285,10 +292,10 @@ def start_threads(
     return started
 
 
-def produce_all(q: Querator, queue: str) -> list[Op]:
+def produce_all(q: Querator, queue: str, batches: range = range(BATCHES)) -> list[Op]:
     """Produce every item in a few batches; the produce ops, one per item."""
     ops = []
-    for batch in range(BATCHES):
+    for batch in batches:
         payloads = [f"{batch}-{i}".encode() for i in range(ITEMS // BATCHES)]
         t0 = time.monotonic()
         ids = q.produce(queue, [Item(payload=p) for p in payloads])
@@ -348,15 +355,40 @@ def assert_history_exercised(ops: list[Op], crashes: int) -> None:
 
 
 def consume_in_process(
-    name: str, url: str, queue: str, ready: Any, finished: Flag, abort: Flag, out: Any
+    name: str,
+    url: str,
+    queue: str,
+    ready: Any,
+    flags: tuple[Flag, Flag],
+    leasing: Any,
+    out: Any,
 ) -> None:
-    """A consumer process: runs one :class:`Consumer` and sends back its history."""
-    progress = Progress(finished=finished, abort=abort)
+    """A consumer process: runs one :class:`Consumer` and sends back its history
+    (``flags``: finished, abort; it puts its name on ``leasing`` once it leased)."""
+    finished, abort = flags
+    progress = Progress(finished=finished, abort=abort, announce=lambda: leasing.put(name))
     with Querator(url) as client:
         ready.wait(timeout=RUN_LIMIT)
         consumer = Consumer(name, client, queue, progress, random.Random(name))
         consumer.run()
     out.put((consumer.recorder.ops, None if consumer.error is None else repr(consumer.error)))
+
+
+def until_every_process_leased(q: Querator, queue: str, leasing: Any) -> tuple[list[Op], int]:
+    """Produce batches (one whenever the queue is empty) until every consumer
+    process has leased; the produce ops and how many batches that took."""
+    produced: list[Op] = []
+    leased: set[str] = set()
+    batches = 0
+    deadline = time.monotonic() + RUN_LIMIT
+    while len(leased) < PROCESSES:
+        assert time.monotonic() < deadline, f"only {sorted(leased)} leased"
+        if q.stats(queue).total == 0:
+            produced += produce_all(q, queue, range(batches, batches + 1))
+            batches += 1
+        with contextlib.suppress(Empty):
+            leased.add(leasing.get(timeout=0.05))
+    return produced, batches
 
 
 def test_history_across_processes_is_linearizable(
@@ -366,12 +398,12 @@ def test_history_across_processes_is_linearizable(
         pytest.skip("a memory:// store lives in one process")
     q.create_queue(qname, QueueSettings(lease_timeout=LEASE_TIMEOUT, partitions=2))
     ctx = multiprocessing.get_context("spawn")
-    finished, abort, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    finished, abort, out, leasing = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     ready = ctx.Barrier(PROCESSES + 1)
     procs = [
         ctx.Process(
             target=consume_in_process,
-            args=(f"p{i}", backend_url, qname, ready, finished, abort, out),
+            args=(f"p{i}", backend_url, qname, ready, (finished, abort), leasing, out),
             daemon=True,
         )
         for i in range(PROCESSES)
@@ -381,9 +413,11 @@ def test_history_across_processes_is_linearizable(
         for proc in procs:
             proc.start()
         ready.wait(timeout=RUN_LIMIT)  # the processes are connected and about to lease
+        # every process leases before the threads join in (they would start sooner)
+        produced, batches = until_every_process_leased(q, qname, leasing)
         with ExitStack() as stack:
             started = start_threads(q, backend_name, backend_url, qname, progress, stack)
-            produced = produce_all(q, qname)
+            produced += produce_all(q, qname, range(batches, max(BATCHES, batches + 2)))
             wait_until_drained(q, qname, lambda: all(p.is_alive() for p in procs))
             finished.set()
             results = [out.get(timeout=RUN_LIMIT) for _ in procs]

@@ -117,3 +117,53 @@ def test_transacted_produce_is_leasable(q: Querator, qname: str) -> None:
     make_queue(q, qname)
     result = q.transact(produce={qname: items(b"x", b"y")})
     assert ids_of(drain(q, qname)) == result.produced[qname]
+
+
+def test_completing_an_item_frees_its_dedup_key_for_a_produce_in_the_same_transaction(
+    q: Querator, qname: str
+) -> None:
+    make_queue(q, qname)
+    q.produce(qname, items(b"old", dedup_key="k"))
+    old = lease_one(q, qname)
+
+    result = q.transact(complete=[old], produce={qname: items(b"new", dedup_key="k")})
+
+    (new_id,) = result.produced[qname]
+    assert new_id != old.id
+    assert [(s.id, s.payload) for s in q.list_items(qname)] == [(new_id, b"new")]
+
+
+def test_dedup_hits_inside_a_transaction_return_the_holders_ids(q: Querator, qname: str) -> None:
+    make_queue(q, qname)
+    out = make_queue(q, f"{qname}-out")
+    (held,) = q.produce(out, items(b"first", dedup_key="k1"))
+    q.produce(qname, items(b"a"))
+    leased = lease_one(q, qname)
+
+    result = q.transact(
+        complete=[leased],
+        produce={out: [*items(b"x"), *items(b"dup", dedup_key="k1"), *items(b"y", dedup_key="k2")]},
+    )
+
+    x, hit, y = result.produced[out]
+    assert hit == held
+    assert len({x, hit, y}) == 3
+    assert payloads_of(q.list_items(out)) == [b"first", b"x", b"y"]
+
+
+def test_a_stale_complete_in_one_partition_undoes_the_others(q: Querator, qname: str) -> None:
+    make_queue(q, qname, partitions=2, lease_timeout=30)
+    out = make_queue(q, f"{qname}-out")
+    q.produce(qname, [Item(payload=b"x", partition_key=f"k{n}") for n in range(16)])
+    held = q.lease(qname, client_id="c1", batch_size=16)
+    by_partition = {lease.partition: lease for lease in held}
+    fresh, stale = by_partition[0], by_partition[1]
+    ref = Ref(qname, stale.id, stale.version + 1)
+
+    with pytest.raises(Conflict) as err:
+        q.transact(complete=[fresh, ref], produce={out: items(b"never")})
+
+    assert err.value.reasons == {stale.id: ConflictReason.STALE}
+    assert q.stats(out).total == 0
+    assert q.stats(qname).total == 16
+    q.complete(qname, held)  # both still held under their versions

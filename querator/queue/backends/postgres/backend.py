@@ -25,6 +25,7 @@ from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors
+from querator.queue.backends.postgres.fused import fusable, run_fused
 from querator.queue.backends.postgres.items import (
     Conn,
     dead_letter,
@@ -279,6 +280,11 @@ class PostgresBackend:
             async with self._connect() as conn:
                 if await complete_at_once(conn, self._names, plan):
                     return TransactResult.model_construct(produced={}, renewed=[])
+        elif fusable(plan):
+            async with self._connect() as conn:
+                result = await run_fused(conn, self._names, plan)
+            if result is not None:
+                return result
         if completes_only(plan):
             try:
                 async with self._transaction() as conn:

@@ -72,7 +72,7 @@ async def _insert_partition(
     table = names.partition(queue.queue_id, partition)
     for _ in range(_DEDUP_ROUNDS):
         chunk = [items[i] for i in pending]
-        params = _insert_params(queue, chunk)
+        params = insert_params(queue, chunk)
         if lease is None:
             params.update(channel=names.channel, queue=queue.name, notify=notify)
             statement = q.INSERT_ITEMS.format(table=table)
@@ -129,7 +129,7 @@ async def insert_unkeyed(
         "queue": queue.name,
     }
     for partition, indexes in by_partition.items():
-        columns = _insert_params(queue, [items[i] for i in indexes])
+        columns = insert_params(queue, [items[i] for i in indexes])
         params.update({f"{column}_{partition}": columns[column] for column in q.UNKEYED_COLUMNS})
     statement = q.insert_unkeyed_for(names, queue.queue_id, tuple(sorted(by_partition)))
     cur = await conn.execute(statement, params)
@@ -144,7 +144,8 @@ async def insert_unkeyed(
     return ids
 
 
-def _insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
+def insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
+    """The bound per-item arrays (and the queue's expiry) of an insert statement."""
     return {
         "expire_timeout": float(queue.settings.expire_timeout),
         "payload": [bytes(new.payload) for new in items],

@@ -72,7 +72,7 @@ def completes_only(plan: TxnPlan) -> bool:
     checks can ride on the deletes (``run_transact(..., checked=True)``)."""
     if plan.retry or plan.renew or plan.depends or not plan.complete:
         return False
-    return all(_addresses_plan_queue(key, plan) for key in plan.complete)
+    return all(addresses_plan_queue(key, plan) for key in plan.complete)
 
 
 async def run_transact(
@@ -112,7 +112,7 @@ async def run_transact(
             ids = await insert_items(conn, names, info, items, notify=False, lease=lease)
             held = [item_id for item_id in dict.fromkeys(ids) if item_id not in fresh]
             if held:  # dedup hits (and items scheduled later): lease what is leasable
-                claimed = await _claim(conn, names, info, held, plan.client_id)
+                claimed = await claim_ids(conn, names, info, held, plan.client_id)
                 for item_id, item in zip(held, claimed, strict=True):
                     if item is not None:
                         fresh[item_id] = item
@@ -132,7 +132,7 @@ def _queue_of(plan: TxnPlan, name: str) -> QueueInfo:
     return info
 
 
-async def _claim(
+async def claim_ids(
     conn: Conn, names: q.Names, queue: QueueInfo, ids: list[str], client_id: str
 ) -> list[Leased | None]:
     """Lease the just-produced ``ids`` that are leasable now; None for the others."""
@@ -182,7 +182,7 @@ async def _lock_and_check(conn: Conn, names: q.Names, plan: TxnPlan) -> dict[str
     checks += [(op.key, True) for op in plan.renew]
     checks += [(key, False) for key in plan.depends]
     failures: dict[str, ConflictReason] = {}
-    valid = [key for key, _ in checks if _addresses_plan_queue(key, plan)]
+    valid = [key for key, _ in checks if addresses_plan_queue(key, plan)]
     locked: dict[str, Locked] = {}
     for (queue_id, partition), keys in _by_table(valid, lambda key: key).items():
         with driver_errors(keys[0].queue):
@@ -205,7 +205,7 @@ async def _lock_and_check(conn: Conn, names: q.Names, plan: TxnPlan) -> dict[str
     return locked
 
 
-def _addresses_plan_queue(key: ItemKey, plan: TxnPlan) -> bool:
+def addresses_plan_queue(key: ItemKey, plan: TxnPlan) -> bool:
     """False when the key cannot name an item of its queue (recreated queue, bad partition)."""
     info = plan.queues.get(key.queue)
     return (

@@ -1,0 +1,86 @@
+"""One-statement transactions (``postgres/fused.py``): which plans take that path,
+and what happens when a dedup key changes hands while the statement runs."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+from polling import wait_for
+
+from querator import Item, Querator
+from querator.queue.backends.base import ItemKey, NewItem, RetryOp, TxnPlan
+from querator.queue.backends.postgres.fused import fusable
+from querator.queue.models import QueueInfo, QueueSettings, TransactResult
+
+
+def _info(name: str, queue_id: int, partitions: int = 1) -> QueueInfo:
+    settings = QueueSettings(partitions=partitions)
+    return QueueInfo.model_construct(name=name, queue_id=queue_id, settings=settings)
+
+
+def test_a_step_commit_is_fusable_and_retries_are_not() -> None:
+    queues = {"work": _info("work", 1), "results": _info("results", 2)}
+    done = ItemKey("work", "1.0.7", 1, 0, 7, 3)
+    step_commit = TxnPlan(
+        queues,
+        complete=[done],
+        produce=[("results", [NewItem(0, b"record", dedup_key="run/1")])],
+        claim=[("work", [NewItem(0, b"next step", dedup_key="run/2")])],
+        client_id="w1",
+    )
+    assert fusable(step_commit)
+    assert fusable(TxnPlan(queues, produce=[("results", [NewItem(0, b"meta")])]))
+    retried = TxnPlan(queues, retry=[RetryOp(done, None)])
+    assert not fusable(retried)
+    two_inserts_into_one_table = TxnPlan(
+        queues, produce=[("work", [NewItem(0, b"a")])], claim=[("work", [NewItem(0, b"b")])]
+    )
+    assert not fusable(two_inserts_into_one_table)
+    wrong_queue_id = TxnPlan(queues, complete=[ItemKey("work", "9.0.7", 9, 0, 7, 3)])
+    assert not fusable(wrong_queue_id)
+
+
+def _waiting_on_a_lock(dsn: str, marker: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND query LIKE %s",
+            (f"%{marker}%",),
+        ).fetchone()
+    return row is not None and row[0] > 0
+
+
+def test_a_dedup_key_committed_mid_statement_returns_its_holder(
+    pg_schema_url: str, pg_dsn: str, pg_schema: str
+) -> None:
+    with Querator(pg_schema_url) as q:
+        q.create_queue("src")
+        info = q.create_queue("race")
+        q.produce("src", [Item(payload=b"step")])
+        (leased,) = q.lease("src", client_id="c1")
+        table = f'"{pg_schema}"."q{info.queue_id}_p0"'
+        with psycopg.connect(pg_dsn) as other:  # a transaction that holds key "k" uncommitted
+            (seq,) = other.execute(
+                f"INSERT INTO {table} (version, available_at, attempts, expire_at, payload,"
+                " kind, encoding, reference, headers, dedup_key) VALUES (1, now(), 0,"
+                " now() + interval '1 hour', 'theirs', '', '', '', '{}', 'k') RETURNING seq"
+            ).fetchone() or (None,)
+            results: list[TransactResult] = []
+            thread = threading.Thread(
+                target=lambda: results.append(
+                    q.transact(
+                        complete=[leased],
+                        produce={"race": [Item(payload=b"mine", dedup_key="k")]},
+                    )
+                )
+            )
+            thread.start()
+            # our statement waits for the other transaction's insert of "k" ...
+            wait_for(lambda: _waiting_on_a_lock(pg_dsn, f"q{info.queue_id}_p0"), timeout=10)
+            other.commit()  # ... which commits after our statement's snapshot
+            thread.join(timeout=30)
+        (result,) = results
+        assert result.produced["race"] == [f"{info.queue_id}.0.{seq}"]
+        assert [s.payload for s in q.list_items("race")] == [b"theirs"]
+        assert q.stats("src").total == 0
