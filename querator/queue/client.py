@@ -164,6 +164,7 @@ class Querator:
         extend: float | None = None,
         produce_leased: Mapping[str, Sequence[Item]] | None = None,
         client_id: str | None = None,
+        lookup: Mapping[str, Sequence[str]] | None = None,
     ) -> TransactResult:
         """See :meth:`AsyncQuerator.transact`."""
         return self._call(
@@ -177,6 +178,7 @@ class Querator:
             extend=extend,
             produce_leased=produce_leased,
             client_id=client_id,
+            lookup=lookup,
         )
 
     def stats(self, queue: str) -> QueueStats:

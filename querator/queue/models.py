@@ -209,3 +209,6 @@ class TransactResult(BaseModel):
     """Per queue of ``produce_leased``, in the order given: each item leased to the
     caller, or None where it was not leasable at once (scheduled later, or its
     dedup key held by an item another client holds)."""
+    found: dict[str, dict[str, StoredItem]] = Field(default_factory=dict)
+    """Per queue of ``lookup``: the items holding those dedup keys once the
+    transaction was applied, by key (keys held by no item are absent)."""

@@ -38,6 +38,7 @@ from querator.queue.validation import (
     check_batch,
     check_count,
     check_duration,
+    check_keys,
     check_name,
 )
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
@@ -293,6 +294,7 @@ class AsyncQuerator(QueueAdmin):
         extend: float | None = None,
         produce_leased: Mapping[str, Sequence[Item]] | None = None,
         client_id: str | None = None,
+        lookup: Mapping[str, Sequence[str]] | None = None,
     ) -> TransactResult:
         """Apply completes, retries, renews, produces and version checks atomically.
 
@@ -305,6 +307,12 @@ class AsyncQuerator(QueueAdmin):
         trip of a ``lease``. ``TransactResult.leased`` holds, per queue and in
         order, the :class:`Leased` item or None (scheduled later, or a dedup hit
         on an item another client holds).
+
+        ``lookup`` (queue -> dedup keys) asks, like :meth:`lookup`, which items
+        hold those keys once the transaction is applied: the answer, in
+        ``TransactResult.found``, includes the transaction's own changes and
+        whatever other clients committed before it. PostgreSQL answers in the
+        same round trip; the other stores look up right after.
         """
         self._require_open()
         if produce_leased and client_id is None:
@@ -323,7 +331,8 @@ class AsyncQuerator(QueueAdmin):
         if not any(groups.values()) and not produce and not produce_leased:
             check_batch("transact", 0)
         claim = (client_id, produce_leased) if produce_leased else None
-        return await self._transact(groups, produce or {}, retry_at, False, extend, claim)
+        keys = {name: check_keys(keys) for name, keys in (lookup or {}).items()}
+        return await self._transact(groups, produce or {}, retry_at, False, extend, claim, keys)
 
     async def _transact(
         self,
@@ -333,12 +342,14 @@ class AsyncQuerator(QueueAdmin):
         dead: bool,
         extend: float | None,
         claim: tuple[str | None, Mapping[str, Sequence[Item]]] | None = None,
+        lookup: Mapping[str, list[str]] | None = None,
     ) -> TransactResult:
         backend = self._require_open()
         check_unique(groups)
         client_id, claimed = claim or (None, {})
+        lookup = lookup or {}
         names = {ref.queue for refs in groups.values() for ref in refs}
-        names |= set(produce) | set(claimed)
+        names |= set(produce) | set(claimed) | set(lookup)
         queues = {name: await self.queue_info(check_name("queue", name)) for name in names}
         for info in list(queues.values()):
             if info.settings.dead_queue:
@@ -356,7 +367,16 @@ class AsyncQuerator(QueueAdmin):
         if claimed:
             claims = routed("produce_leased", claimed)
             plan = replace(plan, claim=claims, client_id=client_id)
+        if lookup:
+            plan = replace(plan, lookup=list(lookup.items()))
         result = await backend.transact(plan)
+        missing = [name for name in lookup if name not in result.found]
+        if missing:
+            found = dict(result.found)
+            for name in missing:
+                items = await backend.lookup(queues[name], lookup[name])
+                found[name] = {item.dedup_key: item for item in items if item.dedup_key}
+            result = result.model_copy(update={"found": found})
         # Local waiters wake where something may have become leasable: completes,
         # renews and items leased to the caller make nothing new available.
         woken = {name for name, items in produce.items() if items}
@@ -411,11 +431,7 @@ class AsyncQuerator(QueueAdmin):
         """
         backend = self._require_open()
         info = await self.queue_info(queue)
-        check_batch("dedup_keys", len(dedup_keys))
-        for index, key in enumerate(dedup_keys):
-            if not isinstance(key, str) or not 1 <= len(key) <= 512:
-                raise InvalidArgument(f"dedup_keys[{index}]", "must be a string of 1-512 chars")
-        found = await backend.lookup(info, list(dict.fromkeys(dedup_keys)))
+        found = await backend.lookup(info, check_keys(dedup_keys))
         return {item.dedup_key: item for item in found if item.dedup_key is not None}
 
     async def delete_items(self, queue: str, ids: Sequence[str]) -> None:

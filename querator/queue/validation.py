@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from datetime import datetime
 
 from querator.errors import InvalidArgument
@@ -47,6 +48,15 @@ def check_batch(field: str, size: int) -> None:
     """Reject empty or oversize batches."""
     if size < 1 or size > MAX_BATCH:
         raise InvalidArgument(field, f"must hold 1 to {MAX_BATCH} entries, got {size}")
+
+
+def check_keys(dedup_keys: Sequence[str], field: str = "dedup_keys") -> list[str]:
+    """1 to MAX_BATCH dedup keys of 1-512 characters each; repeats dropped."""
+    check_batch(field, len(dedup_keys))
+    for index, key in enumerate(dedup_keys):
+        if not isinstance(key, str) or not 1 <= len(key) <= 512:
+            raise InvalidArgument(f"{field}[{index}]", "must be a string of 1-512 chars")
+    return list(dict.fromkeys(dedup_keys))
 
 
 def check_count(field: str, value: object, low: int, high: int) -> int:

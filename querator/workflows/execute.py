@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,7 @@ import anyio
 from anyio.lowlevel import current_token
 
 from querator.errors import Conflict
-from querator.queue.models import Leased
+from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.workflows.continuation import Continuation
 from querator.workflows.errors import Defer, StepTimeout
@@ -23,9 +24,6 @@ from querator.workflows.layout import (
     RESULTS_QUEUE,
     StepPayload,
     StepRecord,
-    aborted_key,
-    cancel_key,
-    compensating_key,
     error_info,
     record_item,
     step_item,
@@ -198,10 +196,6 @@ async def _failed(
     return None
 
 
-def _saga_stops(run_id: str) -> list[str]:
-    return [aborted_key(run_id), compensating_key(run_id)]
-
-
 async def execute_step(
     aq: AsyncQuerator,
     leased: Leased,
@@ -210,6 +204,7 @@ async def execute_step(
     resources: dict[str, Any] | None = None,
     cont: Continuation | None = None,
     history: History | None = None,
+    found: Mapping[str, StoredItem] | None = None,
 ) -> Chained | None:
     """Run the step of ``leased`` (unless it already ran or the run was cancelled)
     and record the outcome.
@@ -217,14 +212,14 @@ async def execute_step(
     With ``cont`` the run is advanced in the same commit (eager continuation;
     ``history`` is what the caller already knows of the run, if anything); the
     result is the next step when it was produced leased to this worker.
+    ``found``: the look-up of ``payload.start_keys()`` made when the item was
+    produced leased to this worker (None: look them up now).
     """
     run_id, position = payload.run_id, payload.position
-    key = payload.record_key()
+    key, *stops = payload.start_keys()
     wake = {payload.workflow_queue: [wake_item(run_id, payload.wake_tag())]}
-    # A compensation always runs; a step is skipped once its run is cancelled,
-    # or (a saga) aborted or compensating.
-    stops = [] if payload.slot is not None else [cancel_key(run_id), *_saga_stops(run_id)]
-    found = await aq.lookup(RESULTS_QUEUE, [key, *stops])
+    if found is None:
+        found = await aq.lookup(RESULTS_QUEUE, [key, *stops])
     if any(stop in found for stop in stops):
         log.info("run %s was cancelled; step %s@%d skipped", run_id, step.name, position)
         await transact_creating(aq, [leased], wake)

@@ -171,6 +171,21 @@ class StepPayload(_Model):
         """Tag of the wake task produced when this item ends."""
         return self.slot if self.slot is not None else str(self.position)
 
+    def start_keys(self) -> list[str]:
+        """What a worker looks up before running this item: its own record (it
+        already ran) and the records that skip it (a compensation always runs;
+        a step is skipped once its run is cancelled, or its saga aborted or
+        compensating). The record key comes first."""
+        if self.slot is not None:
+            return [self.record_key()]
+        run_id = self.run_id
+        return [
+            self.record_key(),
+            cancel_key(run_id),
+            aborted_key(run_id),
+            compensating_key(run_id),
+        ]
+
 
 class CompensationEntry(_Model):
     """One compensation a saga must run: undo the step at ``position``."""

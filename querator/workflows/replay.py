@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from querator.errors import Conflict, QueueNotFound
-from querator.queue.models import Item, Leased, TransactResult
+from querator.queue.models import Item, Leased, StoredItem, TransactResult
 from querator.queue.service import AsyncQuerator
 from querator.workflows.context import CURRENT, ReplayContext
 from querator.workflows.continuation import Claim, Continuation, split_claim
@@ -238,6 +238,9 @@ class Chained:
     leased: Leased
     payload: StepPayload
     history: History
+    found: dict[str, StoredItem]
+    """The records of ``payload.start_keys()`` as the commit that produced the item
+    left them (so the step starts without looking them up again)."""
 
 
 @dataclass(frozen=True)
@@ -260,12 +263,18 @@ class Advance:
             await transact_creating(aq, [done], self.produce)
             return None
         result = await transact_creating(
-            aq, [done], self.produce, {claim.queue: [claim.item]}, cont.client_id
+            aq,
+            [done],
+            self.produce,
+            {claim.queue: [claim.item]},
+            cont.client_id,
+            lookup={RESULTS_QUEUE: claim.payload.start_keys()},
         )
         [leased] = result.leased.get(claim.queue, [None])
         if leased is None or self.history is None:
             return None  # produced, but not leasable now: the queue hands it out
-        return Chained(leased, claim.payload, self.history)
+        found = result.found.get(RESULTS_QUEUE, {})
+        return Chained(leased, claim.payload, self.history, found)
 
 
 def _log_final(run_id: str, final: RunRecord) -> None:
@@ -393,9 +402,11 @@ async def transact_creating(
     produce: dict[str, list[Item]],
     produce_leased: dict[str, list[Item]] | None = None,
     client_id: str | None = None,
+    lookup: dict[str, list[str]] | None = None,
 ) -> TransactResult:
-    """Complete and produce at once, creating missing target queues first."""
-    targets = set(produce) | set(produce_leased or {})
+    """Complete and produce at once, creating missing target queues first
+    (``lookup``: see :meth:`AsyncQuerator.transact`)."""
+    targets = set(produce) | set(produce_leased or {}) | set(lookup or {})
     for _ in range(len(targets) + 1):
         try:
             return await aq.transact(
@@ -403,6 +414,7 @@ async def transact_creating(
                 produce=produce,
                 produce_leased=produce_leased,
                 client_id=client_id,
+                lookup=lookup,
             )
         except QueueNotFound as exc:
             if exc.queue not in targets:
@@ -410,5 +422,9 @@ async def transact_creating(
             settings = RESULTS_SETTINGS if exc.queue == RESULTS_QUEUE else WORK_SETTINGS
             await aq.create_queue(exc.queue, settings, exist_ok=True)
     return await aq.transact(
-        complete=complete, produce=produce, produce_leased=produce_leased, client_id=client_id
+        complete=complete,
+        produce=produce,
+        produce_leased=produce_leased,
+        client_id=client_id,
+        lookup=lookup,
     )

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from querator.errors import Conflict, InvalidArgument, RequestTimeout
 from querator.queue.client import Querator
-from querator.queue.models import Leased
+from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count, check_duration, check_name
 from querator.workflows.continuation import Continuation
@@ -306,12 +306,16 @@ class AsyncWorker:
             current = chained.leased
             self._held[current.id] = current
             try:
-                chained = await self._step(current, chained.payload, chained.history)
+                chained = await self._step(current, chained.payload, chained.history, chained.found)
             finally:
                 self._held.pop(current.id, None)
 
     async def _step(
-        self, leased: Leased, payload: StepPayload, history: History | None
+        self,
+        leased: Leased,
+        payload: StepPayload,
+        history: History | None,
+        found: dict[str, StoredItem] | None = None,
     ) -> Chained | None:
         step = self.steps[payload.step]
         extra = {"run_id": payload.run_id, "step": step.name, "position": payload.position}
@@ -326,7 +330,7 @@ class AsyncWorker:
         )
         began = time.monotonic()
         chained = await execute_step(
-            self.aq, leased, payload, step, self.resources, self.continuation, history
+            self.aq, leased, payload, step, self.resources, self.continuation, history, found
         )
         log.info(
             "run %s step %s@%d: handled in %.3fs",

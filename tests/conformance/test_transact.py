@@ -167,3 +167,31 @@ def test_a_stale_complete_in_one_partition_undoes_the_others(q: Querator, qname:
     assert q.stats(out).total == 0
     assert q.stats(qname).total == 16
     q.complete(qname, held)  # both still held under their versions
+
+
+def test_lookup_answers_after_the_transaction(q: Querator, qname: str) -> None:
+    make_queue(q, qname)
+    out = make_queue(q, f"{qname}-out")
+    (before,) = q.produce(out, items(b"before", dedup_key="a"))
+    q.produce(qname, items(b"work", dedup_key="gone"))
+    leased = lease_one(q, qname)
+
+    result = q.transact(
+        complete=[leased],
+        produce={out: items(b"new", dedup_key="b")},
+        lookup={out: ["a", "b", "c"], qname: ["gone"]},
+    )
+
+    assert {key: item.id for key, item in result.found[out].items()} == {
+        "a": before,
+        "b": result.produced[out][0],
+    }
+    assert result.found[out]["b"].payload == b"new"
+    assert result.found[qname] == {}
+
+
+def test_lookup_keys_are_validated(q: Querator, qname: str) -> None:
+    make_queue(q, qname)
+    with pytest.raises(InvalidArgument, match=r"dedup_keys\[1\]"):
+        q.transact(produce={qname: items(b"x")}, lookup={qname: ["ok", ""]})
+    assert q.stats(qname).total == 0

@@ -84,3 +84,38 @@ def test_a_dedup_key_committed_mid_statement_returns_its_holder(
         assert result.produced["race"] == [f"{info.queue_id}.0.{seq}"]
         assert [s.payload for s in q.list_items("race")] == [b"theirs"]
         assert q.stats("src").total == 0
+
+
+def test_a_lookup_sees_what_committed_while_the_statement_waited(
+    pg_schema_url: str, pg_dsn: str, pg_schema: str
+) -> None:
+    with Querator(pg_schema_url) as q:
+        src = q.create_queue("src")
+        records = q.create_queue("records")
+        q.produce("src", [Item(payload=b"step")])
+        (leased,) = q.lease("src", client_id="c1")
+        with psycopg.connect(pg_dsn) as other:
+            # another transaction locks our item and stores a record ...
+            other.execute(f'SELECT 1 FROM "{pg_schema}"."q{src.queue_id}_p0" FOR UPDATE')
+            other.execute(
+                f'INSERT INTO "{pg_schema}"."q{records.queue_id}_p0" (version, available_at,'
+                " attempts, expire_at, payload, kind, encoding, reference, headers, dedup_key)"
+                " VALUES (1, now(), 0, now() + interval '1 hour', 'record', '', '', '', '{}',"
+                " 'step-1')"
+            )
+            results: list[TransactResult] = []
+            thread = threading.Thread(
+                target=lambda: results.append(
+                    q.transact(
+                        complete=[leased],
+                        produce={"records": [Item(payload=b"mine", dedup_key="step-0")]},
+                        lookup={"records": ["step-1"]},
+                    )
+                )
+            )
+            thread.start()
+            wait_for(lambda: _waiting_on_a_lock(pg_dsn, f"q{src.queue_id}_p0"), timeout=10)
+            other.commit()  # ... and commits after our statement began
+            thread.join(timeout=30)
+        (result,) = results
+        assert result.found["records"]["step-1"].payload == b"record"

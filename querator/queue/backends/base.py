@@ -123,6 +123,10 @@ class TxnPlan:
     holds per queue, in order, the leased item or None."""
     client_id: str | None = None
     """Who leases the ``claim`` items (set whenever ``claim`` is)."""
+    lookup: Sequence[tuple[str, Sequence[str]]] = ()
+    """(queue name, dedup keys) to look up once the rest is applied. A backend that
+    answers them itself puts them in ``TransactResult.found``; the service looks
+    up whatever it left out right after the transaction."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,7 @@ from querator.queue.backends.postgres.transact import (
     int_array,
 )
 from querator.queue.ids import format_id
-from querator.queue.models import Leased, QueueInfo, TransactResult
+from querator.queue.models import Leased, QueueInfo, StoredItem, TransactResult
 
 
 class Insert(NamedTuple):
@@ -69,6 +69,8 @@ class Shape(NamedTuple):
     """(queue_id, partition) of each completed table, in lock order."""
     inserts: tuple[tuple[int, int, bool, bool], ...]
     """(queue_id, partition, leased, keyed) of each insert."""
+    lookups: int
+    """How many queues ``lookup`` asks about."""
 
 
 def fusable(plan: TxnPlan) -> bool:
@@ -103,8 +105,8 @@ class _Compiled:
     notify: list[str] = field(default_factory=list)
 
 
-def _compile(plan: TxnPlan, channel: str) -> _Compiled:
-    params: dict[str, Any] = {"channel": channel}
+def _compile(plan: TxnPlan, names: q.Names) -> _Compiled:
+    params: dict[str, Any] = {"channel": names.channel}
     deletes: list[tuple[int, int]] = []
     by_table: dict[tuple[int, int], list[Any]] = {}
     for key in sorted(plan.complete, key=lambda key: key.lock_order):
@@ -141,9 +143,17 @@ def _compile(plan: TxnPlan, channel: str) -> _Compiled:
     if plan.claim:
         params["client_id"] = plan.client_id
     params["notify"] = sorted(notify)
+    for number, (name, wanted) in enumerate(plan.lookup):
+        info = plan.queues[name]
+        params[f"k{number}_tables"] = [
+            names.partition(info.queue_id, n).as_string(None)
+            for n in range(info.settings.partitions)
+        ]
+        params[f"k{number}_keys"] = list(wanted)
     shape = Shape(
         tuple(deletes),
         tuple((i.queue.queue_id, i.partition, i.leased, i.keyed) for i in inserts),
+        len(plan.lookup),
     )
     return _Compiled(shape, params, inserts, plans, entries, sorted(notify))
 
@@ -154,13 +164,13 @@ async def run_fused(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactResult
     None: a check failed (or a dedup key changed hands mid-statement, or a
     table is gone) and nothing changed; run the plan the slow way.
     """
-    compiled = _compile(plan, names.channel)
+    compiled = _compile(plan, names)
     statement = statement_for(names, compiled.shape)
     with driver_errors():
         try:
             cur = await conn.execute(statement, compiled.params, binary=True)
-        except pg_errors.UndefinedTable:
-            return None  # a queue was deleted: the slow path names it
+        except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction):
+            return None  # a queue was deleted (the slow path names it), or an old schema
         except psycopg.Error as exc:
             if exc.sqlstate in (q.CHECK_FAILED_STATE, DEADLOCK_STATE):
                 return None
@@ -176,9 +186,15 @@ async def _result(
     ids: list[list[str | None]] = [[None] * len(items) for _, items, _ in compiled.entries]
     fresh: dict[str, Leased] = {}
     by_insert: dict[int, list[Any]] = {}
+    looked_up: dict[str, dict[str, StoredItem]] = {name: {} for name, _ in plan.lookup}
     for row in found:
         if row[0] >= 0:
             by_insert.setdefault(row[0], []).append(row[1:])
+        elif row[0] <= _LOOKUP_TAG:
+            number, partition = divmod(_LOOKUP_TAG - row[0], _PARTITIONS)
+            name = plan.lookup[number][0]
+            stored = rows.item(StoredItem, plan.queues[name], partition, row[1:])
+            looked_up[name][row[1 + _DEDUP_KEY]] = stored
     for number, insert in enumerate(compiled.inserts):
         items = compiled.entries[insert.entry][1]
         slots = ids[insert.entry]
@@ -211,7 +227,9 @@ async def _result(
                 if item is not None:
                     fresh[item_id] = item
         leased.setdefault(name, []).extend(fresh.get(item_id) for item_id in entry_ids)
-    return TransactResult.model_construct(produced=produced, renewed=[], leased=leased)
+    return TransactResult.model_construct(
+        produced=produced, renewed=[], leased=leased, found=looked_up
+    )
 
 
 def _seq(row: Sequence[Any]) -> int:
@@ -221,6 +239,10 @@ def _seq(row: Sequence[Any]) -> int:
 _CLIENT_ID = 4
 _DEDUP_KEY = 12
 """Positions in an :data:`statements.ITEM_COLUMNS` row."""
+_LOOKUP_TAG = -1000
+_PARTITIONS = 1024
+"""A row of lookup ``k`` found in partition ``p`` is tagged ``-1000 - (k * 1024 + p)``
+(a queue has at most 1024 partitions)."""
 
 # -- the statement ------------------------------------------------------------
 
@@ -230,6 +252,27 @@ _NULL_ITEM = (
 )
 """The :data:`statements.ITEM_COLUMNS` from version to headers, all NULL."""
 _NULLS = ", ".join(["NULL"] * 11)
+_LOOKED_UP = ", ".join(
+    f"l.{column}"
+    for column in [
+        "seq",
+        "version",
+        "available_at",
+        "lease_deadline",
+        "client_id",
+        "attempts",
+        "expire_at",
+        "payload",
+        "kind",
+        "encoding",
+        "reference",
+        "headers",
+        "dedup_key",
+        "source_id",
+        "created_at",
+    ]
+)
+"""The item columns of a ``lookup_keys()`` row, in :data:`statements.ITEM_COLUMNS` order."""
 
 _DELETE = """
 d{n} AS (
@@ -342,6 +385,20 @@ def statement_for(names: q.Names, shape: Shape) -> bytes:
     ctes.append(
         "\nwoken AS (SELECT pg_notify(%(channel)s, w) FROM unnest(%(notify)s::text[]) AS w)"
     )
+    # Lookups run last, with a snapshot of their own: their ``after`` argument
+    # reads every insert (and the deletes' check) first.
+    after = " + ".join(
+        [
+            "(SELECT ok FROM ok)",
+            *(f"(SELECT count(*) FROM i{n})" for n in range(len(shape.inserts))),
+        ]
+    )
+    for k in range(shape.lookups):
+        outputs.append(
+            f"SELECT {_LOOKUP_TAG} - ({k} * {_PARTITIONS} + l.part), {_LOOKED_UP} FROM"
+            f" {{schema}}.lookup_keys(%(k{k}_tables)s::text[]::regclass[], %(k{k}_keys)s::text[],"
+            f" {after}) AS l"
+        )
     outputs.append(_row(-1, "count(*)", "NULL", "woken"))
     text = "WITH" + ",".join(ctes) + "\n" + "\nUNION ALL ".join(outputs)
     # One line: psycopg caches the parsing of statements up to 4 kB long.
