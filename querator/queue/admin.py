@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import anyio
+
 from querator.errors import InvalidArgument, QueueExists, QueueNotFound
 from querator.queue.backends.base import Backend
 from querator.queue.models import QueueInfo, QueueSettings
@@ -23,23 +25,42 @@ class QueueAdmin:
         self._backend = backend
         self._cache_ttl = cache_ttl
         self._cache: dict[str, tuple[QueueInfo, float]] = {}
+        self._fetching: dict[str, anyio.Event] = {}
+        """Queue -> set when the look-up of its info under way ends (one at a time)."""
 
     def _require_open(self) -> Backend:
         return self._backend
 
     async def queue_info(self, name: str) -> QueueInfo:
-        """The queue's info, from the cache when fresh."""
-        hit = self._cache.get(name)
-        if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
-            return hit[0]
+        """The queue's info, from the cache when fresh.
+
+        When it is not, one caller looks it up; the others meanwhile get the
+        stale info, or, if there is none, wait for that look-up.
+        """
+        while True:
+            hit = self._cache.get(name)
+            if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
+                return hit[0]
+            fetching = self._fetching.get(name)
+            if fetching is None:
+                break
+            if hit is not None:
+                return hit[0]
+            await fetching.wait()
+            if name not in self._cache:
+                break  # that look-up failed: make ours (and raise its error)
         backend = self._require_open()
         check_name("queue", name)
+        done = self._fetching[name] = anyio.Event()
         try:
             info = await backend.get_queue(name)
+            self._cache[name] = (info, time.monotonic())
         except QueueNotFound:
             self._cache.pop(name, None)
             raise
-        self._cache[name] = (info, time.monotonic())
+        finally:
+            del self._fetching[name]
+            done.set()
         return info
 
     async def create_queue(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from querator import AsyncQuerator, Item, QueueSettings, Ref
 from querator.errors import Conflict, ConflictReason, QueueExists, RequestTimeout
+from querator.queue.models import QueueInfo
 
 from .helpers import ids_of, later
 
@@ -59,3 +61,25 @@ async def test_async_transact_conflict(aq: AsyncQuerator, qname: str) -> None:
     with pytest.raises(Conflict) as err:
         await aq.transact(complete=[Ref(qname, stored.id, stored.version)])
     assert err.value.reasons == {stored.id: ConflictReason.NOT_LEASED}
+
+
+async def test_concurrent_callers_share_one_look_up_of_a_queue(
+    backend_url: str, qname: str
+) -> None:
+    async with AsyncQuerator(backend_url, cache_ttl=60.0) as client:
+        await client.create_queue(qname)
+        backend = client._backend
+        real = backend.get_queue
+        calls: list[str] = []
+
+        async def counted(name: str) -> QueueInfo:
+            calls.append(name)
+            return await real(name)
+
+        backend.get_queue = counted  # type: ignore[method-assign]
+        async with anyio.create_task_group() as tasks:
+            for _ in range(20):
+                tasks.start_soon(client.queue_info, qname)
+        assert calls == [qname]
+        assert (await client.queue_info(qname)).name == qname
+        assert calls == [qname]  # and then it comes from the cache

@@ -340,12 +340,7 @@ class PostgresBackend:
 
     async def lookup(self, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[StoredItem]:
         """The items (in any partition) holding any of ``dedup_keys``."""
-        statement = sql.SQL(" UNION ALL ").join(
-            q.LOOKUP_BRANCH.format(
-                partition=sql.Literal(n), columns=q.ITEM_COLUMNS, table=self._table(queue, n)
-            )
-            for n in range(queue.settings.partitions)
-        )
+        statement = q.lookup_for(self._names, queue.queue_id, queue.settings.partitions)
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, {"keys": list(dedup_keys)})
             found = await cur.fetchall()

@@ -169,8 +169,8 @@ async def run_fused(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactResult
     with driver_errors():
         try:
             cur = await conn.execute(statement, compiled.params, binary=True)
-        except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction):
-            return None  # a queue was deleted (the slow path names it), or an old schema
+        except pg_errors.UndefinedTable:
+            return None  # a queue was deleted: the slow path names it
         except psycopg.Error as exc:
             if exc.sqlstate in (q.CHECK_FAILED_STATE, DEADLOCK_STATE):
                 return None

@@ -105,10 +105,30 @@ BEGIN
         USING ERRCODE = 'QR409';
 END
 $$;
+CREATE OR REPLACE FUNCTION {schema}.lookup_keys(tables regclass[], keys text[], after bigint)
+RETURNS TABLE (part integer, seq bigint, version integer, available_at timestamptz,
+               lease_deadline timestamptz, client_id text, attempts integer,
+               expire_at timestamptz, payload bytea, kind text, encoding text, reference text,
+               headers text, dedup_key text, source_id text, created_at timestamptz)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    FOR n IN 1 .. coalesce(array_length(tables, 1), 0) LOOP
+        RETURN QUERY EXECUTE format(
+            'SELECT $2, t.seq, t.version, t.available_at, t.lease_deadline, t.client_id,'
+            ' t.attempts, t.expire_at, t.payload, t.kind, t.encoding, t.reference,'
+            ' t.headers::text, t.dedup_key, t.source_id, t.created_at'
+            ' FROM %s AS t WHERE t.dedup_key = ANY($1)', tables[n])
+        USING keys, n - 1;
+    END LOOP;
+END
+$$;
 """
 )
-"""Creates the schema, the queue table, the maintenance row and ``check_failed()``,
-which one-statement changes call to undo themselves (idempotent)."""
+"""Creates the schema, the queue table, the maintenance row, ``check_failed()``,
+which one-statement changes call to undo themselves, and ``lookup_keys()``,
+which looks up dedup keys with a snapshot of its own: called at the end of a
+one-statement change (``after`` makes it wait for the change's parts), it sees
+the change and everything committed until then (idempotent)."""
 
 CREATE_PARTITION: Final = sql.SQL(
     """
@@ -560,5 +580,19 @@ def insert_unkeyed_for(names: Names, queue_id: int, partitions: tuple[int, ...])
         selects.append(INSERT_UNKEYED_SELECT.format(partition=sql.Literal(partition), name=name))
     statement = INSERT_UNKEYED.format(
         branches=sql.SQL(",").join(branches), selects=sql.SQL(" UNION ALL ").join(selects)
+    )
+    return statement.as_bytes(None)
+
+
+@functools.lru_cache(maxsize=4096)
+def lookup_for(names: Names, queue_id: int, partitions: int) -> bytes:
+    """:data:`LOOKUP_BRANCH` over every partition of a queue, joined by UNION ALL."""
+    statement = sql.SQL(" UNION ALL ").join(
+        LOOKUP_BRANCH.format(
+            partition=sql.Literal(n),
+            columns=ITEM_COLUMNS,
+            table=names.partition(queue_id, n),
+        )
+        for n in range(partitions)
     )
     return statement.as_bytes(None)
