@@ -20,3 +20,16 @@ def drop_schema(dsn: str, schema: str) -> None:
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def waiting_on_a_lock(dsn: str, marker: str) -> bool:
+    """True when a session whose statement mentions ``marker`` waits on a lock."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND query LIKE %s",
+            (f"%{marker}%",),
+        ).fetchone()
+    return row is not None and row[0] > 0

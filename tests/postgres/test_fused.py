@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import psycopg
+from pg_schemas import waiting_on_a_lock
 from polling import wait_for
 
 from querator import Item, Querator
@@ -41,16 +42,6 @@ def test_a_step_commit_is_fusable_and_retries_are_not() -> None:
     assert not fusable(wrong_queue_id)
 
 
-def _waiting_on_a_lock(dsn: str, marker: str) -> bool:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE wait_event_type = 'Lock' AND query LIKE %s",
-            (f"%{marker}%",),
-        ).fetchone()
-    return row is not None and row[0] > 0
-
-
 def test_a_dedup_key_committed_mid_statement_returns_its_holder(
     pg_schema_url: str, pg_dsn: str, pg_schema: str
 ) -> None:
@@ -77,7 +68,7 @@ def test_a_dedup_key_committed_mid_statement_returns_its_holder(
             )
             thread.start()
             # our statement waits for the other transaction's insert of "k" ...
-            wait_for(lambda: _waiting_on_a_lock(pg_dsn, f"q{info.queue_id}_p0"), timeout=10)
+            wait_for(lambda: waiting_on_a_lock(pg_dsn, f"q{info.queue_id}_p0"), timeout=10)
             other.commit()  # ... which commits after our statement's snapshot
             thread.join(timeout=30)
         (result,) = results
@@ -114,7 +105,7 @@ def test_a_lookup_sees_what_committed_while_the_statement_waited(
                 )
             )
             thread.start()
-            wait_for(lambda: _waiting_on_a_lock(pg_dsn, f"q{src.queue_id}_p0"), timeout=10)
+            wait_for(lambda: waiting_on_a_lock(pg_dsn, f"q{src.queue_id}_p0"), timeout=10)
             other.commit()  # ... and commits after our statement began
             thread.join(timeout=30)
         (result,) = results

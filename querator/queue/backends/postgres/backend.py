@@ -25,7 +25,8 @@ from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors
-from querator.queue.backends.postgres.fused import fusable, run_fused
+from querator.queue.backends.postgres.fused import fusable
+from querator.queue.backends.postgres.group_commit import GroupCommit
 from querator.queue.backends.postgres.items import (
     Conn,
     dead_letter,
@@ -79,6 +80,8 @@ class PostgresBackend:
         self._min_size = min_size
         self._max_size = max_size
         self._pool: Pool | None = None
+        self._group = GroupCommit(self._connect, self._names)
+        """Runs one-statement transactions, those of concurrent callers together."""
 
     @property
     def schema(self) -> str:
@@ -281,8 +284,7 @@ class PostgresBackend:
                 if await complete_at_once(conn, self._names, plan):
                     return TransactResult.model_construct(produced={}, renewed=[])
         elif fusable(plan):
-            async with self._connect() as conn:
-                result = await run_fused(conn, self._names, plan)
+            result = await self._group.run(plan)
             if result is not None:
                 return result
         if completes_only(plan):

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from querator.queue.backends.base import InsertPlan, NewItem, TxnPlan
+from querator.queue.backends.base import InsertPlan, ItemKey, NewItem, TxnPlan
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.failures import driver_errors
@@ -49,17 +49,26 @@ from querator.queue.ids import format_id
 from querator.queue.models import Leased, QueueInfo, StoredItem, TransactResult
 
 
-class Insert(NamedTuple):
-    """One insert of the statement: the plan entry's items bound for one table."""
+class Entry(NamedTuple):
+    """One (queue, items) entry of a plan: a ``produce`` or a ``claim``."""
 
-    entry: int
-    """Index of the (queue, items) entry in ``plan.produce`` + ``plan.claim``."""
+    plan: int
+    """Index of the plan (in the group run together)."""
+    name: str
+    items: Sequence[NewItem]
+    claimed: bool
+
+
+class Insert(NamedTuple):
+    """One insert of the statement: the items of every entry bound for one table."""
+
     queue: QueueInfo
     partition: int
-    indexes: list[int]
-    """Indexes into the entry's items, in input order (repeated keys left out)."""
     leased: bool
-    keyed: bool
+    slots: list[tuple[int, int]]
+    """(entry, index into its items) of each item inserted, in order."""
+    keys: list[str]
+    """The dedup keys among them."""
 
 
 class Shape(NamedTuple):
@@ -99,72 +108,112 @@ class _Compiled:
     shape: Shape
     params: dict[str, Any]
     inserts: list[Insert]
-    plans: list[InsertPlan]
-    entries: list[tuple[str, Sequence[NewItem], bool]]
-    """(queue name, items, claimed) per plan entry, produce entries first."""
-    notify: list[str] = field(default_factory=list)
+    entries: list[Entry]
+    """Every plan's produce entries, then its claim entries, plan after plan."""
+    insert_plans: list[InsertPlan]
+    """Per entry: how its items map onto partitions."""
+    lookups: list[tuple[QueueInfo, list[str]]]
+    """Per looked-up queue: the keys every plan asks about."""
 
 
-def _compile(plan: TxnPlan, names: q.Names) -> _Compiled:
+def _compile(plans: Sequence[TxnPlan], names: q.Names) -> _Compiled:
     params: dict[str, Any] = {"channel": names.channel}
-    deletes: list[tuple[int, int]] = []
-    by_table: dict[tuple[int, int], list[Any]] = {}
-    for key in sorted(plan.complete, key=lambda key: key.lock_order):
-        by_table.setdefault((key.queue_id, key.partition), []).append(key)
-    for number, (table, keys) in enumerate(by_table.items()):
-        deletes.append(table)
-        keys.sort(key=lambda key: key.seq)
+    deletes = _deletes(plans, params)
+    entries: list[Entry] = []
+    for number, plan in enumerate(plans):
+        entries += [Entry(number, name, items, False) for name, items in plan.produce]
+        entries += [Entry(number, name, items, True) for name, items in plan.claim]
+    inserts, insert_plans = _inserts(plans, entries, params)
+    lookups = _lookups(plans, names, params)
+    shape = Shape(
+        tuple(deletes),
+        tuple((i.queue.queue_id, i.partition, i.leased, bool(i.keys)) for i in inserts),
+        len(lookups),
+    )
+    return _Compiled(shape, params, inserts, entries, insert_plans, lookups)
+
+
+def _deletes(plans: Sequence[TxnPlan], params: dict[str, Any]) -> list[tuple[int, int]]:
+    """The tables completed from, in lock order; binds their keys."""
+    by_table: dict[tuple[int, int], list[ItemKey]] = {}
+    for plan in plans:
+        for key in plan.complete:
+            by_table.setdefault((key.queue_id, key.partition), []).append(key)
+    deletes = sorted(by_table)
+    for number, table in enumerate(deletes):
+        keys = sorted(by_table[table], key=lambda key: key.seq)
         params[f"d{number}_seqs"] = int_array(key.seq for key in keys)
         params[f"d{number}_versions"] = int_array(key.version for key in keys)
         params[f"d{number}_count"] = len(keys)
-    entries = [(name, items, False) for name, items in plan.produce]
-    entries += [(name, items, True) for name, items in plan.claim]
-    inserts: list[Insert] = []
-    plans: list[InsertPlan] = []
+    return deletes
+
+
+def _inserts(
+    plans: Sequence[TxnPlan], entries: list[Entry], params: dict[str, Any]
+) -> tuple[list[Insert], list[InsertPlan]]:
+    """One insert per (table, leased or not); binds their items and the queues to wake."""
+    grouped: dict[tuple[int, int, bool], Insert] = {}
+    insert_plans: list[InsertPlan] = []
     notify: set[str] = set()
-    for entry, (name, items, claimed) in enumerate(entries):
-        info = plan.queues[name]
-        insert_plan = InsertPlan.of(items)
-        plans.append(insert_plan)
-        if items and (not claimed or any(new.available_at is not None for new in items)):
-            notify.add(name)
-        for partition, indexes in sorted(insert_plan.by_partition.items()):
-            chunk = [items[i] for i in indexes]
-            keys = [new.dedup_key for new in chunk if new.dedup_key is not None]
-            number = len(inserts)
-            inserts.append(Insert(entry, info, partition, indexes, claimed, bool(keys)))
-            for column, value in insert_params(info, chunk).items():
-                params[f"i{number}_{column}"] = value
-            params[f"i{number}_count"] = len(chunk)
-            if keys:
-                params[f"i{number}_keys"] = keys
-            if claimed:
-                params[f"i{number}_lease_timeout"] = float(info.settings.lease_timeout)
-    if plan.claim:
-        params["client_id"] = plan.client_id
+    for index, entry in enumerate(entries):
+        info = plans[entry.plan].queues[entry.name]
+        insert_plan = InsertPlan.of(entry.items)
+        insert_plans.append(insert_plan)
+        items = entry.items
+        if items and (not entry.claimed or any(n.available_at is not None for n in items)):
+            notify.add(entry.name)
+        for partition, indexes in insert_plan.by_partition.items():
+            table = (info.queue_id, partition, entry.claimed)
+            insert = grouped.setdefault(table, Insert(info, partition, entry.claimed, [], []))
+            insert.slots.extend((index, i) for i in indexes)
+            insert.keys.extend(key for i in indexes if (key := items[i].dedup_key) is not None)
+    inserts = [grouped[table] for table in sorted(grouped)]
+    for number, insert in enumerate(inserts):
+        chunk = [entries[entry].items[i] for entry, i in insert.slots]
+        for column, value in insert_params(insert.queue, chunk).items():
+            params[f"i{number}_{column}"] = value
+        params[f"i{number}_count"] = len(chunk)
+        if insert.keys:
+            params[f"i{number}_keys"] = insert.keys
+        if insert.leased:
+            params[f"i{number}_lease_timeout"] = float(insert.queue.settings.lease_timeout)
+            params[f"i{number}_client_id"] = [
+                plans[entries[entry].plan].client_id for entry, _ in insert.slots
+            ]
     params["notify"] = sorted(notify)
-    for number, (name, wanted) in enumerate(plan.lookup):
-        info = plan.queues[name]
+    return inserts, insert_plans
+
+
+def _lookups(
+    plans: Sequence[TxnPlan], names: q.Names, params: dict[str, Any]
+) -> list[tuple[QueueInfo, list[str]]]:
+    """Per looked-up queue, the keys any plan asks about; binds them and its tables."""
+    wanted: dict[str, tuple[QueueInfo, dict[str, None]]] = {}
+    for plan in plans:
+        for name, keys in plan.lookup:
+            info, merged = wanted.setdefault(name, (plan.queues[name], {}))
+            merged.update(dict.fromkeys(keys))
+    lookups = [(info, list(keys)) for info, keys in wanted.values()]
+    for number, (info, keys) in enumerate(lookups):
         params[f"k{number}_tables"] = [
             names.partition(info.queue_id, n).as_string(None)
             for n in range(info.settings.partitions)
         ]
-        params[f"k{number}_keys"] = list(wanted)
-    shape = Shape(
-        tuple(deletes),
-        tuple((i.queue.queue_id, i.partition, i.leased, i.keyed) for i in inserts),
-        len(plan.lookup),
-    )
-    return _Compiled(shape, params, inserts, plans, entries, sorted(notify))
+        params[f"k{number}_keys"] = keys
+    return lookups
 
 
-async def run_fused(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactResult | None:
-    """Apply a :func:`fusable` plan in one statement on an autocommit connection.
+async def run_fused(
+    conn: Conn, names: q.Names, plans: Sequence[TxnPlan]
+) -> list[TransactResult] | None:
+    """Apply :func:`fusable` plans together in one statement on an autocommit
+    connection; their results, in order.
 
-    None: a check failed (or a dedup key changed hands mid-statement, or a
-    table is gone) and nothing changed; run the plan the slow way.
+    None: a check of some plan failed (or a dedup key changed hands
+    mid-statement, or a table is gone) and nothing changed; run each plan
+    alone, the slow way.
     """
-    compiled = _compile(plan, names)
+    compiled = _compile(plans, names)
     statement = statement_for(names, compiled.shape)
     with driver_errors():
         try:
@@ -176,60 +225,76 @@ async def run_fused(conn: Conn, names: q.Names, plan: TxnPlan) -> TransactResult
                 return None
             raise
         found = await cur.fetchall()
-    return await _result(conn, names, plan, compiled, found)
+    return await _results(conn, names, plans, compiled, found)
 
 
-async def _result(
-    conn: Conn, names: q.Names, plan: TxnPlan, compiled: _Compiled, found: list[Any]
-) -> TransactResult:
-    """Map the statement's rows to ids (and leased items) in each entry's order."""
-    ids: list[list[str | None]] = [[None] * len(items) for _, items, _ in compiled.entries]
+async def _results(
+    conn: Conn,
+    names: q.Names,
+    plans: Sequence[TxnPlan],
+    compiled: _Compiled,
+    found: list[Any],
+) -> list[TransactResult]:
+    """Map the statement's rows to each plan's ids (and leased items) in order."""
+    entries = compiled.entries
+    ids: list[list[str | None]] = [[None] * len(entry.items) for entry in entries]
     fresh: dict[str, Leased] = {}
     by_insert: dict[int, list[Any]] = {}
-    looked_up: dict[str, dict[str, StoredItem]] = {name: {} for name, _ in plan.lookup}
+    looked_up: list[dict[str, StoredItem]] = [{} for _ in compiled.lookups]
     for row in found:
         if row[0] >= 0:
             by_insert.setdefault(row[0], []).append(row[1:])
         elif row[0] <= _LOOKUP_TAG:
             number, partition = divmod(_LOOKUP_TAG - row[0], _PARTITIONS)
-            name = plan.lookup[number][0]
-            stored = rows.item(StoredItem, plan.queues[name], partition, row[1:])
-            looked_up[name][row[1 + _DEDUP_KEY]] = stored
+            info = compiled.lookups[number][0]
+            looked_up[number][row[1 + _DEDUP_KEY]] = rows.item(StoredItem, info, partition, row[1:])
     for number, insert in enumerate(compiled.inserts):
-        items = compiled.entries[insert.entry][1]
-        slots = ids[insert.entry]
         queue_id, partition = insert.queue.queue_id, insert.partition
         got = by_insert.get(number, [])
         by_key = {row[_DEDUP_KEY]: row for row in got if row[_DEDUP_KEY] is not None}
-        unkeyed = sorted((row for row in got if row[_DEDUP_KEY] is None), key=_seq)
-        unkeyed_rows = iter(unkeyed)
-        for index in insert.indexes:
-            key = items[index].dedup_key
+        unkeyed_rows = iter(sorted((row for row in got if row[_DEDUP_KEY] is None), key=_seq))
+        for slot, index in insert.slots:
+            key = entries[slot].items[index].dedup_key
             row = next(unkeyed_rows) if key is None else by_key[key]
             item_id = format_id(queue_id, partition, row[0])
-            slots[index] = item_id
+            ids[slot][index] = item_id
             if insert.leased and row[_CLIENT_ID] is not None:
                 fresh[item_id] = rows.item(Leased, insert.queue, partition, row)
-    produced: dict[str, list[str]] = {}
-    leased: dict[str, list[Leased | None]] = {}
-    for entry, (name, _, claimed) in enumerate(compiled.entries):
-        entry_ids = compiled.plans[entry].ids_in_order(ids[entry])
-        if not claimed:
-            produced.setdefault(name, []).extend(entry_ids)
+    produced: list[dict[str, list[str]]] = [{} for _ in plans]
+    leased: list[dict[str, list[Leased | None]]] = [{} for _ in plans]
+    for number, entry in enumerate(entries):
+        entry_ids = compiled.insert_plans[number].ids_in_order(ids[number])
+        if not entry.claimed:
+            produced[entry.plan].setdefault(entry.name, []).extend(entry_ids)
             continue
+        plan = plans[entry.plan]
         held = [item_id for item_id in dict.fromkeys(entry_ids) if item_id not in fresh]
         if held:  # dedup hits and items due later: lease what is leasable now
             assert plan.client_id is not None
-            info = plan.queues[name]
-            with driver_errors(name):
-                claimed_items = await claim_ids(conn, names, info, held, plan.client_id)
-            for item_id, item in zip(held, claimed_items, strict=True):
+            with driver_errors(entry.name):
+                got_items = await claim_ids(
+                    conn, names, plan.queues[entry.name], held, plan.client_id
+                )
+            for item_id, item in zip(held, got_items, strict=True):
                 if item is not None:
                     fresh[item_id] = item
-        leased.setdefault(name, []).extend(fresh.get(item_id) for item_id in entry_ids)
-    return TransactResult.model_construct(
-        produced=produced, renewed=[], leased=leased, found=looked_up
-    )
+        got = [fresh.get(item_id) for item_id in entry_ids]
+        leased[entry.plan].setdefault(entry.name, []).extend(got)
+    by_queue = {
+        info.name: items for (info, _), items in zip(compiled.lookups, looked_up, strict=True)
+    }
+    return [
+        TransactResult.model_construct(
+            produced=produced[number],
+            renewed=[],
+            leased=leased[number],
+            found={
+                name: {key: by_queue[name][key] for key in keys if key in by_queue[name]}
+                for name, keys in plan.lookup
+            },
+        )
+        for number, plan in enumerate(plans)
+    ]
 
 
 def _seq(row: Sequence[Any]) -> int:
@@ -285,9 +350,9 @@ d{n} AS (
 _VALUES = """
     FROM unnest(%(i{n}_payload)b::bytea[], %(i{n}_kind)s::text[], %(i{n}_encoding)s::text[],
                 %(i{n}_reference)s::text[], %(i{n}_headers)s::text[],
-                %(i{n}_available_at)s::timestamptz[], %(i{n}_dedup_key)s::text[])
+                %(i{n}_available_at)s::timestamptz[], %(i{n}_dedup_key)s::text[]{client})
          WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at,
-                              dedup_key, ord)
+                              dedup_key{client_column}, ord)
     CROSS JOIN ok"""
 
 _INSERT = (
@@ -299,7 +364,7 @@ i{n} AS (
     SELECT 1, coalesce(v.available_at, now()), 0,
            now() + make_interval(secs => %(i{n}_expire_timeout)s::float8),
            v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key"""
-    + _VALUES
+    + _VALUES.replace("{client}", "").replace("{client_column}", "")
     + """
     ORDER BY v.ord
     ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
@@ -329,13 +394,15 @@ i{n} AS (
     + """ END,
            CASE WHEN """
     + _DUE
-    + """ THEN %(client_id)s END,
+    + """ THEN v.client_id END,
            CASE WHEN """
     + _DUE
     + """ THEN 1 ELSE 0 END,
            now() + make_interval(secs => %(i{n}_expire_timeout)s::float8),
            v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key"""
-    + _VALUES
+    + _VALUES.replace("{client}", ", %(i{n}_client_id)s::text[]").replace(
+        "{client_column}", ", client_id"
+    )
     + """
     ORDER BY v.ord
     ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING

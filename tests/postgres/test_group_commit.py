@@ -1,0 +1,84 @@
+"""Group commit (``postgres/group_commit.py``): transactions that arrive while one
+is in flight go together in one statement, each still all or nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+from pg_schemas import waiting_on_a_lock
+
+from querator import AsyncQuerator, Item, Leased, Ref
+from querator.errors import Conflict, ConflictReason
+from querator.queue.models import TransactResult
+
+pytestmark = pytest.mark.anyio
+
+WAITERS = 12
+
+
+async def _until(predicate: Any, timeout: float = 10.0) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.01)
+
+
+async def test_a_group_commits_each_transaction_and_a_stale_one_alone_fails(
+    pg_schema_url: str, pg_dsn: str, pg_schema: str
+) -> None:
+    async with AsyncQuerator(pg_schema_url) as aq:
+        work = await aq.create_queue("work")
+        await aq.create_queue("records")
+        await aq.produce("work", [Item(payload=b"first")])
+        (first,) = await aq.lease("work", client_id="leader")
+        await aq.produce("work", [Item(payload=f"{n}".encode()) for n in range(WAITERS)])
+        held = await aq.lease("work", client_id="c", batch_size=WAITERS)
+        stale = held[0]
+        group = aq._backend._group  # type: ignore[attr-defined]
+        outcomes: dict[int, TransactResult | Exception] = {}
+
+        async def commit(number: int, item: Leased | Ref) -> None:
+            try:
+                outcomes[number] = await aq.transact(
+                    complete=[item],
+                    produce={"records": [Item(payload=b"r", dedup_key=f"rec-{number}")]},
+                    produce_leased={"work": [Item(payload=b"next", dedup_key=f"next-{number}")]},
+                    client_id=f"client-{number}",
+                    lookup={"records": [f"rec-{number}", "rec-none"]},
+                )
+            except Conflict as exc:
+                outcomes[number] = exc
+
+        table = f'"{pg_schema}"."q{work.queue_id}_p0"'
+        with psycopg.connect(pg_dsn) as blocker:
+            # the first transaction waits on a row lock; the others queue behind it
+            blocker.execute(
+                f"SELECT 1 FROM {table} WHERE seq = %s FOR UPDATE", (first.id.split(".")[-1],)
+            )
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(commit, -1, first)
+                await _until(lambda: waiting_on_a_lock(pg_dsn, f"q{work.queue_id}_p0"))
+                tasks.start_soon(commit, 0, Ref("work", stale.id, stale.version + 1))
+                for number, item in enumerate(held[1:], start=1):
+                    tasks.start_soon(commit, number, item)
+                await _until(lambda: len(group._waiting) == WAITERS)
+                blocker.commit()
+        stale_outcome = outcomes.pop(0)
+        assert isinstance(stale_outcome, Conflict)
+        assert stale_outcome.reasons == {stale.id: ConflictReason.STALE}
+        assert sorted(outcomes) == [n for n in range(-1, WAITERS) if n != 0]
+        for number, result in outcomes.items():
+            assert isinstance(result, TransactResult), result
+            (record,) = result.produced["records"]
+            (leased,) = result.leased["work"]
+            assert leased is not None and leased.client_id == f"client-{number}"
+            assert leased.payload == b"next"
+            assert result.found["records"]["rec-" + str(number)].id == record
+            assert "rec-none" not in result.found["records"]
+        records = await aq.lookup("records", [f"rec-{n}" for n in range(-1, WAITERS)])
+        assert sorted(records) == sorted(f"rec-{n}" for n in range(-1, WAITERS) if n != 0)
+        left = {item.id for item in await aq.list_items("work")}
+        assert stale.id in left  # the stale transaction changed nothing
+        assert not left & {item.id for item in held[1:]}
