@@ -5,7 +5,7 @@ each operation; this file only forwards."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -165,6 +165,7 @@ class Querator:
         produce_leased: Mapping[str, Sequence[Item]] | None = None,
         client_id: str | None = None,
         lookup: Mapping[str, Sequence[str]] | None = None,
+        silent: Collection[str] = (),
     ) -> TransactResult:
         """See :meth:`AsyncQuerator.transact`."""
         return self._call(
@@ -179,6 +180,7 @@ class Querator:
             produce_leased=produce_leased,
             client_id=client_id,
             lookup=lookup,
+            silent=silent,
         )
 
     def stats(self, queue: str) -> QueueStats:

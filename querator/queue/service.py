@@ -8,7 +8,7 @@ background event loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import TracebackType
@@ -295,6 +295,7 @@ class AsyncQuerator(QueueAdmin):
         produce_leased: Mapping[str, Sequence[Item]] | None = None,
         client_id: str | None = None,
         lookup: Mapping[str, Sequence[str]] | None = None,
+        silent: Collection[str] = (),
     ) -> TransactResult:
         """Apply completes, retries, renews, produces and version checks atomically.
 
@@ -313,6 +314,11 @@ class AsyncQuerator(QueueAdmin):
         ``TransactResult.found``, includes the transaction's own changes and
         whatever other clients committed before it. PostgreSQL answers in the
         same round trip; the other stores look up right after.
+
+        ``silent`` names queues this transaction does not wake: their waiting
+        consumers and watchers are not notified of it (for records nobody waits
+        for; the items are leasable all the same, and a waiter finds them at its
+        next look, within its wait cap).
         """
         self._require_open()
         if produce_leased and client_id is None:
@@ -332,7 +338,10 @@ class AsyncQuerator(QueueAdmin):
             check_batch("transact", 0)
         claim = (client_id, produce_leased) if produce_leased else None
         keys = {name: check_keys(keys) for name, keys in (lookup or {}).items()}
-        return await self._transact(groups, produce or {}, retry_at, False, extend, claim, keys)
+        quiet = frozenset(check_name("silent", name) for name in silent)
+        return await self._transact(
+            groups, produce or {}, retry_at, False, extend, claim, keys, quiet
+        )
 
     async def _transact(
         self,
@@ -343,6 +352,7 @@ class AsyncQuerator(QueueAdmin):
         extend: float | None,
         claim: tuple[str | None, Mapping[str, Sequence[Item]]] | None = None,
         lookup: Mapping[str, list[str]] | None = None,
+        silent: frozenset[str] = frozenset(),
     ) -> TransactResult:
         backend = self._require_open()
         check_unique(groups)
@@ -367,8 +377,8 @@ class AsyncQuerator(QueueAdmin):
         if claimed:
             claims = routed("produce_leased", claimed)
             plan = replace(plan, claim=claims, client_id=client_id)
-        if lookup:
-            plan = replace(plan, lookup=list(lookup.items()))
+        if lookup or silent:
+            plan = replace(plan, lookup=list(lookup.items()), silent=silent)
         result = await backend.transact(plan)
         missing = [name for name in lookup if name not in result.found]
         if missing:
@@ -386,7 +396,7 @@ class AsyncQuerator(QueueAdmin):
             if dead_queue:
                 woken.add(dead_queue)
         woken |= {name for name, got in result.leased.items() if None in got}
-        for name in woken:
+        for name in woken - silent:
             self._board.wake(name)
         return result
 

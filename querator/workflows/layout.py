@@ -20,6 +20,7 @@ Fields are only ever added, with defaults, so old records keep their meaning.
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -261,6 +262,18 @@ PROGRESS_SLOTS = ("a", "b")
 
 def progress_key(run_id: str, position: int, slot: str) -> str:
     return f"{run_id}/{position}/progress/{slot}"
+
+
+_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab])?")
+"""Keys of a step call's record and of its progress: nobody waits for those."""
+
+
+def awaited_record(key: str) -> bool:
+    """Whether a ``result()`` call may be waiting for the record ``key``: every
+    record but a step call's own and its progress (a run's result, a saga's
+    compensation records, cancel requests, ...), so writing it wakes the
+    results queue's watchers."""
+    return _UNAWAITED_RECORD.fullmatch(key) is None
 
 
 def result_key(run_id: str) -> str:

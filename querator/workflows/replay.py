@@ -26,6 +26,7 @@ from querator.workflows.layout import (
     RunRecord,
     StepPayload,
     StepRecord,
+    awaited_record,
     cancel_key,
     error_info,
     meta_key,
@@ -405,8 +406,17 @@ async def transact_creating(
     lookup: dict[str, list[str]] | None = None,
 ) -> TransactResult:
     """Complete and produce at once, creating missing target queues first
-    (``lookup``: see :meth:`AsyncQuerator.transact`)."""
+    (``lookup``: see :meth:`AsyncQuerator.transact`).
+
+    Step records nobody waits for do not wake the results queue's watchers
+    (``result()`` calls): only a run's end and a saga's compensation do.
+    """
     targets = set(produce) | set(produce_leased or {}) | set(lookup or {})
+    records = produce.get(RESULTS_QUEUE, [])
+    quiet = records and not any(
+        item.dedup_key is None or awaited_record(item.dedup_key) for item in records
+    )
+    silent = (RESULTS_QUEUE,) if quiet else ()
     for _ in range(len(targets) + 1):
         try:
             return await aq.transact(
@@ -415,6 +425,7 @@ async def transact_creating(
                 produce_leased=produce_leased,
                 client_id=client_id,
                 lookup=lookup,
+                silent=silent,
             )
         except QueueNotFound as exc:
             if exc.queue not in targets:
@@ -427,4 +438,5 @@ async def transact_creating(
         produce_leased=produce_leased,
         client_id=client_id,
         lookup=lookup,
+        silent=silent,
     )

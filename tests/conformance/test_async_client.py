@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import anyio
 import pytest
 
@@ -83,3 +85,21 @@ async def test_concurrent_callers_share_one_look_up_of_a_queue(
         assert calls == [qname]
         assert (await client.queue_info(qname)).name == qname
         assert calls == [qname]  # and then it comes from the cache
+
+
+async def test_a_silent_transaction_wakes_no_watcher(
+    aq: AsyncQuerator, backend_name: str, backend_url: str, qname: str
+) -> None:
+    await aq.create_queue(qname)
+    async with contextlib.AsyncExitStack() as stack:
+        watchers = [aq]
+        if backend_name != "memory":  # another client, woken from outside
+            watchers.append(await stack.enter_async_context(AsyncQuerator(backend_url)))
+        watches = [client.watch(qname) for client in watchers]
+        # each client's listener wakes its watchers once when it is ready
+        assert [await watch.wait(10) for watch in watches] == [True] * len(watches)
+        await aq.transact(produce={qname: [Item(payload=b"quiet")]}, silent=[qname])
+        assert [await watch.wait(0.3) for watch in watches] == [False] * len(watches)
+        await aq.transact(produce={qname: [Item(payload=b"loud")]})
+        assert [await watch.wait(10) for watch in watches] == [True] * len(watches)
+    assert (await aq.stats(qname)).total == 2  # both are there all the same

@@ -101,7 +101,8 @@ async def run_transact(
     for name, items in plan.produce:
         info = _queue_of(plan, name)
         with driver_errors(name):
-            produced.setdefault(name, []).extend(await insert_items(conn, names, info, items))
+            ids = await insert_items(conn, names, info, items, notify=name not in plan.silent)
+            produced.setdefault(name, []).extend(ids)
     leased: dict[str, list[Leased | None]] = {}
     for name, items in plan.claim:
         info = _queue_of(plan, name)
@@ -120,7 +121,7 @@ async def run_transact(
         leased.setdefault(name, []).extend(found)
         if None in found:
             wake.add(name)
-    await notify(conn, names, wake)
+    await notify(conn, names, wake - plan.silent)
     return TransactResult.model_construct(produced=produced, renewed=renewed, leased=leased)
 
 
