@@ -417,7 +417,8 @@ async def transact_creating(
         item.dedup_key is None or awaited_record(item.dedup_key) for item in records
     )
     silent = (RESULTS_QUEUE,) if quiet else ()
-    for _ in range(len(targets) + 1):
+    attempts = len(targets) + 1
+    for attempt in range(attempts + 1):
         try:
             return await aq.transact(
                 complete=complete,
@@ -428,15 +429,8 @@ async def transact_creating(
                 silent=silent,
             )
         except QueueNotFound as exc:
-            if exc.queue not in targets:
+            if exc.queue not in targets or attempt == attempts:
                 raise
             settings = RESULTS_SETTINGS if exc.queue == RESULTS_QUEUE else WORK_SETTINGS
             await aq.create_queue(exc.queue, settings, exist_ok=True)
-    return await aq.transact(
-        complete=complete,
-        produce=produce,
-        produce_leased=produce_leased,
-        client_id=client_id,
-        lookup=lookup,
-        silent=silent,
-    )
+    raise AssertionError("unreachable: the last attempt returns or raises")

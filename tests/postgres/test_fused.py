@@ -4,6 +4,7 @@ and what happens when a dedup key changes hands while the statement runs."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import psycopg
 from pg_schemas import waiting_on_a_lock
@@ -52,21 +53,10 @@ def test_a_dedup_key_committed_mid_statement_returns_its_holder(
         (leased,) = q.lease("src", client_id="c1")
         table = f'"{pg_schema}"."q{info.queue_id}_p0"'
         with psycopg.connect(pg_dsn) as other:  # a transaction that holds key "k" uncommitted
-            (seq,) = other.execute(
-                f"INSERT INTO {table} (version, available_at, attempts, expire_at, payload,"
-                " kind, encoding, reference, headers, dedup_key) VALUES (1, now(), 0,"
-                " now() + interval '1 hour', 'theirs', '', '', '', '{}', 'k') RETURNING seq"
-            ).fetchone() or (None,)
-            results: list[TransactResult] = []
-            thread = threading.Thread(
-                target=lambda: results.append(
-                    q.transact(
-                        complete=[leased],
-                        produce={"race": [Item(payload=b"mine", dedup_key="k")]},
-                    )
-                )
+            seq = _insert_item(other, table, b"theirs", "k")
+            thread, results = _transact_in_thread(
+                q, complete=[leased], produce={"race": [Item(payload=b"mine", dedup_key="k")]}
             )
-            thread.start()
             # our statement waits for the other transaction's insert of "k" ...
             wait_for(lambda: waiting_on_a_lock(pg_dsn, f"q{info.queue_id}_p0"), timeout=10)
             other.commit()  # ... which commits after our statement's snapshot
@@ -88,25 +78,37 @@ def test_a_lookup_sees_what_committed_while_the_statement_waited(
         with psycopg.connect(pg_dsn) as other:
             # another transaction locks our item and stores a record ...
             other.execute(f'SELECT 1 FROM "{pg_schema}"."q{src.queue_id}_p0" FOR UPDATE')
-            other.execute(
-                f'INSERT INTO "{pg_schema}"."q{records.queue_id}_p0" (version, available_at,'
-                " attempts, expire_at, payload, kind, encoding, reference, headers, dedup_key)"
-                " VALUES (1, now(), 0, now() + interval '1 hour', 'record', '', '', '', '{}',"
-                " 'step-1')"
+            _insert_item(other, f'"{pg_schema}"."q{records.queue_id}_p0"', b"record", "step-1")
+            thread, results = _transact_in_thread(
+                q,
+                complete=[leased],
+                produce={"records": [Item(payload=b"mine", dedup_key="step-0")]},
+                lookup={"records": ["step-1"]},
             )
-            results: list[TransactResult] = []
-            thread = threading.Thread(
-                target=lambda: results.append(
-                    q.transact(
-                        complete=[leased],
-                        produce={"records": [Item(payload=b"mine", dedup_key="step-0")]},
-                        lookup={"records": ["step-1"]},
-                    )
-                )
-            )
-            thread.start()
             wait_for(lambda: waiting_on_a_lock(pg_dsn, f"q{src.queue_id}_p0"), timeout=10)
             other.commit()  # ... and commits after our statement began
             thread.join(timeout=30)
         (result,) = results
         assert result.found["records"]["step-1"].payload == b"record"
+
+
+def _insert_item(conn: psycopg.Connection[Any], table: str, payload: bytes, key: str) -> int:
+    """Insert an item with dedup key ``key`` in ``conn``'s open transaction; its seq."""
+    row = conn.execute(
+        f"INSERT INTO {table} (version, available_at, attempts, expire_at, payload, kind,"
+        " encoding, reference, headers, dedup_key) VALUES (1, now(), 0,"
+        " now() + interval '1 hour', %s, '', '', '', '{}', %s) RETURNING seq",
+        (payload, key),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _transact_in_thread(
+    q: Querator, **kwargs: Any
+) -> tuple[threading.Thread, list[TransactResult]]:
+    """``q.transact(**kwargs)`` started in a thread; its result lands in the list."""
+    results: list[TransactResult] = []
+    thread = threading.Thread(target=lambda: results.append(q.transact(**kwargs)))
+    thread.start()
+    return thread, results

@@ -17,10 +17,13 @@ a plan into a single statement of data-modifying CTEs, so it is one:
   undoes the whole statement;
 - one ``pg_notify`` per produced queue.
 
-Any failed check makes :func:`run_fused` return None with nothing changed, and
-the caller runs the plan the slow way (:mod:`transact`), which names the
-failed checks or handles the race. A claimed item whose dedup key another item
-held is claimed after the commit, as a lease of it would be.
+Several plans compile into one statement of the same shape (their items of
+one table go into one ``INSERT``): :mod:`group_commit` runs concurrent
+callers' transactions together. Any failed check makes :func:`run_fused`
+return None with nothing changed, and each plan runs again on its own, in the
+end the slow way (:mod:`transact`), which names the failed checks or handles
+the race. A claimed item whose dedup key another item held is claimed after
+the commit, as a lease of it would be.
 """
 
 from __future__ import annotations
