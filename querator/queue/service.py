@@ -338,6 +338,8 @@ class AsyncQuerator(QueueAdmin):
             check_batch("transact", 0)
         claim = (client_id, produce_leased) if produce_leased else None
         keys = {name: check_keys(keys) for name, keys in (lookup or {}).items()}
+        if isinstance(silent, str):
+            raise InvalidArgument("silent", "must be a list of queue names, not one string")
         quiet = frozenset(check_name("silent", name) for name in silent)
         return await self._transact(
             groups, produce or {}, retry_at, False, extend, claim, keys, quiet

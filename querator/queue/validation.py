@@ -52,6 +52,8 @@ def check_batch(field: str, size: int) -> None:
 
 def check_keys(dedup_keys: Sequence[str], field: str = "dedup_keys") -> list[str]:
     """1 to MAX_BATCH dedup keys of 1-512 characters each; repeats dropped."""
+    if isinstance(dedup_keys, str):
+        raise InvalidArgument(field, "must be a list of keys, not one string")
     check_batch(field, len(dedup_keys))
     for index, key in enumerate(dedup_keys):
         if not isinstance(key, str) or not 1 <= len(key) <= 512:

@@ -194,4 +194,8 @@ def test_lookup_keys_are_validated(q: Querator, qname: str) -> None:
     make_queue(q, qname)
     with pytest.raises(InvalidArgument, match=r"dedup_keys\[1\]"):
         q.transact(produce={qname: items(b"x")}, lookup={qname: ["ok", ""]})
+    with pytest.raises(InvalidArgument, match="not one string"):
+        q.transact(produce={qname: items(b"x")}, lookup={qname: "key"})
+    with pytest.raises(InvalidArgument, match="silent"):
+        q.transact(produce={qname: items(b"x")}, silent=qname)
     assert q.stats(qname).total == 0
