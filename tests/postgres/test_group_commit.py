@@ -82,3 +82,36 @@ async def test_a_group_commits_each_transaction_and_a_stale_one_alone_fails(
         left = {item.id for item in await aq.list_items("work")}
         assert stale.id in left  # the stale transaction changed nothing
         assert not left & {item.id for item in held[1:]}
+
+
+async def test_two_transactions_of_a_group_producing_one_dedup_key_share_its_item(
+    pg_schema_url: str, pg_dsn: str, pg_schema: str
+) -> None:
+    async with AsyncQuerator(pg_schema_url) as aq:
+        work = await aq.create_queue("work")
+        await aq.create_queue("out")
+        await aq.produce("work", [Item(payload=f"{n}".encode()) for n in range(3)])
+        first, *others = await aq.lease("work", client_id="c", batch_size=3)
+        group = aq._backend._group  # type: ignore[attr-defined]
+        ids: dict[int, list[str]] = {}
+
+        async def commit(number: int, item: Leased) -> None:
+            result = await aq.transact(
+                complete=[item], produce={"out": [Item(payload=b"same", dedup_key="k")]}
+            )
+            ids[number] = result.produced["out"]
+
+        table = f'"{pg_schema}"."q{work.queue_id}_p0"'
+        with psycopg.connect(pg_dsn) as blocker:
+            seq = int(first.id.split(".")[-1])
+            blocker.execute(f"SELECT 1 FROM {table} WHERE seq = %s FOR UPDATE", (seq,))
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(commit, 0, first)
+                await _until(lambda: waiting_on_a_lock(pg_dsn, f"q{work.queue_id}_p0"))
+                for number, item in enumerate(others, start=1):
+                    tasks.start_soon(commit, number, item)
+                await _until(lambda: len(group._waiting) == len(others))
+                blocker.commit()
+        (held,) = [item.id for item in await aq.list_items("out")]
+        assert ids == {0: [held], 1: [held], 2: [held]}
+        assert (await aq.stats("work")).total == 0
