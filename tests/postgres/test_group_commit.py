@@ -3,6 +3,7 @@ is in flight go together in one statement, each still all or nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
@@ -25,18 +26,46 @@ async def _until(predicate: Any, timeout: float = 10.0) -> None:
             await anyio.sleep(0.01)
 
 
+async def _as_one_group(
+    aq: AsyncQuerator,
+    pg_dsn: str,
+    pg_schema: str,
+    leader: tuple[int, Leased],
+    followers: Iterable[tuple[int, Leased | Ref]],
+    commit: Callable[[int, Any], Awaitable[None]],
+) -> None:
+    """``commit`` the leader's item while another session holds its row lock, queue
+    every follower's commit behind it, then let go: the followers go as one group."""
+    number, item = leader
+    queue = f"q{item.id.split('.')[0]}_p0"
+    group = aq._backend._group  # type: ignore[attr-defined]
+    with psycopg.connect(pg_dsn) as blocker:
+        blocker.execute(
+            f'SELECT 1 FROM "{pg_schema}".{queue} WHERE seq = %s FOR UPDATE',
+            (int(item.id.split(".")[-1]),),
+        )
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(commit, number, item)
+            await _until(lambda: waiting_on_a_lock(pg_dsn, queue))
+            queued = 0
+            for follower in followers:
+                tasks.start_soon(commit, *follower)
+                queued += 1
+            await _until(lambda: len(group._waiting) == queued)
+            blocker.commit()
+
+
 async def test_a_group_commits_each_transaction_and_a_stale_one_alone_fails(
     pg_schema_url: str, pg_dsn: str, pg_schema: str
 ) -> None:
     async with AsyncQuerator(pg_schema_url) as aq:
-        work = await aq.create_queue("work")
+        await aq.create_queue("work")
         await aq.create_queue("records")
         await aq.produce("work", [Item(payload=b"first")])
         (first,) = await aq.lease("work", client_id="leader")
         await aq.produce("work", [Item(payload=f"{n}".encode()) for n in range(WAITERS)])
         held = await aq.lease("work", client_id="c", batch_size=WAITERS)
         stale = held[0]
-        group = aq._backend._group  # type: ignore[attr-defined]
         outcomes: dict[int, TransactResult | Exception] = {}
 
         async def commit(number: int, item: Leased | Ref) -> None:
@@ -51,20 +80,8 @@ async def test_a_group_commits_each_transaction_and_a_stale_one_alone_fails(
             except Conflict as exc:
                 outcomes[number] = exc
 
-        table = f'"{pg_schema}"."q{work.queue_id}_p0"'
-        with psycopg.connect(pg_dsn) as blocker:
-            # the first transaction waits on a row lock; the others queue behind it
-            blocker.execute(
-                f"SELECT 1 FROM {table} WHERE seq = %s FOR UPDATE", (first.id.split(".")[-1],)
-            )
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(commit, -1, first)
-                await _until(lambda: waiting_on_a_lock(pg_dsn, f"q{work.queue_id}_p0"))
-                tasks.start_soon(commit, 0, Ref("work", stale.id, stale.version + 1))
-                for number, item in enumerate(held[1:], start=1):
-                    tasks.start_soon(commit, number, item)
-                await _until(lambda: len(group._waiting) == WAITERS)
-                blocker.commit()
+        followers = [(0, Ref("work", stale.id, stale.version + 1)), *enumerate(held[1:], 1)]
+        await _as_one_group(aq, pg_dsn, pg_schema, (-1, first), followers, commit)
         stale_outcome = outcomes.pop(0)
         assert isinstance(stale_outcome, Conflict)
         assert stale_outcome.reasons == {stale.id: ConflictReason.STALE}
@@ -88,11 +105,10 @@ async def test_two_transactions_of_a_group_producing_one_dedup_key_share_its_ite
     pg_schema_url: str, pg_dsn: str, pg_schema: str
 ) -> None:
     async with AsyncQuerator(pg_schema_url) as aq:
-        work = await aq.create_queue("work")
+        await aq.create_queue("work")
         await aq.create_queue("out")
         await aq.produce("work", [Item(payload=f"{n}".encode()) for n in range(3)])
         first, *others = await aq.lease("work", client_id="c", batch_size=3)
-        group = aq._backend._group  # type: ignore[attr-defined]
         ids: dict[int, list[str]] = {}
 
         async def commit(number: int, item: Leased) -> None:
@@ -101,17 +117,7 @@ async def test_two_transactions_of_a_group_producing_one_dedup_key_share_its_ite
             )
             ids[number] = result.produced["out"]
 
-        table = f'"{pg_schema}"."q{work.queue_id}_p0"'
-        with psycopg.connect(pg_dsn) as blocker:
-            seq = int(first.id.split(".")[-1])
-            blocker.execute(f"SELECT 1 FROM {table} WHERE seq = %s FOR UPDATE", (seq,))
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(commit, 0, first)
-                await _until(lambda: waiting_on_a_lock(pg_dsn, f"q{work.queue_id}_p0"))
-                for number, item in enumerate(others, start=1):
-                    tasks.start_soon(commit, number, item)
-                await _until(lambda: len(group._waiting) == len(others))
-                blocker.commit()
+        await _as_one_group(aq, pg_dsn, pg_schema, (0, first), enumerate(others, 1), commit)
         (held,) = [item.id for item in await aq.list_items("out")]
         assert ids == {0: [held], 1: [held], 2: [held]}
         assert (await aq.stats("work")).total == 0

@@ -163,9 +163,9 @@ def _inserts(
         insert_plan = InsertPlan.of(entry.items)
         insert_plans.append(insert_plan)
         items = entry.items
-        if entry.name in plans[entry.plan].silent:
-            pass
-        elif items and (not entry.claimed or any(n.available_at is not None for n in items)):
+        # a claimed item leased at once wakes nobody; one due later may
+        wakes = not entry.claimed or any(n.available_at is not None for n in items)
+        if items and wakes and entry.name not in plans[entry.plan].silent:
             notify.add(entry.name)
         for partition, indexes in insert_plan.by_partition.items():
             table = (info.queue_id, partition, entry.claimed)
