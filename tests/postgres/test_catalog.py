@@ -6,12 +6,14 @@ import secrets
 import time
 from collections.abc import Iterator
 
+import anyio
 import psycopg
 import pytest
 from pg_schemas import drop_schema, with_query
 
 from querator import Item, Querator, QueueSettings
 from querator.errors import QueratorError, Unavailable
+from querator.queue.backends.postgres.backend import PostgresBackend
 
 
 @pytest.fixture
@@ -85,3 +87,20 @@ def test_unreachable_server_raises_unavailable() -> None:
     assert err.value.retryable
     # open() gives up after OPEN_TIMEOUT (10 s), not psycopg_pool's 30 s default.
     assert time.monotonic() - started < 25
+
+
+def test_pooled_connections_keep_utc_and_generic_plans(pg_schema_url: str) -> None:
+    """Every pooled connection is set up the same way (two held at once: two connections)."""
+    backend = PostgresBackend(pg_schema_url)
+    query = "SELECT current_setting('TimeZone'), current_setting('plan_cache_mode')"
+
+    async def settings() -> list[tuple[str, str]]:
+        await backend.open()
+        try:
+            async with backend._connect() as one, backend._connect() as two:
+                rows = [await (await conn.execute(query)).fetchone() for conn in (one, two)]
+            return [(str(row[0]), str(row[1])) for row in rows if row is not None]
+        finally:
+            await backend.close()
+
+    assert anyio.run(settings) == [("UTC", "force_generic_plan")] * 2

@@ -55,7 +55,7 @@ Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
 
 
 async def _configure(conn: AsyncConnection[TupleRow]) -> None:
-    await conn.execute(q.SET_UTC)
+    await conn.execute(q.SESSION_SETTINGS)
 
 
 OPEN_TIMEOUT = 10.0
