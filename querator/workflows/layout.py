@@ -146,6 +146,10 @@ class WakePayload(_Model):
     """A wake task: replay ``run_id``."""
 
     run_id: str
+    meta: RunMeta | None = None
+    """Carried by the start wake of a run without a deadline: its first replay
+    knows what was started without looking the run up (see
+    :func:`querator.workflows.replay.started`)."""
 
 
 class StepPayload(_Model):
@@ -313,14 +317,16 @@ def record_item(key: str, record: BaseModel, run_id: str) -> Item:
     )
 
 
-def wake_item(run_id: str, tag: str, at: datetime | None = None) -> Item:
+def wake_item(
+    run_id: str, tag: str, at: datetime | None = None, meta: RunMeta | None = None
+) -> Item:
     """A wake task due at ``at`` (None: now).
 
     ``tag`` (``start``, ``cancel``, ``deadline`` or a position) keeps each
-    wakeup distinct.
+    wakeup distinct; ``meta``: see :attr:`WakePayload.meta`.
     """
     return Item(
-        payload=WakePayload(run_id=run_id).model_dump_json().encode(),
+        payload=WakePayload(run_id=run_id, meta=meta).model_dump_json().encode(),
         kind=WAKE_KIND,
         encoding=ENCODING,
         reference=run_id,
@@ -345,11 +351,13 @@ def step_item(payload: StepPayload, at: datetime | None = None) -> Item:
 
 
 def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, list[Item]]:
-    """What starting a run produces: its meta, its first wake, its deadline wake."""
+    """What starting a run produces: its meta, its first wake (carrying the meta
+    when the run has no deadline), its deadline wake."""
     first = meta.started_at + timedelta(seconds=delay) if delay > 0 else None
-    wakes = [wake_item(run_id, "start", first)]
-    if meta.deadline is not None:
-        wakes.append(wake_item(run_id, "deadline", meta.deadline))
+    if meta.deadline is None:
+        wakes = [wake_item(run_id, "start", first, meta)]
+    else:
+        wakes = [wake_item(run_id, "start", first), wake_item(run_id, "deadline", meta.deadline)]
     return {RESULTS_QUEUE: [record_item(meta_key(run_id), meta, run_id)], meta.queue: wakes}
 
 

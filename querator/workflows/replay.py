@@ -19,6 +19,7 @@ from querator.workflows.layout import (
     PREFETCH,
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
+    STEP_KIND,
     WORK_SETTINGS,
     CancelRecord,
     ErrorInfo,
@@ -99,6 +100,27 @@ async def load_history(aq: AsyncQuerator, run_id: str) -> History:
         known,
         created,
     )
+
+
+NOTHING_LOADED = 1 << 62
+"""``History.known`` of a history holding every record there is."""
+
+
+def started(meta: RunMeta) -> History:
+    """The history a run's start wake knows of: its meta and nothing else.
+
+    True while the start wake is leasable, as far as steps go: only its replay
+    dispatches a run's first step, and the commit doing so completes it. What
+    may exist anyway changes no step's outcome: a cancel request, which every
+    step item looks up before it runs, or the records of a run started again
+    with the same idempotency key after its start wake was consumed, which
+    each step item finds as its own record. A replay that would do anything
+    but dispatch steps (end the run, sleep, start a child) is redone from what
+    is stored (:func:`replay_started`), so a cancel request stored meanwhile
+    stops it. A deadline could end a run before its start wake runs: a run
+    with one gets no meta in its start wake and is looked up.
+    """
+    return History(meta, {}, None, None, known=NOTHING_LOADED)
 
 
 SLOW_REPLAY = 0.1
@@ -320,9 +342,49 @@ async def replay(
     elif outcome is None:  # a saga: it advances by wakes
         advance = Advance(_not_colliding(wake, produce))
     else:
-        log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
-        rest, claim = split_claim(cont, _not_colliding(wake, produce))
-        advance = Advance(rest, claim, _after(history, outcome))
+        return await _suspend(aq, wake, run_id, history, outcome, cont)
+    return await _commit(aq, wake, run_id, advance, cont)
+
+
+async def replay_started(
+    aq: AsyncQuerator,
+    wake: Leased,
+    run_id: str,
+    wf: WorkflowFunction[..., Any],
+    meta: RunMeta,
+    cont: Continuation | None = None,
+) -> tuple[bool, Chained | None]:
+    """:func:`replay` for a run's start wake, from the meta it carries, without
+    looking the run up (see :func:`started`): (True, what :func:`replay` returns)
+    when the body suspends on steps only; (False, None) when it would do anything
+    else (end the run, sleep, start a child), which a cancel request stored
+    meanwhile must be able to stop: replay the run from what is stored instead.
+    """
+    history = started(meta)
+    outcome = await _run(aq, run_id, wf, history)
+    produced = [item for items in outcome.ctx.produce.values() for item in items]
+    if outcome.final is not None or not produced or any(i.kind != STEP_KIND for i in produced):
+        return False, None
+    return True, await _suspend(aq, wake, run_id, history, outcome, cont)
+
+
+async def _suspend(
+    aq: AsyncQuerator,
+    wake: Leased,
+    run_id: str,
+    history: History,
+    outcome: Outcome,
+    cont: Continuation | None,
+) -> Chained | None:
+    """Commit a suspended replay: what it produced, the step it claims."""
+    log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
+    rest, claim = split_claim(cont, _not_colliding(wake, outcome.ctx.produce))
+    return await _commit(aq, wake, run_id, Advance(rest, claim, _after(history, outcome)), cont)
+
+
+async def _commit(
+    aq: AsyncQuerator, wake: Leased, run_id: str, advance: Advance, cont: Continuation | None
+) -> Chained | None:
     try:
         return await advance.commit(aq, wake, cont)
     except Conflict as exc:

@@ -36,7 +36,8 @@ from querator.workflows.layout import (
     StepPayload,
     WakePayload,
 )
-from querator.workflows.replay import Chained, History, load_history, replay
+from querator.workflows.replay import Chained, History, load_history, replay, replay_started
+from querator.workflows.saga import SagaFunction
 from querator.workflows.scheduler import AsyncScheduler
 from querator.workflows.unknown import (
     UnknownName,
@@ -109,7 +110,9 @@ class AsyncWorker:
         self.counts: Counter[str] = Counter()
         """Items since this worker was made: ``leased`` from its queues, and
         ``handed_over``: step items it produced leased to itself and ran at once
-        (see :mod:`querator.workflows.continuation`)."""
+        (see :mod:`querator.workflows.continuation`); ``looked_up``: wake tasks
+        whose run was looked up before its replay (a run's start wake carries
+        what its first replay needs, see :func:`querator.workflows.replay.started`)."""
         self._in_flight = 0
         self._held: dict[str, Leased] = {}
         self._stop_requested = False
@@ -343,7 +346,16 @@ class AsyncWorker:
         return chained
 
     async def _wake(self, leased: Leased) -> Chained | None:
-        run_id = _decode(WakePayload, leased).run_id
+        wake = _decode(WakePayload, leased)
+        run_id, meta = wake.run_id, wake.meta
+        wf = self.workflows.get(meta.workflow) if meta is not None else None
+        if meta is not None and wf is not None and not isinstance(wf, SagaFunction):
+            handled, chained = await replay_started(
+                self.aq, leased, run_id, wf, meta, self.continuation
+            )
+            if handled:
+                return chained
+        self.counts["looked_up"] += 1
         history = await load_history(self.aq, run_id)
         if history.finished is not None:
             await self.aq.complete(leased.queue, [leased])

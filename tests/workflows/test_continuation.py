@@ -36,8 +36,9 @@ def test_a_linear_run_takes_one_lease(q: Querator, run_worker: RunWorker) -> Non
             "shipped": {"order": "o1", "reservation": "R-o1"},
         }
     counts = worker.worker.counts
-    # The start wake is the only item leased; each step was handed over.
-    assert (counts["leased"], counts["handed_over"]) == (1, 3)
+    # The start wake is the only item leased; each step was handed over; the
+    # start wake carried what the first replay needed: nothing was looked up.
+    assert (counts["leased"], counts["handed_over"], counts["looked_up"]) == (1, 3, 0)
     assert all(CALLS[f"{name}:o1"] == 1 for name in ("reserve", "charge", "ship"))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import anyio
 import pytest
@@ -98,6 +99,33 @@ def test_cancel_before_a_worker_serves_the_run(q: Querator, run_worker: RunWorke
     with run_worker([dozer, note]), pytest.raises(WorkflowCancelled):
         run.result(timeout=20)
     assert CALLS["note:c2"] == 0
+
+
+@workflow(name="e.stepless")
+def stepless(key: str) -> str:
+    return key
+
+
+@workflow(name="e.sleeper_first")
+def sleeper_first(key: str) -> str:
+    sleep(0)
+    return note(key)
+
+
+@pytest.mark.parametrize("flow", [stepless, sleeper_first, dozer], ids=lambda f: f.name)
+def test_a_run_cancelled_before_its_first_replay_ends_cancelled(
+    q: Querator, run_worker: RunWorker, flow: Any
+) -> None:
+    """Its start wake's replay knows nothing of the cancel request: whatever
+    that replay would do first (end the run, sleep, run a step), the run ends
+    cancelled and no step runs."""
+    run = start(q, flow, "c4")
+    assert run.cancel() is True
+    with run_worker([flow, note]) as worker, pytest.raises(WorkflowCancelled):
+        run.result(timeout=20)
+    assert run.status() == "cancelled"
+    assert CALLS["note:c4"] == 0
+    assert worker.worker.counts["looked_up"] >= 1
 
 
 def test_cancelled_run_skips_its_dispatched_step(q: Querator, run_worker: RunWorker) -> None:
