@@ -1,4 +1,4 @@
-"""Running one step item: its function under a renewed lease, then one transaction."""
+"""Running one step item: its function under a kept lease, then one transaction."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from querator.workflows.layout import (
     step_item,
     wake_item,
 )
+from querator.workflows.renewal import Renewer
 from querator.workflows.replay import (
     Advance,
     Chained,
@@ -70,29 +71,6 @@ CURRENT_STEP: ContextVar[StepContext | None] = ContextVar("querator_step", defau
 """The running step attempt's :class:`StepContext` (None outside a step item)."""
 
 
-class LeaseKeeper:
-    """Renews one lease while a step runs; ``current`` is the latest version."""
-
-    def __init__(self, aq: AsyncQuerator, leased: Leased, extend: float, period: float) -> None:
-        self.current = leased
-        self._aq = aq
-        self._extend = extend
-        self._period = period
-
-    async def run(self) -> None:
-        """Renew every ``period`` seconds until cancelled or the lease is lost."""
-        while True:
-            await anyio.sleep(self._period)
-            try:
-                with anyio.CancelScope(shield=True):
-                    [self.current] = await self._aq.renew(
-                        self.current.queue, [self.current], extend=self._extend
-                    )
-            except Conflict as exc:
-                log.warning("step item %s lost its lease: %s", self.current.id, exc)
-                return
-
-
 async def _call(step: StepFunction[..., Any], args_text: str) -> str:
     """One attempt; :class:`StepTimeout` when it outlives ``step.timeout``."""
     args, kwargs = step.codec.decode_args(args_text)
@@ -112,31 +90,32 @@ async def _call(step: StepFunction[..., Any], args_text: str) -> str:
     return step.codec.encode_result(value)
 
 
-async def _run_renewed(
+async def _run_kept(
     aq: AsyncQuerator,
+    renewer: Renewer,
     leased: Leased,
     step: StepFunction[..., Any],
     args_text: str,
     context: StepContext | None = None,
 ) -> tuple[Leased, str | BaseException]:
+    """One attempt under a lease kept alive by ``renewer``: the lease's latest
+    version, and the encoded result or the error."""
     info = await aq.queue_info(leased.queue)
     queue_timeout = info.settings.lease_timeout
     extend = step.lease_timeout or queue_timeout
-    keeper = LeaseKeeper(aq, leased, extend, min(extend, queue_timeout) / 3)
+    if step.lease_timeout is not None:
+        [leased] = await aq.renew(leased.queue, [leased], extend=extend)
+    kept = renewer.keep(leased, extend, min(extend, queue_timeout) / 3)
     outcome: str | BaseException
-    async with anyio.create_task_group() as tasks:
-        if step.lease_timeout is not None:
-            [keeper.current] = await aq.renew(leased.queue, [leased], extend=extend)
-        tasks.start_soon(keeper.run)
-        reset = CURRENT_STEP.set(context)
-        try:
-            outcome = await _call(step, args_text)
-        except Exception as exc:
-            outcome = exc
-        finally:
-            CURRENT_STEP.reset(reset)
-        tasks.cancel_scope.cancel()
-    return keeper.current, outcome
+    reset = CURRENT_STEP.set(context)
+    try:
+        outcome = await _call(step, args_text)
+    except Exception as exc:
+        outcome = exc
+    finally:
+        CURRENT_STEP.reset(reset)
+        current = await renewer.release(kept)
+    return current, outcome
 
 
 async def _defer(aq: AsyncQuerator, current: Leased, payload: StepPayload, defer: Defer) -> None:
@@ -201,6 +180,7 @@ async def execute_step(
     leased: Leased,
     payload: StepPayload,
     step: StepFunction[..., Any],
+    renewer: Renewer,
     resources: dict[str, Any] | None = None,
     cont: Continuation | None = None,
     history: History | None = None,
@@ -239,7 +219,7 @@ async def execute_step(
         resources=resources if resources is not None else {},
         token=current_token(),
     )
-    current, outcome = await _run_renewed(aq, leased, step, payload.args, context)
+    current, outcome = await _run_kept(aq, renewer, leased, step, payload.args, context)
     if isinstance(outcome, Defer):
         await _defer(aq, current, payload, outcome)
         return None

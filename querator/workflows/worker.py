@@ -36,6 +36,7 @@ from querator.workflows.layout import (
     StepPayload,
     WakePayload,
 )
+from querator.workflows.renewal import Renewer
 from querator.workflows.replay import Chained, History, load_history, replay, replay_started
 from querator.workflows.saga import SagaFunction
 from querator.workflows.scheduler import AsyncScheduler
@@ -115,6 +116,8 @@ class AsyncWorker:
         what its first replay needs, see :func:`querator.workflows.replay.started`)."""
         self._in_flight = 0
         self._held: dict[str, Leased] = {}
+        self._renewer = Renewer(aq)
+        """Keeps the leases of the running steps alive."""
         self._stop_requested = False
         self._stop_count = 0
         self._token: EventLoopToken | None = None
@@ -174,19 +177,22 @@ class AsyncWorker:
         for queue in self.queues:
             await self.aq.create_queue(queue, WORK_SETTINGS, exist_ok=True)
         log.info("worker %s serving %s", self.client_id, ", ".join(self.queues))
-        async with anyio.create_task_group() as items:
-            async with anyio.create_task_group() as pollers:
-                for queue in self.queues:
-                    pollers.start_soon(self._poll, queue, items)
-                if any(wf.schedule for wf in self.workflows.values()):
-                    scheduler = AsyncScheduler(self.aq, self.workflows.values())
-                    pollers.start_soon(scheduler.arun)  # fires @workflow(schedule=...)
-                await self._stop.wait()
-                pollers.cancel_scope.cancel()
-            log.info("worker %s stopping: %d item(s) in hand", self.client_id, self._in_flight)
-            if not await self._drain():
-                await self._release_held()
-                items.cancel_scope.cancel()
+        async with anyio.create_task_group() as keeper:
+            keeper.start_soon(self._renewer.run)
+            async with anyio.create_task_group() as items:
+                async with anyio.create_task_group() as pollers:
+                    for queue in self.queues:
+                        pollers.start_soon(self._poll, queue, items)
+                    if any(wf.schedule for wf in self.workflows.values()):
+                        scheduler = AsyncScheduler(self.aq, self.workflows.values())
+                        pollers.start_soon(scheduler.arun)  # fires @workflow(schedule=...)
+                    await self._stop.wait()
+                    pollers.cancel_scope.cancel()
+                log.info("worker %s stopping: %d item(s) in hand", self.client_id, self._in_flight)
+                if not await self._drain():
+                    await self._release_held()
+                    items.cancel_scope.cancel()
+            keeper.cancel_scope.cancel()
         self._token = None
         await self._close_resources()
         log.info("worker %s stopped", self.client_id)
@@ -333,7 +339,15 @@ class AsyncWorker:
         )
         began = time.monotonic()
         chained = await execute_step(
-            self.aq, leased, payload, step, self.resources, self.continuation, history, found
+            self.aq,
+            leased,
+            payload,
+            step,
+            self._renewer,
+            self.resources,
+            self.continuation,
+            history,
+            found,
         )
         log.info(
             "run %s step %s@%d: handled in %.3fs",
