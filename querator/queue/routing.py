@@ -16,6 +16,8 @@ import random
 
 def partition_for_key(key: str, partitions: int) -> int:
     """The partition of a keyed item: stable across processes and versions."""
+    if partitions == 1:
+        return 0
     digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % partitions
 

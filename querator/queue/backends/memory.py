@@ -301,7 +301,9 @@ class MemoryBackend:
             assert plan.client_id is not None
             ids = self._insert(info, self._partitions(info), items, now)
             leased.setdefault(name, []).extend(self._claim(info, ids, plan.client_id, now))
-        return TransactResult.model_construct(produced=produced, renewed=renewed, leased=leased)
+        return TransactResult.model_construct(
+            produced=produced, renewed=renewed, leased=leased, found={}
+        )
 
     def _part(self, plan: TxnPlan, key: ItemKey) -> _Partition:
         return self._partitions(plan.queues[key.queue])[key.partition]

@@ -282,7 +282,9 @@ class PostgresBackend:
         if one_table_complete(plan):
             async with self._connect() as conn:
                 if await complete_at_once(conn, self._names, plan):
-                    return TransactResult.model_construct(produced={}, renewed=[])
+                    return TransactResult.model_construct(
+                        produced={}, renewed=[], leased={}, found={}
+                    )
         elif fusable(plan):
             result = await self._group.run(plan)
             if result is not None:

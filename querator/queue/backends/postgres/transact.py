@@ -122,7 +122,9 @@ async def run_transact(
         if None in found:
             wake.add(name)
     await notify(conn, names, wake - plan.silent)
-    return TransactResult.model_construct(produced=produced, renewed=renewed, leased=leased)
+    return TransactResult.model_construct(
+        produced=produced, renewed=renewed, leased=leased, found={}
+    )
 
 
 def _queue_of(plan: TxnPlan, name: str) -> QueueInfo:
