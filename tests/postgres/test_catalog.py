@@ -89,18 +89,21 @@ def test_unreachable_server_raises_unavailable() -> None:
     assert time.monotonic() - started < 25
 
 
-def test_pooled_connections_keep_utc_and_generic_plans(pg_schema_url: str) -> None:
+def test_pooled_connections_keep_utc_generic_plans_and_index_scans(pg_schema_url: str) -> None:
     """Every pooled connection is set up the same way (two held at once: two connections)."""
     backend = PostgresBackend(pg_schema_url)
-    query = "SELECT current_setting('TimeZone'), current_setting('plan_cache_mode')"
+    query = (
+        "SELECT current_setting('TimeZone'), current_setting('plan_cache_mode'),"
+        " current_setting('enable_seqscan')"
+    )
 
-    async def settings() -> list[tuple[str, str]]:
+    async def settings() -> list[tuple[str, ...]]:
         await backend.open()
         try:
             async with backend._connect() as one, backend._connect() as two:
                 rows = [await (await conn.execute(query)).fetchone() for conn in (one, two)]
-            return [(str(row[0]), str(row[1])) for row in rows if row is not None]
+            return [tuple(map(str, row)) for row in rows if row is not None]
         finally:
             await backend.close()
 
-    assert anyio.run(settings) == [("UTC", "force_generic_plan")] * 2
+    assert anyio.run(settings) == [("UTC", "force_generic_plan", "off")] * 2

@@ -321,7 +321,8 @@ class PostgresBackend:
     async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
         """Counts per partition."""
         partitions = list(range(queue.settings.partitions))
-        async with self._connect(queue.name) as conn:
+        async with self._transaction(queue.name) as conn:
+            await conn.execute(q.SCANS_ALLOWED)
             cur = await conn.execute(self._union(q.STATS_BRANCH, queue), partitions)
             found = [rows.partition_stats(row) for row in await cur.fetchall()]
         return sorted(found, key=lambda stats: stats.partition)
@@ -375,6 +376,7 @@ class PostgresBackend:
         template = q.CLEAR_ALL if destructive else q.CLEAR_UNHELD
         deleted = 0
         async with self._transaction(queue.name) as conn:
+            await conn.execute(q.SCANS_ALLOWED)
             for partition in range(queue.settings.partitions):
                 cur = await conn.execute(template.format(table=self._table(queue, partition)))
                 deleted += cur.rowcount

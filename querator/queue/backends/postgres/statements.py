@@ -73,14 +73,24 @@ class Names:
 
 SESSION_SETTINGS: Final = sql.SQL(
     "SELECT set_config('TimeZone', 'UTC', false),"
-    " set_config('plan_cache_mode', 'force_generic_plan', false)"
+    " set_config('plan_cache_mode', 'force_generic_plan', false),"
+    " set_config('enable_seqscan', 'off', false)"
 )
-"""Run on every pooled connection: timestamps come back in UTC, and prepared
-statements keep one generic plan. Every statement looks rows up by key or
-leases in index order, so a custom plan per execution (PostgreSQL's choice for
-the first five executions, and for good when it estimates the generic plan
-costlier, as it does for the one-statement transactions) buys nothing and cost
-a quarter of the server's CPU in the workflow benchmark."""
+"""Run on every pooled connection: timestamps come back in UTC, prepared
+statements keep one generic plan, and scans go through indexes.
+
+Every hot statement looks rows up by key or leases in index order. A custom
+plan per execution (PostgreSQL's choice for the first five executions, and for
+good when it estimates the generic plan costlier, as it does for the
+one-statement transactions) buys nothing, and cost a third of the server's CPU
+in the workflow benchmark. And a plan made while a table was small (a new
+queue, or a work queue whose items come and go) scans it whole for as long as
+the plan lives, dead rows included: a quarter of the server's CPU in the same
+benchmark. The few statements meant to read whole tables (:data:`SCANS_ALLOWED`)
+turn sequential scans back on for their transaction."""
+
+SCANS_ALLOWED: Final = sql.SQL("SET LOCAL enable_seqscan = on")
+"""First in the transaction of a statement that reads whole partitions (stats, clear)."""
 
 SCHEMA_LOCK: Final = sql.SQL("SELECT pg_advisory_xact_lock(hashtext(%(key)s))")
 """Serialises schema creation between processes for the current transaction."""
