@@ -27,6 +27,16 @@ __all__ = [
 ]
 
 QueueName = Annotated[str, Field(pattern=NAME_PATTERN, min_length=1, max_length=512)]
+
+NUL_MESSAGE = "must not contain the NUL character (U+0000): PostgreSQL text cannot hold it"
+
+
+def _no_nul(value: str | None) -> str | None:
+    if value is not None and "\x00" in value:
+        raise ValueError(NUL_MESSAGE)
+    return value
+
+
 Seconds = Annotated[float, Field(gt=0, le=MAX_DURATION)]
 
 
@@ -45,6 +55,8 @@ class QueueSettings(Record):
     """Free text for the operator (an owner, a link)."""
     partitions: int = Field(default=1, ge=1, le=1_024)
     """Number of partitions (tables); may only grow."""
+
+    _reference_text = field_validator("reference")(_no_nul)
 
     @field_validator("expire_timeout")
     @classmethod
@@ -89,6 +101,16 @@ class Item(Record):
     """While an item holding this key is in the queue, producing the key again returns its id."""
     partition_key: str | None = Field(default=None, min_length=1, max_length=512)
     """Items with the same key land in the same partition and keep FIFO order."""
+
+    _texts = field_validator("kind", "encoding", "reference", "dedup_key", "partition_key")(_no_nul)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_text(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if "\x00" in key or "\x00" in text:
+                raise ValueError(f"entry {key!r}: {NUL_MESSAGE}")
+        return value
 
 
 class StoredItem(BaseModel):

@@ -58,6 +58,8 @@ def check_keys(dedup_keys: Sequence[str], field: str = "dedup_keys") -> list[str
     for index, key in enumerate(dedup_keys):
         if not isinstance(key, str) or not 1 <= len(key) <= 512:
             raise InvalidArgument(f"{field}[{index}]", "must be a string of 1-512 chars")
+        if "\x00" in key:
+            raise InvalidArgument(f"{field}[{index}]", "must not contain the NUL character")
     return list(dict.fromkeys(dedup_keys))
 
 

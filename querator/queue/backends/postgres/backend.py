@@ -23,6 +23,8 @@ from querator.errors import (
 from querator.queue.backends.base import NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres.array_params import register as register_arrays
+from querator.queue.backends.postgres.array_params import text_array
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.fused import fusable
@@ -55,6 +57,7 @@ Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
 
 
 async def _configure(conn: AsyncConnection[TupleRow]) -> None:
+    register_arrays(conn.adapters)
     await conn.execute(q.SESSION_SETTINGS)
 
 
@@ -347,7 +350,7 @@ class PostgresBackend:
         """The items (in any partition) holding any of ``dedup_keys``."""
         statement = q.lookup_for(self._names, queue.queue_id, queue.settings.partitions)
         async with self._connect(queue.name) as conn:
-            cur = await conn.execute(statement, {"keys": list(dedup_keys)})
+            cur = await conn.execute(statement, {"keys": text_array(dedup_keys)})
             found = await cur.fetchall()
         return [rows.item(StoredItem, queue, row[0], row[1:]) for row in found]
 

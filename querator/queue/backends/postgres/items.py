@@ -12,6 +12,7 @@ from querator.errors import Unavailable
 from querator.queue.backends.base import InsertPlan, NewItem
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres.array_params import Payloads, instant_array, text_array
 from querator.queue.ids import format_id
 from querator.queue.models import Leased, QueueInfo
 
@@ -95,7 +96,7 @@ async def _insert_partition(
         held = {items[i].dedup_key: i for i in pending if ids[i] is None}
         if not held:
             return
-        cur = await conn.execute(q.SELECT_DEDUP.format(table=table), {"keys": list(held)})
+        cur = await conn.execute(q.SELECT_DEDUP.format(table=table), {"keys": text_array(held)})
         for seq, key in await cur.fetchall():
             ids[held[key]] = format_id(queue.queue_id, partition, seq)
         pending = [i for i in pending if ids[i] is None]
@@ -148,20 +149,23 @@ def insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
     """The bound per-item arrays (and the queue's expiry) of an insert statement."""
     return {
         "expire_timeout": float(queue.settings.expire_timeout),
-        "payload": [bytes(new.payload) for new in items],
-        "kind": [new.kind for new in items],
-        "encoding": [new.encoding for new in items],
-        "reference": [new.reference for new in items],
-        "headers": [json.dumps(dict(new.headers)) if new.headers else "{}" for new in items],
-        "available_at": [new.available_at for new in items],
-        "dedup_key": [new.dedup_key for new in items],
+        "payload": Payloads(bytes(new.payload) for new in items),
+        "kind": text_array(new.kind for new in items),
+        "encoding": text_array(new.encoding for new in items),
+        "reference": text_array(new.reference for new in items),
+        "headers": text_array(
+            json.dumps(dict(new.headers)) if new.headers else "{}" for new in items
+        ),
+        "available_at": instant_array(new.available_at for new in items),
+        "dedup_key": text_array(new.dedup_key for new in items),
     }
 
 
 async def notify(conn: Conn, names: q.Names, queues: Collection[str]) -> None:
     """Wake listeners for each queue, at commit of the current transaction."""
     if queues:
-        await conn.execute(q.NOTIFY, {"channel": names.channel, "queues": sorted(queues)})
+        params = {"channel": names.channel, "queues": text_array(sorted(queues))}
+        await conn.execute(q.NOTIFY, params)
 
 
 async def dead_letter(

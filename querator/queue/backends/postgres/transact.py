@@ -11,6 +11,7 @@ from querator.errors import Conflict, ConflictReason, QueueNotFound
 from querator.queue.backends.base import ItemKey, RetryOp, TxnPlan
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres.array_params import int_array
 from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import (
     Conn,
@@ -230,15 +231,6 @@ def _by_table(entries: Iterable[T], key_of: Callable[[T], ItemKey]) -> dict[Tabl
 
 def _seqs(keys: Iterable[ItemKey]) -> str:
     return int_array(key.seq for key in keys)
-
-
-def int_array(values: Iterable[int]) -> str:
-    """A PostgreSQL array literal of integers, for a ``%(x)s::bigint[]`` parameter.
-
-    Bound like any value; the text form costs a tenth of psycopg's list dumper
-    on hot paths. ``int.__repr__`` spells exactly the number, also for subclasses.
-    """
-    return "{" + ",".join(map(int.__repr__, values)) + "}"
 
 
 async def _retry(
