@@ -104,6 +104,8 @@ class ReplayContext:
     """(queue, position) of the steps the replay suspended on, without a record."""
     dispatched: list[tuple[str, int]] = field(default_factory=list)
     """(queue, position) of the step items this replay produces."""
+    payloads: dict[str, StepPayload] = field(default_factory=dict)
+    """The payloads of the step items this replay produces, by their dedup key."""
 
     def _next(self) -> int:
         if self.fatal is not None:
@@ -130,8 +132,11 @@ class ReplayContext:
 
     def _dispatch(self, queue: str, position: int, payload: StepPayload) -> None:
         if self.dispatching:
-            self.produce.setdefault(queue, []).append(step_item(payload))
+            item = step_item(payload)
+            self.produce.setdefault(queue, []).append(item)
             self.dispatched.append((queue, position))
+            if item.dedup_key is not None:
+                self.payloads[item.dedup_key] = payload
 
     def _note(
         self,

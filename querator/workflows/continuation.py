@@ -45,11 +45,14 @@ class Claim:
 
 
 def split_claim(
-    cont: Continuation | None, produce: dict[str, list[Item]]
+    cont: Continuation | None,
+    produce: dict[str, list[Item]],
+    payloads: Mapping[str, StepPayload] | None = None,
 ) -> tuple[dict[str, list[Item]], Claim | None]:
     """Take the step item to run next out of ``produce``, when there is exactly one
     (a fan-out goes to the queue: other workers run its members in parallel),
-    it is due now, and this worker serves its queue and knows its step."""
+    it is due now, and this worker serves its queue and knows its step.
+    ``payloads``: the step items' payloads by dedup key, when known (else decoded)."""
     if cont is None or not cont.active():
         return produce, None
     steps = [(queue, item) for queue, items in produce.items() for item in items]
@@ -59,7 +62,8 @@ def split_claim(
     queue, item = steps[0]
     if queue not in cont.queues or item.enqueue_at is not None:
         return produce, None
-    payload = StepPayload.model_validate_json(item.payload)
+    known = payloads.get(item.dedup_key or "") if payloads is not None else None
+    payload = known if known is not None else StepPayload.model_validate_json(item.payload)
     if payload.step not in cont.steps:
         return produce, None
     rest = {name: [i for i in items if i is not item] for name, items in produce.items()}

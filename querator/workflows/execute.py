@@ -185,6 +185,7 @@ async def execute_step(
     cont: Continuation | None = None,
     history: History | None = None,
     found: Mapping[str, StoredItem] | None = None,
+    token: Any = None,
 ) -> Chained | None:
     """Run the step of ``leased`` (unless it already ran or the run was cancelled)
     and record the outcome.
@@ -193,7 +194,8 @@ async def execute_step(
     ``history`` is what the caller already knows of the run, if anything); the
     result is the next step when it was produced leased to this worker.
     ``found``: the look-up of ``payload.start_keys()`` made when the item was
-    produced leased to this worker (None: look them up now).
+    produced leased to this worker (None: look them up now). ``token``: the
+    event loop's ``EventLoopToken`` (None: taken here).
     """
     run_id, position = payload.run_id, payload.position
     key, *stops = payload.start_keys()
@@ -217,7 +219,7 @@ async def execute_step(
         record_key=key,
         compensation=payload.slot is not None,
         resources=resources if resources is not None else {},
-        token=current_token(),
+        token=token if token is not None else current_token(),
     )
     current, outcome = await _run_kept(aq, renewer, leased, step, payload.args, context)
     if isinstance(outcome, Defer):

@@ -378,7 +378,8 @@ async def _suspend(
 ) -> Chained | None:
     """Commit a suspended replay: what it produced, the step it claims."""
     log.debug("run %s suspended: %s", run_id, outcome.ctx.suspended)
-    rest, claim = split_claim(cont, _not_colliding(wake, outcome.ctx.produce))
+    produce = _not_colliding(wake, outcome.ctx.produce)
+    rest, claim = split_claim(cont, produce, outcome.ctx.payloads)
     return await _commit(aq, wake, run_id, Advance(rest, claim, _after(history, outcome)), cont)
 
 
@@ -431,7 +432,7 @@ async def advance_after_step(
         return Advance(merge_items(ctx.produce, final_items(run_id, meta, final)))
     if not set(ctx.awaited) <= set(ctx.dispatched):
         return None
-    rest, claim = split_claim(cont, ctx.produce)
+    rest, claim = split_claim(cont, ctx.produce, ctx.payloads)
     return Advance(rest, claim, _after(seen, outcome))
 
 

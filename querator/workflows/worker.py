@@ -348,6 +348,7 @@ class AsyncWorker:
             self.continuation,
             history,
             found,
+            self._token,
         )
         log.info(
             "run %s step %s@%d: handled in %.3fs",
