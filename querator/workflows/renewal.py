@@ -59,6 +59,10 @@ class Renewer:
             self._changed.set()
         return kept
 
+    def __contains__(self, kept: Kept) -> bool:
+        """Whether ``kept`` is still renewed (not released, its lease not lost)."""
+        return kept in self._kept
+
     async def release(self, kept: Kept) -> Leased:
         """Stop renewing; the lease's latest version (once a renewal in flight ended)."""
         self._kept.discard(kept)
