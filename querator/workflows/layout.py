@@ -14,7 +14,9 @@
   ``{run}/cfailed/{g}``, ``{run}/redrive/{g}``, ``{run}/aborted``; compensation
   items are step items keyed ``{run}/c{k}[/r{round}]/step``.
 
-Fields are only ever added, with defaults, so old records keep their meaning.
+Fields are only ever added, with defaults, so old records keep their meaning,
+and readers ignore fields they do not know, so a worker of the previous version
+reads what a newer one wrote (a rolling deploy).
 """
 
 from __future__ import annotations
@@ -61,7 +63,10 @@ WORK_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """Stored payloads and records. Unknown fields are ignored, so a worker of an
+    older version reads what a newer one wrote (without what it added)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class ErrorInfo(_Model):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import anyio
 import pytest
+from pydantic import ValidationError
 
 from querator import AsyncQuerator, Querator
 from querator.errors import InvalidArgument
@@ -20,6 +21,7 @@ from querator.workflows import (
 )
 from querator.workflows.codec import Codec
 from querator.workflows.functions import default_name
+from querator.workflows.layout import StepPayload, StepRecord, WakePayload
 
 from .conftest import RunWorker
 from .flows import (
@@ -133,3 +135,14 @@ def test_worker_refuses_two_functions_with_one_name(q: Querator) -> None:
 
     with pytest.raises(InvalidArgument, match="share the name"):
         Worker(q, [step_a, impostor])
+
+
+def test_payloads_and_records_from_a_newer_version_are_read() -> None:
+    """Unknown fields are ignored (a rolling deploy: an older worker reads what a
+    newer one wrote), known ones still validated."""
+    wake = WakePayload.model_validate_json('{"run_id": "run-1", "added_later": [1, 2]}')
+    assert wake == WakePayload(run_id="run-1")
+    record = StepRecord.model_validate_json('{"step": "s", "ok": true, "result": "1", "new": {}}')
+    assert (record.step, record.ok, record.result) == ("s", True, "1")
+    with pytest.raises(ValidationError):
+        StepPayload.model_validate_json('{"run_id": "run-1", "position": "not a number"}')
