@@ -124,11 +124,11 @@ class TxnPlan:
     client_id: str | None = None
     """Who leases the ``claim`` items (set whenever ``claim`` is)."""
     lookup: Sequence[tuple[str, Sequence[str]]] = ()
-    silent: frozenset[str] = frozenset()
-    """Queues this transaction does not wake (no notification, no local wakeup)."""
     """(queue name, dedup keys) to look up once the rest is applied. A backend that
     answers them itself puts them in ``TransactResult.found``; the service looks
     up whatever it left out right after the transaction."""
+    silent: frozenset[str] = frozenset()
+    """Queues this transaction does not wake (no notification, no local wakeup)."""
 
 
 @dataclass(frozen=True, slots=True)
