@@ -29,6 +29,7 @@ __all__ = [
 QueueName = Annotated[str, Field(pattern=NAME_PATTERN, min_length=1, max_length=512)]
 
 NUL_MESSAGE = "must not contain the NUL character (U+0000): PostgreSQL text cannot hold it"
+"""Why a text field with a NUL in it is an InvalidArgument on every backend."""
 
 
 def _no_nul(value: str | None) -> str | None:
