@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import anyio
 import pytest
 
 T = TypeVar("T")
@@ -31,6 +32,14 @@ def wait_for(
             what = message or getattr(predicate, "__name__", repr(predicate))
             pytest.fail(f"condition not met within {timeout:.2f}s: {what}; last value: {value!r}")
         time.sleep(interval)
+
+
+async def await_for(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    """:func:`wait_for` for async tests: poll ``predicate`` between checkpoints
+    until it is truthy; TimeoutError after ``timeout`` seconds."""
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.01)
 
 
 def wait_until(instant: float) -> None:

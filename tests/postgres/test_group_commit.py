@@ -10,6 +10,7 @@ import anyio
 import psycopg
 import pytest
 from pg_schemas import waiting_on_a_lock
+from polling import await_for
 
 from querator import AsyncQuerator, Item, Leased, Ref
 from querator.errors import Conflict, ConflictReason
@@ -18,12 +19,6 @@ from querator.queue.models import TransactResult
 pytestmark = pytest.mark.anyio
 
 WAITERS = 12
-
-
-async def _until(predicate: Any, timeout: float = 10.0) -> None:
-    with anyio.fail_after(timeout):
-        while not predicate():
-            await anyio.sleep(0.01)
 
 
 async def _as_one_group(
@@ -46,12 +41,12 @@ async def _as_one_group(
         )
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(commit, number, item)
-            await _until(lambda: waiting_on_a_lock(pg_dsn, queue))
+            await await_for(lambda: waiting_on_a_lock(pg_dsn, queue))
             queued = 0
             for follower in followers:
                 tasks.start_soon(commit, *follower)
                 queued += 1
-            await _until(lambda: len(group._waiting) == queued)
+            await await_for(lambda: len(group._waiting) == queued)
             blocker.commit()
 
 

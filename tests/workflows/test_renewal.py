@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 import pytest
+from polling import await_for
 
 from querator import AsyncQuerator, Item, QueueSettings
 from querator.queue.models import Leased
@@ -22,21 +26,22 @@ async def _leased(aq: AsyncQuerator, queue: str) -> Leased:
     return leased
 
 
-async def _until(condition: object, timeout: float = 10.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():  # type: ignore[operator]
-            await anyio.sleep(0.01)
+@asynccontextmanager
+async def _running(aq: AsyncQuerator) -> AsyncIterator[Renewer]:
+    """A renewer with its task running for the block."""
+    renewer = Renewer(aq)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(renewer.run)
+        yield renewer
+        tasks.cancel_scope.cancel()
 
 
 async def test_kept_leases_are_renewed_until_released(aq: AsyncQuerator) -> None:
     leased = await _leased(aq, "kept")
-    renewer = Renewer(aq)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(renewer.run)
+    async with _running(aq) as renewer:
         kept = renewer.keep(leased, 5.0, PERIOD)
-        await _until(lambda: kept.current.version >= leased.version + 2)
+        await await_for(lambda: kept.current.version >= leased.version + 2)
         current = await renewer.release(kept)
-        tasks.cancel_scope.cancel()
     # the version released is the item's latest: completing with it succeeds
     assert current.version >= leased.version + 2
     await aq.complete("kept", [current])
@@ -45,15 +50,12 @@ async def test_kept_leases_are_renewed_until_released(aq: AsyncQuerator) -> None
 
 async def test_a_lost_lease_is_dropped_and_its_version_left_stale(aq: AsyncQuerator) -> None:
     leased = await _leased(aq, "lost")
-    renewer = Renewer(aq)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(renewer.run)
+    async with _running(aq) as renewer:
         kept = renewer.keep(leased, 5.0, PERIOD)
-        await _until(lambda: kept.current.version > leased.version)
+        await await_for(lambda: kept.current.version > leased.version)
         seen = kept.current
         await aq.complete("lost", [seen])  # finished elsewhere: the lease is gone
-        await _until(lambda: kept not in renewer)  # its next renewal found it gone
+        await await_for(lambda: kept not in renewer)  # its next renewal found it gone
         current = await renewer.release(kept)
-        tasks.cancel_scope.cancel()
     assert current == seen
     assert kept not in renewer
