@@ -89,12 +89,13 @@ def test_unreachable_server_raises_unavailable() -> None:
     assert time.monotonic() - started < 25
 
 
-def test_pooled_connections_keep_utc_generic_plans_and_index_scans(pg_schema_url: str) -> None:
-    """Every pooled connection is set up the same way (two held at once: two connections)."""
+def test_pooled_connections_share_session_settings(pg_schema_url: str) -> None:
+    """Every pooled connection runs in UTC with generic plans, index scans and no JIT
+    (two held at once: two connections)."""
     backend = PostgresBackend(pg_schema_url)
     query = (
         "SELECT current_setting('TimeZone'), current_setting('plan_cache_mode'),"
-        " current_setting('enable_seqscan')"
+        " current_setting('enable_seqscan'), current_setting('jit')"
     )
 
     async def settings() -> list[tuple[str, ...]]:
@@ -106,4 +107,4 @@ def test_pooled_connections_keep_utc_generic_plans_and_index_scans(pg_schema_url
         finally:
             await backend.close()
 
-    assert anyio.run(settings) == [("UTC", "force_generic_plan", "off")] * 2
+    assert anyio.run(settings) == [("UTC", "force_generic_plan", "off", "off")] * 2

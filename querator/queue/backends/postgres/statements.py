@@ -74,10 +74,12 @@ class Names:
 SESSION_SETTINGS: Final = sql.SQL(
     "SELECT set_config('TimeZone', 'UTC', false),"
     " set_config('plan_cache_mode', 'force_generic_plan', false),"
-    " set_config('enable_seqscan', 'off', false)"
+    " set_config('enable_seqscan', 'off', false),"
+    " set_config('jit', 'off', false)"
 )
 """Run on every pooled connection: timestamps come back in UTC, prepared
-statements keep one generic plan, and scans go through indexes.
+statements keep one generic plan, scans go through indexes, and nothing is
+JIT-compiled.
 
 Every hot statement looks rows up by key or leases in index order. A custom
 plan per execution (PostgreSQL's choice for the first five executions, and for
@@ -87,7 +89,12 @@ in the workflow benchmark. And a plan made while a table was small (a new
 queue, or a work queue whose items come and go) scans it whole for as long as
 the plan lives, dead rows included: a quarter of the server's CPU in the same
 benchmark. The few statements meant to read whole tables (:data:`SCANS_ALLOWED`)
-turn sequential scans back on for their transaction."""
+turn sequential scans back on for their transaction.
+
+With sequential scans off, a statement that can only scan (the one-row
+maintenance claim) is costed above every JIT threshold, and PostgreSQL spent
+~100 ms of CPU compiling it with LLVM at each execution; no statement of a
+lease queue runs long enough for JIT to pay, so it is off."""
 
 SCANS_ALLOWED: Final = sql.SQL("SET LOCAL enable_seqscan = on")
 """First in the transaction of a statement that reads whole partitions (stats, clear)."""
