@@ -3,7 +3,7 @@ is in flight go together in one statement, each still all or nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 import anyio
@@ -27,7 +27,7 @@ async def _as_one_group(
     pg_schema: str,
     leader: tuple[int, Leased],
     followers: Iterable[tuple[int, Leased | Ref]],
-    commit: Callable[[int, Any], Awaitable[None]],
+    commit: Callable[[int, Any], Coroutine[Any, Any, None]],
 ) -> None:
     """``commit`` the leader's item while another session holds its row lock, queue
     every follower's commit behind it, then let go: the followers go as one group."""
@@ -75,7 +75,10 @@ async def test_a_group_commits_each_transaction_and_a_stale_one_alone_fails(
             except Conflict as exc:
                 outcomes[number] = exc
 
-        followers = [(0, Ref("work", stale.id, stale.version + 1)), *enumerate(held[1:], 1)]
+        followers: list[tuple[int, Leased | Ref]] = [
+            (0, Ref("work", stale.id, stale.version + 1)),
+            *enumerate(held[1:], 1),
+        ]
         await _as_one_group(aq, pg_dsn, pg_schema, (-1, first), followers, commit)
         stale_outcome = outcomes.pop(0)
         assert isinstance(stale_outcome, Conflict)

@@ -10,10 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from querator.spark import SparkStage, delete_output, spark_step
-from querator.workflows import RetryPolicy, saga, step, workflow
+from querator.workflows import RetryPolicy, StepFunction, WorkflowFunction, saga, step, workflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-import spark_pipeline as example
+import spark_pipeline
+
+example = spark_pipeline
+"""examples/spark_pipeline.py, for the tests (they import it from here: this module
+puts examples/ on sys.path)."""
+Flows = list[StepFunction[..., Any] | WorkflowFunction[..., Any]]
+"""What a worker serves (a list mixing workflows and steps)."""
 
 FAST = RetryPolicy(max_attempts=3, initial=0.05, jitter=False)
 LOCAL_CONF = {
@@ -42,6 +48,7 @@ def counts(root: str | Path, name: str) -> int:
 
 @spark_step(name="t.ingest", retry=FAST, lease_timeout=3.0)
 def t_ingest(stage: SparkStage, raw_dir: str, root: str) -> int:
+    assert stage.output is not None
     note(root, "ingest", stage)
     example.read_raw(stage.spark, raw_dir).write.mode("overwrite").parquet(stage.output)
     return stage.spark.read.parquet(stage.output).count()
@@ -49,6 +56,7 @@ def t_ingest(stage: SparkStage, raw_dir: str, root: str) -> int:
 
 @spark_step(name="t.clean", retry=FAST, lease_timeout=3.0)
 def t_clean(stage: SparkStage, bronze: str, root: str) -> int:
+    assert stage.output is not None
     note(root, "clean", stage)
     df = example.clean_events(stage.spark.read.parquet(stage.input(bronze)))
     df.write.mode("overwrite").parquet(stage.output)
@@ -63,6 +71,7 @@ def t_clean(stage: SparkStage, bronze: str, root: str) -> int:
 
 @spark_step(name="t.aggregate", retry=FAST, lease_timeout=3.0)
 def t_aggregate(stage: SparkStage, silver: str, root: str) -> int:
+    assert stage.output is not None
     note(root, "aggregate", stage)
     report = example.aggregate_events(stage.spark.read.parquet(stage.input(silver)))
     report.coalesce(1).write.mode("overwrite").parquet(stage.output)
@@ -77,11 +86,12 @@ def t_pipeline(raw_dir: str, root: str) -> dict[str, Any]:
     return {"raw_rows": raw_rows, "clean_rows": clean_rows, "report_rows": report_rows}
 
 
-PIPELINE = [t_pipeline, t_ingest, t_clean, t_aggregate]
+PIPELINE: Flows = [t_pipeline, t_ingest, t_clean, t_aggregate]
 
 
 @spark_step(name="t.flaky", retry=RetryPolicy(max_attempts=3, initial=0.05, jitter=False))
 def t_flaky(stage: SparkStage, root: str, fail_times: int) -> int:
+    assert stage.output is not None
     n = note(root, "flaky", stage)
     if n <= fail_times:
         stage.spark.sql("SELECT raise_error('flaky stage fails')").collect()  # a real job failure
@@ -135,6 +145,7 @@ def t_step_timeout_flow(root: str, seconds: float) -> int:
 
 @spark_step(name="t.publish")
 def t_publish(stage: SparkStage, root: str) -> int:
+    assert stage.output is not None
     note(root, "publish", stage)
     stage.spark.range(5).write.mode("overwrite").parquet(stage.output)
     return 5
@@ -162,12 +173,13 @@ def t_publish_saga(root: str) -> int:
     return rows
 
 
-SAGA = [t_publish_saga, t_publish, t_refuse]
+SAGA: Flows = [t_publish_saga, t_publish, t_refuse]
 
 
 @spark_step(name="t.numbers", retry=FAST)
 def t_numbers(stage: SparkStage, rows: int) -> int:
     """``rows`` numbers, 0 to rows - 1."""
+    assert stage.output is not None
     stage.spark.range(rows).write.mode("overwrite").parquet(stage.output)
     return rows
 
@@ -175,6 +187,7 @@ def t_numbers(stage: SparkStage, rows: int) -> int:
 @spark_step(name="t.total", retry=RetryPolicy(max_attempts=1))
 def t_total(stage: SparkStage, numbers: str) -> int:
     """The sum of a committed ``numbers`` output, also written as a one-row output."""
+    assert stage.output is not None
     total = stage.spark.read.parquet(stage.input(numbers)).selectExpr("sum(id) AS total")
     total.write.mode("overwrite").parquet(stage.output)
     return int(stage.spark.read.parquet(stage.output).first()["total"])  # type: ignore[index]
@@ -193,4 +206,4 @@ def t_total_flow(numbers: str, root: str) -> int:
     return t_total(numbers, output=f"{root}/total")
 
 
-NUMBERS = [t_numbers_flow, t_total_flow, t_numbers, t_total]
+NUMBERS: Flows = [t_numbers_flow, t_total_flow, t_numbers, t_total]

@@ -8,7 +8,7 @@ from pathlib import Path
 from querator.spark import SparkStage, SparkSubmit, spark_step
 from querator.workflows import workflow
 
-from .flows import FAST, note
+from .flows import FAST, Flows, note
 
 JOB = Path(__file__).resolve().parent / "submitted_job.py"
 JOB_CONF = {
@@ -34,4 +34,4 @@ def t_remote_flow(root: str, rows: int) -> dict[str, str]:
     return t_remote(root, rows, output=f"{root}/remote")
 
 
-SUBMIT = [t_remote_flow, t_remote]
+SUBMIT: Flows = [t_remote_flow, t_remote]

@@ -87,6 +87,7 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @spark_step(name="tc.numbers")
 def tc_numbers(stage: SparkStage, n: int) -> int:
+    assert stage.output is not None
     stage.spark.range(n).selectExpr("id", "id * id AS sq").write.mode("overwrite").parquet(
         stage.output
     )
@@ -95,6 +96,7 @@ def tc_numbers(stage: SparkStage, n: int) -> int:
 
 @spark_step(name="tc.total")
 def tc_total(stage: SparkStage, numbers: str) -> int:
+    assert stage.output is not None
     df = stage.spark.read.parquet(stage.input(numbers))
     df.groupBy().sum("sq").withColumnRenamed("sum(sq)", "total").write.mode("overwrite").parquet(
         stage.output

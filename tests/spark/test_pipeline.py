@@ -248,7 +248,7 @@ def test_stages_on_a_hadoop_file_system_commit_through_hadoop_storage(
     spark = spark_resource.session()
     authority = f"qtest{secrets.token_hex(4)}"  # its own mount table (file systems are cached)
     mounted = tmp_path / "fs"
-    spark._jsc.hadoopConfiguration().set(  # type: ignore[union-attr]
+    spark._jsc.hadoopConfiguration().set(
         f"fs.viewfs.mounttable.{authority}.link./data", f"file://{mounted}"
     )
     root = f"viewfs://{authority}/data"

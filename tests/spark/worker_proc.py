@@ -10,13 +10,14 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# tests/ on sys.path, as pytest puts it: the flows are ``spark.flows`` here too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from querator import Querator
 from querator.spark import SparkResource
 from querator.workflows import Worker
-from tests.spark.flows import LOCAL_CONF, PIPELINE
-from tests.spark.submit_flows import SUBMIT
+from spark.flows import LOCAL_CONF, PIPELINE
+from spark.submit_flows import SUBMIT
 
 FUNCTIONS = {"pipeline": PIPELINE, "submit": SUBMIT}
 

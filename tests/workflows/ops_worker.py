@@ -15,15 +15,16 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import ops_flows
+# tests/ on sys.path, as pytest puts it: the flows are ``workflows.ops_flows`` here too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from querator import Querator
-from querator.workflows import Worker
+from querator.workflows import StepFunction, Worker, WorkflowFunction
+from workflows import ops_flows
 
-FUNCTIONS = [
+FUNCTIONS: list[StepFunction[..., Any] | WorkflowFunction[..., Any]] = [
     ops_flows.chain,
     ops_flows.link,
     ops_flows.napping,

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack
+from typing import Any
 
 from worker_threads import serving
 
 from querator import Querator
-from querator.workflows import Worker, gather, start, step, workflow
+from querator.workflows import (
+    StepFunction,
+    Worker,
+    WorkflowFunction,
+    gather,
+    start,
+    step,
+    workflow,
+)
 
 from .conftest import RunWorker
 from .flows import CALLS, Order, charge, checkout, count_call, reserve, ship
@@ -75,7 +84,7 @@ def test_no_step_runs_twice_with_competing_workers(
     race on many runs mixing hand-overs, gathers and wakes: every step body
     runs exactly once."""
     runs = 24
-    fns = [fan_and_line, once]
+    fns: list[StepFunction[..., Any] | WorkflowFunction[..., Any]] = [fan_and_line, once]
     with ExitStack() as stack:
         # memory:// lives in one client: there the second worker shares it.
         other = q if backend_url == "memory://" else stack.enter_context(Querator(backend_url))

@@ -41,20 +41,21 @@ class Clock:
         self.at += timedelta(**delta)
 
 
-def define(q: Querator, name: str = "hourly", **options: object) -> None:
+def define(q: Querator, name: str = "hourly", /, **options: object) -> None:
     options.setdefault("cron", "0 * * * *")
     options.setdefault("overlap", "allow_all")  # runs stay "running" without a worker
     schedule(q, name, record, args=("x",), start_at=START, **options)  # type: ignore[arg-type]
 
 
 def test_cron_definition_rejects_bad_values(q: Querator) -> None:
-    for field, options in [
+    cases: list[tuple[str, dict[str, object]]] = [
         ("cron", {"cron": "99 * * * *"}),
         ("tz", {"tz": "Nowhere/Land"}),
         ("catchup", {"catchup": "some"}),
         ("overlap", {"overlap": "queue"}),
         ("jitter", {"jitter": -1}),
-    ]:
+    ]
+    for field, options in cases:
         with pytest.raises(InvalidArgument) as info:
             define(q, **options)
         assert info.value.field == field
@@ -142,7 +143,7 @@ def test_cron_overlap_cancel_and_terminate_other(q: Querator, run_worker: RunWor
     define(q, "terminate", overlap="terminate_other")
     clock = Clock()
     scheduler = Scheduler(q, now=clock)
-    first = {get_schedule(q, n).name: None for n in ("cancel", "terminate")}
+    first: dict[str, str | None] = {get_schedule(q, n).name: None for n in ("cancel", "terminate")}
     assert len(scheduler.run_once()) == 2
     first = {i.name: i.last_run_id for i in list_schedules(q)}
     clock.advance(hours=1)

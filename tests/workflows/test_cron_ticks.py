@@ -26,8 +26,10 @@ BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def ticks(cron: str, zone: ZoneInfo, start: datetime, end: datetime) -> list[datetime]:
@@ -115,9 +117,16 @@ def test_cron_next_and_prev_inside_the_repeated_hour() -> None:
 
 
 def state(catchup: str = "skip", last: datetime | None = None, **spec: object) -> ScheduleState:
-    base = ScheduleSpec(
-        name="s", workflow="w", queue="q", cron="0 * * * *", catchup=catchup, **spec
-    )  # type: ignore[arg-type]
+    base = ScheduleSpec.model_validate(
+        {
+            "name": "s",
+            "workflow": "w",
+            "queue": "q",
+            "cron": "0 * * * *",
+            "catchup": catchup,
+            **spec,
+        }
+    )
     return ScheduleState(spec=base, start_at=utc(2026, 1, 1), last_tick=last)
 
 

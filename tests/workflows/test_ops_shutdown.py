@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from polling import wait_for
 
-from querator import Querator, QueueSettings
+from querator import PartitionStats, Querator, QueueSettings
 from querator.workflows import Worker, start
 from querator.workflows.layout import RESULTS_QUEUE, step_key
 
@@ -90,7 +90,10 @@ def test_stop_in_process_releases_after_the_grace(tmp_path: Path) -> None:
         worker = Worker(q, [napping, nap], shutdown_grace=3600, poll_timeout=0.5)
         thread = threading.Thread(target=worker.run, daemon=True)
         thread.start()
-        stats = lambda: q.stats(WORK_QUEUE).partitions[0]  # noqa: E731
+
+        def stats() -> PartitionStats:
+            return q.stats(WORK_QUEUE).partitions[0]
+
         wait_for(lambda: (stats().total, stats().leased) == (1, 1), timeout=10, message="step")
         worker.stop()
         worker.stop()  # hurry: skip the hour of grace

@@ -115,9 +115,9 @@ def test_async_workflow_with_async_steps(q: Querator, run_worker: RunWorker) -> 
 
 def test_unserialisable_arguments_fail_at_start(q: Querator) -> None:
     with pytest.raises(InvalidArgument):
-        start(q, checkout, object())  # type: ignore[arg-type]
+        start(q, checkout, object())
     with pytest.raises(InvalidArgument):
-        start(q, checkout, Order(id="a", cents=1), Order(id="b", cents=2))  # type: ignore[call-arg]
+        start(q, checkout, Order(id="a", cents=1), Order(id="b", cents=2))
 
 
 def test_poison_items_do_not_crash_the_worker(q: Querator, run_worker: RunWorker) -> None:
