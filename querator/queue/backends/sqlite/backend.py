@@ -22,7 +22,7 @@ from querator.errors import Unavailable
 from querator.queue.backends.base import NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.sqlite import items as item_ops
 from querator.queue.backends.sqlite import queues as queue_ops
-from querator.queue.backends.sqlite.engine import Store, make_engine
+from querator.queue.backends.sqlite.engine import Store
 from querator.queue.backends.sqlite.rows import Txn, from_us
 from querator.queue.backends.sqlite.schema import create_catalog
 from querator.queue.backends.sqlite.transact import transact
@@ -73,11 +73,11 @@ class SqliteBackend:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
             raise Unavailable(f"cannot create {directory!r}: {exc}") from exc
-        store = Store(make_engine(self.path), self._wakeup.notify)
+        store = Store(self.path, self._wakeup.notify)
         try:
             store.run(lambda txn: create_catalog(txn.conn), write=True)
         except BaseException:
-            store.engine.dispose()
+            store.close()
             raise
         self._store = store
 
@@ -85,7 +85,7 @@ class SqliteBackend:
         """Release the connections and the wakeup socket; the file keeps its data."""
         store, self._store = self._store, None
         if store is not None:
-            await anyio.to_thread.run_sync(store.engine.dispose)
+            await anyio.to_thread.run_sync(store.close)
         self._wakeup.close()
 
     async def listen(self, on_wake: WakeCallback, on_ready: Callable[[], None]) -> None:

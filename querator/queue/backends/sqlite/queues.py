@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, delete, insert, select, update
-
 from querator.errors import InvalidArgument, QueueExists, QueueNotFound
-from querator.queue.backends.sqlite.rows import Txn, queue_info, seconds_us
-from querator.queue.backends.sqlite.schema import (
-    create_partitions,
-    drop_partitions,
-    maintenance,
-    queues,
-)
+from querator.queue.backends.sqlite import statements as sql
+from querator.queue.backends.sqlite.rows import QueueRow, Txn, queue_info, seconds_us
+from querator.queue.backends.sqlite.schema import create_partitions, drop_partitions
 from querator.queue.models import QueueInfo, QueueSettings
 
 __all__ = [
@@ -27,19 +21,24 @@ __all__ = [
 ]
 
 
-def _settings_values(settings: QueueSettings) -> dict[str, Any]:
-    return {
-        "lease_timeout": settings.lease_timeout,
-        "expire_timeout": settings.expire_timeout,
-        "max_attempts": settings.max_attempts,
-        "dead_queue": settings.dead_queue,
-        "reference": settings.reference,
-        "partitions": settings.partitions,
-    }
+def _settings_values(settings: QueueSettings) -> tuple[Any, ...]:
+    return (
+        settings.lease_timeout,
+        settings.expire_timeout,
+        settings.max_attempts,
+        settings.dead_queue,
+        settings.reference,
+        settings.partitions,
+    )
 
 
-def _row(txn: Txn, name: str) -> Row[Any]:
-    row = txn.conn.execute(select(queues).where(queues.c.name == name)).first()
+def _find(txn: Txn, name: str) -> QueueRow | None:
+    row = txn.conn.execute(sql.QUEUE_BY_NAME, (name,)).fetchone()
+    return None if row is None else QueueRow(*row)
+
+
+def _row(txn: Txn, name: str) -> QueueRow:
+    row = _find(txn, name)
     if row is None:
         raise QueueNotFound(name)
     return row
@@ -47,15 +46,10 @@ def _row(txn: Txn, name: str) -> Row[Any]:
 
 def create_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
     """Insert the queue and create its partition tables; QueueExists if the name is taken."""
-    taken = txn.conn.execute(select(queues.c.id).where(queues.c.name == name)).first()
-    if taken is not None:
+    if _find(txn, name) is not None:
         raise QueueExists(name)
-    stmt = (
-        insert(queues)
-        .values(name=name, created_at=txn.now, **_settings_values(settings))
-        .returning(*queues.c)
-    )
-    row = txn.conn.execute(stmt).one()
+    params = (name, txn.now, *_settings_values(settings))
+    row = QueueRow(*txn.conn.execute(sql.INSERT_QUEUE, params).fetchone())
     create_partitions(txn.conn, row.id, range(settings.partitions))
     return queue_info(row)
 
@@ -68,13 +62,8 @@ def update_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
             "partitions",
             f"may only grow: the queue has {old.partitions}, got {settings.partitions}",
         )
-    stmt = (
-        update(queues)
-        .where(queues.c.id == old.id)
-        .values(**_settings_values(settings))
-        .returning(*queues.c)
-    )
-    row = txn.conn.execute(stmt).one()
+    params = (*_settings_values(settings), old.id)
+    row = QueueRow(*txn.conn.execute(sql.UPDATE_QUEUE, params).fetchone())
     create_partitions(txn.conn, row.id, range(old.partitions, settings.partitions))
     return queue_info(row)
 
@@ -83,7 +72,7 @@ def delete_queue(txn: Txn, name: str) -> None:
     """Drop the queue's tables and its row; QueueNotFound if absent."""
     row = _row(txn, name)
     drop_partitions(txn.conn, row.id, range(row.partitions))
-    txn.conn.execute(delete(queues).where(queues.c.id == row.id))
+    txn.conn.execute(sql.DELETE_QUEUE, (row.id,))
 
 
 def get_queue(txn: Txn, name: str) -> QueueInfo:
@@ -93,23 +82,19 @@ def get_queue(txn: Txn, name: str) -> QueueInfo:
 
 def list_queues(txn: Txn, pivot: str | None, limit: int) -> list[QueueInfo]:
     """Queues with ``name >= pivot``, by name, at most ``limit``."""
-    query = select(queues).order_by(queues.c.name).limit(limit)
-    if pivot is not None:
-        query = query.where(queues.c.name >= pivot)
-    return [queue_info(row) for row in txn.conn.execute(query)]
+    if pivot is None:
+        rows = txn.conn.execute(sql.LIST_QUEUES, (limit,))
+    else:
+        rows = txn.conn.execute(sql.LIST_QUEUES_FROM, (pivot, limit))
+    return [queue_info(QueueRow(*row)) for row in rows]
 
 
 def queues_with_dead_queue(txn: Txn, dead_queue: str) -> list[str]:
     """Names of the queues whose settings name ``dead_queue``, by name."""
-    query = select(queues.c.name).where(queues.c.dead_queue == dead_queue).order_by(queues.c.name)
-    return list(txn.conn.execute(query).scalars())
+    return [row[0] for row in txn.conn.execute(sql.QUEUES_WITH_DEAD_QUEUE, (dead_queue,))]
 
 
 def claim_maintenance(txn: Txn, interval: float) -> bool:
     """Take the maintenance run if none was taken in the last ``interval`` seconds."""
-    stmt = (
-        update(maintenance)
-        .where(maintenance.c.id == 1, maintenance.c.last_run <= txn.now - seconds_us(interval))
-        .values(last_run=txn.now)
-    )
-    return txn.conn.execute(stmt).rowcount == 1
+    params = (txn.now, txn.now - seconds_us(interval))
+    return txn.conn.execute(sql.CLAIM_MAINTENANCE, params).rowcount == 1

@@ -1,21 +1,27 @@
-"""The row-mapping boundary: microsecond integers and JSON text in, frozen records out."""
+"""The row-mapping boundary: microsecond integers and JSON text in, frozen records out.
+
+Statements select the columns of :class:`ItemRow` and :class:`QueueRow` in
+their field order (see :mod:`.statements`), so a plain ``sqlite3`` tuple maps
+to its record without a row factory.
+"""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from sqlalchemy import Connection, Row
+from typing import Any, NamedTuple
 
 from querator.queue.backends.base import NewItem
 from querator.queue.ids import format_id
 from querator.queue.models import Leased, QueueInfo, QueueSettings, StoredItem
 
 __all__ = [
+    "ItemRow",
+    "QueueRow",
     "Txn",
     "dead_values",
     "from_us",
@@ -36,11 +42,46 @@ _MICROSECOND = timedelta(microseconds=1)
 class Txn:
     """One open transaction: its connection, its instant and the queues to wake after commit."""
 
-    conn: Connection
+    conn: sqlite3.Connection
     now: int
     """The host clock in microseconds, read once the transaction holds its lock."""
     wake: set[str] = field(default_factory=set)
     """Names of queues that may have become leasable; woken after commit."""
+
+
+class ItemRow(NamedTuple):
+    """One row of a partition table, in the column order every item statement selects."""
+
+    seq: int
+    version: int
+    available_at: int
+    lease_deadline: int | None
+    client_id: str | None
+    attempts: int
+    expire_at: int
+    payload: bytes
+    kind: str
+    encoding: str
+    reference: str
+    headers: str
+    """JSON text of the headers dict."""
+    dedup_key: str | None
+    source_id: str | None
+    created_at: int
+
+
+class QueueRow(NamedTuple):
+    """One row of the ``queues`` table, in the column order every queue statement selects."""
+
+    id: int
+    name: str
+    lease_timeout: float
+    expire_timeout: float
+    max_attempts: int
+    dead_queue: str | None
+    reference: str
+    partitions: int
+    created_at: int
 
 
 def now_us() -> int:
@@ -63,7 +104,7 @@ def seconds_us(seconds: float) -> int:
     return round(seconds * 1_000_000)
 
 
-def queue_info(row: Row[Any]) -> QueueInfo:
+def queue_info(row: QueueRow) -> QueueInfo:
     """Map a ``queues`` row to its record (stored settings were validated on the way in)."""
     settings = QueueSettings.model_construct(
         lease_timeout=row.lease_timeout,
@@ -81,7 +122,7 @@ def queue_info(row: Row[Any]) -> QueueInfo:
     )
 
 
-def _item_fields(queue: QueueInfo, partition: int, row: Row[Any]) -> dict[str, Any]:
+def _item_fields(queue: QueueInfo, partition: int, row: ItemRow) -> dict[str, Any]:
     deadline = row.lease_deadline
     return {
         "id": format_id(queue.queue_id, partition, row.seq),
@@ -104,13 +145,13 @@ def _item_fields(queue: QueueInfo, partition: int, row: Row[Any]) -> dict[str, A
     }
 
 
-def stored_item(queue: QueueInfo, partition: int, row: Row[Any]) -> StoredItem:
+def stored_item(queue: QueueInfo, partition: int, row: ItemRow) -> StoredItem:
     """Map a partition row to a :class:`StoredItem`."""
     return StoredItem.model_construct(**_item_fields(queue, partition, row))
 
 
 def leased_item(
-    queue: QueueInfo, partition: int, row: Row[Any], changes: Mapping[str, Any]
+    queue: QueueInfo, partition: int, row: ItemRow, changes: Mapping[str, Any]
 ) -> Leased:
     """Map a partition row, with the columns in ``changes`` (microseconds) applied, to a Leased."""
     fields = _item_fields(queue, partition, row)
@@ -119,41 +160,33 @@ def leased_item(
     return Leased.model_construct(**fields)
 
 
-def item_values(item: NewItem, now: int, expire_timeout: float) -> dict[str, Any]:
-    """Column values of a newly produced item."""
-    return {
-        "version": 1,
-        "available_at": now if item.available_at is None else to_us(item.available_at),
-        "lease_deadline": None,
-        "client_id": None,
-        "attempts": 0,
-        "expire_at": now + seconds_us(expire_timeout),
-        "payload": item.payload,
-        "kind": item.kind,
-        "encoding": item.encoding,
-        "reference": item.reference,
-        "headers": json.dumps(dict(item.headers), separators=(",", ":")),
-        "dedup_key": item.dedup_key,
-        "source_id": None,
-        "created_at": now,
-    }
+def item_values(item: NewItem, now: int, expire_timeout: float) -> tuple[Any, ...]:
+    """Parameters of :func:`.statements.insert_item` for a newly produced item."""
+    return (
+        now if item.available_at is None else to_us(item.available_at),
+        now + seconds_us(expire_timeout),
+        item.payload,
+        item.kind,
+        item.encoding,
+        item.reference,
+        json.dumps(dict(item.headers), separators=(",", ":")),
+        item.dedup_key,
+        None,
+        now,
+    )
 
 
-def dead_values(row: Row[Any], source_id: str, now: int, expire_timeout: float) -> dict[str, Any]:
-    """Column values of the copy a dead queue receives of ``row``."""
-    return {
-        "version": 1,
-        "available_at": now,
-        "lease_deadline": None,
-        "client_id": None,
-        "attempts": 0,
-        "expire_at": now + seconds_us(expire_timeout),
-        "payload": row.payload,
-        "kind": row.kind,
-        "encoding": row.encoding,
-        "reference": row.reference,
-        "headers": row.headers,
-        "dedup_key": None,
-        "source_id": source_id,
-        "created_at": now,
-    }
+def dead_values(row: ItemRow, source_id: str, now: int, expire_timeout: float) -> tuple[Any, ...]:
+    """Parameters of :func:`.statements.insert_item` for the copy a dead queue receives."""
+    return (
+        now,
+        now + seconds_us(expire_timeout),
+        row.payload,
+        row.kind,
+        row.encoding,
+        row.reference,
+        row.headers,
+        None,
+        source_id,
+        now,
+    )

@@ -2,16 +2,17 @@
 
 Partition tables are named ``q{queue_id}_p{partition}`` from internal numbers
 only; user strings never become identifiers. Every time column holds integer
-microseconds since the epoch (UTC).
+microseconds since the epoch (UTC). The tables are declared with SQLAlchemy and
+compiled to DDL text for the SQLite dialect, which runs on the raw connection
+like every other statement (:mod:`.statements`).
 """
 
 from __future__ import annotations
 
-import threading
+import sqlite3
 
 from sqlalchemy import (
     Column,
-    Connection,
     Float,
     Index,
     Integer,
@@ -21,7 +22,8 @@ from sqlalchemy import (
     Table,
     Text,
 )
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable, DropTable, ExecutableDDLElement
 
 __all__ = [
     "catalog",
@@ -33,6 +35,8 @@ __all__ = [
     "queues",
     "table_name",
 ]
+
+_DIALECT = sqlite.dialect()
 
 catalog = MetaData()
 """The fixed tables; partition tables live outside it (see :func:`partition_table`)."""
@@ -61,16 +65,14 @@ maintenance = Table(
 )
 """A single row (``id = 1``): when a client last claimed the maintenance run."""
 
-_tables: dict[tuple[int, int], Table] = {}
-_tables_lock = threading.Lock()
-
 
 def table_name(queue_id: int, partition: int) -> str:
     """The name of a partition table, built from numbers only."""
     return f"q{int(queue_id)}_p{int(partition)}"
 
 
-def _build_partition(queue_id: int, partition: int) -> Table:
+def partition_table(queue_id: int, partition: int) -> Table:
+    """The table object of one partition; it may not exist in the file yet."""
     name = table_name(queue_id, partition)
     return Table(
         name,
@@ -95,33 +97,30 @@ def _build_partition(queue_id: int, partition: int) -> Table:
     )
 
 
-def partition_table(queue_id: int, partition: int) -> Table:
-    """The (cached) table object of one partition; it may not exist in the file yet."""
-    key = (queue_id, partition)
-    table = _tables.get(key)
-    if table is None:
-        with _tables_lock:
-            table = _tables.get(key)
-            if table is None:
-                table = _tables[key] = _build_partition(queue_id, partition)
-    return table
+def _run(conn: sqlite3.Connection, ddl: ExecutableDDLElement) -> None:
+    conn.execute(str(ddl.compile(dialect=_DIALECT)))
 
 
-def create_catalog(conn: Connection) -> None:
+def _create(conn: sqlite3.Connection, table: Table) -> None:
+    _run(conn, CreateTable(table, if_not_exists=True))
+    for index in sorted(table.indexes, key=lambda index: str(index.name)):
+        _run(conn, CreateIndex(index, if_not_exists=True))
+
+
+def create_catalog(conn: sqlite3.Connection) -> None:
     """Create the fixed tables and the maintenance row if they are missing."""
-    catalog.create_all(conn, checkfirst=True)
-    conn.execute(sqlite_insert(maintenance).values(id=1, last_run=0).on_conflict_do_nothing())
+    for table in catalog.sorted_tables:
+        _create(conn, table)
+    conn.execute("INSERT INTO maintenance (id, last_run) VALUES (1, 0) ON CONFLICT DO NOTHING")
 
 
-def create_partitions(conn: Connection, queue_id: int, partitions: range) -> None:
+def create_partitions(conn: sqlite3.Connection, queue_id: int, partitions: range) -> None:
     """Create the tables (and indexes) of the given partitions if they are missing."""
     for partition in partitions:
-        partition_table(queue_id, partition).create(conn, checkfirst=True)
+        _create(conn, partition_table(queue_id, partition))
 
 
-def drop_partitions(conn: Connection, queue_id: int, partitions: range) -> None:
-    """Drop the tables of the given partitions and forget their table objects."""
+def drop_partitions(conn: sqlite3.Connection, queue_id: int, partitions: range) -> None:
+    """Drop the tables (and their indexes) of the given partitions."""
     for partition in partitions:
-        partition_table(queue_id, partition).drop(conn, checkfirst=True)
-        with _tables_lock:
-            _tables.pop((queue_id, partition), None)
+        _run(conn, DropTable(partition_table(queue_id, partition), if_exists=True))

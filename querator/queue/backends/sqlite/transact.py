@@ -7,25 +7,25 @@ offending id and nothing is changed. The whole database is locked by
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-from sqlalchemy import Row, delete, select, text, update
 
 from querator.errors import Conflict, ConflictReason
 from querator.queue.backends.base import ItemKey, RenewOp, RetryOp, TxnPlan
+from querator.queue.backends.sqlite import statements as sql
+from querator.queue.backends.sqlite.engine import is_missing_table
 from querator.queue.backends.sqlite.items import claim, dead_letter, produce_items
-from querator.queue.backends.sqlite.rows import Txn, leased_item, seconds_us, to_us
-from querator.queue.backends.sqlite.schema import partition_table, table_name
+from querator.queue.backends.sqlite.rows import ItemRow, Txn, leased_item, seconds_us, to_us
 from querator.queue.models import Leased, QueueInfo, TransactResult
 
 __all__ = ["transact"]
 
-_TABLE_EXISTS = text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name")
 
+def _fetch(txn: Txn, plan: TxnPlan, keys: Iterable[ItemKey]) -> dict[str, ItemRow]:
+    """The current rows of ``keys`` that exist, by item id.
 
-def _fetch(txn: Txn, plan: TxnPlan, keys: Iterable[ItemKey]) -> dict[str, Row[Any]]:
-    """The current rows of ``keys`` that exist, by item id."""
+    A partition table that does not exist (its queue was dropped) holds none.
+    """
     groups: dict[tuple[int, int], dict[int, str]] = {}
     for key in sorted(keys, key=lambda k: k.lock_order):
         queue = plan.queues.get(key.queue)
@@ -34,18 +34,22 @@ def _fetch(txn: Txn, plan: TxnPlan, keys: Iterable[ItemKey]) -> dict[str, Row[An
         if not 0 <= key.partition < queue.settings.partitions:
             continue
         groups.setdefault((key.queue_id, key.partition), {})[key.seq] = key.id
-    rows: dict[str, Row[Any]] = {}
+    rows: dict[str, ItemRow] = {}
     for (queue_id, partition), by_seq in groups.items():
-        name = table_name(queue_id, partition)
-        if txn.conn.execute(_TABLE_EXISTS, {"name": name}).first() is None:
-            continue
-        t = partition_table(queue_id, partition)
-        for row in txn.conn.execute(select(t).where(t.c.seq.in_(by_seq))):
+        query = sql.select_seqs(queue_id, partition, len(by_seq))
+        try:
+            cursor = txn.conn.execute(query, tuple(by_seq))
+        except sqlite3.OperationalError as exc:
+            if is_missing_table(exc):
+                continue
+            raise
+        for values in cursor:
+            row = ItemRow(*values)
             rows[by_seq[row.seq]] = row
     return rows
 
 
-def _check(txn: Txn, plan: TxnPlan) -> dict[str, Row[Any]]:
+def _check(txn: Txn, plan: TxnPlan) -> dict[str, ItemRow]:
     """The rows of every key in the plan, or Conflict naming every failed check."""
     held = [*plan.complete, *(op.key for op in plan.retry), *(op.key for op in plan.renew)]
     rows = _fetch(txn, plan, [*held, *plan.depends])
@@ -63,9 +67,7 @@ def _check(txn: Txn, plan: TxnPlan) -> dict[str, Row[Any]]:
     return rows
 
 
-def _reason(
-    row: Row[Any] | None, key: ItemKey, now: int, need_lease: bool
-) -> ConflictReason | None:
+def _reason(row: ItemRow | None, key: ItemKey, now: int, need_lease: bool) -> ConflictReason | None:
     if row is None:
         return ConflictReason.MISSING
     if row.version != key.version:
@@ -77,11 +79,10 @@ def _reason(
 
 def _complete(txn: Txn, keys: Sequence[ItemKey]) -> None:
     for key in keys:
-        t = partition_table(key.queue_id, key.partition)
-        txn.conn.execute(delete(t).where(t.c.seq == key.seq))
+        txn.conn.execute(sql.complete(key.queue_id, key.partition), (key.seq,))
 
 
-def _retry(txn: Txn, plan: TxnPlan, op: RetryOp, row: Row[Any]) -> None:
+def _retry(txn: Txn, plan: TxnPlan, op: RetryOp, row: ItemRow) -> None:
     key = op.key
     queue = plan.queues[key.queue]
     max_attempts = queue.settings.max_attempts
@@ -90,17 +91,7 @@ def _retry(txn: Txn, plan: TxnPlan, op: RetryOp, row: Row[Any]) -> None:
         dead_letter(txn, queue, key.partition, [row], dead)
         return
     available = txn.now if op.retry_at is None else to_us(op.retry_at)
-    t = partition_table(key.queue_id, key.partition)
-    txn.conn.execute(
-        update(t)
-        .where(t.c.seq == key.seq)
-        .values(
-            version=t.c.version + 1,
-            lease_deadline=None,
-            client_id=None,
-            available_at=available,
-        )
-    )
+    txn.conn.execute(sql.retry(key.queue_id, key.partition), (available, key.seq))
     if available <= txn.now:
         txn.wake.add(queue.name)
 
@@ -110,15 +101,10 @@ def _dead_queue(plan: TxnPlan, queue: QueueInfo) -> QueueInfo | None:
     return None if name is None else plan.queues.get(name)
 
 
-def _renew(txn: Txn, plan: TxnPlan, op: RenewOp, row: Row[Any]) -> Leased:
+def _renew(txn: Txn, plan: TxnPlan, op: RenewOp, row: ItemRow) -> Leased:
     key = op.key
     deadline = txn.now + seconds_us(op.extend)
-    t = partition_table(key.queue_id, key.partition)
-    txn.conn.execute(
-        update(t)
-        .where(t.c.seq == key.seq)
-        .values(version=t.c.version + 1, lease_deadline=deadline, available_at=deadline)
-    )
+    txn.conn.execute(sql.renew(key.queue_id, key.partition), (deadline, deadline, key.seq))
     changes = {"version": row.version + 1, "lease_deadline": deadline, "available_at": deadline}
     return leased_item(plan.queues[key.queue], key.partition, row, changes)
 

@@ -1,0 +1,1 @@
+"""Tests that only make sense on SQLite: row layout, cached statements, dropped tables."""
