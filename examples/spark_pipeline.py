@@ -43,7 +43,7 @@ def generate_events(n: int = 240, seed: int = 7) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     for i in range(n):
         kind = rng.choice(TYPES)
-        event = {
+        event: dict[str, Any] = {
             "event_id": f"e{i:04d}",
             "user": f"u{rng.randrange(25):02d}",
             "type": kind,
@@ -102,22 +102,22 @@ def aggregate_events(df: DataFrame) -> DataFrame:
 @spark_step(name="spark_pipeline.ingest", retry=RetryPolicy(max_attempts=3, initial=0.5))
 def ingest(stage: SparkStage, raw_dir: str) -> int:
     df = read_raw(stage.spark, raw_dir)
-    df.write.mode("overwrite").parquet(stage.output)
-    return stage.spark.read.parquet(stage.output).count()
+    df.write.mode("overwrite").parquet(stage.output_path)
+    return stage.spark.read.parquet(stage.output_path).count()
 
 
 @spark_step(name="spark_pipeline.clean", retry=RetryPolicy(max_attempts=3, initial=0.5))
 def clean(stage: SparkStage, bronze: str) -> int:
     df = clean_events(stage.spark.read.parquet(stage.input(bronze)))
-    df.write.mode("overwrite").parquet(stage.output)
-    return stage.spark.read.parquet(stage.output).count()
+    df.write.mode("overwrite").parquet(stage.output_path)
+    return stage.spark.read.parquet(stage.output_path).count()
 
 
 @spark_step(name="spark_pipeline.aggregate", retry=RetryPolicy(max_attempts=3, initial=0.5))
 def aggregate(stage: SparkStage, silver: str) -> int:
     report = aggregate_events(stage.spark.read.parquet(stage.input(silver)))
-    report.coalesce(1).write.mode("overwrite").parquet(stage.output)
-    return stage.spark.read.parquet(stage.output).count()
+    report.coalesce(1).write.mode("overwrite").parquet(stage.output_path)
+    return stage.spark.read.parquet(stage.output_path).count()
 
 
 @workflow(name="spark_pipeline.flow")

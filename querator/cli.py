@@ -36,14 +36,12 @@ import typer
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
-from querator.workflows.functions import StepFunction, WorkflowFunction
+from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
 from querator.workflows.runs import RunHandle, RunStatus
 from querator.workflows.worker import DEFAULT_SHUTDOWN_GRACE, Worker
 
 __all__ = ["app", "load_functions", "main"]
-
-Registrable = StepFunction[..., Any] | WorkflowFunction[..., Any]
 
 app = typer.Typer(
     name="querator", no_args_is_help=True, help="Workflows and sagas on a versioned lease queue."
@@ -94,7 +92,7 @@ def _import(module: str) -> ModuleType:
         raise InvalidArgument("module", f"cannot import {module!r}: {exc}") from exc
 
 
-def load_functions(target: str) -> list[Registrable]:
+def load_functions(target: str) -> list[DurableFunction]:
     """The ``@step``/``@workflow`` functions named by ``MODULE[:ATTR]``.
 
     ``MODULE`` is a dotted module name (found from the current directory too)
@@ -116,7 +114,7 @@ def load_functions(target: str) -> list[Registrable]:
             found = [found]
         elif not isinstance(found, list | tuple | set | frozenset):
             raise InvalidArgument("module", f"{attr!r} is neither a function nor a list of them")
-    functions: dict[int, Registrable] = {}
+    functions: dict[int, DurableFunction] = {}
     for obj in found:
         if isinstance(obj, StepFunction | WorkflowFunction):
             functions.setdefault(id(obj), obj)

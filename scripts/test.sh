@@ -5,7 +5,7 @@
 # 2. finds PostgreSQL (scripts/find_postgres.sh: $QUERATOR_TEST_DSN, the local
 #    server at 127.0.0.1:5432, the local cluster started, or a throwaway cluster)
 #    and exports QUERATOR_TEST_DSN — with no PostgreSQL it fails, it never skips;
-# 3. runs ruff check, ruff format --check, mypy --strict (querator and tests) and pytest -n 2.
+# 3. runs ruff check, ruff format --check, mypy --strict (querator, tests, examples) and pytest -n 2.
 # Exits non-zero when any step fails, and when pytest collected no tests.
 set -uo pipefail
 
@@ -73,7 +73,7 @@ step() {
 
 step "ruff check" ruff check querator tests examples
 step "ruff format --check" ruff format --check querator tests examples
-step "mypy --strict querator tests" mypy --strict querator tests
+step "mypy --strict querator tests examples" mypy --strict querator tests examples
 
 echo "---- pytest -n 2 $*" >&2
 pytest -n 2 "$@"

@@ -103,6 +103,14 @@ class SparkStage:
         """The storage of ``path``; a Hadoop file system uses (and starts) the session."""
         return storage_for(path, None if is_local_path(path) else self.spark)
 
+    @property
+    def output_path(self) -> str:
+        """:attr:`output`, for a stage that must write: :class:`InvalidArgument` when
+        the step was called without ``output=``."""
+        if self.output is None:
+            raise InvalidArgument("output", f"step {self.step!r} was called without output=")
+        return self.output
+
     def input(self, path: str) -> str:
         """``path`` if it holds a committed output; :class:`UncommittedInput` if not."""
         if not is_committed(path, self.storage(path)):

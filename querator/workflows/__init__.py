@@ -31,7 +31,13 @@ from querator.workflows.errors import (
     WorkflowFailed,
     WorkflowTimeout,
 )
-from querator.workflows.functions import StepFunction, WorkflowFunction, step, workflow
+from querator.workflows.functions import (
+    DurableFunction,
+    StepFunction,
+    WorkflowFunction,
+    step,
+    workflow,
+)
 from querator.workflows.progress import areport_progress, report_progress
 from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
@@ -54,6 +60,7 @@ __all__ = [
     "AsyncScheduler",
     "AsyncWorker",
     "Defer",
+    "DurableFunction",
     "NonDeterminism",
     "RetryDecision",
     "RetryPolicy",

@@ -16,6 +16,7 @@ from querator.workflows.schedules import check_cron
 
 __all__ = [
     "COMPENSATION_RETRY",
+    "DurableFunction",
     "StepFunction",
     "WorkflowFunction",
     "default_name",
@@ -45,7 +46,20 @@ def _check_persisted_name(name: str) -> str:
     return name
 
 
-class StepFunction(Generic[P, R]):
+class DurableFunction:
+    """What a worker serves: a ``@step`` or a ``@workflow`` function.
+
+    The common base of :class:`StepFunction` and :class:`WorkflowFunction`, so a
+    list mixing both (``Worker(q, [book_trip, reserve_hotel])``) has a type.
+    """
+
+    name: str
+    """The persisted name (``name=`` or :func:`default_name`)."""
+    queue: str | None
+    """The queue its items go to (None: ``querator.workflows``)."""
+
+
+class StepFunction(DurableFunction, Generic[P, R]):
     """A function decorated with ``@step``.
 
     Called inside a workflow body, it runs as a leased item of its own (its
@@ -173,7 +187,7 @@ async def _resolved(value: Any) -> Any:
     return value
 
 
-class WorkflowFunction(Generic[P, R]):
+class WorkflowFunction(DurableFunction, Generic[P, R]):
     """A function decorated with ``@workflow``: its body is replayed by workers.
 
     Calling it directly runs the body in-process (steps run inline); use

@@ -25,7 +25,7 @@ from querator.queue.validation import check_count, check_duration, check_name
 from querator.workflows.continuation import Continuation
 from querator.workflows.errors import WorkflowError
 from querator.workflows.execute import execute_step
-from querator.workflows.functions import StepFunction, WorkflowFunction
+from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
@@ -54,8 +54,6 @@ log = logging.getLogger("querator.worker")
 DEFAULT_SHUTDOWN_GRACE = 30.0
 """Seconds a stopping worker lets in-flight items finish before releasing them."""
 
-Registrable = StepFunction[..., Any] | WorkflowFunction[..., Any]
-
 
 class Poison(WorkflowError):
     """An item this worker cannot handle: dead-letter it (or drop it)."""
@@ -81,7 +79,7 @@ class AsyncWorker:
     def __init__(
         self,
         aq: AsyncQuerator,
-        functions: Iterable[Registrable],
+        functions: Iterable[DurableFunction],
         *,
         concurrency: int = 8,
         client_id: str | None = None,
@@ -132,7 +130,7 @@ class AsyncWorker:
         """What this worker takes on itself when it advances a run (see
         :mod:`querator.workflows.continuation`)."""
 
-    def _register(self, fn: Registrable) -> None:
+    def _register(self, fn: DurableFunction) -> None:
         table: dict[str, Any] = self.steps if isinstance(fn, StepFunction) else self.workflows
         if not isinstance(fn, (StepFunction, WorkflowFunction)):
             raise InvalidArgument("functions", f"{fn!r} is neither a @step nor a @workflow")
@@ -420,7 +418,7 @@ class Worker:
     def __init__(
         self,
         q: Querator,
-        functions: Iterable[Registrable],
+        functions: Iterable[DurableFunction],
         *,
         concurrency: int = 8,
         client_id: str | None = None,

@@ -48,34 +48,31 @@ def counts(root: str | Path, name: str) -> int:
 
 @spark_step(name="t.ingest", retry=FAST, lease_timeout=3.0)
 def t_ingest(stage: SparkStage, raw_dir: str, root: str) -> int:
-    assert stage.output is not None
     note(root, "ingest", stage)
-    example.read_raw(stage.spark, raw_dir).write.mode("overwrite").parquet(stage.output)
-    return stage.spark.read.parquet(stage.output).count()
+    example.read_raw(stage.spark, raw_dir).write.mode("overwrite").parquet(stage.output_path)
+    return stage.spark.read.parquet(stage.output_path).count()
 
 
 @spark_step(name="t.clean", retry=FAST, lease_timeout=3.0)
 def t_clean(stage: SparkStage, bronze: str, root: str) -> int:
-    assert stage.output is not None
     note(root, "clean", stage)
     df = example.clean_events(stage.spark.read.parquet(stage.input(bronze)))
-    df.write.mode("overwrite").parquet(stage.output)
+    df.write.mode("overwrite").parquet(stage.output_path)
     gate = Path(root) / "gate"
     if gate.exists():  # the crash test kills the worker here, staging half-done
         (Path(root) / "clean-waiting").write_text(str(os.getpid()))
         give_up = time.monotonic() + 120
         while gate.exists() and time.monotonic() < give_up:
             time.sleep(0.05)
-    return stage.spark.read.parquet(stage.output).count()
+    return stage.spark.read.parquet(stage.output_path).count()
 
 
 @spark_step(name="t.aggregate", retry=FAST, lease_timeout=3.0)
 def t_aggregate(stage: SparkStage, silver: str, root: str) -> int:
-    assert stage.output is not None
     note(root, "aggregate", stage)
     report = example.aggregate_events(stage.spark.read.parquet(stage.input(silver)))
-    report.coalesce(1).write.mode("overwrite").parquet(stage.output)
-    return stage.spark.read.parquet(stage.output).count()
+    report.coalesce(1).write.mode("overwrite").parquet(stage.output_path)
+    return stage.spark.read.parquet(stage.output_path).count()
 
 
 @workflow(name="t.pipeline")
@@ -91,11 +88,10 @@ PIPELINE: Flows = [t_pipeline, t_ingest, t_clean, t_aggregate]
 
 @spark_step(name="t.flaky", retry=RetryPolicy(max_attempts=3, initial=0.05, jitter=False))
 def t_flaky(stage: SparkStage, root: str, fail_times: int) -> int:
-    assert stage.output is not None
     n = note(root, "flaky", stage)
     if n <= fail_times:
         stage.spark.sql("SELECT raise_error('flaky stage fails')").collect()  # a real job failure
-    stage.spark.range(10).write.mode("overwrite").parquet(stage.output)
+    stage.spark.range(10).write.mode("overwrite").parquet(stage.output_path)
     return n
 
 
@@ -145,9 +141,8 @@ def t_step_timeout_flow(root: str, seconds: float) -> int:
 
 @spark_step(name="t.publish")
 def t_publish(stage: SparkStage, root: str) -> int:
-    assert stage.output is not None
     note(root, "publish", stage)
-    stage.spark.range(5).write.mode("overwrite").parquet(stage.output)
+    stage.spark.range(5).write.mode("overwrite").parquet(stage.output_path)
     return 5
 
 
@@ -179,18 +174,16 @@ SAGA: Flows = [t_publish_saga, t_publish, t_refuse]
 @spark_step(name="t.numbers", retry=FAST)
 def t_numbers(stage: SparkStage, rows: int) -> int:
     """``rows`` numbers, 0 to rows - 1."""
-    assert stage.output is not None
-    stage.spark.range(rows).write.mode("overwrite").parquet(stage.output)
+    stage.spark.range(rows).write.mode("overwrite").parquet(stage.output_path)
     return rows
 
 
 @spark_step(name="t.total", retry=RetryPolicy(max_attempts=1))
 def t_total(stage: SparkStage, numbers: str) -> int:
     """The sum of a committed ``numbers`` output, also written as a one-row output."""
-    assert stage.output is not None
     total = stage.spark.read.parquet(stage.input(numbers)).selectExpr("sum(id) AS total")
-    total.write.mode("overwrite").parquet(stage.output)
-    return int(stage.spark.read.parquet(stage.output).first()["total"])  # type: ignore[index]
+    total.write.mode("overwrite").parquet(stage.output_path)
+    return int(stage.spark.read.parquet(stage.output_path).first()["total"])  # type: ignore[index]
 
 
 @workflow(name="t.numbers_flow")

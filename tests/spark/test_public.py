@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
+
+import pytest
 
 import querator.spark
-from querator.errors import QueratorError
+from querator.errors import InvalidArgument, QueratorError
+from querator.spark import SparkResource, SparkStage
 
 
 def test_every_public_name_and_method_has_a_docstring() -> None:
@@ -31,3 +35,15 @@ def test_errors_descend_from_the_one_root() -> None:
         if inspect.isclass(obj) and issubclass(obj, Exception):
             assert issubclass(obj, QueratorError), name
     assert {"ExternalJobFailed", "UncommittedInput"} <= set(querator.spark.__all__)
+
+
+def test_output_path_is_the_output_or_a_named_error() -> None:
+    resource = SparkResource()
+    stage = SparkStage(
+        resource=resource, output="/data/x._staging/attempt-1", final="/data/x", step="s"
+    )
+    assert stage.output_path == "/data/x._staging/attempt-1"
+    with pytest.raises(InvalidArgument) as err:
+        _ = replace(stage, output=None, final=None).output_path
+    assert err.value.field == "output"
+    assert "'s'" in str(err.value)
