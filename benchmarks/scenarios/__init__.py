@@ -9,6 +9,7 @@ from benchmarks.scenarios import (
     backlog,
     drain,
     e2e,
+    embedded,
     idle,
     partitions,
     pgbench,
@@ -28,6 +29,7 @@ SCENARIOS: dict[str, Scenario] = {
     "backlog": backlog.run,
     "partitions": partitions.run,
     "workflows": workflows.run,
+    "embedded": embedded.run,
     "spark_stages": spark_stages.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""
