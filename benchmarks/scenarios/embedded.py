@@ -3,10 +3,11 @@
 What a new user runs first (``sqlite:///file``, the default) and, for
 reference, the in-memory store, whose cost is the workflow layer's own (replay,
 codecs, records, routing, anyio) with no database at all. Everything runs in
-this process: N runs are started, then one ``AsyncWorker(concurrency=8)``
-drains them; the time and the process's CPU from the drain's start to the last
-result give workflows/s and CPU per workflow. Each repetition uses a fresh
-store (a new file in a temporary directory).
+this process, with the workflows scenario's functions: N runs are started,
+then one ``AsyncWorker(concurrency=8)`` drains them; the time and the
+process's CPU from the drain's start to the last result give workflows/s and
+CPU per workflow. Each repetition uses a fresh store (a new file in a
+temporary directory).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import anyio
 from benchmarks.context import Bench
 from benchmarks.results import Better, Measurement
 from benchmarks.systems import QUERATOR
-from querator import AsyncQuerator, step, workflow
+from benchmarks.systems.querator_agent import WORKFLOW_FUNCTIONS, three_steps
+from querator import AsyncQuerator
 from querator.workflows import AsyncWorker
 
 SCENARIO = "embedded"
@@ -36,30 +38,6 @@ METRICS: tuple[tuple[str, Better], ...] = (
 """What each repetition yields, in :func:`_drain`'s order."""
 
 
-@step(name="qbench.embedded.one")
-def one() -> float:
-    """The first step: the wall-clock instant it ran."""
-    return time.time()
-
-
-@step(name="qbench.embedded.two")
-def two(value: float) -> float:
-    """The second step: passes its argument on."""
-    return value
-
-
-@step(name="qbench.embedded.three")
-def three(value: float) -> float:
-    """The third step: passes its argument on."""
-    return value
-
-
-@workflow(name="qbench.embedded.flow")
-def flow() -> float:
-    """The same three-step no-op workflow as the workflows scenario."""
-    return three(two(one()))
-
-
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -68,9 +46,9 @@ def _cpu() -> float:
 async def _drain(url: str, count: int) -> tuple[float, float, float]:
     """Start ``count`` runs, drain them: (starts/s, workflows/s, CPU ms per workflow)."""
     async with AsyncQuerator(url) as aq:
-        worker = AsyncWorker(aq, [flow, one, two, three], concurrency=CONCURRENCY)
+        worker = AsyncWorker(aq, WORKFLOW_FUNCTIONS, concurrency=CONCURRENCY)
         began = time.perf_counter()
-        handles = [await aq.start(flow) for _ in range(count)]
+        handles = [await aq.start(three_steps) for _ in range(count)]
         started = time.perf_counter() - began
         cpu, began = _cpu(), time.perf_counter()
         async with anyio.create_task_group() as tg:
