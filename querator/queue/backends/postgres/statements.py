@@ -93,8 +93,8 @@ turn sequential scans back on for their transaction.
 
 With sequential scans off, a statement that can only scan (the one-row
 maintenance claim) is costed above every JIT threshold, and PostgreSQL spent
-~100 ms of CPU compiling it with LLVM at each execution; no statement of a
-lease queue runs long enough for JIT to pay, so it is off."""
+137 ms of CPU on average (30-240 ms) compiling it with LLVM at each execution;
+no statement of a lease queue runs long enough for JIT to pay, so it is off."""
 
 SCANS_ALLOWED: Final = sql.SQL("SET LOCAL enable_seqscan = on")
 """First in the transaction of a statement that reads whole partitions (stats, clear)."""
