@@ -110,6 +110,7 @@ class PostgresBackend:
                 async with pool.connection() as conn, conn.transaction():
                     await conn.execute(q.SCHEMA_LOCK, {"key": f"querator:{self._names.schema}"})
                     await conn.execute(self._fill(q.CREATE_SCHEMA), prepare=False)
+                    await self._add_sweep_index(conn)
         except BaseException:
             await pool.close()
             raise
@@ -160,9 +161,26 @@ class PostgresBackend:
                 dedup_index=names.index(queue_id, n, "dedup"),
                 available_index=names.index(queue_id, n, "available"),
             )
+            + self._sweep_index(queue_id, n)
             for n in numbers
         )
         if numbers:
+            await conn.execute(ddl, prepare=False)
+
+    def _sweep_index(self, queue_id: int, partition: int) -> sql.Composed:
+        return q.CREATE_SWEEP_INDEX.format(
+            table=self._names.partition(queue_id, partition),
+            sweep_index=self._names.index(queue_id, partition, "sweep"),
+        )
+
+    async def _add_sweep_index(self, conn: Conn) -> None:
+        """Give partitions made by an older querator the dead-letter sweep's index."""
+        cur = await conn.execute(
+            self._fill(q.MISSING_SWEEP_INDEXES), {"schema": self._names.schema}
+        )
+        missing = await cur.fetchall()
+        if missing:
+            ddl = sql.SQL("").join(self._sweep_index(queue_id, n) for queue_id, n in missing)
             await conn.execute(ddl, prepare=False)
 
     def _table(self, queue: QueueInfo, partition: int) -> sql.Identifier:

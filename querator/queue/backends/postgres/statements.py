@@ -179,7 +179,33 @@ CREATE UNIQUE INDEX IF NOT EXISTS {dedup_index} ON {table} (dedup_key)
 CREATE INDEX IF NOT EXISTS {available_index} ON {table} (available_at, seq);
 """
 )
-"""Creates one partition's item table; fillfactor leaves room for HOT updates."""
+"""Creates one partition's item table; fillfactor leaves room for HOT updates.
+The dead-letter sweep's index comes with it (:data:`CREATE_SWEEP_INDEX`)."""
+
+SWEEP_KEY: Final = (
+    "(CASE WHEN attempts > 0 AND available_at < expire_at THEN available_at ELSE expire_at END)"
+)
+"""When an item becomes the sweep's to check: its expiry or, once it has been
+leased, the end of its lease if sooner. Every exhausted or expired, unheld item
+has this key in the past; a fresh item reaches it only when it expires."""
+
+CREATE_SWEEP_INDEX: Final = sql.SQL(
+    "CREATE INDEX IF NOT EXISTS {sweep_index} ON {table} (" + SWEEP_KEY + ");"
+)
+"""The index :data:`DUE_FOUND` walks, so that a sweep reads the items it may
+move, not every due item of the partition (a backlog of 100k due items cost
+12 ms of server CPU per sweep, growing with the backlog)."""
+
+MISSING_SWEEP_INDEXES: Final = sql.SQL(
+    """
+SELECT q.id, p.n
+FROM {queues} AS q, generate_series(0, q.partitions - 1) AS p(n)
+WHERE to_regclass(format('%%I.%%I', %(schema)s::text, format('q%%s_p%%s_sweep', q.id, p.n)))
+      IS NULL
+ORDER BY q.id, p.n
+"""
+)
+"""Partitions created before the sweep's index existed (opening adds it)."""
 
 DROP_TABLES: Final = sql.SQL("DROP TABLE IF EXISTS {tables}")
 """Drops a queue's partition tables (``{tables}`` is a joined identifier list)."""
@@ -534,15 +560,21 @@ DUE_GIVEN: Final = sql.SQL("SELECT unnest(%(seqs)s::bigint[]) AS seq")
 DUE_FOUND: Final = sql.SQL(
     """
 SELECT seq FROM {source}
-WHERE available_at <= now()
+WHERE """
+    + SWEEP_KEY
+    + """ <= now()
+  AND available_at <= now()
   AND ((%(max_attempts)s::integer > 0 AND attempts >= %(max_attempts)s::integer)
        OR expire_at <= now())
-ORDER BY available_at, seq
+ORDER BY """
+    + SWEEP_KEY
+    + """
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 """
 )
-"""Dead-letter selection: unheld items that are exhausted or expired."""
+"""Dead-letter selection: unheld items that are exhausted or expired, found
+through the sweep's index (:data:`SWEEP_KEY`)."""
 
 DEAD_MOVE: Final = sql.SQL(
     """

@@ -187,7 +187,7 @@ def dead_letter_due(txn: Txn, queue: QueueInfo, dead: QueueInfo | None, limit: i
         if moved >= limit:
             break
         query = sql.dead_due(queue.queue_id, partition)
-        cursor = txn.conn.execute(query, (now, now, bound, limit - moved))
+        cursor = txn.conn.execute(query, (now, bound, limit - moved))
         rows = sorted((ItemRow(*row) for row in cursor), key=lambda row: row.seq)
         dead_letter(txn, queue, partition, rows, dead)
         moved += len(rows)

@@ -21,11 +21,13 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable, DropTable, ExecutableDDLElement
 
 __all__ = [
+    "SWEEP_KEY",
     "catalog",
     "create_catalog",
     "create_partitions",
@@ -66,6 +68,15 @@ maintenance = Table(
 """A single row (``id = 1``): when a client last claimed the maintenance run."""
 
 
+SWEEP_KEY = (
+    "(CASE WHEN attempts > 0 AND available_at < expire_at THEN available_at ELSE expire_at END)"
+)
+"""What the dead-letter sweep's index orders by: an item's expiry or, once it
+has been leased, the end of its lease if sooner. Every exhausted or expired,
+unheld item has this key in the past; a fresh item reaches it only when it
+expires, so a sweep reads the items it may move, not the backlog."""
+
+
 def table_name(queue_id: int, partition: int) -> str:
     """The name of a partition table, built from numbers only."""
     return f"q{int(queue_id)}_p{int(partition)}"
@@ -93,6 +104,7 @@ def partition_table(queue_id: int, partition: int) -> Table:
         Column("source_id", String, nullable=True),
         Column("created_at", Integer, nullable=False),
         Index(f"{name}_available", "available_at", "seq"),
+        Index(f"{name}_sweep", text(SWEEP_KEY)),
         sqlite_autoincrement=True,
     )
 
@@ -108,10 +120,13 @@ def _create(conn: sqlite3.Connection, table: Table) -> None:
 
 
 def create_catalog(conn: sqlite3.Connection) -> None:
-    """Create the fixed tables and the maintenance row if they are missing."""
+    """Create the fixed tables and the maintenance row if they are missing, and
+    any index missing from an existing partition (a file from an older querator)."""
     for table in catalog.sorted_tables:
         _create(conn, table)
     conn.execute("INSERT INTO maintenance (id, last_run) VALUES (1, 0) ON CONFLICT DO NOTHING")
+    for queue_id, partitions in conn.execute("SELECT id, partitions FROM queues").fetchall():
+        create_partitions(conn, queue_id, range(partitions))
 
 
 def create_partitions(conn: sqlite3.Connection, queue_id: int, partitions: range) -> None:

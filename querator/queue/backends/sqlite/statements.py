@@ -22,7 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from querator.queue.backends.sqlite.rows import ItemRow, QueueRow
-from querator.queue.backends.sqlite.schema import table_name
+from querator.queue.backends.sqlite.schema import SWEEP_KEY, table_name
 
 __all__ = [
     "CLAIM_MAINTENANCE",
@@ -197,11 +197,15 @@ def delete_seqs(queue_id: int, partition: int, n: int) -> str:
 
 @lru_cache(maxsize=_CACHE)
 def dead_due(queue_id: int, partition: int) -> str:
-    """Due (now) that expired (now) or are exhausted (max attempts) in order, at most ``?``."""
+    """Due (now) that expired (now) or are exhausted (max attempts), at most ``?3``.
+
+    Parameters: now, the attempts bound, the limit. It walks the sweep's index
+    (:data:`~querator.queue.backends.sqlite.schema.SWEEP_KEY`), so it reads the
+    items it may move, not every due item of the partition."""
     return (
         f"SELECT {_ITEM} FROM {table_name(queue_id, partition)}"
-        " WHERE available_at <= ? AND (expire_at <= ? OR attempts >= ?)"
-        " ORDER BY available_at, seq LIMIT ?"
+        f" WHERE {SWEEP_KEY} <= ?1 AND available_at <= ?1 AND (expire_at <= ?1 OR attempts >= ?2)"
+        f" ORDER BY {SWEEP_KEY} LIMIT ?3"
     )
 
 
