@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Generic, overload
 
 import anyio
+from typing_extensions import TypeVar
 
 from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout
 from querator.queue.client import Querator
@@ -37,12 +39,16 @@ from querator.workflows.saga import pending_status
 
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
 
+R = TypeVar("R", default=Any)
+"""What a run's workflow returns (``Any`` for a handle re-attached by run id)."""
+
 WAIT_SLICE = 5.0
 """Longest wait between two looks at a run's result (a safety net: wakeups end waits)."""
 
 
-class AsyncRunHandle:
-    """A started run, for async code: its id, status and result."""
+class AsyncRunHandle(Generic[R]):
+    """A started run, for async code: its id, status and result (of type ``R``,
+    the workflow's return type, when the handle comes from ``start``)."""
 
     def __init__(
         self, aq: AsyncQuerator, run_id: str, workflow: WorkflowFunction[..., Any] | None = None
@@ -121,7 +127,7 @@ class AsyncRunHandle:
         )
         return True
 
-    async def result(self, timeout: float | None = None) -> Any:
+    async def result(self, timeout: float | None = None) -> R:
         """Wait for the run to end; its result, or :class:`WorkflowFailed`.
 
         Raises :class:`RequestTimeout` after ``timeout`` seconds (None: wait
@@ -153,12 +159,17 @@ class AsyncRunHandle:
             )
         assert record.result is not None
         if self.workflow is not None:
-            return self.workflow.codec.decode_result(record.result)
-        return json.loads(record.result)
+            decoded: R = self.workflow.codec.decode_result(record.result)
+            return decoded
+        loaded: R = json.loads(record.result)
+        return loaded
 
 
-class RunHandle:
-    """A started run, for sync code (see :class:`AsyncRunHandle`)."""
+class RunHandle(Generic[R]):
+    """A started run, for sync code (see :class:`AsyncRunHandle`).
+
+    ``RunHandle(q, run_id)`` re-attaches to a run by id (its result is then the
+    stored JSON, decoded as plain JSON types)."""
 
     def __init__(
         self, q: Querator, run_id: str, workflow: WorkflowFunction[..., Any] | None = None
@@ -166,13 +177,13 @@ class RunHandle:
         self.q = q
         self.run_id = run_id
         """The run's id."""
-        self._async = AsyncRunHandle(q.aio, run_id, workflow)
+        self._async: AsyncRunHandle[R] = AsyncRunHandle(q.aio, run_id, workflow)
 
     def status(self) -> RunStatus:
         """See :meth:`AsyncRunHandle.status`."""
         return self.q.call(self._async.status)
 
-    def result(self, timeout: float | None = None) -> Any:
+    def result(self, timeout: float | None = None) -> R:
         """See :meth:`AsyncRunHandle.result`."""
         return self.q.call(self._async.result, timeout)
 
@@ -188,6 +199,33 @@ class RunHandle:
         return f"<RunHandle {self.run_id}>"
 
 
+T = TypeVar("T")
+
+
+@overload
+async def start_async(
+    aq: AsyncQuerator,
+    fn: WorkflowFunction[..., Coroutine[Any, Any, T]],
+    *args: Any,
+    idempotency_key: str | None = None,
+    queue: str | None = None,
+    delay: float = 0.0,
+    **kwargs: Any,
+) -> AsyncRunHandle[T]: ...
+
+
+@overload
+async def start_async(
+    aq: AsyncQuerator,
+    fn: WorkflowFunction[..., T],
+    *args: Any,
+    idempotency_key: str | None = None,
+    queue: str | None = None,
+    delay: float = 0.0,
+    **kwargs: Any,
+) -> AsyncRunHandle[T]: ...
+
+
 async def start_async(
     aq: AsyncQuerator,
     fn: WorkflowFunction[..., Any],
@@ -196,7 +234,7 @@ async def start_async(
     queue: str | None = None,
     delay: float = 0.0,
     **kwargs: Any,
-) -> AsyncRunHandle:
+) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
     if not isinstance(fn, WorkflowFunction):
         raise InvalidArgument("fn", f"{fn!r} is not a @workflow function")
@@ -207,7 +245,7 @@ async def start_async(
         check_duration("delay", delay)
     args_text = fn.codec.encode_args(args, kwargs)
     run_id = new_run_id(idempotency_key)
-    handle = AsyncRunHandle(aq, run_id, fn)
+    handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
     if idempotency_key is not None:
         try:
             if meta_key(run_id) in await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)]):
@@ -227,6 +265,30 @@ async def start_async(
     return handle
 
 
+@overload
+def start(
+    q: Querator,
+    fn: WorkflowFunction[..., Coroutine[Any, Any, T]],
+    *args: Any,
+    idempotency_key: str | None = None,
+    queue: str | None = None,
+    delay: float = 0.0,
+    **kwargs: Any,
+) -> RunHandle[T]: ...
+
+
+@overload
+def start(
+    q: Querator,
+    fn: WorkflowFunction[..., T],
+    *args: Any,
+    idempotency_key: str | None = None,
+    queue: str | None = None,
+    delay: float = 0.0,
+    **kwargs: Any,
+) -> RunHandle[T]: ...
+
+
 def start(
     q: Querator,
     fn: WorkflowFunction[..., Any],
@@ -235,8 +297,13 @@ def start(
     queue: str | None = None,
     delay: float = 0.0,
     **kwargs: Any,
-) -> RunHandle:
+) -> RunHandle[Any]:
     """Start a run of workflow ``fn(*args, **kwargs)``; returns its handle at once.
+
+    The handle's :meth:`~RunHandle.result` is typed as what ``fn`` returns (for
+    an ``async def`` workflow, what it awaits to). The arguments are not
+    type-checked against ``fn``'s parameters (the keyword options share the
+    call); they are validated when encoded.
 
     With ``idempotency_key`` the run id is derived from the key, and starting
     again with the same key returns the existing run (its first arguments win).

@@ -121,12 +121,17 @@ def _create(conn: sqlite3.Connection, table: Table) -> None:
 
 def create_catalog(conn: sqlite3.Connection) -> None:
     """Create the fixed tables and the maintenance row if they are missing, and
-    any index missing from an existing partition (a file from an older querator)."""
+    the sweep's index on partitions that lack it (a file from an older querator)."""
     for table in catalog.sorted_tables:
         _create(conn, table)
     conn.execute("INSERT INTO maintenance (id, last_run) VALUES (1, 0) ON CONFLICT DO NOTHING")
+    indexes = {
+        row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    }
     for queue_id, partitions in conn.execute("SELECT id, partitions FROM queues").fetchall():
-        create_partitions(conn, queue_id, range(partitions))
+        for partition in range(partitions):
+            if f"{table_name(queue_id, partition)}_sweep" not in indexes:
+                create_partitions(conn, queue_id, range(partition, partition + 1))
 
 
 def create_partitions(conn: sqlite3.Connection, queue_id: int, partitions: range) -> None:
