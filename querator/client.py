@@ -8,60 +8,21 @@ workflow runs are added here, one layer above both (``q.start(fn, ...)`` and
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
 from datetime import datetime
-from typing import Any, TypeVar, overload
+from typing import Any
 
 from querator.queue.client import Querator as QueueClient
 from querator.queue.service import AsyncQuerator as AsyncQueueClient
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.runs import AsyncRunHandle, RunHandle, start, start_async
+from querator.workflows.runs import start, start_async
 from querator.workflows.schedule_api import schedule, schedule_async
-
-T = TypeVar("T")
 
 
 class AsyncQuerator(AsyncQueueClient):
     """The async client: every queue operation, plus :meth:`start` for workflows."""
 
-    @overload
-    async def start(
-        self,
-        fn: WorkflowFunction[..., Coroutine[Any, Any, T]],
-        /,
-        *args: Any,
-        idempotency_key: str | None = None,
-        queue: str | None = None,
-        delay: float = 0.0,
-        **kwargs: Any,
-    ) -> AsyncRunHandle[T]: ...
-
-    @overload
-    async def start(
-        self,
-        fn: WorkflowFunction[..., T],
-        /,
-        *args: Any,
-        idempotency_key: str | None = None,
-        queue: str | None = None,
-        delay: float = 0.0,
-        **kwargs: Any,
-    ) -> AsyncRunHandle[T]: ...
-
-    async def start(
-        self,
-        fn: WorkflowFunction[..., Any],
-        /,
-        *args: Any,
-        idempotency_key: str | None = None,
-        queue: str | None = None,
-        delay: float = 0.0,
-        **kwargs: Any,
-    ) -> AsyncRunHandle[Any]:
-        """Start a run of ``fn(*args, **kwargs)``; see :func:`querator.workflows.start`."""
-        return await start_async(
-            self, fn, *args, idempotency_key=idempotency_key, queue=queue, delay=delay, **kwargs
-        )
+    start = start_async
+    """Start a run of ``fn(*args, **kwargs)``; see :func:`querator.workflows.start`."""
 
     async def schedule(
         self,
@@ -102,44 +63,8 @@ class Querator(QueueClient):
 
     _async_class = AsyncQuerator
 
-    @overload
-    def start(
-        self,
-        fn: WorkflowFunction[..., Coroutine[Any, Any, T]],
-        /,
-        *args: Any,
-        idempotency_key: str | None = None,
-        queue: str | None = None,
-        delay: float = 0.0,
-        **kwargs: Any,
-    ) -> RunHandle[T]: ...
-
-    @overload
-    def start(
-        self,
-        fn: WorkflowFunction[..., T],
-        /,
-        *args: Any,
-        idempotency_key: str | None = None,
-        queue: str | None = None,
-        delay: float = 0.0,
-        **kwargs: Any,
-    ) -> RunHandle[T]: ...
-
-    def start(
-        self,
-        fn: WorkflowFunction[..., Any],
-        /,
-        *args: Any,
-        idempotency_key: str | None = None,
-        queue: str | None = None,
-        delay: float = 0.0,
-        **kwargs: Any,
-    ) -> RunHandle[Any]:
-        """Start a run of ``fn(*args, **kwargs)``; see :func:`querator.workflows.start`."""
-        return start(
-            self, fn, *args, idempotency_key=idempotency_key, queue=queue, delay=delay, **kwargs
-        )
+    start = start
+    """Start a run of ``fn(*args, **kwargs)``; see :func:`querator.workflows.start`."""
 
     def schedule(
         self,

@@ -206,6 +206,7 @@ T = TypeVar("T")
 async def start_async(
     aq: AsyncQuerator,
     fn: WorkflowFunction[..., Coroutine[Any, Any, T]],
+    /,
     *args: Any,
     idempotency_key: str | None = None,
     queue: str | None = None,
@@ -218,6 +219,7 @@ async def start_async(
 async def start_async(
     aq: AsyncQuerator,
     fn: WorkflowFunction[..., T],
+    /,
     *args: Any,
     idempotency_key: str | None = None,
     queue: str | None = None,
@@ -229,6 +231,7 @@ async def start_async(
 async def start_async(
     aq: AsyncQuerator,
     fn: WorkflowFunction[..., Any],
+    /,
     *args: Any,
     idempotency_key: str | None = None,
     queue: str | None = None,
@@ -269,6 +272,7 @@ async def start_async(
 def start(
     q: Querator,
     fn: WorkflowFunction[..., Coroutine[Any, Any, T]],
+    /,
     *args: Any,
     idempotency_key: str | None = None,
     queue: str | None = None,
@@ -281,6 +285,7 @@ def start(
 def start(
     q: Querator,
     fn: WorkflowFunction[..., T],
+    /,
     *args: Any,
     idempotency_key: str | None = None,
     queue: str | None = None,
@@ -292,6 +297,7 @@ def start(
 def start(
     q: Querator,
     fn: WorkflowFunction[..., Any],
+    /,
     *args: Any,
     idempotency_key: str | None = None,
     queue: str | None = None,
