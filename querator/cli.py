@@ -36,10 +36,10 @@ import typer
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
+from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
 from querator.workflows.runs import RunHandle, RunStatus
-from querator.workflows.worker import DEFAULT_SHUTDOWN_GRACE, Worker
 
 __all__ = ["app", "load_functions", "main"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from querator.queue.client import Querator as QueueClient
 from querator.queue.service import AsyncQuerator as AsyncQueueClient
+from querator.workflows.cron.api import schedule, schedule_async
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.runs import start, start_async
-from querator.workflows.schedule_api import schedule, schedule_async
 
 
 class AsyncQuerator(AsyncQueueClient):

@@ -23,7 +23,7 @@ from querator.spark.storage import (
 )
 from querator.spark.submission import SubmissionMarker, read_submission, submission_tag
 from querator.spark.watch import StageWatch, run_deadline, stage_progress
-from querator.workflows.execute import CURRENT_STEP, StepContext
+from querator.workflows.engine.execute import CURRENT_STEP, StepContext
 from querator.workflows.functions import StepFunction
 from querator.workflows.retry import RetryPolicy
 

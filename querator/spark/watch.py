@@ -12,8 +12,8 @@ import anyio.from_thread
 
 from querator.spark.session import SparkResource
 from querator.spark.stage import SparkStage
+from querator.workflows.engine.execute import StepContext
 from querator.workflows.errors import StepTimeout, WorkflowCancelled
-from querator.workflows.execute import StepContext
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     RunMeta,

@@ -18,8 +18,20 @@ run.result(timeout=60)
 See docs/workflows.md for how replay works and what must be deterministic.
 """
 
-from querator.workflows.context import StepHandle
+from querator.workflows.cron.api import (
+    ScheduleInfo,
+    delete_schedule,
+    get_schedule,
+    list_schedules,
+    pause_schedule,
+    resume_schedule,
+    schedule,
+    trigger_schedule,
+)
+from querator.workflows.cron.scheduler import AsyncScheduler, Scheduler
 from querator.workflows.durable import agather, asleep, asleep_until, gather, sleep, sleep_until
+from querator.workflows.engine.context import StepHandle
+from querator.workflows.engine.worker import AsyncWorker, Worker
 from querator.workflows.errors import (
     Defer,
     NonDeterminism,
@@ -41,19 +53,7 @@ from querator.workflows.functions import (
 from querator.workflows.progress import areport_progress, report_progress
 from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
-from querator.workflows.saga import SagaFunction, saga
-from querator.workflows.schedule_api import (
-    ScheduleInfo,
-    delete_schedule,
-    get_schedule,
-    list_schedules,
-    pause_schedule,
-    resume_schedule,
-    schedule,
-    trigger_schedule,
-)
-from querator.workflows.scheduler import AsyncScheduler, Scheduler
-from querator.workflows.worker import AsyncWorker, Worker
+from querator.workflows.sagas.core import SagaFunction, saga
 
 __all__ = [
     "AsyncRunHandle",

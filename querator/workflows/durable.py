@@ -19,7 +19,7 @@ from typing import Any, TypeVar, overload
 import anyio
 
 from querator.errors import InvalidArgument
-from querator.workflows.context import CURRENT, StepHandle
+from querator.workflows.engine.context import CURRENT, StepHandle
 
 __all__ = ["agather", "asleep", "asleep_until", "gather", "sleep", "sleep_until"]
 

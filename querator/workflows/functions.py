@@ -10,9 +10,9 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from querator.errors import InvalidArgument
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.codec import Codec
-from querator.workflows.context import CURRENT, StepHandle, Undo
+from querator.workflows.cron.schedules import check_cron
+from querator.workflows.engine.context import CURRENT, StepHandle, Undo
 from querator.workflows.retry import RetryPolicy
-from querator.workflows.schedules import check_cron
 
 __all__ = [
     "COMPENSATION_RETRY",

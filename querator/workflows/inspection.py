@@ -29,7 +29,6 @@ from querator.queue.client import Querator
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count
-from querator.workflows.compensation import saga_statuses
 from querator.workflows.layout import (
     PROGRESS_SLOTS,
     RECORD_KIND,
@@ -45,6 +44,7 @@ from querator.workflows.layout import (
     step_key,
 )
 from querator.workflows.runs import RunStatus
+from querator.workflows.sagas.compensation import saga_statuses
 
 __all__ = [
     "RunInfo",

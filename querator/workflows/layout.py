@@ -154,7 +154,7 @@ class WakePayload(_Model):
     meta: RunMeta | None = None
     """Carried by the start wake of a run without a deadline: its first replay
     knows what was started without looking the run up (see
-    :func:`querator.workflows.replay.started`)."""
+    :func:`querator.workflows.engine.replay.started`)."""
 
 
 class StepPayload(_Model):

@@ -28,7 +28,7 @@ from typing import Any
 import anyio.from_thread
 
 from querator.errors import Conflict, InvalidArgument, QueratorError, UsageError
-from querator.workflows.execute import CURRENT_STEP, StepContext
+from querator.workflows.engine.execute import CURRENT_STEP, StepContext
 from querator.workflows.layout import (
     PROGRESS_SLOTS,
     RESULTS_QUEUE,

@@ -14,7 +14,7 @@ from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_duration, check_name
-from querator.workflows.compensation import load_saga_state, redrive
+from querator.workflows.engine.replay import transact_creating
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
@@ -33,9 +33,9 @@ from querator.workflows.layout import (
     start_items,
     wake_item,
 )
-from querator.workflows.replay import transact_creating
 from querator.workflows.result_lookups import shared_lookups
-from querator.workflows.saga import pending_status
+from querator.workflows.sagas.compensation import load_saga_state, redrive
+from querator.workflows.sagas.core import pending_status
 
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
 

@@ -6,7 +6,7 @@ import sys
 import threading
 
 from querator import Querator
-from querator.workflows.scheduler import Scheduler
+from querator.workflows.cron.scheduler import Scheduler
 
 
 def main(url: str, seconds: float) -> None:

@@ -1,5 +1,5 @@
 """Eager continuation: a step's commit advances its run and hands the next step
-to the same worker, already leased (see ``querator.workflows.continuation``)."""
+to the same worker, already leased (see ``querator.workflows.engine.continuation``)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from polling import wait_for
 
 from querator import Querator
 from querator.workflows import RunHandle
-from querator.workflows.schedule_api import delete_schedule, get_schedule, schedule
-from querator.workflows.scheduler import Scheduler
+from querator.workflows.cron.api import delete_schedule, get_schedule, schedule
+from querator.workflows.cron.scheduler import Scheduler
 
 from .conftest import RunWorker
 from .cron_flows import every_second, record, runs_per_tick

@@ -11,7 +11,7 @@ from polling import wait_for
 from querator import Querator
 from querator.errors import InvalidArgument
 from querator.workflows import RunHandle
-from querator.workflows.schedule_api import (
+from querator.workflows.cron.api import (
     delete_schedule,
     get_schedule,
     list_schedules,
@@ -20,7 +20,7 @@ from querator.workflows.schedule_api import (
     schedule,
     trigger_schedule,
 )
-from querator.workflows.scheduler import Scheduler
+from querator.workflows.cron.scheduler import Scheduler
 
 from .conftest import RunWorker
 from .cron_flows import decorated, plain, record, runs_per_tick

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from querator.errors import InvalidArgument
-from querator.workflows.schedules import (
+from querator.workflows.cron.schedules import (
     ScheduleSpec,
     ScheduleState,
     check_cron,

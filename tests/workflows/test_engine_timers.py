@@ -21,7 +21,7 @@ from querator.workflows import (
     step,
     workflow,
 )
-from querator.workflows.context import ReplayContext
+from querator.workflows.engine.context import ReplayContext
 from querator.workflows.layout import RESULTS_QUEUE, SLEEP_STEP, StepRecord, step_key
 
 from .conftest import RunWorker
@@ -161,8 +161,8 @@ def test_delayed_start_waits_before_the_first_replay(q: Querator, run_worker: Ru
 
 def test_a_wake_reproduced_while_completed_gets_another_key() -> None:
     from querator import Leased
+    from querator.workflows.engine.replay import _not_colliding
     from querator.workflows.layout import wake_item
-    from querator.workflows.replay import _not_colliding
 
     now = datetime.now(UTC)
     item = wake_item("run-x", "0", now)

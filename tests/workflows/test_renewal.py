@@ -1,4 +1,4 @@
-"""The worker's lease renewer (``querator.workflows.renewal``) on a real store."""
+"""The worker's lease renewer (``querator.workflows.engine.renewal``) on a real store."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from polling import await_for
 
 from querator import AsyncQuerator, Item, QueueSettings
 from querator.queue.models import Leased
-from querator.workflows.renewal import Renewer
+from querator.workflows.engine.renewal import Renewer
 
 pytestmark = pytest.mark.anyio
 

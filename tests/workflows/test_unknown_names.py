@@ -7,7 +7,7 @@ import pytest
 
 from querator import Querator
 from querator.workflows import WorkflowFailed, start
-from querator.workflows import unknown as unknown_module
+from querator.workflows.engine import unknown as unknown_module
 
 from .conftest import RunWorker
 from .flows import Order, charge, checkout, reserve, ship, unregistered

@@ -11,8 +11,8 @@ from typing import Any
 from querator.errors import Conflict, QueueNotFound
 from querator.queue.models import Item, Leased, StoredItem, TransactResult
 from querator.queue.service import AsyncQuerator
-from querator.workflows.context import CURRENT, ReplayContext
-from querator.workflows.continuation import Claim, Continuation, split_claim
+from querator.workflows.engine.context import CURRENT, ReplayContext
+from querator.workflows.engine.continuation import Claim, Continuation, split_claim
 from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
@@ -36,8 +36,8 @@ from querator.workflows.layout import (
     step_key,
     wake_item,
 )
-from querator.workflows.saga import SagaFunction
-from querator.workflows.saga_replay import saga_advance
+from querator.workflows.sagas.advance import saga_advance
+from querator.workflows.sagas.core import SagaFunction
 
 log = logging.getLogger("querator.workflows")
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from querator.errors import Conflict
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQuerator
+from querator.workflows.engine.replay import final_items, transact_creating
 from querator.workflows.errors import WorkflowError
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -28,7 +29,6 @@ from querator.workflows.layout import (
     record_item,
     wake_item,
 )
-from querator.workflows.replay import final_items, transact_creating
 
 log = logging.getLogger("querator.worker")
 

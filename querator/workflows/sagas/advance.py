@@ -9,41 +9,69 @@
   (running, or waiting for a retry) the run waits for it (``{run}/aborted``
   makes new attempts skip), then compensates as above.
 - ``{run}/compensating`` exists: the body is not run; the compensation records
-  say what comes next (:func:`querator.workflows.saga.next_move`).
+  say what comes next (:func:`querator.workflows.sagas.next_move`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Protocol
 
 from querator.errors import QueueNotFound
 from querator.queue.models import Item
 from querator.queue.service import AsyncQuerator
-from querator.workflows.compensation import compensation_items, load_saga_state
+from querator.workflows.engine.context import Called
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     CompensatingRecord,
     ErrorInfo,
     RunMeta,
     RunRecord,
+    StepRecord,
     aborted_key,
     compensating_key,
     record_item,
     step_key,
 )
-from querator.workflows.saga import SagaState, compensation_plan
+from querator.workflows.sagas.compensation import compensation_items, load_saga_state
+from querator.workflows.sagas.core import SagaState, compensation_plan
 
-if TYPE_CHECKING:
-    from querator.workflows.context import ReplayContext
-    from querator.workflows.replay import Outcome
-
-__all__ = ["saga_advance"]
+__all__ = ["BodyOutcome", "BodyState", "saga_advance"]
 
 Produce = dict[str, list[Item]]
 
 
-async def _in_flight(aq: AsyncQuerator, run_id: str, ctx: ReplayContext) -> bool:
+class BodyState(Protocol):
+    """What a saga needs of one evaluation of its body (the engine's context)."""
+
+    @property
+    def records(self) -> Mapping[int, StepRecord]: ...
+    @property
+    def compensable(self) -> Mapping[int, Called]: ...
+    @property
+    def awaited(self) -> list[tuple[str, int]]: ...
+    @property
+    def produce(self) -> Produce: ...
+    @property
+    def fatal(self) -> Exception | None: ...
+
+
+class BodyOutcome(Protocol):
+    """One evaluation of a saga's body: its final record (None: it waits), its
+    state, when each step record was stored, and for an aborted saga why."""
+
+    @property
+    def final(self) -> RunRecord | None: ...
+    @property
+    def ctx(self) -> BodyState: ...
+    @property
+    def created(self) -> Mapping[int, datetime]: ...
+    @property
+    def abort(self) -> RunRecord | None: ...
+
+
+async def _in_flight(aq: AsyncQuerator, run_id: str, ctx: BodyState) -> bool:
     """Whether a step the aborted body waits on still has its item (will end and wake),
     or ended since the history was loaded (its wake will replay the run)."""
     for queue, position in ctx.awaited:
@@ -60,7 +88,7 @@ async def _in_flight(aq: AsyncQuerator, run_id: str, ctx: ReplayContext) -> bool
 def _enter(
     run_id: str,
     meta: RunMeta,
-    outcome: Outcome,
+    outcome: BodyOutcome,
     error: ErrorInfo,
     cancelled: bool,
 ) -> tuple[RunRecord | None, Produce]:
@@ -77,7 +105,7 @@ async def saga_advance(
     aq: AsyncQuerator,
     run_id: str,
     meta: RunMeta,
-    body: Callable[[], Awaitable[Outcome]],
+    body: Callable[[], Awaitable[BodyOutcome]],
 ) -> tuple[RunRecord | None, Produce]:
     """The saga's final record (None: not ended) and what to produce with the wake."""
     state = await load_saga_state(aq, run_id)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ParamSpec, TypeVar, overload
 
-from querator.workflows.context import Called
+from querator.workflows.engine.context import Called
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     CompensatingRecord,

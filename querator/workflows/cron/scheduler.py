@@ -2,10 +2,10 @@
 
 Any number of schedulers may run on one store (in workers or on their own).
 Each pass reads every schedule, decides with the pure code of
-:mod:`querator.workflows.schedules` which ticks to start, buffer or skip, starts
+:mod:`querator.workflows.cron.schedules` which ticks to start, buffer or skip, starts
 the runs with the idempotency key ``schedule:{name}:{tick UTC ISO}`` (so a tick
 starts one run however many schedulers fire it) and records its progress with a
-compare-and-set write (:mod:`querator.workflows.schedule_store`). A scheduler
+compare-and-set write (:mod:`querator.workflows.cron.store`). A scheduler
 whose write loses simply reads again next pass.
 
 Its notion of time is the ``now`` callable (injectable for tests).
@@ -26,17 +26,8 @@ from querator.errors import InvalidArgument
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_duration
-from querator.workflows.functions import WorkflowFunction
-from querator.workflows.runs import AsyncRunHandle
-from querator.workflows.schedule_api import make_spec, start_tick, upsert_async
-from querator.workflows.schedule_store import (
-    SCHEDULES_QUEUE,
-    Stored,
-    ensure_queue,
-    read_all,
-    write,
-)
-from querator.workflows.schedules import (
+from querator.workflows.cron.api import make_spec, start_tick, upsert_async
+from querator.workflows.cron.schedules import (
     ScheduleState,
     check_tz,
     due_ticks,
@@ -45,6 +36,15 @@ from querator.workflows.schedules import (
     plan_overlap,
     tick_key,
 )
+from querator.workflows.cron.store import (
+    SCHEDULES_QUEUE,
+    Stored,
+    ensure_queue,
+    read_all,
+    write,
+)
+from querator.workflows.functions import WorkflowFunction
+from querator.workflows.runs import AsyncRunHandle
 
 __all__ = ["AsyncScheduler", "Scheduler"]
 

@@ -32,7 +32,7 @@ from querator.errors import Conflict
 from querator.queue.models import Item, QueueSettings, Ref, StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import MAX_DURATION
-from querator.workflows.schedules import ScheduleState
+from querator.workflows.cron.schedules import ScheduleState
 
 __all__ = ["SCHEDULES_QUEUE", "Stored", "read_all", "read_one", "write"]
 

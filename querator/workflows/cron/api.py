@@ -3,7 +3,7 @@ list, trigger. Sync functions take a :class:`Querator`, their ``*_async``
 twins an :class:`AsyncQuerator`; both run the same coroutine.
 
 See docs/schedules.md. The firing itself is done by
-:class:`querator.workflows.scheduler.Scheduler`.
+:class:`querator.workflows.cron.scheduler.Scheduler`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,18 @@ from querator.errors import InvalidArgument, QueueNotFound
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import MAX_DURATION, check_duration, check_name
+from querator.workflows.cron.schedules import (
+    CatchupPolicy,
+    OverlapPolicy,
+    ScheduleSpec,
+    ScheduleState,
+    check_cron,
+    check_policy,
+    check_tz,
+    next_tick,
+    tick_key,
+)
+from querator.workflows.cron.store import Stored, read_all, read_one, remove, write
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -32,18 +44,6 @@ from querator.workflows.layout import (
     start_items,
 )
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus
-from querator.workflows.schedule_store import Stored, read_all, read_one, remove, write
-from querator.workflows.schedules import (
-    CatchupPolicy,
-    OverlapPolicy,
-    ScheduleSpec,
-    ScheduleState,
-    check_cron,
-    check_policy,
-    check_tz,
-    next_tick,
-    tick_key,
-)
 
 __all__ = [
     "ScheduleInfo",

@@ -22,9 +22,18 @@ from querator.queue.client import Querator
 from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count, check_duration, check_name
-from querator.workflows.continuation import Continuation
+from querator.workflows.cron.scheduler import AsyncScheduler
+from querator.workflows.engine.continuation import Continuation
+from querator.workflows.engine.execute import execute_step
+from querator.workflows.engine.renewal import Renewer
+from querator.workflows.engine.replay import Chained, History, load_history, replay, replay_started
+from querator.workflows.engine.unknown import (
+    UnknownName,
+    leave_for_others,
+    unknown_step,
+    unknown_workflow,
+)
 from querator.workflows.errors import WorkflowError
-from querator.workflows.execute import execute_step
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -36,16 +45,7 @@ from querator.workflows.layout import (
     StepPayload,
     WakePayload,
 )
-from querator.workflows.renewal import Renewer
-from querator.workflows.replay import Chained, History, load_history, replay, replay_started
-from querator.workflows.saga import SagaFunction
-from querator.workflows.scheduler import AsyncScheduler
-from querator.workflows.unknown import (
-    UnknownName,
-    leave_for_others,
-    unknown_step,
-    unknown_workflow,
-)
+from querator.workflows.sagas.core import SagaFunction
 
 __all__ = ["AsyncWorker", "Worker"]
 
@@ -109,9 +109,9 @@ class AsyncWorker:
         self.counts: Counter[str] = Counter()
         """Items since this worker was made: ``leased`` from its queues, and
         ``handed_over``: step items it produced leased to itself and ran at once
-        (see :mod:`querator.workflows.continuation`); ``looked_up``: wake tasks
+        (see :mod:`querator.workflows.engine.continuation`); ``looked_up``: wake tasks
         whose run was looked up before its replay (a run's start wake carries
-        what its first replay needs, see :func:`querator.workflows.replay.started`)."""
+        what its first replay needs, see :func:`querator.workflows.engine.replay.started`)."""
         self._in_flight = 0
         self._held: dict[str, Leased] = {}
         self._renewer = Renewer(aq)
@@ -128,7 +128,7 @@ class AsyncWorker:
             lambda: not self._stop_requested,
         )
         """What this worker takes on itself when it advances a run (see
-        :mod:`querator.workflows.continuation`)."""
+        :mod:`querator.workflows.engine.continuation`)."""
 
     def _register(self, fn: DurableFunction) -> None:
         table: dict[str, Any] = self.steps if isinstance(fn, StepFunction) else self.workflows

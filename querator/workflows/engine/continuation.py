@@ -3,7 +3,7 @@
 Without it, a step ends by producing a wake task, another lease replays the run
 and dispatches the next step item, and a third lease picks that up: three round
 trips per step. With it, the worker that commits a step replays the run at once
-(eager continuation, :func:`querator.workflows.replay.advance_after_step`) and,
+(eager continuation, :func:`querator.workflows.engine.replay.advance_after_step`) and,
 when the next step is one it runs itself, produces that step item already
 leased to itself (``transact(produce_leased=...)``) and runs it straight away.
 

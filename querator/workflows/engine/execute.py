@@ -17,7 +17,16 @@ from anyio.lowlevel import current_token
 from querator.errors import Conflict
 from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQuerator
-from querator.workflows.continuation import Continuation
+from querator.workflows.engine.continuation import Continuation
+from querator.workflows.engine.renewal import Renewer
+from querator.workflows.engine.replay import (
+    Advance,
+    Chained,
+    History,
+    advance_after_step,
+    merge_items,
+    transact_creating,
+)
 from querator.workflows.errors import Defer, StepTimeout
 from querator.workflows.functions import StepFunction
 from querator.workflows.layout import (
@@ -28,15 +37,6 @@ from querator.workflows.layout import (
     record_item,
     step_item,
     wake_item,
-)
-from querator.workflows.renewal import Renewer
-from querator.workflows.replay import (
-    Advance,
-    Chained,
-    History,
-    advance_after_step,
-    merge_items,
-    transact_creating,
 )
 
 log = logging.getLogger("querator.workflows")

@@ -36,7 +36,14 @@ from querator.workflows.layout import (
     step_item,
     wake_item,
 )
-from querator.workflows.saga import Dispatch, Done, SagaState, Stuck, next_move, pending_status
+from querator.workflows.sagas.core import (
+    Dispatch,
+    Done,
+    SagaState,
+    Stuck,
+    next_move,
+    pending_status,
+)
 
 __all__ = [
     "compensation_items",
