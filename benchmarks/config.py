@@ -52,6 +52,16 @@ class Profile:
     pgbench_seconds: int = 5
     workflows: int = 2_000
     """DBOS workflows started per repetition (at most; see ``target_seconds``)."""
+    step_loop_sizes: tuple[int, ...] = (10, 100, 1_000, 10_000)
+    """Steps in the loop of the ``step_loop`` runs, one run each (the first is the base)."""
+    step_loop_base_runs: int = 20
+    """Runs at the smallest size, averaged: the base the other sizes are compared with."""
+    step_loop_timeout: float = 600.0
+    """Seconds one ``step_loop`` run may take; then it is cancelled and larger sizes skipped."""
+    parked_runs: int = 1_000
+    """Runs parked on a durable sleep in the ``parked`` scenario."""
+    parked_timeout: float = 300.0
+    """Seconds the ``parked`` runs may take to reach their sleep."""
 
 
 FULL = Profile(
@@ -78,6 +88,7 @@ QUICK = Profile(
     latency_samples=100,
     pgbench_seconds=1,
     workflows=100,
+    step_loop_sizes=(10, 100, 1_000),
 )
 TINY = Profile(
     name="tiny",
@@ -97,6 +108,11 @@ TINY = Profile(
     latency_samples=20,
     pgbench_seconds=1,
     workflows=20,
+    step_loop_sizes=(10, 50),
+    step_loop_base_runs=3,
+    step_loop_timeout=60.0,
+    parked_runs=20,
+    parked_timeout=60.0,
 )
 """For the smoke test: every code path, on almost no data."""
 

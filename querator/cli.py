@@ -8,6 +8,8 @@ querator runs list [--status failed] [--name shop.checkout] [--limit 50] [--afte
 querator runs show RUN_ID
 querator runs cancel RUN_ID [--reason TEXT]
 querator runs retry-compensation RUN_ID      # re-drive a compensation_failed saga
+querator runs replay RUN_ID... --app myapp.flows   # check new code against stored runs
+querator runs replay --running --app myapp.flows   # ... against every running run
 querator queues list
 querator queues stats NAME
 ```
@@ -36,6 +38,8 @@ import typer
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
+from querator.workflows.checking import ReplayCheck, check_replay
+from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
@@ -136,9 +140,13 @@ def worker(
     shutdown_grace: Annotated[
         float, typer.Option(help="Seconds in-flight items may finish after SIGTERM.")
     ] = DEFAULT_SHUTDOWN_GRACE,
+    max_live_runs: Annotated[
+        int, typer.Option(help="Workflow bodies kept live between their steps.")
+    ] = DEFAULT_MAX_LIVE_RUNS,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
-    """Serve the workflows and steps of MODULE until SIGTERM or SIGINT."""
+    """Serve the workflows of MODULE and the steps they call (and the steps of
+    MODULE) until SIGTERM or SIGINT."""
     logging.basicConfig(
         level=log_level.upper(),
         stream=sys.stderr,
@@ -155,6 +163,7 @@ def worker(
                 concurrency=concurrency,
                 client_id=client_id,
                 shutdown_grace=shutdown_grace,
+                max_live_runs=max_live_runs,
             ).run()
 
 
@@ -268,6 +277,59 @@ def runs_retry_compensation(run_id: str, url: Url = DEFAULT_URL) -> None:
     typer.echo(f"{run_id}: {'compensating again' if redriven else 'not compensation_failed'}")
     if not redriven:
         raise typer.Exit(1)
+
+
+def _replay_line(check: ReplayCheck) -> str:
+    if check.ok:
+        end = "ran to its end" if check.ended else "waits for what comes next"
+        return f"{check.run_id}  ok  {check.workflow}: {check.replayed} stored step(s), {end}"
+    return f"{check.run_id}  NonDeterminism  {check.workflow}: {check.error}"
+
+
+@runs_app.command("replay")
+def runs_replay(
+    run_ids: Annotated[list[str] | None, typer.Argument(metavar="[RUN_ID]...")] = None,
+    app_target: Annotated[
+        str,
+        typer.Option("--app", metavar="MODULE[:ATTR]", help="Where the (new) workflow code is."),
+    ] = "",
+    running: Annotated[
+        bool, typer.Option("--running", help="Also every running run of those workflows.")
+    ] = False,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """Replay stored runs with the workflow code of --app, dispatching nothing, and
+    report any that the code no longer matches (exit status 1 if one does)."""
+    with _reporting():
+        if not app_target:
+            raise InvalidArgument("app", "is required: --app MODULE[:ATTR]")
+        functions = load_functions(app_target)
+        names = {fn.name for fn in functions if isinstance(fn, WorkflowFunction)}
+        with Querator(url) as q:
+            wanted = list(run_ids or [])
+            if running:
+                listed = _running_runs(q)
+                wanted += [r.run_id for r in listed if r.workflow in names]
+            if not wanted:
+                raise InvalidArgument("run_ids", "name at least one run, or pass --running")
+            checks = [check_replay(q, run_id, functions) for run_id in wanted]
+    for check in checks:
+        typer.echo(check.model_dump_json() if as_json else _replay_line(check))
+    if not all(check.ok for check in checks):
+        raise typer.Exit(1)
+
+
+def _running_runs(q: Querator) -> list[RunInfo]:
+    """Every running run, page by page."""
+    found: list[RunInfo] = []
+    after: str | None = None
+    while True:
+        page = list_runs(q, status="running", after=after, limit=500)
+        found += page
+        if len(page) < 500:
+            return found
+        after = page[-1].run_id
 
 
 @queues_app.command("list")

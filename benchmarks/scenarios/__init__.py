@@ -11,10 +11,12 @@ from benchmarks.scenarios import (
     e2e,
     embedded,
     idle,
+    parked,
     partitions,
     pgbench,
     produce,
     spark_stages,
+    step_loop,
     workflows,
 )
 
@@ -31,5 +33,7 @@ SCENARIOS: dict[str, Scenario] = {
     "workflows": workflows.run,
     "embedded": embedded.run,
     "spark_stages": spark_stages.run,
+    "step_loop": step_loop.run,
+    "parked": parked.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""

@@ -47,8 +47,8 @@ class QueueAdmin:
             if hit is not None:
                 return hit[0]
             await fetching.wait()
-            if name not in self._cache:
-                break  # that look-up failed: make ours (and raise its error)
+            # That look-up failed if the name is still not cached: look again (the
+            # first waiter to get here makes its own look-up, the others wait for it).
         backend = self._require_open()
         check_name("queue", name)
         done = self._fetching[name] = anyio.Event()
@@ -59,7 +59,8 @@ class QueueAdmin:
             self._cache.pop(name, None)
             raise
         finally:
-            del self._fetching[name]
+            if self._fetching.get(name) is done:
+                del self._fetching[name]
             done.set()
         return info
 

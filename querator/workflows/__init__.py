@@ -15,9 +15,10 @@ Worker(q, [checkout, charge]).run()      # elsewhere
 run.result(timeout=60)
 ```
 
-See docs/workflows.md for how replay works and what must be deterministic.
+See docs/workflows.md for live bodies, replay on a miss and what must be deterministic.
 """
 
+from querator.workflows.checking import ReplayCheck, check_replay, check_replay_async
 from querator.workflows.cron.api import (
     ScheduleInfo,
     delete_schedule,
@@ -62,6 +63,7 @@ __all__ = [
     "Defer",
     "DurableFunction",
     "NonDeterminism",
+    "ReplayCheck",
     "RetryDecision",
     "RetryPolicy",
     "RunHandle",
@@ -84,6 +86,8 @@ __all__ = [
     "areport_progress",
     "asleep",
     "asleep_until",
+    "check_replay",
+    "check_replay_async",
     "delete_schedule",
     "gather",
     "get_schedule",

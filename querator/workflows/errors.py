@@ -10,8 +10,7 @@ QueratorError
     ├── WorkflowCancelled     RunHandle.result(): the run was cancelled
     ├── WorkflowTimeout       a run outlived its ``@workflow(timeout=)`` (stored as its error)
     ├── StepTimeout           a step attempt outlived its ``@step(timeout=)``
-    ├── Defer                 raised by a step: run me again later (not a failure)
-    └── WorkflowSuspended     internal control flow of replay; never catch it
+    └── Defer                 raised by a step: run me again later (not a failure)
 ```
 """
 
@@ -28,7 +27,6 @@ __all__ = [
     "WorkflowCancelled",
     "WorkflowError",
     "WorkflowFailed",
-    "WorkflowSuspended",
     "WorkflowTimeout",
 ]
 
@@ -137,16 +135,3 @@ class Defer(WorkflowError):
             raise InvalidArgument("seconds", f"must be within 0 … 366 days, not {seconds!r}")
         self.seconds = float(seconds)
         super().__init__(f"step deferred by {self.seconds}s")
-
-
-class WorkflowSuspended(WorkflowError):
-    """Internal: a step has no stored result yet, so replay stops here.
-
-    Raised from a step call inside a workflow body. Do not catch it; if the body
-    swallows it anyway, the replay still suspends (the context remembers).
-    """
-
-    def __init__(self, position: int, step: str) -> None:
-        self.position = position
-        self.step = step
-        super().__init__(f"replay suspended at step {step!r} (position {position})")

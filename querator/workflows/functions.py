@@ -20,6 +20,7 @@ __all__ = [
     "StepFunction",
     "WorkflowFunction",
     "default_name",
+    "registered_step",
     "step",
     "workflow",
 ]
@@ -38,6 +39,17 @@ def default_name(fn: Callable[..., Any]) -> str:
     workflows an explicit ``name=`` so running workflows survive refactoring.
     """
     return f"{fn.__module__}.{fn.__qualname__}"
+
+
+_STEPS: dict[str, StepFunction[..., Any]] = {}
+"""Every step defined in this process by its persisted name (the last one wins)."""
+
+
+def registered_step(name: str) -> StepFunction[..., Any] | None:
+    """The step defined in this process under the persisted ``name``, if any
+    (a worker serving a workflow runs the steps found here; see
+    :mod:`querator.workflows.engine.served`)."""
+    return _STEPS.get(name)
 
 
 def _check_persisted_name(name: str) -> str:
@@ -91,6 +103,7 @@ class StepFunction(DurableFunction, Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"step {self.name!r}")
         functools.update_wrapper(self, fn)
+        _STEPS[self.name] = self
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         ctx = CURRENT.get()

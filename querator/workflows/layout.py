@@ -40,8 +40,6 @@ WAKE_KIND = "querator.wake"
 STEP_KIND = "querator.step"
 RECORD_KIND = "querator.record"
 ENCODING = "json"
-PREFETCH = 32
-"""Step records fetched per lookup during replay."""
 SLEEP_STEP = "querator.sleep"
 """The step name stored in the record of a durable timer."""
 
@@ -58,7 +56,11 @@ RunStatus = Literal[
 
 RESULTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 """Records are kept for the longest time a queue allows (366 days)."""
-WORK_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
+WORK_LEASE = 10.0
+"""Seconds a worker holds a wake task or step item without renewing it, in the
+queues querator creates: a step is renewed every third of it while it runs,
+so a worker that dies is replaced within about this long (the failover time)."""
+WORK_SETTINGS = QueueSettings(lease_timeout=WORK_LEASE, expire_timeout=MAX_DURATION)
 """Settings of workflow and step queues created by querator (existing ones are kept)."""
 
 

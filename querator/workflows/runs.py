@@ -14,7 +14,7 @@ from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_duration, check_name
-from querator.workflows.engine.replay import transact_creating
+from querator.workflows.engine.commit import transact_creating
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from querator import AsyncQuerator, Item, QueueSettings, Ref
-from querator.errors import Conflict, ConflictReason, QueueExists, RequestTimeout
+from querator.errors import Conflict, ConflictReason, QueueExists, QueueNotFound, RequestTimeout
 from querator.queue.models import QueueInfo
 
 from .helpers import ids_of, later
@@ -103,3 +103,22 @@ async def test_a_silent_transaction_wakes_no_watcher(
         await aq.transact(produce={qname: [Item(payload=b"loud")]})
         assert [await watch.wait(10) for watch in watches] == [True] * len(watches)
     assert (await aq.stats(qname)).total == 2  # both are there all the same
+
+
+async def test_concurrent_looks_at_a_missing_queue_all_say_so(
+    aq: AsyncQuerator, qname: str
+) -> None:
+    """Many tasks asking at once for a queue that does not exist each get
+    QueueNotFound (the info cache lets one look-up run at a time)."""
+    errors: list[BaseException] = []
+
+    async def ask() -> None:
+        try:
+            await aq.produce(qname, [Item(payload=b"x")])
+        except QueueNotFound as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(5):
+            tasks.start_soon(ask)
+    assert len(errors) == 5

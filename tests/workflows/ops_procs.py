@@ -62,16 +62,24 @@ class WorkerProc:
         self.proc.wait()
 
 
-def spawn_worker(url: str, name: str, log: Path, *options: str) -> WorkerProc:
-    """Start ``ops_worker.py URL NAME OPTIONS…`` with ``$OPS_LOG`` = ``log``."""
+def spawn_worker(
+    url: str,
+    name: str,
+    log: Path,
+    *options: str,
+    script: Path = WORKER_SCRIPT,
+    env: dict[str, str] | None = None,
+) -> WorkerProc:
+    """Start ``ops_worker.py URL NAME OPTIONS…`` (or ``script``) with ``$OPS_LOG`` =
+    ``log`` and ``env`` added to the environment."""
     err = log.parent / f"{name}.err"
-    env = {**os.environ, "OPS_LOG": str(log)}
+    environment = {**os.environ, "OPS_LOG": str(log), **(env or {})}
     with err.open("wb") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, str(WORKER_SCRIPT), url, name, *options],
+            [sys.executable, str(script), url, name, *options],
             stdout=subprocess.DEVNULL,
             stderr=stderr,
-            env=env,
+            env=environment,
         )
     return WorkerProc(name, proc, err)
 

@@ -172,7 +172,7 @@ def test_a_failing_child_raises_step_failed_in_the_parent(
 
 
 def test_gather_wider_than_one_lookup_window(q: Querator, run_worker: RunWorker) -> None:
-    xs = list(range(70))  # more than two PREFETCH windows; members finish out of order
+    xs = list(range(70))  # past the first windows of a history load; members finish out of order
     with run_worker(FUNCTIONS, concurrency=8):
         run = start(q, fan, xs)
         assert run.result(timeout=60) == [3 * x for x in xs] + [300]

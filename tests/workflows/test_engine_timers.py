@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
 from datetime import UTC, datetime, timedelta
 
+import anyio
 import pytest
 from polling import wait_for
 
@@ -21,7 +23,8 @@ from querator.workflows import (
     step,
     workflow,
 )
-from querator.workflows.engine.context import ReplayContext
+from querator.workflows.engine.context import RunContext, Sleep, request_items
+from querator.workflows.engine.fiber import Fiber, Finished
 from querator.workflows.layout import RESULTS_QUEUE, SLEEP_STEP, StepRecord, step_key
 
 from .conftest import RunWorker
@@ -117,14 +120,20 @@ def test_replay_before_the_end_of_a_sleep_suspends_and_keeps_its_wake() -> None:
     now = datetime.now(UTC)
     until = now + timedelta(seconds=60)
     record = StepRecord(step=SLEEP_STEP, ok=True, result="null", until=until)
-    ctx = ReplayContext("run-x", "wfq", {0: record}, now)
-    with pytest.raises(Exception, match="suspended"):
-        ctx.sleep(1)  # the stored end wins over a new duration
-    [wake] = ctx.produce["wfq"]
+
+    async def first_call(ctx: RunContext) -> object:
+        fiber = Fiber(lambda: ctx.sleep(1), contextvars.copy_context())
+        message = await fiber.resume()
+        await fiber.close()
+        return message
+
+    parked = anyio.run(first_call, RunContext("run-x", "wfq", {0: record}))
+    assert parked == Sleep(0, until, new=False)  # the stored end wins over a new duration
+    assert isinstance(parked, Sleep)
+    [wake] = request_items("run-x", "wfq", parked)["wfq"]
     assert wake.enqueue_at == until and wake.dedup_key == "run-x/wake/0"
-    done = ReplayContext("run-x", "wfq", {0: record}, until)
-    done.sleep(1)
-    assert done.produce == {} and done.suspended is None
+    past = record.model_copy(update={"until": now - timedelta(seconds=1)})
+    assert anyio.run(first_call, RunContext("run-x", "wfq", {0: past})) == Finished(None)
 
 
 def test_deferrals_do_not_use_retry_attempts(q: Querator, run_worker: RunWorker) -> None:
@@ -161,7 +170,7 @@ def test_delayed_start_waits_before_the_first_replay(q: Querator, run_worker: Ru
 
 def test_a_wake_reproduced_while_completed_gets_another_key() -> None:
     from querator import Leased
-    from querator.workflows.engine.replay import _not_colliding
+    from querator.workflows.engine.commit import not_colliding
     from querator.workflows.layout import wake_item
 
     now = datetime.now(UTC)
@@ -172,7 +181,7 @@ def test_a_wake_reproduced_while_completed_gets_another_key() -> None:
         encoding=item.encoding, reference="run-x", headers={}, source_id=None,
         created_at=now, dedup_key="run-x/wake/0",
     )  # fmt: skip
-    [renamed] = _not_colliding(leased, {"wfq": [item]})["wfq"]
+    [renamed] = not_colliding(leased, {"wfq": [item]})["wfq"]
     assert renamed.dedup_key == "run-x/wake/0/r"
     back = leased.model_copy(update={"dedup_key": "run-x/wake/0/r"})
-    assert _not_colliding(back, {"wfq": [renamed]})["wfq"][0].dedup_key == "run-x/wake/0"
+    assert not_colliding(back, {"wfq": [renamed]})["wfq"][0].dedup_key == "run-x/wake/0"

@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from worker_threads import serving
 
 from querator import Querator
 from querator.cli import load_functions
 from querator.errors import InvalidArgument
-from querator.workflows import WorkflowCancelled, start
+from querator.workflows import Worker, WorkflowCancelled, start
 
 from .ops_flows import greet, hello
 from .ops_procs import WorkerProc
@@ -131,3 +132,35 @@ def test_cancel_and_retry_compensation_commands(tmp_path: Path) -> None:
         assert again.returncode == 1 and "already ended" in again.stdout
     unknown = cli("runs", "cancel", "run-nope", "--url", url)
     assert unknown.returncode == 2
+
+
+EDITED_GREET = """
+from querator.workflows import step, workflow
+
+@step(name="ops.hello_v2")
+def hello_v2(name: str) -> str:
+    return f"hi {name}"
+
+@workflow(name="ops.greet", queue="ops.work")
+def greet(name: str) -> str:
+    return hello_v2(name) + " / " + hello_v2(name.upper())
+"""
+
+
+def test_runs_replay_checks_new_code_against_stored_runs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with Querator(url) as q:
+        run = start(q, greet, "ada")
+        with serving(Worker(q, [greet], poll_timeout=1.0), join_timeout=15):
+            assert run.result(timeout=30) == "hello ada / hello ADA"
+    same = cli("runs", "replay", run.run_id, "--app", "tests.workflows.ops_flows", "--url", url)
+    assert same.returncode == 0, same.stderr
+    assert f"{run.run_id}  ok  ops.greet: 2 stored step(s), ran to its end" in same.stdout
+    edited = tmp_path / "edited_flows.py"
+    edited.write_text(EDITED_GREET)
+    changed = cli("runs", "replay", "--running", run.run_id, "--app", str(edited), "--url", url)
+    assert changed.returncode == 1, changed.stderr
+    assert "NonDeterminism" in changed.stdout
+    assert "'ops.hello'" in changed.stdout and "'ops.hello_v2'" in changed.stdout
+    nothing = cli("runs", "replay", "--app", "tests.workflows.ops_flows", "--url", url)
+    assert nothing.returncode == 2 and "--running" in nothing.stderr

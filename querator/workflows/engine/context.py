@@ -1,9 +1,12 @@
-"""The replay context: what a step call inside a workflow body sees. Pure, no I/O.
+"""What a call inside a workflow body sees: the run's context. Pure, no I/O.
 
-All the run's stored records are fetched before the body runs, so each call at
-a position (a step, a timer, a gather, a child workflow) either returns its
-stored outcome, raises its stored failure, or adds the items that must be
-produced to :attr:`ReplayContext.produce` and suspends the replay.
+Each call at a position (a step, a timer, a gather, a child workflow) returns
+its stored outcome when the run's history holds one (on a replay), and
+otherwise *parks* the body (:func:`querator.workflows.engine.fiber.park`) with
+a request saying what it waits for; the engine commits what the request needs
+(a step item, a timer, a child run) and resumes the body once the outcome is
+there. A live body therefore runs once, from its first call to its end,
+however many steps it takes.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Generic, NoReturn, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, Generic, TypeVar
 
 from querator.queue.models import Item
 from querator.workflows.codec import Codec
-from querator.workflows.errors import NonDeterminism, StepFailed, WorkflowSuspended
+from querator.workflows.engine.fiber import Evicted, park
+from querator.workflows.errors import NonDeterminism, StepFailed
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     SLEEP_STEP,
@@ -32,7 +36,19 @@ from querator.workflows.layout import (
     wake_item,
 )
 
-__all__ = ["CURRENT", "Called", "ReplayContext", "StepHandle", "Undo"]
+__all__ = [
+    "CURRENT",
+    "Called",
+    "Child",
+    "Gather",
+    "Load",
+    "Request",
+    "RunContext",
+    "Sleep",
+    "StepCall",
+    "StepHandle",
+    "Undo",
+]
 
 T = TypeVar("T")
 
@@ -52,7 +68,7 @@ class Undo:
 
 @dataclass(frozen=True)
 class Called:
-    """A step call with a compensation, as the replay met it."""
+    """A step call with a compensation, as the body made it."""
 
     step: str
     undo: Undo
@@ -77,46 +93,147 @@ class StepHandle(Generic[T]):
     """The result, when the step ran inline (outside a workflow body)."""
 
 
+# -- what a parked body waits for ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StepCall:
+    """Run step ``payload`` (its item goes to ``queue``) and resume with its record."""
+
+    queue: str
+    payload: StepPayload
+
+    @property
+    def position(self) -> int:
+        return self.payload.position
+
+
+@dataclass(frozen=True, slots=True)
+class Gather:
+    """Resume once every member has a record; ``dispatch``: produce their items now
+    (only while none has a record: they are dispatched together, once)."""
+
+    members: tuple[tuple[str, StepPayload], ...]
+    dispatch: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """A durable timer at ``position``: resume at ``until``; ``new``: store its record."""
+
+    position: int
+    until: datetime
+    new: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """Start child run ``run_id`` (``meta``) and resume with its outcome at ``position``."""
+
+    position: int
+    run_id: str
+    meta: RunMeta
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """The body reached ``position``, past the records loaded: load more (no commit)."""
+
+    position: int
+
+
+Request = StepCall | Gather | Sleep | Child
+"""What a parked body waits for (a :class:`Load` is answered at once)."""
+
+
+def waited_positions(request: Request) -> list[int]:
+    """The positions whose records resume a body parked on ``request`` (none for a timer)."""
+    if isinstance(request, StepCall):
+        return [request.position]
+    if isinstance(request, Gather):
+        return [payload.position for _, payload in request.members]
+    if isinstance(request, Child):
+        return [request.position]
+    return []
+
+
+def awaited_steps(request: Request | None) -> list[tuple[str, int]]:
+    """(queue, position) of the step items a body parked on ``request`` waits for."""
+    if isinstance(request, StepCall):
+        return [(request.queue, request.position)]
+    if isinstance(request, Gather):
+        return [(queue, payload.position) for queue, payload in request.members]
+    return []
+
+
+def request_items(run_id: str, workflow_queue: str, request: Request) -> dict[str, list[Item]]:
+    """What committing ``request`` produces (items per queue)."""
+    produce: dict[str, list[Item]] = {}
+    if isinstance(request, StepCall):
+        produce[request.queue] = [step_item(request.payload)]
+    elif isinstance(request, Gather):
+        if request.dispatch:
+            for queue, payload in request.members:
+                produce.setdefault(queue, []).append(step_item(payload))
+    elif isinstance(request, Sleep):
+        if request.new:
+            stored = StepRecord(step=SLEEP_STEP, ok=True, result="null", until=request.until)
+            key = step_key(run_id, request.position)
+            produce[RESULTS_QUEUE] = [record_item(key, stored, run_id)]
+        # Produced again on a replay only to survive a wake that came early
+        # (another wake, or clocks that disagree): dedup keeps one.
+        produce[workflow_queue] = [wake_item(run_id, str(request.position), request.until)]
+    else:
+        produce = start_items(request.run_id, request.meta)
+    return produce
+
+
+# -- the context -----------------------------------------------------------------
+
+
 @dataclass
-class ReplayContext:
-    """One replay of one run, at the instant ``now``."""
+class RunContext:
+    """One run as its body sees it: the records known so far, the next position.
+
+    The engine adds records (:meth:`add`) before it resumes a body parked on
+    them; a record added is committed, or about to be in the transaction the
+    body's next request goes into (if that fails, the body is torn down).
+    """
 
     run_id: str
     workflow_queue: str
     records: dict[int, StepRecord]
-    now: datetime
+    created: dict[int, datetime] = field(default_factory=dict)
+    """When each record was stored, where known (sagas compensate in reverse of this)."""
+    known: int = 1 << 62
+    """Positions below this were looked up; reaching past it loads more."""
     position: int = 0
-    produce: dict[str, list[Item]] = field(default_factory=dict)
-    """Items to produce with the completion of the wake task, once suspended."""
-    suspended: WorkflowSuspended | None = None
-    """Set when the replay must stop: something has no stored outcome yet."""
+    """The next call's position."""
+    compensable: dict[int, Called] = field(default_factory=dict)
+    """Step calls met so far that declare a compensation, by position."""
     fatal: NonDeterminism | None = None
     """Set when the body diverged from the stored history."""
-    known: int = 1 << 62
-    """Positions below this were looked up; reaching past it asks for more."""
-    need: int | None = None
-    """Set when the body reached position ``need`` >= ``known``: load and replay again."""
-    compensable: dict[int, Called] = field(default_factory=dict)
-    """Step calls met by this replay that declare a compensation, by position."""
-    dispatching: bool = True
-    """False while a saga is aborted (cancel, timeout): nothing new is dispatched."""
-    awaited: list[tuple[str, int]] = field(default_factory=list)
-    """(queue, position) of the steps the replay suspended on, without a record."""
-    dispatched: list[tuple[str, int]] = field(default_factory=list)
-    """(queue, position) of the step items this replay produces."""
-    payloads: dict[str, StepPayload] = field(default_factory=dict)
-    """The payloads of the step items this replay produces, by their dedup key."""
+    closed: bool = False
+    """Set when the body is torn down: every call raises :class:`Evicted`."""
 
-    def _next(self) -> int:
+    def add(self, position: int, record: StepRecord, created: datetime | None = None) -> None:
+        """Record the outcome at ``position`` (before resuming the body)."""
+        self.records[position] = record
+        self.created[position] = created if created is not None else record.finished_at
+
+    def _check(self) -> None:
+        if self.closed:
+            raise Evicted()
         if self.fatal is not None:
             raise self.fatal
-        if self.suspended is not None:
-            raise self.suspended
+
+    def _next(self) -> int:
+        self._check()
         position = self.position
         self.position += 1
-        if position >= self.known:
-            self.need = position
-            self._suspend(position, "records not loaded yet")
+        while position >= self.known:
+            park(Load(position))
+            self._check()
         return position
 
     def _stored(self, position: int, name: str) -> StepRecord | None:
@@ -126,17 +243,11 @@ class ReplayContext:
             raise self.fatal
         return record
 
-    def _add(self, queue: str, item: Item) -> None:
-        if self.dispatching:
-            self.produce.setdefault(queue, []).append(item)
-
-    def _dispatch(self, queue: str, position: int, payload: StepPayload) -> None:
-        if self.dispatching:
-            item = step_item(payload)
-            self.produce.setdefault(queue, []).append(item)
-            self.dispatched.append((queue, position))
-            if item.dedup_key is not None:
-                self.payloads[item.dedup_key] = payload
+    def _wait(self, positions: Sequence[int], request: Request) -> None:
+        """Park on ``request`` until every position has a record."""
+        while any(p not in self.records for p in positions):
+            park(request)
+            self._check()
 
     def _note(
         self,
@@ -148,10 +259,6 @@ class ReplayContext:
     ) -> None:
         if undo is not None:
             self.compensable[position] = Called(name, undo, args, kwargs)
-
-    def _suspend(self, position: int, what: str) -> NoReturn:
-        self.suspended = WorkflowSuspended(position, what)
-        raise self.suspended
 
     @staticmethod
     def _outcome(record: StepRecord, position: int, codec: Codec) -> Any:
@@ -186,15 +293,14 @@ class ReplayContext:
         kwargs: dict[str, Any],
         undo: Undo | None = None,
     ) -> Any:
-        """A step call at the next position: its stored outcome, or a suspension."""
+        """A step call at the next position: its stored outcome, once there is one."""
         position = self._next()
         record = self._stored(position, name)
         self._note(position, name, undo, args, kwargs)
         if record is None:
             payload = self._payload(name, position, codec, args, kwargs)
-            self._dispatch(queue or self.workflow_queue, position, payload)
-            self.awaited.append((queue or self.workflow_queue, position))
-            self._suspend(position, name)
+            self._wait([position], StepCall(queue or self.workflow_queue, payload))
+            record = self.records[position]
         return self._outcome(record, position, codec)
 
     def spawn(
@@ -214,26 +320,21 @@ class ReplayContext:
         return StepHandle(name, position, codec, (queue or self.workflow_queue, payload))
 
     def gather(self, handles: Sequence[StepHandle[Any]]) -> list[Any]:
-        """All results in order; dispatches every missing member at once, then suspends.
+        """All results in order, once every member ended.
 
         A failed member raises its :class:`StepFailed` once every member ended.
         """
-        if self.fatal is not None:
-            raise self.fatal
-        if self.suspended is not None:
-            raise self.suspended
+        self._check()
         missing = [h for h in handles if h.position not in self.records]
         if missing:
-            # Members are dispatched in one transaction: once any has a record,
-            # all were dispatched, and a deferred one must not be dispatched twice.
-            if len(missing) == len(handles):
-                for handle in missing:
-                    assert handle.dispatch is not None
-                    self._dispatch(handle.dispatch[0], handle.position, handle.dispatch[1])
-            for handle in missing:
+            members = []
+            for handle in handles:
                 assert handle.dispatch is not None
-                self.awaited.append((handle.dispatch[0], handle.position))
-            self._suspend(missing[0].position, f"gather of {len(handles)} steps")
+                members.append(handle.dispatch)
+            # Members are dispatched together: once any has a record, all were
+            # dispatched, and a deferred one must not be dispatched twice.
+            dispatch = len(missing) == len(handles)
+            self._wait([h.position for h in handles], Gather(tuple(members), dispatch))
         return [self._outcome(self.records[h.position], h.position, h.codec) for h in handles]
 
     def sleep_until(self, until: datetime) -> None:
@@ -241,22 +342,14 @@ class ReplayContext:
         position = self._next()
         record = self._stored(position, SLEEP_STEP)
         if record is None:
-            stored = StepRecord(step=SLEEP_STEP, ok=True, result="null", until=until)
-            self._add(
-                RESULTS_QUEUE, record_item(step_key(self.run_id, position), stored, self.run_id)
-            )
-        elif record.until is None or self.now >= record.until:
-            return
-        else:
-            until = record.until
-        # Scheduled with the record; produced again only to survive a wake that
-        # came early (another wake, or clocks that disagree): dedup keeps one.
-        self._add(self.workflow_queue, wake_item(self.run_id, str(position), until))
-        self._suspend(position, SLEEP_STEP)
+            park(Sleep(position, until, new=True))
+        elif record.until is not None and datetime.now(UTC) < record.until:
+            park(Sleep(position, record.until, new=False))
+        self._check()
 
     def sleep(self, seconds: float) -> None:
-        """:meth:`sleep_until` ``now + seconds`` (computed by the first replay only)."""
-        self.sleep_until(self.now + timedelta(seconds=seconds))
+        """:meth:`sleep_until` ``now + seconds`` (computed the first time only)."""
+        self.sleep_until(datetime.now(UTC) + timedelta(seconds=seconds))
 
     def child(
         self,
@@ -267,24 +360,24 @@ class ReplayContext:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        """A child workflow run at the next position: its stored outcome, or a start."""
+        """A child workflow run at the next position: its outcome, once it ended."""
         position = self._next()
         record = self._stored(position, name)
-        if record is not None:
-            return self._outcome(record, position, codec)
-        meta = RunMeta(
-            workflow=name,
-            args=codec.encode_args(args, kwargs),
-            queue=queue or self.workflow_queue,
-            started_at=self.now,
-            deadline=self.now + timedelta(seconds=timeout) if timeout is not None else None,
-            parent=ParentLink(run_id=self.run_id, position=position, queue=self.workflow_queue),
-        )
-        for target, items in start_items(child_run_id(self.run_id, position), meta).items():
-            for item in items:
-                self._add(target, item)
-        self._suspend(position, name)
+        if record is None:
+            now = datetime.now(UTC)
+            meta = RunMeta(
+                workflow=name,
+                args=codec.encode_args(args, kwargs),
+                queue=queue or self.workflow_queue,
+                started_at=now,
+                deadline=now + timedelta(seconds=timeout) if timeout is not None else None,
+                parent=ParentLink(run_id=self.run_id, position=position, queue=self.workflow_queue),
+            )
+            request = Child(position, child_run_id(self.run_id, position), meta)
+            self._wait([position], request)
+            record = self.records[position]
+        return self._outcome(record, position, codec)
 
 
-CURRENT: ContextVar[ReplayContext | None] = ContextVar("querator_replay", default=None)
-"""The replay in progress in this task or thread, if any."""
+CURRENT: ContextVar[RunContext | None] = ContextVar("querator_run", default=None)
+"""The run whose body is executing in this context, if any (set in its fiber)."""

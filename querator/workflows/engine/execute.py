@@ -1,43 +1,27 @@
-"""Running one step item: its function under a kept lease, then one transaction."""
+"""Running one attempt of a step item: its function under a kept lease, and what
+its outcome means (a record to store, a retry, a deferral)."""
 
 from __future__ import annotations
 
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
-from anyio.lowlevel import current_token
 
 from querator.errors import Conflict
 from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQuerator
-from querator.workflows.engine.continuation import Continuation
+from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.renewal import Renewer
-from querator.workflows.engine.replay import (
-    Advance,
-    Chained,
-    History,
-    advance_after_step,
-    merge_items,
-    transact_creating,
-)
 from querator.workflows.errors import Defer, StepTimeout
 from querator.workflows.functions import StepFunction
-from querator.workflows.layout import (
-    RESULTS_QUEUE,
-    StepPayload,
-    StepRecord,
-    error_info,
-    record_item,
-    step_item,
-    wake_item,
-)
+from querator.workflows.layout import StepPayload, StepRecord, error_info, step_item
 
 log = logging.getLogger("querator.workflows")
 
@@ -175,91 +159,73 @@ async def _failed(
     return None
 
 
-async def execute_step(
-    aq: AsyncQuerator,
-    leased: Leased,
-    payload: StepPayload,
-    step: StepFunction[..., Any],
-    renewer: Renewer,
-    resources: dict[str, Any] | None = None,
-    cont: Continuation | None = None,
-    history: History | None = None,
-    found: Mapping[str, StoredItem] | None = None,
-    token: Any = None,
-) -> Chained | None:
-    """Run the step of ``leased`` (unless it already ran or the run was cancelled)
-    and record the outcome.
+class StepRunner:
+    """Runs attempts of step items for one worker (its renewer, resources and loop)."""
 
-    With ``cont`` the run is advanced in the same commit (eager continuation;
-    ``history`` is what the caller already knows of the run, if anything); the
-    result is the next step when it was produced leased to this worker.
-    ``found``: the look-up of ``payload.start_keys()`` made when the item was
-    produced leased to this worker (None: look them up now). ``token``: the
-    event loop's ``EventLoopToken`` (None: taken here).
-    """
-    run_id, position = payload.run_id, payload.position
-    key, *stops = payload.start_keys()
-    wake = {payload.workflow_queue: [wake_item(run_id, payload.wake_tag())]}
-    if found is None:
-        found = await aq.lookup(RESULTS_QUEUE, [key, *stops])
-    if any(stop in found for stop in stops):
-        log.info("run %s was cancelled; step %s@%d skipped", run_id, step.name, position)
-        await transact_creating(aq, [leased], wake)
-        return None
-    if key in found:
-        log.info("run %s step %s@%d already ran; waking the run", run_id, step.name, position)
-        await transact_creating(aq, [leased], wake)
-        return None
-    context = StepContext(
-        aq=aq,
-        run_id=run_id,
-        position=position,
-        step=step.name,
-        attempt=payload.prior_attempts + leased.attempts,
-        record_key=key,
-        compensation=payload.slot is not None,
-        resources=resources if resources is not None else {},
-        token=token if token is not None else current_token(),
-    )
-    current, outcome = await _run_kept(aq, renewer, leased, step, payload.args, context)
-    if isinstance(outcome, Defer):
-        await _defer(aq, current, payload, outcome)
-        return None
-    if isinstance(outcome, BaseException):
-        record = await _failed(aq, current, payload, step, outcome)
-        if record is None:
-            return None
-    else:
-        attempts = payload.prior_attempts + current.attempts
-        record = StepRecord(step=step.name, ok=True, result=outcome, attempts=attempts)
-        log.info("run %s step %s@%d completed", run_id, step.name, position)
-    stored = {RESULTS_QUEUE: [record_item(key, record, run_id)]}
-    advance = await _advance(aq, cont, payload, record, history)
-    if advance is None:
-        advance = Advance({**stored, **wake})
-    else:
-        advance = replace(advance, produce=merge_items(stored, advance.produce))
-    try:
-        return await advance.commit(aq, current, cont)
-    except Conflict as exc:
-        log.warning(
-            "run %s step %s@%d: result dropped, lease lost: %s", run_id, step.name, position, exc
+    def __init__(
+        self,
+        aq: AsyncQuerator,
+        renewer: Renewer,
+        resources: dict[str, Any],
+        token: Callable[[], Any],
+    ) -> None:
+        self.aq = aq
+        self.renewer = renewer
+        self.resources = resources
+        self._token = token
+
+    @staticmethod
+    def skipped(payload: StepPayload, found: Mapping[str, StoredItem]) -> bool:
+        """Whether the run was cancelled (or its saga aborted or compensating), so
+        the step must not start (``found``: the look-up of ``payload.start_keys()``)."""
+        _, *stops = payload.start_keys()
+        if any(stop in found for stop in stops):
+            log.info(
+                "run %s was cancelled; step %s@%d skipped",
+                payload.run_id,
+                payload.step,
+                payload.position,
+            )
+            return True
+        return False
+
+    async def run(
+        self, leased: Leased, payload: StepPayload, step: StepFunction[..., Any]
+    ) -> tuple[Leased, StepRecord] | None:
+        """One attempt of ``step`` for ``leased``: the item's latest version and the
+        record to store (a success, or a failure for good), or None when the
+        attempt was retried or deferred (or its lease lost meanwhile)."""
+        run_id, position = payload.run_id, payload.position
+        log.info(
+            "run %s step %s@%d: attempt %d",
+            run_id,
+            step.name,
+            position,
+            payload.prior_attempts + leased.attempts,
+            extra={"run_id": run_id, "step": step.name, "position": position},
         )
-        return None
-
-
-async def _advance(
-    aq: AsyncQuerator,
-    cont: Continuation | None,
-    payload: StepPayload,
-    record: StepRecord,
-    history: History | None,
-) -> Advance | None:
-    """The eager continuation of a step call (None: wake the run instead)."""
-    if cont is None or payload.slot is not None:
-        return None  # compensations belong to sagas, which advance by wakes
-    try:
-        return await advance_after_step(aq, cont, payload, record, history)
-    except Exception:
-        log.exception("run %s: eager continuation failed; waking the run", payload.run_id)
-        return None
+        context = StepContext(
+            aq=self.aq,
+            run_id=run_id,
+            position=position,
+            step=step.name,
+            attempt=payload.prior_attempts + leased.attempts,
+            record_key=payload.record_key(),
+            compensation=payload.slot is not None,
+            resources=self.resources,
+            token=self._token(),
+        )
+        current, outcome = await _run_kept(
+            self.aq, self.renewer, leased, step, payload.args, context
+        )
+        if isinstance(outcome, Defer):
+            await _defer(self.aq, current, payload, outcome)
+            return None
+        if isinstance(outcome, BaseException):
+            record = await _failed(self.aq, current, payload, step, outcome)
+            if record is None:
+                return None
+            return current, record
+        attempts = payload.prior_attempts + current.attempts
+        log.info("run %s step %s@%d completed", run_id, step.name, position)
+        return current, StepRecord(step=step.name, ok=True, result=outcome, attempts=attempts)

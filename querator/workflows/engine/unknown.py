@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from querator.errors import Conflict
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQuerator
-from querator.workflows.engine.replay import final_items, transact_creating
+from querator.workflows.engine.commit import final_items, transact_creating
 from querator.workflows.errors import WorkflowError
 from querator.workflows.layout import (
     RESULTS_QUEUE,

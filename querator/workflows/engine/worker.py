@@ -1,4 +1,4 @@
-"""Workers: lease wake tasks and step items, replay runs and run steps."""
+"""Workers: lease wake tasks and step items and hand them to the engine."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import secrets
 import signal
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterable
 from types import FrameType
 from typing import Any
@@ -17,35 +16,28 @@ import anyio
 from anyio.lowlevel import EventLoopToken, current_token
 from pydantic import ValidationError
 
-from querator.errors import Conflict, InvalidArgument, RequestTimeout
+from querator.errors import Conflict, RequestTimeout
 from querator.queue.client import Querator
-from querator.queue.models import Leased, StoredItem
+from querator.queue.models import Leased
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count, check_duration, check_name
 from querator.workflows.cron.scheduler import AsyncScheduler
-from querator.workflows.engine.continuation import Continuation
-from querator.workflows.engine.execute import execute_step
+from querator.workflows.engine.driver import Engine, Poison
+from querator.workflows.engine.execute import StepRunner
+from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.renewal import Renewer
-from querator.workflows.engine.replay import Chained, History, load_history, replay, replay_started
-from querator.workflows.engine.unknown import (
-    UnknownName,
-    leave_for_others,
-    unknown_step,
-    unknown_workflow,
-)
-from querator.workflows.errors import WorkflowError
-from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
+from querator.workflows.engine.served import Served
+from querator.workflows.engine.unknown import UnknownName, leave_for_others
+from querator.workflows.functions import DurableFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
     STEP_KIND,
     WAKE_KIND,
     WORK_SETTINGS,
-    WORKFLOW_QUEUE,
     StepPayload,
     WakePayload,
 )
-from querator.workflows.sagas.core import SagaFunction
 
 __all__ = ["AsyncWorker", "Worker"]
 
@@ -53,10 +45,6 @@ log = logging.getLogger("querator.worker")
 
 DEFAULT_SHUTDOWN_GRACE = 30.0
 """Seconds a stopping worker lets in-flight items finish before releasing them."""
-
-
-class Poison(WorkflowError):
-    """An item this worker cannot handle: dead-letter it (or drop it)."""
 
 
 class AsyncWorker:
@@ -86,32 +74,24 @@ class AsyncWorker:
         poll_timeout: float = 5.0,
         shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
         resources: dict[str, Any] | None = None,
+        max_live_runs: int = DEFAULT_MAX_LIVE_RUNS,
     ) -> None:
         self.aq = aq
         self.resources: dict[str, Any] = dict(resources or {})
         """Shared by this worker's steps (``StepContext.resources``); each one with a
         ``close()`` method is closed when :meth:`arun` returns (``querator.spark``
         keeps its SparkSession here)."""
-        self.workflows: dict[str, WorkflowFunction[..., Any]] = {}
-        self.steps: dict[str, StepFunction[..., Any]] = {}
-        for fn in functions:
-            self._register(fn)
-        self.queues = sorted(
-            {wf.queue or WORKFLOW_QUEUE for wf in self.workflows.values()}
-            | {s.queue or WORKFLOW_QUEUE for s in self.steps.values()}
-        )
+        self.served = Served(functions)
+        """What this worker runs (see :mod:`querator.workflows.engine.served`)."""
+        self.workflows = self.served.workflows
+        self.steps = self.served.steps
+        self.queues = self.served.queues
         self.concurrency = check_count("concurrency", concurrency, 1, 10_000)
         self.client_id = check_name(
             "client_id", client_id or f"worker-{os.getpid()}-{secrets.token_hex(4)}"
         )
         self.poll_timeout = poll_timeout
         self.shutdown_grace = check_duration("shutdown_grace", shutdown_grace, allow_zero=True)
-        self.counts: Counter[str] = Counter()
-        """Items since this worker was made: ``leased`` from its queues, and
-        ``handed_over``: step items it produced leased to itself and ran at once
-        (see :mod:`querator.workflows.engine.continuation`); ``looked_up``: wake tasks
-        whose run was looked up before its replay (a run's start wake carries
-        what its first replay needs, see :func:`querator.workflows.engine.replay.started`)."""
         self._in_flight = 0
         self._held: dict[str, Leased] = {}
         self._renewer = Renewer(aq)
@@ -120,25 +100,23 @@ class AsyncWorker:
         self._stop_count = 0
         self._token: EventLoopToken | None = None
         self._loop_thread = 0
-        self.continuation = Continuation(
-            self.workflows,
-            self.steps,
-            frozenset(self.queues),
+        runner = StepRunner(aq, self._renewer, self.resources, lambda: self._token)
+        self.engine = Engine(
+            aq,
+            self.served,
+            runner,
             self.client_id,
+            check_count("max_live_runs", max_live_runs, 0, 1_000_000),
             lambda: not self._stop_requested,
+            self._held,
         )
-        """What this worker takes on itself when it advances a run (see
-        :mod:`querator.workflows.engine.continuation`)."""
-
-    def _register(self, fn: DurableFunction) -> None:
-        table: dict[str, Any] = self.steps if isinstance(fn, StepFunction) else self.workflows
-        if not isinstance(fn, (StepFunction, WorkflowFunction)):
-            raise InvalidArgument("functions", f"{fn!r} is neither a @step nor a @workflow")
-        if table.get(fn.name, fn) is not fn:
-            raise InvalidArgument("functions", f"two functions share the name {fn.name!r}")
-        table[fn.name] = fn
-        if isinstance(fn, StepFunction) and fn.compensation is not None:
-            self._register(fn.compensation)  # a saga step's compensation runs here too
+        """Advances this worker's runs and keeps their live bodies (see
+        :mod:`querator.workflows.engine.driver`)."""
+        self.counts = self.engine.counts
+        """Since this worker was made: ``leased`` items from its queues;
+        ``handed_over``: step items it produced leased to itself and ran at once;
+        ``looked_up``: runs whose history it loaded; ``replayed``: bodies it replayed
+        from their history (misses); ``resumed``: live bodies a wake resumed."""
 
     def stop(self) -> None:
         """Stop leasing; :meth:`arun` returns once the items in hand are finished
@@ -190,10 +168,12 @@ class AsyncWorker:
                 if not await self._drain():
                     await self._release_held()
                     items.cancel_scope.cancel()
+            await self.engine.close()
             keeper.cancel_scope.cancel()
         self._token = None
         await self._close_resources()
-        log.info("worker %s stopped", self.client_id)
+        counts = ", ".join(f"{name}={count}" for name, count in sorted(self.counts.items()))
+        log.info("worker %s stopped (%s)", self.client_id, counts or "nothing done")
 
     async def _close_resources(self) -> None:
         for name, resource in list(self.resources.items()):
@@ -299,93 +279,20 @@ class AsyncWorker:
 
     async def _dispatch(self, leased: Leased) -> None:
         if leased.kind == WAKE_KIND:
-            chained = await self._wake(leased)
+            await self.engine.wake(leased, _decode(WakePayload, leased))
         elif leased.kind == STEP_KIND:
+            began = time.monotonic()
             payload = _decode(StepPayload, leased)
-            if payload.step not in self.steps:
-                raise unknown_step(payload)
-            chained = await self._step(leased, payload, None)
+            await self.engine.step(leased, payload)
+            log.debug(
+                "run %s step %s@%d: handled in %.3fs",
+                payload.run_id,
+                payload.step,
+                payload.position,
+                time.monotonic() - began,
+            )
         else:
             raise Poison(f"unknown item kind {leased.kind!r}")
-        # The run's next step, produced leased to this worker: run it in this slot.
-        while chained is not None:
-            self.counts["handed_over"] += 1
-            current = chained.leased
-            self._held[current.id] = current
-            try:
-                chained = await self._step(current, chained.payload, chained.history, chained.found)
-            finally:
-                self._held.pop(current.id, None)
-
-    async def _step(
-        self,
-        leased: Leased,
-        payload: StepPayload,
-        history: History | None,
-        found: dict[str, StoredItem] | None = None,
-    ) -> Chained | None:
-        step = self.steps[payload.step]
-        extra = {"run_id": payload.run_id, "step": step.name, "position": payload.position}
-        log.info(
-            "run %s step %s@%d: attempt %d on %s",
-            payload.run_id,
-            step.name,
-            payload.position,
-            leased.attempts,
-            self.client_id,
-            extra=extra,
-        )
-        began = time.monotonic()
-        chained = await execute_step(
-            self.aq,
-            leased,
-            payload,
-            step,
-            self._renewer,
-            self.resources,
-            self.continuation,
-            history,
-            found,
-            self._token,
-        )
-        log.info(
-            "run %s step %s@%d: handled in %.3fs",
-            payload.run_id,
-            step.name,
-            payload.position,
-            time.monotonic() - began,
-            extra=extra,
-        )
-        return chained
-
-    async def _wake(self, leased: Leased) -> Chained | None:
-        wake = _decode(WakePayload, leased)
-        run_id, meta = wake.run_id, wake.meta
-        wf = self.workflows.get(meta.workflow) if meta is not None else None
-        if meta is not None and wf is not None and not isinstance(wf, SagaFunction):
-            handled, chained = await replay_started(
-                self.aq, leased, run_id, wf, meta, self.continuation
-            )
-            if handled:
-                return chained
-        self.counts["looked_up"] += 1
-        history = await load_history(self.aq, run_id)
-        if history.finished is not None:
-            await self.aq.complete(leased.queue, [leased])
-            return None
-        if history.meta is None:
-            raise Poison(f"run {run_id} has no stored meta record")
-        wf = self.workflows.get(history.meta.workflow)
-        if wf is None:
-            raise unknown_workflow(run_id, history.meta)
-        log.debug(
-            "run %s: replay of %s with %d step record(s)",
-            run_id,
-            wf.name,
-            len(history.records),
-            extra={"run_id": run_id},
-        )
-        return await replay(self.aq, leased, run_id, wf, history, self.continuation)
 
     async def _discard(self, leased: Leased, reason: str) -> None:
         try:
@@ -425,6 +332,7 @@ class Worker:
         poll_timeout: float = 5.0,
         shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
         resources: dict[str, Any] | None = None,
+        max_live_runs: int = DEFAULT_MAX_LIVE_RUNS,
     ) -> None:
         self.q = q
         self.worker = AsyncWorker(
@@ -435,6 +343,7 @@ class Worker:
             poll_timeout=poll_timeout,
             shutdown_grace=shutdown_grace,
             resources=resources,
+            max_live_runs=max_live_runs,
         )
 
     def run(self) -> None:

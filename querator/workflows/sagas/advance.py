@@ -37,51 +37,45 @@ from querator.workflows.layout import (
 from querator.workflows.sagas.compensation import compensation_items, load_saga_state
 from querator.workflows.sagas.core import SagaState, compensation_plan
 
-__all__ = ["BodyOutcome", "BodyState", "saga_advance"]
+__all__ = ["BodyOutcome", "saga_advance"]
 
 Produce = dict[str, list[Item]]
 
 
-class BodyState(Protocol):
-    """What a saga needs of one evaluation of its body (the engine's context)."""
+class BodyOutcome(Protocol):
+    """One replay of a saga's body (:class:`querator.workflows.engine.replay.Evaluation`):
+    its final record (None: it waits), what it saw and what it waits for, and for
+    an aborted saga why."""
 
+    @property
+    def final(self) -> RunRecord | None: ...
     @property
     def records(self) -> Mapping[int, StepRecord]: ...
     @property
     def compensable(self) -> Mapping[int, Called]: ...
     @property
+    def created(self) -> Mapping[int, datetime]: ...
+    @property
+    def fatal(self) -> Exception | None: ...
+    @property
+    def abort(self) -> RunRecord | None: ...
+    @property
     def awaited(self) -> list[tuple[str, int]]: ...
     @property
     def produce(self) -> Produce: ...
-    @property
-    def fatal(self) -> Exception | None: ...
 
 
-class BodyOutcome(Protocol):
-    """One evaluation of a saga's body: its final record (None: it waits), its
-    state, when each step record was stored, and for an aborted saga why."""
-
-    @property
-    def final(self) -> RunRecord | None: ...
-    @property
-    def ctx(self) -> BodyState: ...
-    @property
-    def created(self) -> Mapping[int, datetime]: ...
-    @property
-    def abort(self) -> RunRecord | None: ...
-
-
-async def _in_flight(aq: AsyncQuerator, run_id: str, ctx: BodyState) -> bool:
+async def _in_flight(aq: AsyncQuerator, run_id: str, outcome: BodyOutcome) -> bool:
     """Whether a step the aborted body waits on still has its item (will end and wake),
     or ended since the history was loaded (its wake will replay the run)."""
-    for queue, position in ctx.awaited:
+    for queue, position in outcome.awaited:
         try:
             found = await aq.lookup(queue, [f"{run_id}/{position}/step"])
         except QueueNotFound:
             continue
         if found:
             return True
-    keys = [step_key(run_id, position) for _, position in ctx.awaited]
+    keys = [step_key(run_id, position) for _, position in outcome.awaited]
     return bool(keys) and bool(await aq.lookup(RESULTS_QUEUE, keys))
 
 
@@ -92,8 +86,7 @@ def _enter(
     error: ErrorInfo,
     cancelled: bool,
 ) -> tuple[RunRecord | None, Produce]:
-    ctx = outcome.ctx
-    plan = compensation_plan(ctx.compensable, ctx.records, outcome.created, meta.queue)
+    plan = compensation_plan(outcome.compensable, outcome.records, outcome.created, meta.queue)
     record = CompensatingRecord(error=error, cancelled=cancelled, plan=plan)
     produce, final = compensation_items(run_id, meta, SagaState(record))
     item = record_item(compensating_key(run_id), record, run_id)
@@ -113,15 +106,15 @@ async def saga_advance(
         produce, final = compensation_items(run_id, meta, state)
         return final, produce
     outcome = await body()
-    final, ctx = outcome.final, outcome.ctx
-    if ctx.fatal is not None or (outcome.abort is None and (final is None or final.ok)):
-        return (final.model_copy(update={"saga": True}) if final else None), ctx.produce
+    final = outcome.final
+    if outcome.fatal is not None or (outcome.abort is None and (final is None or final.ok)):
+        return (final.model_copy(update={"saga": True}) if final else None), outcome.produce
     if outcome.abort is None:
         assert final is not None and final.error is not None
         return _enter(run_id, meta, outcome, final.error, cancelled=False)
     abort = outcome.abort
     assert abort.error is not None
-    if await _in_flight(aq, run_id, ctx):
+    if await _in_flight(aq, run_id, outcome):
         marker = record_item(aborted_key(run_id), abort.error, run_id)
         return None, {RESULTS_QUEUE: [marker]}
     return _enter(run_id, meta, outcome, abort.error, cancelled=abort.cancelled)

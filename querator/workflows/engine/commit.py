@@ -1,0 +1,159 @@
+"""Committing a run's progress: one transaction that completes the item in hand
+and produces what comes next, and the step item a worker may hand itself."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from querator.errors import QueueNotFound
+from querator.queue.models import Item, Leased, TransactResult
+from querator.queue.service import AsyncQuerator
+from querator.workflows.layout import (
+    RESULTS_QUEUE,
+    RESULTS_SETTINGS,
+    STEP_KIND,
+    WORK_SETTINGS,
+    RunMeta,
+    RunRecord,
+    StepPayload,
+    StepRecord,
+    awaited_record,
+    record_item,
+    result_key,
+    step_key,
+    wake_item,
+)
+
+__all__ = [
+    "Claim",
+    "Produce",
+    "final_items",
+    "log_final",
+    "merge_items",
+    "not_colliding",
+    "split_claim",
+    "transact_creating",
+]
+
+log = logging.getLogger("querator.workflows")
+
+Produce = dict[str, list[Item]]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The step item a commit produces leased to this worker, to run next."""
+
+    queue: str
+    item: Item
+    payload: StepPayload
+
+
+def split_claim(
+    produce: Produce,
+    payloads: Mapping[str, StepPayload],
+    can_run: Callable[[str, str], bool],
+) -> tuple[Produce, Claim | None]:
+    """Take the step item to run next out of ``produce``, when there is exactly one
+    (a fan-out goes to the queue: other workers run its members in parallel),
+    it is due now, and ``can_run(step, queue)`` says this worker runs it.
+    ``payloads``: the step items' payloads by dedup key."""
+    steps = [(queue, item) for queue, items in produce.items() for item in items]
+    steps = [(queue, item) for queue, item in steps if item.kind == STEP_KIND]
+    if len(steps) != 1:
+        return produce, None
+    queue, item = steps[0]
+    payload = payloads.get(item.dedup_key or "")
+    if payload is None or item.enqueue_at is not None or not can_run(payload.step, queue):
+        return produce, None
+    rest = {name: [i for i in items if i is not item] for name, items in produce.items()}
+    return {name: items for name, items in rest.items() if items}, Claim(queue, item, payload)
+
+
+def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> Produce:
+    """The run's result record, and for a child run its parent's record and wake."""
+    produce = {RESULTS_QUEUE: [record_item(result_key(run_id), final, run_id)]}
+    parent = meta.parent
+    if parent is not None:
+        record = StepRecord(
+            step=meta.workflow, ok=final.ok, result=final.result, error=final.error, attempts=1
+        )
+        key = step_key(parent.run_id, parent.position)
+        produce[RESULTS_QUEUE].append(record_item(key, record, parent.run_id))
+        produce[parent.queue] = [wake_item(parent.run_id, str(parent.position))]
+    return produce
+
+
+def log_final(run_id: str, final: RunRecord) -> None:
+    """One line for a run's end."""
+    status = final.status or (
+        "cancelled" if final.cancelled else "completed" if final.ok else "failed"
+    )
+    log.info("run %s %s%s", run_id, status, "" if final.ok else f": {final.error}")
+
+
+def not_colliding(held: Leased, produce: Produce) -> Produce:
+    """Rename a produced item holding the dedup key of the item being completed.
+
+    Completing an item and producing its key in one transaction would dedup the
+    new item into the one being deleted; ``{key}/r`` (and back) keeps both apart.
+    """
+    key = held.dedup_key
+    if key is None or held.queue not in produce:
+        return produce
+    other = key[: -len("/r")] if key.endswith("/r") else key + "/r"
+    items = [
+        item.model_copy(update={"dedup_key": other}) if item.dedup_key == key else item
+        for item in produce[held.queue]
+    ]
+    return {**produce, held.queue: items}
+
+
+def merge_items(*parts: Produce) -> Produce:
+    """The items of ``parts`` together, per queue, in order."""
+    merged: Produce = {}
+    for part in parts:
+        for queue, items in part.items():
+            merged.setdefault(queue, []).extend(items)
+    return merged
+
+
+async def transact_creating(
+    aq: AsyncQuerator,
+    complete: list[Leased],
+    produce: Produce,
+    produce_leased: Produce | None = None,
+    client_id: str | None = None,
+    lookup: dict[str, list[str]] | None = None,
+) -> TransactResult:
+    """Complete and produce at once, creating missing target queues first
+    (``lookup``: see :meth:`AsyncQuerator.transact`).
+
+    Step records nobody waits for do not wake the results queue's watchers
+    (``result()`` calls): only a run's end and a saga's compensation do.
+    """
+    targets = set(produce) | set(produce_leased or {}) | set(lookup or {})
+    records = produce.get(RESULTS_QUEUE, [])
+    quiet = records and not any(
+        item.dedup_key is None or awaited_record(item.dedup_key) for item in records
+    )
+    silent = (RESULTS_QUEUE,) if quiet else ()
+    attempts = len(targets) + 1
+    for attempt in range(attempts + 1):
+        try:
+            return await aq.transact(
+                complete=complete,
+                produce=produce,
+                produce_leased=produce_leased,
+                client_id=client_id,
+                lookup=lookup,
+                silent=silent,
+            )
+        except QueueNotFound as exc:
+            if exc.queue not in targets or attempt == attempts:
+                raise
+            settings = RESULTS_SETTINGS if exc.queue == RESULTS_QUEUE else WORK_SETTINGS
+            await aq.create_queue(exc.queue, settings, exist_ok=True)
+    raise AssertionError("unreachable: the last attempt returns or raises")
