@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from querator.errors import QueueNotFound
+from querator.errors import Conflict, QueueNotFound
 from querator.queue.models import Item, Leased, TransactResult
 from querator.queue.service import AsyncQuerator
 from querator.workflows.layout import (
@@ -29,6 +29,8 @@ from querator.workflows.layout import (
 __all__ = [
     "Claim",
     "Produce",
+    "commit_held",
+    "commit_wake",
     "final_items",
     "log_final",
     "merge_items",
@@ -157,3 +159,22 @@ async def transact_creating(
             settings = RESULTS_SETTINGS if exc.queue == RESULTS_QUEUE else WORK_SETTINGS
             await aq.create_queue(exc.queue, settings, exist_ok=True)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+async def commit_held(aq: AsyncQuerator, held: Leased, produce: Produce) -> bool:
+    """Complete ``held`` and produce, in one transaction; False (logged) if its
+    lease was lost meanwhile."""
+    try:
+        await transact_creating(aq, [held], not_colliding(held, produce))
+    except Conflict as exc:
+        log.warning("item %s (%s) lost its lease: result dropped (%s)", held.id, held.kind, exc)
+        return False
+    return True
+
+
+async def commit_wake(
+    aq: AsyncQuerator, held: Leased, payload: StepPayload, produce: Produce | None = None
+) -> None:
+    """Complete a step item with ``produce`` and a wake task for its run."""
+    wake = {payload.workflow_queue: [wake_item(payload.run_id, payload.wake_tag())]}
+    await commit_held(aq, held, merge_items(produce or {}, wake))

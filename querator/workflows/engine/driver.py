@@ -43,6 +43,8 @@ from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.workflows.engine.commit import (
     Produce,
+    commit_held,
+    commit_wake,
     final_items,
     log_final,
     merge_items,
@@ -51,7 +53,6 @@ from querator.workflows.engine.commit import (
     transact_creating,
 )
 from querator.workflows.engine.context import (
-    Child,
     Gather,
     Request,
     Sleep,
@@ -59,18 +60,20 @@ from querator.workflows.engine.context import (
     request_items,
     waited_positions,
 )
+from querator.workflows.engine.decisions import (
+    ended_early,
+    ending,
+    needs_saga_path,
+    resumes_on,
+    satisfied,
+    tag_position,
+    timed_out,
+)
 from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
-from querator.workflows.engine.replay import (
-    ended_early,
-    evaluate,
-    finished_record,
-    new_live,
-    resume,
-    timed_out,
-)
+from querator.workflows.engine.replay import evaluate, new_live, resume
 from querator.workflows.engine.served import Served
 from querator.workflows.engine.unknown import unknown_step, unknown_workflow
 from querator.workflows.errors import WorkflowError
@@ -84,7 +87,6 @@ from querator.workflows.layout import (
     aborted_key,
     cancel_key,
     compensating_key,
-    error_info,
     record_item,
     result_key,
     step_key,
@@ -148,7 +150,7 @@ class Engine:
             raise unknown_step(payload)
         found = await self.aq.lookup(RESULTS_QUEUE, payload.start_keys())
         if self.runner.skipped(payload, found):
-            await self._commit_wake(leased, payload)
+            await commit_wake(self.aq, leased, payload)
             return
         stored = found.get(payload.record_key())
         if stored is not None:
@@ -158,7 +160,7 @@ class Engine:
                 payload.step,
                 payload.position,
             )
-            await self._commit_wake(leased, payload)
+            await commit_wake(self.aq, leased, payload)
             return
         ran = await self.runner.run(leased, payload, step)
         if ran is None:
@@ -193,7 +195,7 @@ class Engine:
         runs the workflow and the body waits on nothing else; else wake the run."""
         produce = {RESULTS_QUEUE: [record_item(payload.record_key(), record, payload.run_id)]}
         if payload.slot is not None or payload.workflow_queue not in self.served.workflow_queues:
-            await self._commit_wake(current, payload, produce)  # compensations: sagas use wakes
+            await commit_wake(self.aq, current, payload, produce)  # compensations: sagas use wakes
             return
         async with self._locked(payload.run_id, current) as held:
             current = held[0]
@@ -215,13 +217,13 @@ class Engine:
             if replayed is not None:
                 live, message = replayed
         request = live.request if message is None and live is not None else message
-        if live is not None and _resumes(live, request, position):
+        if live is not None and resumes_on(live, request, position):
             if not await self._stopped(live, record):
                 live.ctx.add(position, record)
                 return live
             await self.live.drop(live)
             live = None
-        await self._commit_wake(current, payload, produce)
+        await commit_wake(self.aq, current, payload, produce)
         if live is not None and live.request is not None:
             if position in waited_positions(live.request):
                 live.ctx.add(position, record)  # committed: a gather's other members need it
@@ -240,7 +242,7 @@ class Engine:
         if meta is None or history.finished is not None:
             return None
         wf = self.served.workflows.get(meta.workflow)
-        if wf is None or _needs_saga_path(wf, history):
+        if wf is None or needs_saga_path(wf, history):
             return None
         if ended_early(run_id, history, datetime.now(UTC)) is not None:
             return None
@@ -269,7 +271,7 @@ class Engine:
                 live.ctx.add(
                     position, StepRecord.model_validate_json(item.payload), item.created_at
                 )
-        if _satisfied(live, request):
+        if satisfied(live, request):
             self.counts["resumed"] += 1
             await self._drive(live, wake, {}, None)
             return
@@ -279,7 +281,7 @@ class Engine:
         if isinstance(request, Sleep):
             again = wake_item(run_id, str(request.position), request.until)
             produce = {live.ctx.workflow_queue: [again]}
-        await self._commit(wake, produce)
+        await commit_held(self.aq, wake, produce)
 
     async def _wake_miss(self, wake: Leased, payload: WakePayload) -> None:
         run_id, meta = payload.run_id, payload.meta
@@ -292,21 +294,22 @@ class Engine:
                 return
             await live.close()  # it would do more than dispatch steps: from what is stored
         self.counts["looked_up"] += 1
-        history = await load_history(self.aq, run_id, _tag_position(wake))
+        history = await load_history(self.aq, run_id, tag_position(wake))
         if history.finished is not None:
-            await self._commit(wake, {})
+            await commit_held(self.aq, wake, {})
             return
         if history.meta is None:
             raise Poison(f"run {run_id} has no stored meta record")
         wf = self.served.workflows.get(history.meta.workflow)
         if wf is None:
             raise unknown_workflow(run_id, history.meta)
-        if _needs_saga_path(wf, history):
+        if needs_saga_path(wf, history):
             await self._saga(wake, run_id, wf, history)
             return
         final = ended_early(run_id, history, datetime.now(UTC))
         if final is not None:
-            await self._finish(wake, run_id, history, final)
+            log_final(run_id, final)
+            await commit_held(self.aq, wake, final_items(run_id, history.meta, final))
             return
         self.counts["replayed"] += 1
         live = new_live(run_id, wf, history)
@@ -340,7 +343,7 @@ class Engine:
             message = None
             if await self._stopped(live, record):
                 await self.live.drop(live)
-                await self._commit_wake(held, payload, produce)
+                await commit_wake(self.aq, held, payload, produce)
                 return
             if self.live.limit == 0:  # no live bodies: every step is a miss (a replay)
                 await self.live.drop(live)
@@ -374,7 +377,7 @@ class Engine:
         if stored is not None:  # it ran already (the run advanced elsewhere too)
             return held, StepRecord.model_validate_json(stored.payload), {}
         if self.runner.skipped(payload, found):
-            await self._commit_wake(held, payload)
+            await commit_wake(self.aq, held, payload)
             return None
         step = self.served.step(payload.step, held.queue)
         assert step is not None  # claimed only when served
@@ -396,12 +399,12 @@ class Engine:
         """Commit what the body asks (``message``) with ``held`` completed and
         ``produce``; the step item handed to this worker, if any."""
         run_id = live.run_id
-        to_saga, final = self._ending(live, message)
+        to_saga, final = ending(live, message)
         if to_saga:
             await self.live.drop(live)
             if produce:  # store the step's record first; the wake compensates
                 wake = {live.ctx.workflow_queue: [wake_item(run_id, "saga")]}
-                await self._commit(held, merge_items(produce, wake))
+                await commit_held(self.aq, held, merge_items(produce, wake))
             else:
                 history = await load_history(self.aq, run_id, live.ctx.position)
                 await self._saga(held, run_id, live.wf, history)
@@ -409,7 +412,9 @@ class Engine:
         if final is not None:
             await self.live.drop(live)
             log_final(run_id, final)
-            await self._commit(held, merge_items(produce, final_items(run_id, live.meta, final)))
+            await commit_held(
+                self.aq, held, merge_items(produce, final_items(run_id, live.meta, final))
+            )
             return None
         assert not isinstance(message, Finished | RunRecord)
         request = message
@@ -450,57 +455,6 @@ class Engine:
             return None  # produced, but not leasable now: the queue hands it out
         return leased, claim.payload, result.found.get(RESULTS_QUEUE, {})
 
-    @staticmethod
-    def _ending(
-        live: LiveRun, message: Request | Finished | RunRecord
-    ) -> tuple[bool, RunRecord | None]:
-        """(True, None) when a saga must now be advanced from what is stored (its
-        body failed, or it passed its deadline); else the run's final record if
-        it ends now (None: it goes on). ``message``: what the body asked, or the
-        final record of a run that timed out before it was resumed."""
-        ctx, wf = live.ctx, live.wf
-        is_saga = isinstance(wf, SagaFunction)
-        if isinstance(message, RunRecord):
-            if is_saga:
-                return True, None
-            final: RunRecord | None = message
-        elif ctx.fatal is not None:
-            final = RunRecord(ok=False, error=error_info(ctx.fatal))
-        elif isinstance(message, Finished):
-            final = finished_record(wf, message)
-            if is_saga and not final.ok:
-                return True, None
-        else:
-            final = timed_out(live.run_id, live.meta.deadline, datetime.now(UTC))
-            if final is not None and is_saga:
-                return True, None
-        if final is not None and is_saga:
-            final = final.model_copy(update={"saga": True})
-        return False, final
-
-    # -- commits -------------------------------------------------------------------
-
-    async def _commit(self, held: Leased, produce: Produce) -> bool:
-        """Complete ``held`` and produce, in one transaction; False if its lease was lost."""
-        try:
-            await transact_creating(self.aq, [held], not_colliding(held, produce))
-        except Conflict as exc:
-            log.warning("item %s (%s) lost its lease: result dropped (%s)", held.id, held.kind, exc)
-            return False
-        return True
-
-    async def _commit_wake(
-        self, held: Leased, payload: StepPayload, produce: Produce | None = None
-    ) -> None:
-        """Complete a step item with ``produce`` and a wake task for its run."""
-        wake = {payload.workflow_queue: [wake_item(payload.run_id, payload.wake_tag())]}
-        await self._commit(held, merge_items(produce or {}, wake))
-
-    async def _finish(self, held: Leased, run_id: str, history: History, final: RunRecord) -> None:
-        assert history.meta is not None
-        log_final(run_id, final)
-        await self._commit(held, final_items(run_id, history.meta, final))
-
     async def _saga(
         self, held: Leased, run_id: str, wf: WorkflowFunction[..., Any], history: History
     ) -> None:
@@ -514,36 +468,4 @@ class Engine:
         if final is not None:
             log_final(run_id, final)
             produce = merge_items(produce, final_items(run_id, history.meta, final))
-        await self._commit(held, produce)
-
-
-def _resumes(live: LiveRun, request: Request | Finished | None, position: int) -> bool:
-    """Whether the record at ``position`` is all ``request`` still waits for."""
-    if isinstance(request, StepCall | Child):
-        return waited_positions(request) == [position]
-    if isinstance(request, Gather):
-        others = [p for p in waited_positions(request) if p != position]
-        return len(others) < len(waited_positions(request)) and all(
-            p in live.ctx.records for p in others
-        )
-    return False
-
-
-def _satisfied(live: LiveRun, request: Request) -> bool:
-    """Whether ``request`` has what it waits for."""
-    if isinstance(request, Sleep):
-        return datetime.now(UTC) >= request.until
-    return all(p in live.ctx.records for p in waited_positions(request))
-
-
-def _needs_saga_path(wf: WorkflowFunction[..., Any], history: History) -> bool:
-    """A saga compensating, cancelled or past its deadline is advanced by replay."""
-    if not isinstance(wf, SagaFunction):
-        return False
-    return history.compensating or ended_early("", history, datetime.now(UTC)) is not None
-
-
-def _tag_position(wake: Leased) -> int:
-    """The position a wake task names (its dedup key's tag), else 0."""
-    tag = (wake.dedup_key or "").removesuffix("/r").rpartition("/")[2]
-    return int(tag) if tag.isdigit() else 0
+        await commit_held(self.aq, held, produce)

@@ -26,12 +26,12 @@ from querator.workflows.engine.context import (
     awaited_steps,
     request_items,
 )
+from querator.workflows.engine.decisions import ended_early, finished_record
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_records
 from querator.workflows.engine.live import LiveRun, body_fiber
-from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.layout import ErrorInfo, RunRecord, StepRecord, error_info
+from querator.workflows.layout import RunRecord, StepRecord, error_info
 from querator.workflows.sagas.core import SagaFunction
 
 __all__ = [
@@ -49,35 +49,6 @@ log = logging.getLogger("querator.workflows")
 SLOW_BODY = 0.1
 """Seconds a body may run between two parks before the worker logs a warning
 (it runs on the worker's event loop: it should only orchestrate)."""
-
-
-def finished_record(wf: WorkflowFunction[..., Any], finished: Finished) -> RunRecord:
-    """The final record of a body that ended."""
-    error: Exception | None = finished.error
-    if error is None:
-        try:
-            return RunRecord(ok=True, result=wf.codec.encode_result(finished.value))
-        except Exception as exc:
-            error = exc
-    return RunRecord(ok=False, error=error_info(error))
-
-
-def ended_early(run_id: str, history: History, now: datetime) -> RunRecord | None:
-    """The final record of a cancelled or timed-out run (None: it goes on)."""
-    if history.cancel is not None:
-        # The stored message is the reason alone: result() raises WorkflowCancelled with it.
-        error = ErrorInfo(type=WorkflowCancelled.__qualname__, message=history.cancel.reason)
-        return RunRecord(ok=False, error=error, cancelled=True)
-    assert history.meta is not None
-    return timed_out(run_id, history.meta.deadline, now)
-
-
-def timed_out(run_id: str, deadline: datetime | None, now: datetime) -> RunRecord | None:
-    """The final record of a run past its deadline (None: not past it)."""
-    if deadline is not None and now >= deadline:
-        timeout = WorkflowTimeout(f"run {run_id} timed out at {deadline.isoformat()}")
-        return RunRecord(ok=False, error=error_info(timeout))
-    return None
 
 
 def new_live(run_id: str, wf: WorkflowFunction[..., Any], history: History) -> LiveRun:
