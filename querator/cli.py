@@ -12,6 +12,7 @@ querator runs replay RUN_ID... --app myapp.flows   # check new code against stor
 querator runs replay --running --app myapp.flows   # ... against every running run
 querator queues list
 querator queues stats NAME
+querator health [--max-age SECONDS]          # for probes: exit 1 when unhealthy
 ```
 
 The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``.
@@ -27,6 +28,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,9 +37,10 @@ from typing import Annotated, Any
 
 import typer
 
-from querator.errors import InvalidArgument, QueratorError
+from querator.errors import InvalidArgument, QueratorError, Unavailable
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
+from querator.queue.outage import Backoff, Outage
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
@@ -143,6 +146,10 @@ def worker(
     max_live_runs: Annotated[
         int, typer.Option(help="Workflow bodies kept live between their steps.")
     ] = DEFAULT_MAX_LIVE_RUNS,
+    wait_for_store: Annotated[
+        bool,
+        typer.Option(help="Wait for an unreachable store at start-up instead of failing."),
+    ] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Serve the workflows of MODULE and the steps they call (and the steps of
@@ -156,7 +163,7 @@ def worker(
         functions = load_functions(target)
         names = ", ".join(sorted(f.name for f in functions))
         logging.getLogger("querator.worker").info("registering %s", names)
-        with Querator(url) as q:
+        with _open(url, wait_for_store) as q:
             Worker(
                 q,
                 functions,
@@ -165,6 +172,24 @@ def worker(
                 shutdown_grace=shutdown_grace,
                 max_live_runs=max_live_runs,
             ).run()
+
+
+def _open(url: str, wait: bool) -> Querator:
+    """The store at ``url``; while it is unreachable (``Unavailable``) and ``wait``,
+    try again with capped backoff, saying so once (a worker started before its
+    database, or during a restart)."""
+    outage, backoff = Outage(logging.getLogger("querator.worker"), "worker start"), Backoff()
+    while True:
+        try:
+            q = Querator(url)
+        except Unavailable as exc:
+            if not wait:
+                raise
+            outage.lost(exc)
+            time.sleep(backoff.next())
+            continue
+        outage.back()
+        return q
 
 
 def _when(value: Any) -> str:
@@ -370,6 +395,45 @@ def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> 
     totals += [sum(p.scheduled for p in parts), sum(p.dead_lettered for p in parts)]
     rows.append(["all", *(str(t) for t in totals), "-"])
     _table(rows)
+
+
+@app.command()
+def health(
+    url: Url = DEFAULT_URL,
+    max_age: Annotated[
+        float | None,
+        typer.Option(help="Unhealthy when a queue's oldest item is older (seconds)."),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Check the store for a probe: reachable, its queues, the oldest item's age.
+    Exit status 0 when healthy, 1 when the store is unreachable or an item is
+    older than --max-age."""
+    report: dict[str, Any] = {"store": "unreachable", "queues": 0, "oldest_age": None}
+    try:
+        with Querator(url) as q:
+            names = [info.name for info in q.list_queues(limit=1000)]
+            ages = [
+                p.oldest_age
+                for name in names
+                for p in q.stats(name).partitions
+                if p.oldest_age is not None and p.total > p.dead_lettered
+            ]
+        report.update(store="reachable", queues=len(names), oldest_age=max(ages, default=None))
+    except QueratorError as exc:
+        report["error"] = str(exc)
+    oldest = report["oldest_age"]
+    healthy = report["store"] == "reachable" and (
+        max_age is None or oldest is None or oldest <= max_age
+    )
+    report["healthy"] = healthy
+    if as_json:
+        typer.echo(json.dumps(report))
+    else:
+        for key, value in report.items():
+            typer.echo(f"{key + ':':<12}{value}")
+    if not healthy:
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from typing import Self
 import anyio
 from anyio.abc import TaskGroup
 
-from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, UsageError
+from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
 from querator.queue.backends.base import Backend, NewItem
@@ -31,6 +31,7 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
+from querator.queue.outage import Backoff, Outage
 from querator.queue.plans import RefLike, build_plan, check_unique, refs_of, route_items
 from querator.queue.routing import Spreader, lease_order
 from querator.queue.validation import (
@@ -135,22 +136,37 @@ class AsyncQuerator(QueueAdmin):
         self._tasks.start_soon(self._listen_forever)
 
     async def _listen_forever(self) -> None:
+        outage, backoff = Outage(log, "querator: wakeup listener"), Backoff(initial=0.2)
+        ready = self._board.wake_all
+
+        def on_ready() -> None:
+            outage.back()
+            backoff.reset()
+            ready()
+
         while True:
             try:
-                await self._backend.listen(self._board.wake, self._board.wake_all)
+                await self._backend.listen(self._board.wake, on_ready)
+            except Unavailable as exc:
+                outage.lost(exc)
             except Exception:
-                log.exception("querator: wakeup listener failed; retrying in 1s")
+                log.exception("querator: wakeup listener failed; retrying")
             self._board.wake_all()
-            await anyio.sleep(1.0)
+            await anyio.sleep(backoff.next())
 
     async def _maintain_forever(self) -> None:
+        outage = Outage(log, "querator: maintenance")
         while True:
             await anyio.sleep(self._maintenance_interval)
             try:
                 if await self._backend.claim_maintenance(self._maintenance_interval):
                     await self.run_maintenance()
+            except Unavailable as exc:
+                outage.lost(exc)  # once per outage, not a traceback every interval
             except Exception:
                 log.exception("querator: maintenance failed; will try again")
+            else:
+                outage.back()
 
     # -- items --------------------------------------------------------------
     async def produce(self, queue: str, items: Sequence[Item]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, overload
@@ -10,8 +11,9 @@ from typing import Any, Generic, overload
 import anyio
 from typing_extensions import TypeVar
 
-from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout
+from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, Unavailable
 from querator.queue.client import Querator
+from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.engine.commit import transact_creating
@@ -38,6 +40,8 @@ from querator.workflows.sagas.compensation import load_saga_state, redrive
 from querator.workflows.sagas.core import pending_status
 
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
+
+log = logging.getLogger("querator.workflows")
 
 R = TypeVar("R", default=Any)
 """What a run's workflow returns (``Any`` for a handle re-attached by run id)."""
@@ -132,15 +136,29 @@ class AsyncRunHandle(Generic[R]):
 
         Raises :class:`RequestTimeout` after ``timeout`` seconds (None: wait
         forever). Waiting does not poll: it sleeps until the results queue is
-        woken (a record was written by any worker) and then looks once.
+        woken (a record was written by any worker) and then looks once. While
+        the store is unavailable (a restart, a failover) it keeps trying, with
+        capped backoff, until its timeout, and logs the outage once.
         """
         deadline = None if timeout is None else anyio.current_time() + timeout
         watch = self.aq.watch(RESULTS_QUEUE)
-        while (record := await self._finished()) is None:
+        outage, backoff = Outage(log, f"run {self.run_id}: result()"), Backoff()
+        while True:
+            try:
+                record = await self._finished()
+            except Unavailable as exc:  # ride through a store restart until our timeout
+                outage.lost(exc)
+                record, wait = None, backoff.next()
+            else:
+                outage.back()
+                backoff.reset()
+                wait = WAIT_SLICE
+            if record is not None:
+                break
             left = WAIT_SLICE if deadline is None else deadline - anyio.current_time()
             if left <= 0:
                 raise RequestTimeout(f"run {self.run_id} did not finish within {timeout}s")
-            await watch.wait(min(left, WAIT_SLICE))
+            await watch.wait(min(left, wait))
         if record.saga and not record.ok:
             error = record.error
             raise SagaFailed(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import anyio
 import psycopg
@@ -12,7 +13,7 @@ import pytest
 from pg_schemas import drop_schema, with_query
 
 from querator import Item, Querator, QueueSettings
-from querator.errors import QueratorError, Unavailable
+from querator.errors import InvalidArgument, QueratorError, Unavailable
 from querator.queue.backends.postgres.backend import PostgresBackend
 
 
@@ -85,8 +86,28 @@ def test_unreachable_server_raises_unavailable() -> None:
         q.list_queues()  # opening or the first call may be what connects
     assert isinstance(err.value, QueratorError)
     assert err.value.retryable
-    # open() gives up after OPEN_TIMEOUT (10 s), not psycopg_pool's 30 s default.
-    assert time.monotonic() - started < 25
+    assert "Connection refused" in str(err.value)  # the cause, at once
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("path", "cause"),
+    [
+        ("test_no_such_database_here", 'database "test_no_such_database_here" does not exist'),
+        ("test", 'role "no_such_role_here" does not exist'),
+    ],
+)
+def test_a_refused_connection_string_fails_at_once_naming_why(
+    pg_dsn: str, path: str, cause: str
+) -> None:
+    parts = urlsplit(pg_dsn)
+    user = "no_such_role_here" if "role" in cause else parts.username
+    bad = f"postgresql://{user}@{parts.hostname}:{parts.port or 5432}/{path}"
+    started = time.monotonic()
+    with pytest.raises(InvalidArgument) as err, Querator(bad):
+        pass
+    assert cause in str(err.value)
+    assert time.monotonic() - started < 5
 
 
 def test_pooled_connections_share_session_settings(pg_schema_url: str) -> None:

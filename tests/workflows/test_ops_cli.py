@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from worker_threads import serving
 
-from querator import Querator
+from querator import Item, Querator
 from querator.cli import load_functions
 from querator.errors import InvalidArgument
 from querator.workflows import Worker, WorkflowCancelled, start
@@ -164,3 +164,20 @@ def test_runs_replay_checks_new_code_against_stored_runs(tmp_path: Path) -> None
     assert "'ops.hello'" in changed.stdout and "'ops.hello_v2'" in changed.stdout
     nothing = cli("runs", "replay", "--app", "tests.workflows.ops_flows", "--url", url)
     assert nothing.returncode == 2 and "--running" in nothing.stderr
+
+
+def test_health_reports_the_store_for_probes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'health.db'}"
+    with Querator(url) as q:
+        q.create_queue("jobs")
+        q.produce("jobs", [Item(payload=b"old")])
+    ok = cli("health", "--url", url, "--json")
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads(ok.stdout)
+    assert report["store"] == "reachable" and report["queues"] == 1 and report["healthy"]
+    assert report["oldest_age"] >= 0
+    stale = cli("health", "--url", url, "--max-age", "0")
+    assert stale.returncode == 1 and "healthy:    False" in stale.stdout
+    down = cli("health", "--url", "postgresql://root@127.0.0.1:1/none", "--json")
+    assert down.returncode == 1
+    assert json.loads(down.stdout)["store"] == "unreachable"

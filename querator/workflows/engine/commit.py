@@ -6,9 +6,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
-from querator.errors import Conflict, QueueNotFound
+import anyio
+
+from querator.errors import Conflict, QueueNotFound, Unavailable
 from querator.queue.models import Item, Leased, TransactResult
+from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -135,6 +139,13 @@ async def transact_creating(
 
     Step records nobody waits for do not wake the results queue's watchers
     (``result()`` calls): only a run's end and a saga's compensation do.
+
+    A commit that fails with :class:`~querator.errors.Unavailable` (the store
+    restarting, a connection cut) is tried again with capped backoff for as
+    long as the items it completes stay leased: it names their versions, so a
+    repeat can never apply twice or clobber another worker's item. If the
+    first attempt did commit and only its answer was lost, the repeat finds the
+    items gone (Conflict) and the worker drops what it held in memory.
     """
     targets = set(produce) | set(produce_leased or {}) | set(lookup or {})
     records = produce.get(RESULTS_QUEUE, [])
@@ -143,9 +154,11 @@ async def transact_creating(
     )
     silent = (RESULTS_QUEUE,) if quiet else ()
     attempts = len(targets) + 1
-    for attempt in range(attempts + 1):
+    backoff: Backoff | None = None
+    attempt = 0
+    while True:
         try:
-            return await aq.transact(
+            result = await aq.transact(
                 complete=complete,
                 produce=produce,
                 produce_leased=produce_leased,
@@ -154,11 +167,37 @@ async def transact_creating(
                 silent=silent,
             )
         except QueueNotFound as exc:
-            if exc.queue not in targets or attempt == attempts:
+            attempt += 1
+            if exc.queue not in targets or attempt > attempts:
                 raise
             settings = RESULTS_SETTINGS if exc.queue == RESULTS_QUEUE else WORK_SETTINGS
             await aq.create_queue(exc.queue, settings, exist_ok=True)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+            continue
+        except Unavailable as exc:
+            backoff = backoff or Backoff()
+            delay = backoff.next()
+            if not _lease_left(complete, delay):
+                raise  # the lease ends first: whoever leases the item next decides
+            COMMITS.lost(exc)
+            await anyio.sleep(delay)
+            continue
+        if backoff is not None:
+            COMMITS.back()
+        return result
+
+
+COMMITS = Outage(log, "querator: workflow commits")
+"""Commits that failed with Unavailable are retried (see :func:`transact_creating`)."""
+
+
+def _lease_left(complete: list[Leased], delay: float) -> bool:
+    """Whether every item being completed is still leased ``delay`` seconds from
+    now (a commit is fenced by the items' versions: repeating it is safe while
+    they are held; an item with no lease, or none to complete, is not retried)."""
+    if not complete:
+        return False
+    soon = datetime.now(UTC) + timedelta(seconds=delay)
+    return all(item.lease_deadline is not None and item.lease_deadline > soon for item in complete)
 
 
 async def commit_held(aq: AsyncQuerator, held: Leased, produce: Produce) -> bool:

@@ -16,9 +16,10 @@ import anyio
 from anyio.lowlevel import EventLoopToken, current_token
 from pydantic import ValidationError
 
-from querator.errors import Conflict, RequestTimeout
+from querator.errors import Conflict, RequestTimeout, Unavailable
 from querator.queue.client import Querator
 from querator.queue.models import Leased
+from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count, check_duration, check_name
 from querator.workflows.cron.scheduler import AsyncScheduler
@@ -234,6 +235,8 @@ class AsyncWorker:
                 log.exception("worker %s: could not release item %s", self.client_id, leased.id)
 
     async def _poll(self, queue: str, items: anyio.abc.TaskGroup) -> None:
+        outage = Outage(log, f"worker {self.client_id}: lease from {queue}")
+        backoff = Backoff()
         while True:
             async with self._slots:
                 while self._in_flight >= self.concurrency:
@@ -246,11 +249,19 @@ class AsyncWorker:
                     queue, client_id=self.client_id, batch_size=free, timeout=self.poll_timeout
                 )
             except RequestTimeout:
+                outage.back()
+                backoff.reset()
+                continue
+            except Unavailable as exc:
+                outage.lost(exc)  # logged once per outage; retried with capped backoff
+                await anyio.sleep(backoff.next())
                 continue
             except Exception:
                 log.exception("worker %s: lease from %s failed; retrying", self.client_id, queue)
-                await anyio.sleep(1.0)
+                await anyio.sleep(backoff.next())
                 continue
+            outage.back()
+            backoff.reset()
             self.counts["leased"] += len(batch)
             for leased in batch:
                 self._in_flight += 1

@@ -26,7 +26,7 @@ from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.array_params import register as register_arrays
 from querator.queue.backends.postgres.array_params import text_array
 from querator.queue.backends.postgres.dsn import split_dsn
-from querator.queue.backends.postgres.failures import driver_errors
+from querator.queue.backends.postgres.failures import driver_errors, refuse_bad_dsn
 from querator.queue.backends.postgres.fused import fusable
 from querator.queue.backends.postgres.group_commit import GroupCommit
 from querator.queue.backends.postgres.items import (
@@ -61,6 +61,15 @@ async def _configure(conn: AsyncConnection[TupleRow]) -> None:
     await conn.execute(q.SESSION_SETTINGS)
 
 
+SESSION_ERRORS = (
+    pg_errors.ReadOnlySqlTransaction,
+    pg_errors.AdminShutdown,
+    pg_errors.CrashShutdown,
+    pg_errors.CannotConnectNow,
+    pg_errors.IdleSessionTimeout,
+)
+"""Errors after which a pooled connection is closed rather than reused."""
+
 OPEN_TIMEOUT = 10.0
 """Seconds ``open()`` waits for a first connection before raising Unavailable."""
 
@@ -92,9 +101,15 @@ class PostgresBackend:
         return self._names.schema
 
     async def open(self) -> None:
-        """Open the pool and create the schema's base tables if missing."""
+        """Open the pool and create the schema's base tables if missing.
+
+        A server that refuses the connection string for good (a missing
+        database or role, a wrong password) raises InvalidArgument at once,
+        naming the cause; an unreachable one raises Unavailable at once.
+        """
         if self._pool is not None:
             return
+        await refuse_bad_dsn(self._conninfo, OPEN_TIMEOUT)
         pool: Pool = AsyncConnectionPool(
             self._conninfo,
             min_size=self._min_size,
@@ -145,7 +160,14 @@ class PostgresBackend:
             raise Unavailable("the PostgreSQL backend is not open")
         with driver_errors(queue):
             async with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                except SESSION_ERRORS:
+                    # The session itself is unfit (opened read-only while the
+                    # database was, or told to go away): closed, the pool drops
+                    # it and opens a fresh one instead of handing it out again.
+                    await conn.close()
+                    raise
 
     @asynccontextmanager
     async def _transaction(self, queue: str | None = None) -> AsyncIterator[Conn]:

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import errors as pg_errors
 
-from querator.errors import QueueNotFound, Unavailable
+from querator.errors import InvalidArgument, QueueNotFound, Unavailable
 
 
 @contextmanager
@@ -27,3 +27,29 @@ def driver_errors(queue: str | None = None) -> Iterator[None]:
         raise QueueNotFound(queue) from exc
     except psycopg.Error as exc:
         raise Unavailable(f"PostgreSQL: {exc}") from exc
+
+
+TRANSIENT_REFUSALS = (
+    "starting up",
+    "shutting down",
+    "in recovery mode",
+    "not yet accepting connections",
+    "too many clients",
+    "remaining connection slots",
+)
+"""What a server says when it refuses a connection for now, not for good."""
+
+
+async def refuse_bad_dsn(conninfo: str, timeout: float) -> None:
+    """Connect once: InvalidArgument when the server refuses the connection string
+    for good (``FATAL: database "x" does not exist``, a role, a password),
+    Unavailable when it cannot be reached or refuses for now."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=max(1, int(timeout)))
+    except psycopg.Error as exc:
+        text = str(exc)
+        fatal = text.partition("FATAL:")[2].strip().splitlines()
+        if fatal and not any(phrase in fatal[0] for phrase in TRANSIENT_REFUSALS):
+            raise InvalidArgument("dsn", f"PostgreSQL refused it: {fatal[0]}") from exc
+        raise Unavailable(f"PostgreSQL: {text.splitlines()[0]}") from exc
+    await conn.close()

@@ -14,7 +14,7 @@ from querator.queue.backends.postgres import statements as q
 
 MIN_BACKOFF: Final = 0.1
 """Seconds before the first reconnection attempt."""
-MAX_BACKOFF: Final = 5.0
+MAX_BACKOFF: Final = 2.0
 """Longest wait between reconnection attempts."""
 IDLE_CHECK: Final = 30.0
 """Seconds without a notification after which the connection is pinged."""
