@@ -11,6 +11,7 @@ from psycopg import AsyncConnection, sql
 from psycopg import errors as pg_errors
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 
 from querator.errors import (
     Conflict,
@@ -52,8 +53,30 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
+from querator.queue.outage import BACKOFF_CAP
 
-Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+
+class _CappedAttempt(AttemptWithBackoff):
+    """psycopg_pool's reconnection backoff, its delay capped at BACKOFF_CAP: the
+    pool doubles it without a useful bound, so after a long outage it would
+    reconnect long after the database is back."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, BACKOFF_CAP)
+
+
+class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
+    """The connection pool, reconnecting with a capped backoff."""
+
+    async def _add_connection(
+        self, attempt: AttemptWithBackoff | None, growing: bool = False
+    ) -> None:
+        # psycopg_pool makes a fresh attempt per reconnection and hands it on
+        # through its retries: the capped one is used throughout (pinned < 4).
+        if attempt is None:
+            attempt = _CappedAttempt(timeout=self.reconnect_timeout)
+        await super()._add_connection(attempt, growing)
 
 
 async def _configure(conn: AsyncConnection[TupleRow]) -> None:
@@ -110,7 +133,7 @@ class PostgresBackend:
         if self._pool is not None:
             return
         await refuse_bad_dsn(self._conninfo, OPEN_TIMEOUT)
-        pool: Pool = AsyncConnectionPool(
+        pool = Pool(
             self._conninfo,
             min_size=self._min_size,
             max_size=self._max_size,
