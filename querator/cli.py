@@ -44,6 +44,7 @@ from querator.queue.outage import Backoff, Outage
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
+from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
 from querator.workflows.runs import RunHandle, RunStatus
@@ -70,7 +71,7 @@ def _reporting() -> Iterator[None]:
     """Turn querator errors into a message on stderr and an exit status."""
     try:
         yield
-    except InvalidArgument as exc:
+    except (InvalidArgument, RunNotFound) as exc:  # what the user named is wrong
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     except QueratorError as exc:
@@ -256,6 +257,7 @@ def _show(run: RunInfo) -> None:
             rows[-1].append(json.dumps(p.progress, separators=(",", ":")))
         _table(rows)
     if not run.steps:
+        _tracebacks(run)
         return
     typer.echo("steps:")
     rows = [["POS", "STEP", "OUTCOME", "ATTEMPTS", "FINISHED", "RESULT / ERROR"]]
@@ -265,6 +267,18 @@ def _show(run: RunInfo) -> None:
         rows.append([str(s.position), s.step, outcome, str(s.attempts), _when(s.finished_at)])
         rows[-1].append(detail or "")
     _table(rows)
+    _tracebacks(run)
+
+
+def _tracebacks(run: RunInfo) -> None:
+    """The stored tracebacks of the failed steps and of the body's error."""
+    for s in run.steps:
+        if s.error_traceback:
+            typer.echo(f"traceback of step {s.step}@{s.position}:")
+            typer.echo(s.error_traceback.rstrip())
+    if run.error_traceback:
+        typer.echo("traceback of the run's error:")
+        typer.echo(run.error_traceback.rstrip())
 
 
 @runs_app.command("show")

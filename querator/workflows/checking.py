@@ -27,6 +27,7 @@ from querator.queue.service import AsyncQuerator
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import load_history
 from querator.workflows.engine.replay import new_live, resume
+from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import DurableFunction, WorkflowFunction
 
 __all__ = ["ReplayCheck", "check_replay", "check_replay_async"]
@@ -65,10 +66,10 @@ async def check_replay_async(
     try:
         history = await load_history(aq, run_id)
     except QueueNotFound:
-        raise InvalidArgument("run_id", f"no run {run_id!r} is stored") from None
+        raise RunNotFound(run_id) from None
     meta = history.meta
     if meta is None:
-        raise InvalidArgument("run_id", f"no run {run_id!r} is stored")
+        raise RunNotFound(run_id)
     wf: WorkflowFunction[..., Any] | None = workflows.get(meta.workflow)
     if wf is None:
         raise InvalidArgument(

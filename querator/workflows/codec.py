@@ -91,9 +91,15 @@ class Codec:
         return json.dumps(self._dump(result, value, f"{self._where} result"))
 
     def decode_result(self, text: str) -> Any:
-        """A result back from :meth:`encode_result` text."""
+        """A result back from :meth:`encode_result` text; InvalidArgument if the
+        stored value no longer fits (the annotation changed since)."""
         _, result = self._adapters()
-        return result.validate_python(json.loads(text))
+        try:
+            return result.validate_python(json.loads(text))
+        except _CODEC_ERRORS as exc:
+            raise InvalidArgument(
+                f"{self._where} result", f"the stored value does not fit: {exc}"
+            ) from exc
 
     @staticmethod
     def _dump(adapter: TypeAdapter[Any], value: Any, what: str) -> Any:

@@ -10,6 +10,9 @@ QueratorError
     ├── WorkflowCancelled     RunHandle.result(): the run was cancelled
     ├── WorkflowTimeout       a run outlived its ``@workflow(timeout=)`` (stored as its error)
     ├── StepTimeout           a step attempt outlived its ``@step(timeout=)``
+    ├── ResultNotEncodable    a step returned what its annotation cannot store (not retried)
+    ├── RunNotFound           no run is stored under that id
+    ├── IdempotencyConflict   the key is taken by a run of another workflow
     └── Defer                 raised by a step: run me again later (not a failure)
 ```
 """
@@ -20,7 +23,10 @@ from querator.errors import InvalidArgument, QueratorError
 
 __all__ = [
     "Defer",
+    "IdempotencyConflict",
     "NonDeterminism",
+    "ResultNotEncodable",
+    "RunNotFound",
     "SagaFailed",
     "StepFailed",
     "StepTimeout",
@@ -135,3 +141,30 @@ class Defer(WorkflowError):
             raise InvalidArgument("seconds", f"must be within 0 … 366 days, not {seconds!r}")
         self.seconds = float(seconds)
         super().__init__(f"step deferred by {self.seconds}s")
+
+
+class ResultNotEncodable(WorkflowError):
+    """A step returned a value its return annotation cannot serialise (``None``
+    for ``-> str``, say): a bug, not a transient failure, so it is not retried."""
+
+
+class RunNotFound(WorkflowError, LookupError):
+    """No run is stored under ``run_id`` (a typo, or a run whose records expired)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r} is stored")
+
+
+class IdempotencyConflict(WorkflowError):
+    """``start`` got an idempotency key already used by a run of *another*
+    workflow (``workflow``): keys are not shared between workflows."""
+
+    def __init__(self, key: str, run_id: str, workflow: str, wanted: str) -> None:
+        self.key = key
+        self.run_id = run_id
+        self.workflow = workflow
+        super().__init__(
+            f"idempotency key {key!r} belongs to run {run_id} of workflow {workflow!r}, "
+            f"not {wanted!r}"
+        )

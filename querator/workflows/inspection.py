@@ -29,6 +29,7 @@ from querator.queue.client import Querator
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count
+from querator.workflows.errors import RunNotFound
 from querator.workflows.layout import (
     PROGRESS_SLOTS,
     RECORD_KIND,
@@ -97,6 +98,8 @@ class StepInfo(_Frozen):
     """The exception's type name, when not ``ok``."""
     error_message: str | None = None
     """The exception's message, when not ``ok``."""
+    error_traceback: str | None = None
+    """The formatted traceback of the last failed attempt, when not ``ok`` (its end)."""
     progress: StepProgress | None = None
     """The last progress the step reported, if it reported any."""
 
@@ -120,6 +123,8 @@ class RunInfo(_Frozen):
     error_type: str | None = None
     """Why it failed or was cancelled: the exception's type name."""
     error_message: str | None = None
+    error_traceback: str | None = None
+    """The traceback of the body's error (its end), when the body raised."""
     cancel_requested: bool = False
     """Cancellation was asked for (the run may still be running until a worker ends it)."""
     parent_run_id: str | None = None
@@ -159,6 +164,7 @@ def _run_info(
         result=record.result if record is not None else None,
         error_type=error.type if error else None,
         error_message=error.message if error else None,
+        error_traceback=error.traceback if error else None,
         cancel_requested=cancel_requested,
         parent_run_id=meta.parent.run_id if meta.parent else None,
         deadline=meta.deadline,
@@ -304,12 +310,13 @@ def _step_info(position: int, record: StepRecord, progress: StepProgress | None)
         result=record.result,
         error_type=record.error.type if record.error else None,
         error_message=record.error.message if record.error else None,
+        error_traceback=record.error.traceback if record.error else None,
         progress=progress,
     )
 
 
 async def get_run_async(aq: AsyncQuerator, run_id: str) -> RunInfo:
-    """One run with its ended step calls; InvalidArgument for an unknown run."""
+    """One run with its ended step calls; RunNotFound for an unknown run."""
     try:
         found = await aq.lookup(
             RESULTS_QUEUE, [meta_key(run_id), result_key(run_id), cancel_key(run_id)]
@@ -318,7 +325,7 @@ async def get_run_async(aq: AsyncQuerator, run_id: str) -> RunInfo:
         found = {}
     meta_item = found.get(meta_key(run_id))
     if meta_item is None:
-        raise InvalidArgument("run_id", f"no run {run_id!r} is stored")
+        raise RunNotFound(run_id)
     result_item = found.get(result_key(run_id))
     record = RunRecord.model_validate_json(result_item.payload) if result_item else None
     meta = RunMeta.model_validate_json(meta_item.payload)

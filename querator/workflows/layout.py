@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import traceback
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -76,6 +77,8 @@ class ErrorInfo(_Model):
 
     type: str
     message: str
+    traceback: str | None = None
+    """The formatted traceback (its last :data:`TRACEBACK_LIMIT` characters)."""
 
 
 class ParentLink(_Model):
@@ -368,6 +371,14 @@ def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, lis
     return {RESULTS_QUEUE: [record_item(meta_key(run_id), meta, run_id)], meta.queue: wakes}
 
 
-def error_info(error: BaseException) -> ErrorInfo:
-    """How ``error`` is stored."""
-    return ErrorInfo(type=type(error).__qualname__, message=str(error))
+TRACEBACK_LIMIT = 8192
+"""Characters of a failure's traceback kept with its record (the end: the frames
+nearest the error)."""
+
+
+def error_info(error: BaseException, with_traceback: bool = False) -> ErrorInfo:
+    """How ``error`` is stored (with its formatted traceback, bounded, if asked)."""
+    text = None
+    if with_traceback and error.__traceback__ is not None:
+        text = "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
+    return ErrorInfo(type=type(error).__qualname__, message=str(error), traceback=text)

@@ -17,7 +17,13 @@ from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.engine.commit import transact_creating
-from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
+from querator.workflows.errors import (
+    IdempotencyConflict,
+    RunNotFound,
+    SagaFailed,
+    WorkflowCancelled,
+    WorkflowFailed,
+)
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -63,12 +69,15 @@ class AsyncRunHandle(Generic[R]):
         self.workflow = workflow
 
     async def _finished(self) -> RunRecord | None:
-        """The result record; for a ``compensation_failed`` saga, raises SagaFailed."""
-        keys = [result_key(self.run_id), compensating_key(self.run_id)]
+        """The result record; for a ``compensation_failed`` saga, raises SagaFailed;
+        for a run that is not stored, RunNotFound."""
+        keys = [result_key(self.run_id), compensating_key(self.run_id), meta_key(self.run_id)]
         found = await shared_lookups(self.aq).lookup(keys)
         item = found.get(keys[0])
         if item is not None:
             return RunRecord.model_validate_json(item.payload)
+        if keys[2] not in found:
+            raise RunNotFound(self.run_id)
         if keys[1] in found:
             state = await load_saga_state(self.aq, self.run_id)
             if state is not None and pending_status(state) == "compensation_failed":
@@ -99,7 +108,7 @@ class AsyncRunHandle(Generic[R]):
             return pending_status(await load_saga_state(self.aq, self.run_id))
         if keys[0] in found:
             return "running"
-        raise InvalidArgument("run_id", f"no run {self.run_id!r} is stored")
+        raise RunNotFound(self.run_id)
 
     async def retry_compensation(self) -> bool:
         """Run the failed compensation of a ``compensation_failed`` saga again.
@@ -123,7 +132,7 @@ class AsyncRunHandle(Generic[R]):
         if keys[1] in found:
             return False
         if keys[0] not in found:
-            raise InvalidArgument("run_id", f"no run {self.run_id!r} is stored")
+            raise RunNotFound(self.run_id)
         meta = RunMeta.model_validate_json(found[keys[0]].payload)
         record = record_item(cancel_key(self.run_id), CancelRecord(reason=reason), self.run_id)
         await self.aq.transact(
@@ -269,10 +278,15 @@ async def start_async(
     handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
     if idempotency_key is not None:
         try:
-            if meta_key(run_id) in await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)]):
-                return handle
+            found = await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)])
         except QueueNotFound:
-            pass  # the first run of this store: created below
+            found = {}  # the first run of this store: created below
+        stored = found.get(meta_key(run_id))
+        if stored is not None:
+            other = RunMeta.model_validate_json(stored.payload).workflow
+            if other != fn.name:
+                raise IdempotencyConflict(idempotency_key, run_id, other, fn.name)
+            return handle
     now = datetime.now(UTC)
     deadline = None
     if fn.timeout is not None:

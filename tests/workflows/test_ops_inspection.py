@@ -8,7 +8,7 @@ import pytest
 
 from querator import AsyncQuerator, Querator
 from querator.errors import InvalidArgument
-from querator.workflows import WorkflowFailed, start, start_async
+from querator.workflows import RunNotFound, WorkflowFailed, start, start_async
 from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
 
 from .conftest import RunWorker
@@ -19,7 +19,7 @@ FLOWS = [checkout, reserve, charge, ship, flaky_flow, flaky]
 
 def test_nothing_is_listed_in_an_empty_store(q: Querator) -> None:
     assert list_runs(q) == []
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(RunNotFound):
         get_run(q, "run-nope")
 
 

@@ -97,7 +97,12 @@ def log_final(run_id: str, final: RunRecord) -> None:
     status = final.status or (
         "cancelled" if final.cancelled else "completed" if final.ok else "failed"
     )
-    log.info("run %s %s%s", run_id, status, "" if final.ok else f": {final.error}")
+    if final.ok:
+        log.info("run %s %s", run_id, status)
+    else:
+        error = final.error
+        reason = f"{error.type}: {error.message}" if error else "no error stored"
+        log.warning("run %s %s: %s", run_id, status, reason)
 
 
 def not_colliding(held: Leased, produce: Produce) -> Produce:

@@ -43,7 +43,7 @@ def finished_record(wf: WorkflowFunction[..., Any], finished: Finished) -> RunRe
             return RunRecord(ok=True, result=wf.codec.encode_result(finished.value))
         except Exception as exc:
             error = exc
-    return RunRecord(ok=False, error=error_info(error))
+    return RunRecord(ok=False, error=error_info(error, with_traceback=True))
 
 
 def ended_early(run_id: str, history: History, now: datetime) -> RunRecord | None:

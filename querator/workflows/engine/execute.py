@@ -14,14 +14,15 @@ from typing import Any
 
 import anyio
 
-from querator.errors import Conflict
+from querator.errors import Conflict, InvalidArgument
 from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.renewal import Renewer
-from querator.workflows.errors import Defer, StepTimeout
+from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
 from querator.workflows.functions import StepFunction
 from querator.workflows.layout import StepPayload, StepRecord, error_info, step_item
+from querator.workflows.retry import RetryDecision
 
 log = logging.getLogger("querator.workflows")
 
@@ -71,7 +72,10 @@ async def _call(step: StepFunction[..., Any], args_text: str) -> str:
         took = time.monotonic() - began
         if timeout is not None and took > timeout:
             raise StepTimeout(f"step {step.name!r} took {took:.3f}s, over its {timeout}s timeout")
-    return step.codec.encode_result(value)
+    try:
+        return step.codec.encode_result(value)
+    except InvalidArgument as exc:
+        raise ResultNotEncodable(f"step {step.name!r} returned {value!r}: {exc}") from exc
 
 
 async def _run_kept(
@@ -139,8 +143,11 @@ async def _failed(
 ) -> StepRecord | None:
     """Retry the item (None) or give up: the failure record to store."""
     attempt = payload.prior_attempts + current.attempts
-    decision = step.retry.decide(error, attempt)
-    log.info(
+    decision = RetryDecision(retry=False)
+    if not isinstance(error, ResultNotEncodable):  # the same result would fail again
+        decision = step.retry.decide(error, attempt)
+    log.log(
+        logging.WARNING if decision.retry else logging.ERROR,
         "run %s step %s@%d attempt %d failed (%r); %s",
         payload.run_id,
         step.name,
@@ -148,9 +155,11 @@ async def _failed(
         attempt,
         error,
         f"retry in {decision.delay:.3f}s" if decision.retry else "giving up",
+        exc_info=error,
     )
     if not decision.retry:
-        return StepRecord(step=step.name, ok=False, error=error_info(error), attempts=attempt)
+        info = error_info(error, with_traceback=True)
+        return StepRecord(step=step.name, ok=False, error=info, attempts=attempt)
     retry_at = datetime.now(UTC) + timedelta(seconds=decision.delay)
     try:
         await aq.retry(current.queue, [current], retry_at=retry_at)
