@@ -129,3 +129,24 @@ def test_pooled_connections_share_session_settings(pg_schema_url: str) -> None:
             await backend.close()
 
     assert anyio.run(settings) == [("UTC", "force_generic_plan", "off", "off")] * 2
+
+
+def test_pool_settings_come_from_the_url(pg_schema_url: str) -> None:
+    """``pool_min``/``pool_max``/``pool_timeout`` size the pool (and never reach
+    the server as connection options); bad values are refused before connecting."""
+    url = f"{pg_schema_url}&pool_min=2&pool_max=3&pool_timeout=7"
+    backend = PostgresBackend(url)
+
+    async def sizes() -> tuple[int, int, float]:
+        await backend.open()
+        try:
+            pool = backend._pool
+            assert pool is not None
+            return pool.min_size, pool.max_size, pool.timeout
+        finally:
+            await backend.close()
+
+    assert anyio.run(sizes) == (2, 3, 7.0)
+    for bad, why in [("pool_max=0", "pool_max"), ("pool_min=4&pool_max=2", "exceed")]:
+        with pytest.raises(InvalidArgument, match=why):
+            PostgresBackend(f"{pg_schema_url}&{bad}")

@@ -22,8 +22,9 @@ from typing import Any
 import anyio
 from anyio.lowlevel import EventLoopToken, current_token
 
-from querator.errors import InvalidArgument
+from querator.errors import InvalidArgument, Unavailable
 from querator.queue.client import Querator
+from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_duration
 from querator.workflows.cron.api import make_spec, start_tick, upsert_async
@@ -176,13 +177,20 @@ class AsyncScheduler:
         except Exception:
             log.exception("scheduler: registering schedules failed")
         watch = self.aq.watch(SCHEDULES_QUEUE)
+        outage, backoff = Outage(log, "scheduler"), Backoff(initial=0.2)
         while not self._stop.is_set():
             try:
                 await self.run_once()
                 wait = self._next_due([s.state for s in await read_all(self.aq)])
+            except Unavailable as exc:
+                outage.lost(exc)  # once per outage; the pass is retried with backoff
+                wait = backoff.next()
             except Exception:
                 log.exception("scheduler pass failed; retrying")
                 wait = 1.0
+            else:
+                outage.back()
+                backoff.reset()
             with anyio.move_on_after(wait + 0.001):
                 async with anyio.create_task_group() as group:
                     group.start_soon(self._wait_stop, group)

@@ -11,8 +11,9 @@ import math
 
 import anyio
 
-from querator.errors import Conflict
+from querator.errors import Conflict, Unavailable
 from querator.queue.models import Leased
+from querator.queue.outage import Outage
 from querator.queue.service import AsyncQuerator
 
 log = logging.getLogger("querator.workflows")
@@ -50,6 +51,7 @@ class Renewer:
         self._kept: set[Kept] = set()
         self._changed = anyio.Event()
         self._next_due = math.inf
+        self._outage = Outage(log, "lease renewals")
 
     def keep(self, leased: Leased, extend: float, period: float) -> Kept:
         """Start renewing ``leased``; the first renewal is due in ``period`` seconds."""
@@ -88,9 +90,13 @@ class Renewer:
             with anyio.CancelScope(shield=True):
                 [kept.current] = await self._aq.renew(current.queue, [current], extend=kept.extend)
             kept.due = anyio.current_time() + kept.period
+            self._outage.back()
         except Conflict as exc:
             log.warning("step item %s lost its lease: %s", current.id, exc)
             self._kept.discard(kept)
+        except Unavailable as exc:
+            self._outage.lost(exc)  # once per outage, not a traceback per renewal
+            kept.due = anyio.current_time() + min(kept.period, RETRY_AFTER)
         except Exception:
             log.exception("step item %s: renewal failed; trying again", current.id)
             kept.due = anyio.current_time() + min(kept.period, RETRY_AFTER)

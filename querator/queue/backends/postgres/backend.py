@@ -101,19 +101,27 @@ class PostgresBackend:
     """Queues and items in one PostgreSQL schema; every time is the database's ``now()``.
 
     ``dsn`` may be a URL with a ``schema`` query parameter, which overrides the
-    ``schema`` keyword.
+    ``schema`` keyword, and ``pool_min``, ``pool_max`` (connections, default 1
+    and 10; ``min_size``/``max_size`` override them) and ``pool_timeout``
+    (seconds a call waits for a free connection, default 30).
     """
 
     supports_notify: bool = True
 
     def __init__(
-        self, dsn: str, *, schema: str = "querator", min_size: int = 1, max_size: int = 10
+        self,
+        dsn: str,
+        *,
+        schema: str = "querator",
+        min_size: int | None = None,
+        max_size: int | None = None,
     ) -> None:
         target = split_dsn(dsn, schema)
         self._conninfo = target.conninfo
         self._names = q.Names(target.schema)
-        self._min_size = min_size
-        self._max_size = max_size
+        self._min_size = min_size if min_size is not None else target.pool_min
+        self._max_size = max_size if max_size is not None else target.pool_max
+        self._pool_timeout = target.pool_timeout
         self._pool: Pool | None = None
         self._group = GroupCommit(self._connect, self._names)
         """Runs one-statement transactions, those of concurrent callers together."""
@@ -141,6 +149,7 @@ class PostgresBackend:
             kwargs={"autocommit": True},
             configure=_configure,
             name=f"querator-{self._names.schema}",
+            timeout=self._pool_timeout,
         )
         try:
             with driver_errors():
