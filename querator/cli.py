@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,10 +36,9 @@ from typing import Annotated, Any
 
 import typer
 
-from querator.errors import InvalidArgument, QueratorError, Unavailable
+from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
-from querator.queue.outage import Backoff, Outage
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
@@ -164,7 +162,8 @@ def worker(
         functions = load_functions(target)
         names = ", ".join(sorted(f.name for f in functions))
         logging.getLogger("querator.worker").info("registering %s", names)
-        with _open(url, wait_for_store) as q:
+        wait = WORKER_STORE_WAIT if wait_for_store else 0.0
+        with Querator(url, wait_for_store=wait) as q:
             Worker(
                 q,
                 functions,
@@ -175,22 +174,8 @@ def worker(
             ).run()
 
 
-def _open(url: str, wait: bool) -> Querator:
-    """The store at ``url``; while it is unreachable (``Unavailable``) and ``wait``,
-    try again with capped backoff, saying so once (a worker started before its
-    database, or during a restart)."""
-    outage, backoff = Outage(logging.getLogger("querator.worker"), "worker start"), Backoff()
-    while True:
-        try:
-            q = Querator(url)
-        except Unavailable as exc:
-            if not wait:
-                raise
-            outage.lost(exc)
-            time.sleep(backoff.next())
-            continue
-        outage.back()
-        return q
+WORKER_STORE_WAIT = 366 * 86400.0
+"""How long ``querator worker`` waits for an unreachable store at start-up (for ever)."""
 
 
 def _when(value: Any) -> str:

@@ -64,7 +64,11 @@ class AsyncQuerator(QueueAdmin):
     mode does not give); waiting consumers then poll every ``poll_interval``
     seconds. ``maintenance_interval`` is how often this client offers to
     dead-letter exhausted and expired items (one client in the whole fleet does
-    it per interval).
+    it per interval). ``wait_for_store`` (seconds, default 0) is how long
+    opening keeps trying, with capped backoff, while the store is unreachable
+    (``Unavailable``: a database still starting, or restarting) before it
+    raises; a store that refuses the URL for good (a missing database) raises
+    ``InvalidArgument`` at once.
     """
 
     def __init__(
@@ -75,8 +79,10 @@ class AsyncQuerator(QueueAdmin):
         poll_interval: float = 1.0,
         maintenance_interval: float = 5.0,
         cache_ttl: float = 1.0,
+        wait_for_store: float = 0.0,
     ) -> None:
         backend = open_backend(url)
+        self._wait_for_store = check_duration("wait_for_store", wait_for_store, allow_zero=True)
         super().__init__(backend, cache_ttl=check_duration("cache_ttl", cache_ttl))
         self._notified = notifications and backend.supports_notify
         self._wait_cap = NOTIFIED_WAIT_CAP if self._notified else poll_interval
@@ -106,11 +112,28 @@ class AsyncQuerator(QueueAdmin):
         """Connect, create the schema if needed, and start background tasks."""
         if self._tasks is not None:
             raise UsageError("this client is already open")
-        await self._backend.open()
+        await self._open_backend()
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks = tasks
         tasks.start_soon(self._maintain_forever)
+
+    async def _open_backend(self) -> None:
+        """Open the backend, retrying while it is unavailable for ``wait_for_store``."""
+        outage, backoff = Outage(log, "querator: opening the store"), Backoff(initial=0.2)
+        give_up = anyio.current_time() + self._wait_for_store
+        while True:
+            try:
+                await self._backend.open()
+            except Unavailable as exc:
+                delay = backoff.next()
+                if anyio.current_time() + delay > give_up:
+                    raise
+                outage.lost(exc)
+                await anyio.sleep(delay)
+                continue
+            outage.back()
+            return
 
     async def close(self) -> None:
         """Stop background tasks and release connections. Data stays stored."""
