@@ -8,6 +8,8 @@ querator runs list [--status failed] [--name shop.checkout] [--limit 50] [--afte
 querator runs show RUN_ID
 querator runs cancel RUN_ID [--reason TEXT]
 querator runs retry-compensation RUN_ID      # re-drive a compensation_failed saga
+querator runs resume RUN_ID                  # a failed or cancelled run, from its failed step
+querator runs fork RUN_ID --from-step N      # a new run keeping steps 0 … N-1
 querator runs replay RUN_ID... --app myapp.flows   # check new code against stored runs
 querator runs replay --running --app myapp.flows   # ... against every running run
 querator queues list
@@ -45,6 +47,7 @@ from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
 from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
+from querator.workflows.rerun import fork, resume
 from querator.workflows.runs import RunHandle, RunStatus
 
 __all__ = ["app", "load_functions", "main"]
@@ -301,6 +304,30 @@ def runs_retry_compensation(run_id: str, url: Url = DEFAULT_URL) -> None:
     typer.echo(f"{run_id}: {'compensating again' if redriven else 'not compensation_failed'}")
     if not redriven:
         raise typer.Exit(1)
+
+
+@runs_app.command("resume")
+def runs_resume(run_id: str, url: Url = DEFAULT_URL) -> None:
+    """Run a failed or cancelled run again, same id, from its first failed step
+    (the steps before it keep their results)."""
+    with _reporting(), Querator(url) as q:
+        resumed = resume(q, run_id)
+    typer.echo(f"{run_id}: {'resumed' if resumed else 'not failed or cancelled'}")
+    if not resumed:
+        raise typer.Exit(1)
+
+
+@runs_app.command("fork")
+def runs_fork(
+    run_id: str,
+    from_step: Annotated[int, typer.Option(help="The first position to run again.")],
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Start a new run of RUN_ID's workflow and arguments that keeps the results
+    of its steps before --from-step; prints the new run's id."""
+    with _reporting(), Querator(url) as q:
+        handle = fork(q, run_id, from_step)
+    typer.echo(handle.run_id)
 
 
 def _replay_line(check: ReplayCheck) -> str:

@@ -55,6 +55,7 @@ from querator.workflows.functions import (
     workflow,
 )
 from querator.workflows.progress import areport_progress, report_progress
+from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
 from querator.workflows.sagas.core import SagaFunction, saga
@@ -95,11 +96,15 @@ __all__ = [
     "check_replay",
     "check_replay_async",
     "delete_schedule",
+    "fork",
+    "fork_async",
     "gather",
     "get_schedule",
     "list_schedules",
     "pause_schedule",
     "report_progress",
+    "resume",
+    "resume_async",
     "resume_schedule",
     "saga",
     "schedule",

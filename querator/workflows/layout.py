@@ -9,6 +9,7 @@
 - results queue: ``{run}/cancel`` once cancellation was asked for.
 - results queue: ``{run}/{position}/progress/a`` and ``/b``: a step's last
   progress report (the newer of the two; reports alternate between them).
+- results queue: ``{run}/resume``: a resume request, until a worker carries it out.
 - sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
   (compensation records, ``{run}/c{k}/r{round}`` after re-drives),
   ``{run}/cfailed/{g}``, ``{run}/redrive/{g}``, ``{run}/aborted``; compensation
@@ -244,6 +245,22 @@ class RedriveRecord(_Model):
 
     index: int
     requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class ResumeRecord(_Model):
+    """``{run}/resume``: run this failed or cancelled run again from ``position``."""
+
+    position: int | None
+    """The first failed step's position (None: only the body's end is undone)."""
+    requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+RESUME_TAG = "resume"
+"""The tag of the wake task a resume request comes with (``{run}/wake/resume``)."""
+
+
+def resume_key(run_id: str) -> str:
+    return f"{run_id}/resume"
 
 
 def new_run_id(idempotency_key: str | None) -> str:

@@ -38,6 +38,7 @@ from querator.workflows.layout import (
     new_run_id,
     record_item,
     result_key,
+    resume_key,
     start_items,
     wake_item,
 )
@@ -71,10 +72,11 @@ class AsyncRunHandle(Generic[R]):
     async def _finished(self) -> RunRecord | None:
         """The result record; for a ``compensation_failed`` saga, raises SagaFailed;
         for a run that is not stored, RunNotFound."""
-        keys = [result_key(self.run_id), compensating_key(self.run_id), meta_key(self.run_id)]
+        run_id = self.run_id
+        keys = [result_key(run_id), compensating_key(run_id), meta_key(run_id), resume_key(run_id)]
         found = await shared_lookups(self.aq).lookup(keys)
         item = found.get(keys[0])
-        if item is not None:
+        if item is not None and keys[3] not in found:  # a resumed run's old end is moot
             return RunRecord.model_validate_json(item.payload)
         if keys[2] not in found:
             raise RunNotFound(self.run_id)
@@ -91,13 +93,13 @@ class AsyncRunHandle(Generic[R]):
         """``"running"``, ``"completed"``, ``"failed"`` or ``"cancelled"``; for a
         saga also ``"compensating"``, ``"compensated"`` or ``"compensation_failed"``.
 
-        InvalidArgument for an unknown run. A run whose cancellation was asked
+        RunNotFound for an unknown run. A run whose cancellation was asked
         for stays ``"running"`` until a worker ends it (a saga: ``"compensating"``
-        while its compensations run).
+        while its compensations run); a resumed run is ``"running"`` at once.
         """
         keys = [meta_key(self.run_id), result_key(self.run_id), compensating_key(self.run_id)]
-        found = await self.aq.lookup(RESULTS_QUEUE, keys)
-        if keys[1] in found:
+        found = await self.aq.lookup(RESULTS_QUEUE, [*keys, resume_key(self.run_id)])
+        if keys[1] in found and resume_key(self.run_id) not in found:
             record = RunRecord.model_validate_json(found[keys[1]].payload)
             if record.status is not None:
                 return record.status

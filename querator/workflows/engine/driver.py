@@ -74,12 +74,14 @@ from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
 from querator.workflows.engine.replay import evaluate, new_live, resume
+from querator.workflows.engine.resumption import apply_resume
 from querator.workflows.engine.served import Served
 from querator.workflows.engine.unknown import unknown_step, unknown_workflow
 from querator.workflows.errors import WorkflowError
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
+    RESUME_TAG,
     RunRecord,
     StepPayload,
     StepRecord,
@@ -293,6 +295,8 @@ class Engine:
                 await self._drive(live, wake, {}, message)
                 return
             await live.close()  # it would do more than dispatch steps: from what is stored
+        if (wake.dedup_key or "").removesuffix("/r").endswith(f"/wake/{RESUME_TAG}"):
+            await apply_resume(self.aq, run_id)  # before the history is read
         self.counts["looked_up"] += 1
         history = await load_history(self.aq, run_id, tag_position(wake))
         if history.finished is not None:

@@ -1,0 +1,46 @@
+"""Carrying out a resume request (see :mod:`querator.workflows.rerun`): the
+worker that leases the request's wake deletes what the resumed run must do
+again, then replays the run as on any miss."""
+
+from __future__ import annotations
+
+import logging
+
+from querator.queue.service import AsyncQuerator
+from querator.workflows.engine.history import WINDOW
+from querator.workflows.layout import (
+    RESULTS_QUEUE,
+    ResumeRecord,
+    cancel_key,
+    result_key,
+    resume_key,
+    step_key,
+)
+
+__all__ = ["apply_resume"]
+
+log = logging.getLogger("querator.workflows")
+
+
+async def apply_resume(aq: AsyncQuerator, run_id: str) -> bool:
+    """Carry out a stored resume request (a worker holding its wake does this):
+    delete the run's result, cancel request and records from the request's
+    position on, the request itself last. False when there was none."""
+    heads = [resume_key(run_id), result_key(run_id), cancel_key(run_id)]
+    found = await aq.lookup(RESULTS_QUEUE, heads)
+    stored = found.get(heads[0])
+    if stored is None:
+        return False
+    request = ResumeRecord.model_validate_json(stored.payload)
+    doomed = [found[key].id for key in heads[1:] if key in found]
+    start = request.position
+    while start is not None:  # windows of step records, while they hold any
+        keys = [step_key(run_id, p) for p in range(start, start + WINDOW)]
+        hits = await aq.lookup(RESULTS_QUEUE, keys)
+        doomed += [hits[key].id for key in keys if key in hits]
+        start = start + WINDOW if hits else None
+    for at in range(0, len(doomed), 1000):
+        await aq.delete_items(RESULTS_QUEUE, doomed[at : at + 1000])
+    await aq.delete_items(RESULTS_QUEUE, [stored.id])  # last: a crash before it redoes all
+    log.info("run %s: resume carried out (%d record(s) removed)", run_id, len(doomed))
+    return True

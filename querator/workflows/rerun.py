@@ -1,0 +1,104 @@
+"""Running a failed run again: resume it in place, or fork it into a new run.
+
+- :func:`resume` (``querator runs resume RUN_ID``): a failed or cancelled run
+  goes on under the same id from its first failed step; the steps before it
+  keep their stored results. It writes a resume request and a wake task in
+  one transaction; the worker that leases the wake removes the run's result,
+  cancel request and the records from the first failed step on (all or
+  nothing, the request last), then replays the body as on any miss. A worker
+  that dies in between leaves the wake to another, which finishes the job.
+- :func:`fork` (``querator runs fork RUN_ID --from-step N``): a new run of the
+  same workflow and arguments whose history is a copy of the old one's steps
+  before position ``N``, started in one transaction.
+
+Sagas are not resumed (their compensations have run; fork them instead).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from querator.errors import InvalidArgument
+from querator.queue.client import Querator
+from querator.queue.service import AsyncQuerator
+from querator.workflows.engine.commit import transact_creating
+from querator.workflows.engine.history import load_history
+from querator.workflows.errors import RunNotFound
+from querator.workflows.layout import (
+    RESULTS_QUEUE,
+    RESUME_TAG,
+    ResumeRecord,
+    RunMeta,
+    new_run_id,
+    record_item,
+    resume_key,
+    start_items,
+    step_key,
+    wake_item,
+)
+from querator.workflows.runs import AsyncRunHandle, RunHandle
+
+__all__ = ["fork", "fork_async", "resume", "resume_async"]
+
+log = logging.getLogger("querator.workflows")
+
+
+async def resume_async(aq: AsyncQuerator, run_id: str) -> bool:
+    """Resume a failed or cancelled run (see the module doc); False when the run
+    is running or completed. RunNotFound for an unknown run; InvalidArgument
+    for a saga."""
+    history = await load_history(aq, run_id)
+    if history.meta is None:
+        raise RunNotFound(run_id)
+    finished = history.finished
+    if finished is None or finished.ok:
+        return False
+    if finished.saga or history.compensating:
+        raise InvalidArgument("run_id", f"run {run_id} is a saga: fork it instead")
+    failed = [p for p, record in history.records.items() if not record.ok]
+    request = ResumeRecord(position=min(failed) if failed else None)
+    produce = {
+        RESULTS_QUEUE: [record_item(resume_key(run_id), request, run_id)],
+        history.meta.queue: [wake_item(run_id, RESUME_TAG)],
+    }
+    await transact_creating(aq, [], produce)
+    log.info("run %s resumed from position %s", run_id, request.position)
+    return True
+
+
+async def fork_async(aq: AsyncQuerator, run_id: str, from_step: int) -> AsyncRunHandle[object]:
+    """A new run of ``run_id``'s workflow and arguments whose steps before
+    position ``from_step`` keep the old run's results (0: start afresh)."""
+    history = await load_history(aq, run_id, max(from_step, 0))
+    meta = history.meta
+    if meta is None:
+        raise RunNotFound(run_id)
+    reached = max(history.records, default=-1) + 1
+    if not 0 <= from_step <= reached:
+        raise InvalidArgument("from_step", f"must be within 0 … {reached} for run {run_id}")
+    new_id = new_run_id(None)
+    copied = RunMeta(
+        workflow=meta.workflow, args=meta.args, queue=meta.queue, started_at=datetime.now(UTC)
+    )
+    produce = start_items(new_id, copied)
+    kept = [
+        record_item(step_key(new_id, p), record, new_id)
+        for p, record in sorted(history.records.items())
+        if p < from_step
+    ]
+    produce[RESULTS_QUEUE] = [*produce[RESULTS_QUEUE], *kept]
+    await transact_creating(aq, [], produce)
+    log.info("run %s forked from position %d into run %s", run_id, from_step, new_id)
+    return AsyncRunHandle(aq, new_id)
+
+
+def resume(q: Querator, run_id: str) -> bool:
+    """See :func:`resume_async`."""
+    return q.call(resume_async, q.aio, run_id)
+
+
+def fork(q: Querator, run_id: str, from_step: int) -> RunHandle[object]:
+    """See :func:`fork_async`."""
+    handle = q.call(fork_async, q.aio, run_id, from_step)
+    return RunHandle(q, handle.run_id)
