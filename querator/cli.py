@@ -14,6 +14,10 @@ querator runs replay RUN_ID... --app myapp.flows   # check new code against stor
 querator runs replay --running --app myapp.flows   # ... against every running run
 querator queues list
 querator queues stats NAME
+querator dead list QUEUE [--limit N]         # dead letters of QUEUE (its dead_queue), with a count
+querator dead show QUEUE ITEM_ID
+querator dead requeue QUEUE [ITEM_ID...] [--all]   # back into QUEUE
+querator dead purge QUEUE [ITEM_ID...] [--all]
 querator health [--max-age SECONDS]          # for probes: exit 1 when unhealthy
 ```
 
@@ -41,6 +45,7 @@ import typer
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
+from querator.queue.dead_letters import dead_letters, purge, requeue
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
@@ -59,6 +64,8 @@ runs_app = typer.Typer(no_args_is_help=True, help="Inspect workflow runs.")
 queues_app = typer.Typer(no_args_is_help=True, help="Inspect queues.")
 app.add_typer(runs_app, name="runs")
 app.add_typer(queues_app, name="queues")
+dead_app = typer.Typer(no_args_is_help=True, help="Dead letters of a queue.")
+app.add_typer(dead_app, name="dead")
 
 Url = Annotated[
     str,
@@ -421,6 +428,76 @@ def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> 
     totals += [sum(p.scheduled for p in parts), sum(p.dead_lettered for p in parts)]
     rows.append(["all", *(str(t) for t in totals), "-"])
     _table(rows)
+
+
+def _excerpt(payload: bytes, width: int = 60) -> str:
+    text = payload.decode("utf-8", errors="replace").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dead_app.command("list")
+def dead_list(
+    queue: str,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """The dead letters of QUEUE (the items of its dead_queue), oldest first."""
+    with _reporting(), Querator(url) as q:
+        items = dead_letters(q, queue)
+    if as_json:
+        for item in items[:limit]:
+            typer.echo(item.model_dump_json(exclude={"payload"}))
+        return
+    typer.echo(f"{queue}: {len(items)} dead letter(s)")
+    if items:
+        rows = [["ID", "SOURCE_ID", "KIND", "ATTEMPTS", "DEAD SINCE", "PAYLOAD"]]
+        for item in items[:limit]:
+            rows.append([item.id, item.source_id or "-", item.kind or "-", str(item.attempts)])
+            rows[-1] += [_when(item.created_at), _excerpt(item.payload)]
+        _table(rows)
+
+
+@dead_app.command("show")
+def dead_show(queue: str, item_id: str, url: Url = DEFAULT_URL) -> None:
+    """One dead letter of QUEUE in full (JSON; the payload as text)."""
+    with _reporting(), Querator(url) as q:
+        item = next((i for i in dead_letters(q, queue) if i.id == item_id), None)
+        if item is None:
+            raise InvalidArgument("item_id", f"{item_id!r} is not a dead letter of {queue!r}")
+    shown = json.loads(item.model_dump_json(exclude={"payload"}))
+    shown["payload"] = item.payload.decode("utf-8", errors="replace")
+    typer.echo(json.dumps(shown, indent=2))
+
+
+def _ids(item_ids: list[str] | None, everything: bool) -> list[str] | None:
+    if everything == bool(item_ids):
+        raise InvalidArgument("item_ids", "name dead letters, or pass --all (not both)")
+    return None if everything else list(item_ids or [])
+
+
+AllOption = Annotated[bool, typer.Option("--all", help="Every dead letter of QUEUE.")]
+ItemIds = Annotated[list[str] | None, typer.Argument(metavar="[ITEM_ID]...")]
+
+
+@dead_app.command("requeue")
+def dead_requeue(
+    queue: str, item_ids: ItemIds = None, everything: AllOption = False, url: Url = DEFAULT_URL
+) -> None:
+    """Send dead letters back into QUEUE (fresh attempts)."""
+    with _reporting(), Querator(url) as q:
+        moved = requeue(q, queue, _ids(item_ids, everything))
+    typer.echo(f"{queue}: {moved} dead letter(s) requeued")
+
+
+@dead_app.command("purge")
+def dead_purge(
+    queue: str, item_ids: ItemIds = None, everything: AllOption = False, url: Url = DEFAULT_URL
+) -> None:
+    """Delete dead letters of QUEUE for good."""
+    with _reporting(), Querator(url) as q:
+        gone = purge(q, queue, _ids(item_ids, everything))
+    typer.echo(f"{queue}: {gone} dead letter(s) purged")
 
 
 @app.command()

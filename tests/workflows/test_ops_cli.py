@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from worker_threads import serving
 
-from querator import Item, Querator
+from querator import Item, Querator, QueueSettings
 from querator.cli import load_functions
 from querator.errors import InvalidArgument
 from querator.workflows import Worker, WorkflowCancelled, start
@@ -181,3 +181,31 @@ def test_health_reports_the_store_for_probes(tmp_path: Path) -> None:
     down = cli("health", "--url", "postgresql://root@127.0.0.1:1/none", "--json")
     assert down.returncode == 1
     assert json.loads(down.stdout)["store"] == "unreachable"
+
+
+def test_dead_letters_are_listed_requeued_and_purged(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'dead.db'}"
+    with Querator(url) as q:
+        q.create_queue("orders-dead")
+        q.create_queue("orders", QueueSettings(max_attempts=1, dead_queue="orders-dead"))
+        q.produce("orders", [Item(payload=f"order {i}".encode(), kind="order") for i in range(3)])
+        for item in q.lease("orders", client_id="t", batch_size=3, timeout=5):
+            q.retry("orders", [item], dead=True)
+        dead_ids = [item.id for item in q.list_items("orders-dead", limit=10)]
+    listed = cli("dead", "list", "orders", "--url", url)
+    assert listed.returncode == 0, listed.stderr
+    assert "orders: 3 dead letter(s)" in listed.stdout and "order 1" in listed.stdout
+    shown = cli("dead", "show", "orders", dead_ids[0], "--url", url)
+    assert json.loads(shown.stdout)["payload"] == "order 0"
+    one = cli("dead", "requeue", "orders", dead_ids[0], "--url", url)
+    assert "1 dead letter(s) requeued" in one.stdout, one.stderr
+    neither = cli("dead", "purge", "orders", "--url", url)
+    assert neither.returncode == 2 and "--all" in neither.stderr
+    rest = cli("dead", "purge", "orders", "--all", "--url", url)
+    assert "2 dead letter(s) purged" in rest.stdout, rest.stderr
+    with Querator(url) as q:
+        [back] = q.lease("orders", client_id="t", timeout=5)
+        assert back.payload == b"order 0" and back.attempts == 1
+        assert q.list_items("orders-dead") == []
+    none = cli("dead", "list", "orders-dead", "--url", url)
+    assert none.returncode == 2 and "has no dead_queue" in none.stderr

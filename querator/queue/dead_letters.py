@@ -1,0 +1,97 @@
+"""Dead letters of a queue: list them, send them back, or purge them.
+
+A queue's dead letters are the items of its ``dead_queue`` (settings). Sending
+one back produces a copy into the queue (fresh attempts, its payload, kind,
+encoding, reference and headers) and then deletes it from the dead queue. The
+copy's dedup key is the original's, or ``requeue/{dead item id}``: a requeue
+interrupted between the two steps and run again finds the copy and adds no
+second one, so an item is never lost and at worst left in both places until
+the next requeue.
+
+```python
+from querator.queue.dead_letters import dead_letters, requeue
+for item in dead_letters(q, "orders"):
+    print(item.id, item.source_id, item.attempts)
+requeue(q, "orders")                 # every dead letter of "orders"; or ids=[...]
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from querator.errors import InvalidArgument
+from querator.queue.client import Querator
+from querator.queue.models import Item, StoredItem
+
+__all__ = ["PAGE", "dead_letters", "dead_queue_of", "purge", "requeue"]
+
+PAGE = 500
+"""Dead letters handled per call to the store."""
+
+
+def dead_queue_of(q: Querator, queue: str) -> str:
+    """The dead queue of ``queue``; InvalidArgument when it has none."""
+    dead = q.get_queue(queue).settings.dead_queue
+    if not dead:
+        raise InvalidArgument("queue", f"queue {queue!r} has no dead_queue")
+    return dead
+
+
+def dead_letters(q: Querator, queue: str, limit: int | None = None) -> list[StoredItem]:
+    """The dead letters of ``queue``, in the order they arrived (at most ``limit``)."""
+    dead = dead_queue_of(q, queue)
+    found: list[StoredItem] = []
+    for partition in range(q.get_queue(dead).settings.partitions):
+        pivot: str | None = None
+        while limit is None or len(found) < limit:
+            page = q.list_items(dead, partition=partition, pivot=pivot, limit=PAGE)
+            fresh = [item for item in page if item.id != pivot]
+            found += fresh
+            if len(page) < PAGE or not fresh:
+                break
+            pivot = fresh[-1].id
+    found.sort(key=lambda item: item.created_at)
+    return found if limit is None else found[:limit]
+
+
+def _chosen(q: Querator, queue: str, ids: Sequence[str] | None) -> list[StoredItem]:
+    items = dead_letters(q, queue)
+    if ids is None:
+        return items
+    by_id = {item.id: item for item in items}
+    missing = [item_id for item_id in ids if item_id not in by_id]
+    if missing:
+        raise InvalidArgument("ids", f"not dead letters of {queue!r}: {', '.join(missing)}")
+    return [by_id[item_id] for item_id in ids]
+
+
+def requeue(q: Querator, queue: str, ids: Sequence[str] | None = None) -> int:
+    """Send dead letters back to ``queue`` (``ids``, or all); how many were sent."""
+    chosen = _chosen(q, queue, ids)
+    dead = dead_queue_of(q, queue)
+    for at in range(0, len(chosen), PAGE):
+        batch = chosen[at : at + PAGE]
+        copies = [
+            Item(
+                payload=item.payload,
+                kind=item.kind,
+                encoding=item.encoding,
+                reference=item.reference,
+                headers=dict(item.headers),
+                dedup_key=item.dedup_key or f"requeue/{item.id}",
+            )
+            for item in batch
+        ]
+        q.produce(queue, copies)
+        q.delete_items(dead, [item.id for item in batch])
+    return len(chosen)
+
+
+def purge(q: Querator, queue: str, ids: Sequence[str] | None = None) -> int:
+    """Delete dead letters of ``queue`` (``ids``, or all); how many were deleted."""
+    chosen = _chosen(q, queue, ids)
+    dead = dead_queue_of(q, queue)
+    for at in range(0, len(chosen), PAGE):
+        q.delete_items(dead, [item.id for item in chosen[at : at + PAGE]])
+    return len(chosen)
