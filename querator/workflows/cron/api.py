@@ -32,6 +32,7 @@ from querator.workflows.cron.schedules import (
     tick_key,
 )
 from querator.workflows.cron.store import Stored, read_all, read_one, remove, write
+from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -284,7 +285,7 @@ async def _last_status(aq: AsyncQuerator, run_id: str | None) -> RunStatus | Non
         return None
     try:
         return await AsyncRunHandle(aq, run_id).status()
-    except (InvalidArgument, QueueNotFound):
+    except (RunNotFound, QueueNotFound):
         return None
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 from anyio.lowlevel import EventLoopToken, current_token
 
-from querator.errors import InvalidArgument, Unavailable
+from querator.errors import Unavailable
 from querator.queue.client import Querator
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
@@ -44,6 +44,7 @@ from querator.workflows.cron.store import (
     read_all,
     write,
 )
+from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.runs import AsyncRunHandle
 
@@ -111,7 +112,7 @@ class AsyncScheduler:
             return False
         try:
             return await AsyncRunHandle(self.aq, run_id).status() == "running"
-        except InvalidArgument:
+        except RunNotFound:
             return False
 
     async def _handle(self, stored: Stored) -> list[str]:
