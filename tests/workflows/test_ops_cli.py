@@ -14,7 +14,7 @@ from worker_threads import serving
 from querator import Item, Querator, QueueSettings
 from querator.cli import load_functions
 from querator.errors import InvalidArgument
-from querator.workflows import Worker, WorkflowCancelled, start
+from querator.workflows import Worker, WorkflowCancelled, schedule, start
 
 from .ops_flows import greet, hello
 from .ops_procs import WorkerProc
@@ -209,3 +209,20 @@ def test_dead_letters_are_listed_requeued_and_purged(tmp_path: Path) -> None:
         assert q.list_items("orders-dead") == []
     none = cli("dead", "list", "orders-dead", "--url", url)
     assert none.returncode == 2 and "has no dead_queue" in none.stderr
+
+
+def test_schedules_are_listed_paused_triggered_and_deleted(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'sched.db'}"
+    with Querator(url) as q:
+        schedule(q, "greetings", greet, cron="0 3 * * *", args=("ada",))
+    listed = cli("schedules", "list", "--url", url)
+    assert listed.returncode == 0, listed.stderr
+    assert "greetings" in listed.stdout and "ops.greet" in listed.stdout
+    assert cli("schedules", "pause", "greetings", "--url", url).returncode == 0
+    shown = json.loads(cli("schedules", "show", "greetings", "--url", url).stdout)
+    assert shown["paused"] is True and shown["next_fire"] is None
+    triggered = cli("schedules", "trigger", "greetings", "--url", url)
+    assert triggered.stdout.strip().startswith("run-"), triggered.stderr
+    assert cli("schedules", "delete", "greetings", "--url", url).returncode == 0
+    again = cli("schedules", "delete", "greetings", "--url", url)
+    assert again.returncode == 1 and "no such schedule" in again.stdout
