@@ -1,0 +1,155 @@
+"""The ``querator`` command: run workers, inspect runs and queues.
+
+```
+querator worker myapp.flows [--url URL] [--concurrency N]   # until SIGTERM/SIGINT
+querator worker myapp.flows:FUNCTIONS                       # only the functions listed there
+querator worker path/to/flows.py
+querator runs list [--status failed] [--name shop.checkout] [--limit 50] [--after RUN_ID]
+querator runs show RUN_ID
+querator runs cancel RUN_ID [--reason TEXT]
+querator runs retry-compensation RUN_ID      # re-drive a compensation_failed saga
+querator runs resume RUN_ID                  # a failed or cancelled run, from its failed step
+querator runs fork RUN_ID --from-step N      # a new run keeping steps 0 … N-1
+querator runs replay RUN_ID... --app myapp.flows   # check new code against stored runs
+querator runs replay --running --app myapp.flows   # ... against every running run
+querator queues list
+querator queues stats NAME
+querator dead list QUEUE [--limit N]         # dead letters of QUEUE (its dead_queue), with a count
+querator dead show QUEUE ITEM_ID
+querator dead requeue QUEUE [ITEM_ID...] [--all]   # back into QUEUE
+querator dead purge QUEUE [ITEM_ID...] [--all]
+querator schedules list | show NAME | pause NAME | resume NAME | trigger NAME | delete NAME
+querator health [--max-age SECONDS]          # for probes: exit 1 when unhealthy
+```
+
+The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``.
+Errors of the ``querator.errors`` hierarchy are printed on stderr and end the
+command with exit status 1 (2 for a bad argument).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any
+
+import typer
+
+from querator.errors import InvalidArgument, QueratorError
+from querator.workflows.errors import RunNotFound
+from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
+
+__all__ = ["app", "load_functions", "main"]
+
+app = typer.Typer(
+    name="querator", no_args_is_help=True, help="Workflows and sagas on a versioned lease queue."
+)
+runs_app = typer.Typer(no_args_is_help=True, help="Inspect workflow runs.")
+queues_app = typer.Typer(no_args_is_help=True, help="Inspect queues.")
+app.add_typer(runs_app, name="runs")
+app.add_typer(queues_app, name="queues")
+dead_app = typer.Typer(no_args_is_help=True, help="Dead letters of a queue.")
+schedules_app = typer.Typer(no_args_is_help=True, help="Cron schedules.")
+app.add_typer(schedules_app, name="schedules")
+app.add_typer(dead_app, name="dead")
+
+Url = Annotated[
+    str,
+    typer.Option("--url", envvar="QUERATOR_URL", help="Store URL (postgresql://, sqlite:///, …)."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="One JSON document per line.")]
+
+
+@contextmanager
+def _reporting() -> Iterator[None]:
+    """Turn querator errors into a message on stderr and an exit status."""
+    try:
+        yield
+    except (InvalidArgument, RunNotFound) as exc:  # what the user named is wrong
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except QueratorError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _import(module: str) -> ModuleType:
+    if module.endswith(".py") or os.sep in module:
+        path = Path(module).resolve()
+        if not path.is_file():
+            raise InvalidArgument("module", f"no file {module!r}")
+        sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise InvalidArgument("module", f"cannot import {module!r}")
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = loaded
+        spec.loader.exec_module(loaded)
+        return loaded
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the current directory
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise InvalidArgument("module", f"cannot import {module!r}: {exc}") from exc
+
+
+def load_functions(target: str) -> list[DurableFunction]:
+    """The ``@step``/``@workflow`` functions named by ``MODULE[:ATTR]``.
+
+    ``MODULE`` is a dotted module name (found from the current directory too)
+    or a ``.py`` file path. Without ``ATTR``: every step and workflow defined
+    in or imported into the module. With ``ATTR`` (dotted): that function, or
+    the functions of that list/tuple.
+    """
+    module_name, _, attr = target.partition(":")
+    module = _import(module_name)
+    if not attr:
+        found: Any = list(vars(module).values())
+    else:
+        found = module
+        for part in attr.split("."):
+            if not hasattr(found, part):
+                raise InvalidArgument("module", f"{module_name!r} has no attribute {attr!r}")
+            found = getattr(found, part)
+        if isinstance(found, StepFunction | WorkflowFunction):
+            found = [found]
+        elif not isinstance(found, list | tuple | set | frozenset):
+            raise InvalidArgument("module", f"{attr!r} is neither a function nor a list of them")
+    functions: dict[int, DurableFunction] = {}
+    for obj in found:
+        if isinstance(obj, StepFunction | WorkflowFunction):
+            functions.setdefault(id(obj), obj)
+        elif attr:
+            raise InvalidArgument("module", f"{obj!r} in {attr!r} is not a @step or @workflow")
+    if not functions:
+        raise InvalidArgument("module", f"no @step or @workflow function in {target!r}")
+    return list(functions.values())
+
+
+def _when(value: Any) -> str:
+    return value.isoformat(timespec="seconds") if value is not None else "-"
+
+
+def _table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def main() -> None:
+    """Entry point of the ``querator`` script."""
+    app()
+
+
+# The commands register themselves on the apps above when imported.
+from querator.cli import queues as queues  # noqa: E402
+from querator.cli import runs as runs  # noqa: E402
+from querator.cli import schedules as schedules  # noqa: E402
+from querator.cli import worker as worker  # noqa: E402

@@ -1,0 +1,5 @@
+"""``python -m querator.cli``."""
+
+from querator.cli import main
+
+main()

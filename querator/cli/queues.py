@@ -1,0 +1,172 @@
+"""``querator queues``, ``querator dead`` and ``querator health``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from querator.cli import (
+    AsJson,
+    Url,
+    _reporting,
+    _table,
+    _when,
+    app,
+    dead_app,
+    queues_app,
+)
+from querator.errors import InvalidArgument, QueratorError
+from querator.queue.backends import DEFAULT_URL
+from querator.queue.client import Querator
+from querator.queue.dead_letters import dead_letters, purge, requeue
+
+
+@queues_app.command("list")
+def queues_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """List queues with their main settings."""
+    with _reporting(), Querator(url) as q:
+        queues, pivot = [], None
+        while page := [i for i in q.list_queues(pivot=pivot, limit=100) if i.name != pivot]:
+            queues.extend(page)
+            pivot = page[-1].name
+    if as_json:
+        for info in queues:
+            typer.echo(info.model_dump_json())
+        return
+    rows = [["NAME", "PARTITIONS", "LEASE_TIMEOUT", "MAX_ATTEMPTS", "DEAD_QUEUE"]]
+    for info in queues:
+        s = info.settings
+        row = [info.name, str(s.partitions), f"{s.lease_timeout:g}", str(s.max_attempts)]
+        rows.append([*row, s.dead_queue or "-"])
+    _table(rows)
+
+
+@queues_app.command("stats")
+def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """Item counts of one queue, per partition and in total."""
+    with _reporting(), Querator(url) as q:
+        stats = q.stats(name)
+    if as_json:
+        typer.echo(stats.model_dump_json())
+        return
+    rows = [["PARTITION", "TOTAL", "LEASED", "SCHEDULED", "DEAD_LETTERED", "OLDEST_AGE"]]
+    for p in stats.partitions:
+        age = f"{p.oldest_age:.1f}s" if p.oldest_age is not None else "-"
+        rows.append([str(p.partition), str(p.total), str(p.leased), str(p.scheduled)])
+        rows[-1] += [str(p.dead_lettered), age]
+    parts = stats.partitions
+    totals = [sum(p.total for p in parts), sum(p.leased for p in parts)]
+    totals += [sum(p.scheduled for p in parts), sum(p.dead_lettered for p in parts)]
+    rows.append(["all", *(str(t) for t in totals), "-"])
+    _table(rows)
+
+
+def _excerpt(payload: bytes, width: int = 60) -> str:
+    text = payload.decode("utf-8", errors="replace").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dead_app.command("list")
+def dead_list(
+    queue: str,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """The dead letters of QUEUE (the items of its dead_queue), oldest first."""
+    with _reporting(), Querator(url) as q:
+        items = dead_letters(q, queue)
+    if as_json:
+        for item in items[:limit]:
+            typer.echo(item.model_dump_json(exclude={"payload"}))
+        return
+    typer.echo(f"{queue}: {len(items)} dead letter(s)")
+    if items:
+        rows = [["ID", "SOURCE_ID", "KIND", "ATTEMPTS", "DEAD SINCE", "PAYLOAD"]]
+        for item in items[:limit]:
+            rows.append([item.id, item.source_id or "-", item.kind or "-", str(item.attempts)])
+            rows[-1] += [_when(item.created_at), _excerpt(item.payload)]
+        _table(rows)
+
+
+@dead_app.command("show")
+def dead_show(queue: str, item_id: str, url: Url = DEFAULT_URL) -> None:
+    """One dead letter of QUEUE in full (JSON; the payload as text)."""
+    with _reporting(), Querator(url) as q:
+        item = next((i for i in dead_letters(q, queue) if i.id == item_id), None)
+        if item is None:
+            raise InvalidArgument("item_id", f"{item_id!r} is not a dead letter of {queue!r}")
+    shown = json.loads(item.model_dump_json(exclude={"payload"}))
+    shown["payload"] = item.payload.decode("utf-8", errors="replace")
+    typer.echo(json.dumps(shown, indent=2))
+
+
+def _ids(item_ids: list[str] | None, everything: bool) -> list[str] | None:
+    if everything == bool(item_ids):
+        raise InvalidArgument("item_ids", "name dead letters, or pass --all (not both)")
+    return None if everything else list(item_ids or [])
+
+
+AllOption = Annotated[bool, typer.Option("--all", help="Every dead letter of QUEUE.")]
+ItemIds = Annotated[list[str] | None, typer.Argument(metavar="[ITEM_ID]...")]
+
+
+@dead_app.command("requeue")
+def dead_requeue(
+    queue: str, item_ids: ItemIds = None, everything: AllOption = False, url: Url = DEFAULT_URL
+) -> None:
+    """Send dead letters back into QUEUE (fresh attempts)."""
+    with _reporting(), Querator(url) as q:
+        moved = requeue(q, queue, _ids(item_ids, everything))
+    typer.echo(f"{queue}: {moved} dead letter(s) requeued")
+
+
+@dead_app.command("purge")
+def dead_purge(
+    queue: str, item_ids: ItemIds = None, everything: AllOption = False, url: Url = DEFAULT_URL
+) -> None:
+    """Delete dead letters of QUEUE for good."""
+    with _reporting(), Querator(url) as q:
+        gone = purge(q, queue, _ids(item_ids, everything))
+    typer.echo(f"{queue}: {gone} dead letter(s) purged")
+
+
+@app.command()
+def health(
+    url: Url = DEFAULT_URL,
+    max_age: Annotated[
+        float | None,
+        typer.Option(help="Unhealthy when a queue's oldest item is older (seconds)."),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Check the store for a probe: reachable, its queues, the oldest item's age.
+    Exit status 0 when healthy, 1 when the store is unreachable or an item is
+    older than --max-age."""
+    report: dict[str, Any] = {"store": "unreachable", "queues": 0, "oldest_age": None}
+    try:
+        with Querator(url) as q:
+            names = [info.name for info in q.list_queues(limit=1000)]
+            ages = [
+                p.oldest_age
+                for name in names
+                for p in q.stats(name).partitions
+                if p.oldest_age is not None and p.total > p.dead_lettered
+            ]
+        report.update(store="reachable", queues=len(names), oldest_age=max(ages, default=None))
+    except QueratorError as exc:
+        report["error"] = str(exc)
+    oldest = report["oldest_age"]
+    healthy = report["store"] == "reachable" and (
+        max_age is None or oldest is None or oldest <= max_age
+    )
+    report["healthy"] = healthy
+    if as_json:
+        typer.echo(json.dumps(report))
+    else:
+        for key, value in report.items():
+            typer.echo(f"{key + ':':<12}{value}")
+    if not healthy:
+        raise typer.Exit(1)

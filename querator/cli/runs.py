@@ -1,0 +1,218 @@
+"""``querator runs``: inspect, cancel, resume, fork and replay-check runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from querator.cli import (
+    AsJson,
+    Url,
+    _reporting,
+    _table,
+    _when,
+    load_functions,
+    runs_app,
+)
+from querator.errors import InvalidArgument
+from querator.queue.backends import DEFAULT_URL
+from querator.queue.client import Querator
+from querator.workflows.checking import ReplayCheck, check_replay
+from querator.workflows.functions import WorkflowFunction
+from querator.workflows.inspection import RunInfo, get_run, list_runs
+from querator.workflows.rerun import fork, resume
+from querator.workflows.runs import RunHandle, RunStatus
+
+
+@runs_app.command("list")
+def runs_list(
+    status: Annotated[str | None, typer.Option(help="Only runs with this status.")] = None,
+    name: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
+    after: Annotated[str | None, typer.Option(help="Start after this run id.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many runs.")] = 100,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """List runs in start order: id, status, workflow, started, finished."""
+    with _reporting(), Querator(url) as q:
+        runs = list_runs(q, status=_status(status), name=name, after=after, limit=limit)
+    if as_json:
+        for run in runs:
+            typer.echo(run.model_dump_json(exclude={"steps"}))
+        return
+    header = ["RUN_ID", "STATUS", "WORKFLOW", "STARTED", "FINISHED"]
+    rows = [
+        [r.run_id, r.status, r.workflow, _when(r.started_at), _when(r.finished_at)] for r in runs
+    ]
+    _table([header, *rows])
+
+
+def _status(status: str | None) -> RunStatus | None:
+    # list_runs validates the value; the cast only narrows the type.
+    return status  # type: ignore[return-value]
+
+
+def _show(run: RunInfo) -> None:
+    fields = {
+        "run": run.run_id,
+        "workflow": run.workflow,
+        "status": run.status + (" (cancel requested)" if run.cancel_requested else ""),
+        "queue": run.queue,
+        "started": _when(run.started_at),
+        "finished": _when(run.finished_at),
+        "args": run.args,
+    }
+    if run.parent_run_id:
+        fields["parent"] = run.parent_run_id
+    if run.result is not None:
+        fields["result"] = run.result
+    if run.error_type is not None:
+        fields["error"] = f"{run.error_type}: {run.error_message}"
+    for key, value in fields.items():
+        typer.echo(f"{key + ':':<10}{value}")
+    if run.in_progress:
+        typer.echo("in progress:")
+        rows = [["POS", "ATTEMPT", "UPDATED", "PROGRESS"]]
+        for p in run.in_progress:
+            rows.append([str(p.position), str(p.attempt), _when(p.updated_at)])
+            rows[-1].append(json.dumps(p.progress, separators=(",", ":")))
+        _table(rows)
+    if not run.steps:
+        _tracebacks(run)
+        return
+    typer.echo("steps:")
+    rows = [["POS", "STEP", "OUTCOME", "ATTEMPTS", "FINISHED", "RESULT / ERROR"]]
+    for s in run.steps:
+        detail = s.result if s.ok else f"{s.error_type}: {s.error_message}"
+        outcome = "ok" if s.ok else "error"
+        rows.append([str(s.position), s.step, outcome, str(s.attempts), _when(s.finished_at)])
+        rows[-1].append(detail or "")
+    _table(rows)
+    _tracebacks(run)
+
+
+def _tracebacks(run: RunInfo) -> None:
+    """The stored tracebacks of the failed steps and of the body's error."""
+    for s in run.steps:
+        if s.error_traceback:
+            typer.echo(f"traceback of step {s.step}@{s.position}:")
+            typer.echo(s.error_traceback.rstrip())
+    if run.error_traceback:
+        typer.echo("traceback of the run's error:")
+        typer.echo(run.error_traceback.rstrip())
+
+
+@runs_app.command("show")
+def runs_show(run_id: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """Show one run and its steps (position, name, outcome, attempts, result or error)."""
+    with _reporting(), Querator(url) as q:
+        run = get_run(q, run_id)
+    if as_json:
+        typer.echo(run.model_dump_json())
+    else:
+        _show(run)
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    run_id: str,
+    url: Url = DEFAULT_URL,
+    reason: Annotated[str, typer.Option(help="Why, for the run's history.")] = "",
+) -> None:
+    """Ask a run to end as cancelled (a saga compensates first)."""
+    with _reporting(), Querator(url) as q:
+        get_run(q, run_id)  # an unknown run id is an error, not a silent no-op
+        cancelled = RunHandle(q, run_id).cancel(reason)
+    typer.echo(f"{run_id}: {'cancel requested' if cancelled else 'already ended'}")
+    if not cancelled:
+        raise typer.Exit(1)
+
+
+@runs_app.command("retry-compensation")
+def runs_retry_compensation(run_id: str, url: Url = DEFAULT_URL) -> None:
+    """Run the failed compensation of a compensation_failed saga again."""
+    with _reporting(), Querator(url) as q:
+        get_run(q, run_id)
+        redriven = RunHandle(q, run_id).retry_compensation()
+    typer.echo(f"{run_id}: {'compensating again' if redriven else 'not compensation_failed'}")
+    if not redriven:
+        raise typer.Exit(1)
+
+
+@runs_app.command("resume")
+def runs_resume(run_id: str, url: Url = DEFAULT_URL) -> None:
+    """Run a failed or cancelled run again, same id, from its first failed step
+    (the steps before it keep their results)."""
+    with _reporting(), Querator(url) as q:
+        resumed = resume(q, run_id)
+    typer.echo(f"{run_id}: {'resumed' if resumed else 'not failed or cancelled'}")
+    if not resumed:
+        raise typer.Exit(1)
+
+
+@runs_app.command("fork")
+def runs_fork(
+    run_id: str,
+    from_step: Annotated[int, typer.Option(help="The first position to run again.")],
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Start a new run of RUN_ID's workflow and arguments that keeps the results
+    of its steps before --from-step; prints the new run's id."""
+    with _reporting(), Querator(url) as q:
+        handle = fork(q, run_id, from_step)
+    typer.echo(handle.run_id)
+
+
+def _replay_line(check: ReplayCheck) -> str:
+    if check.ok:
+        end = "ran to its end" if check.ended else "waits for what comes next"
+        return f"{check.run_id}  ok  {check.workflow}: {check.replayed} stored step(s), {end}"
+    return f"{check.run_id}  NonDeterminism  {check.workflow}: {check.error}"
+
+
+@runs_app.command("replay")
+def runs_replay(
+    run_ids: Annotated[list[str] | None, typer.Argument(metavar="[RUN_ID]...")] = None,
+    app_target: Annotated[
+        str,
+        typer.Option("--app", metavar="MODULE[:ATTR]", help="Where the (new) workflow code is."),
+    ] = "",
+    running: Annotated[
+        bool, typer.Option("--running", help="Also every running run of those workflows.")
+    ] = False,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """Replay stored runs with the workflow code of --app, dispatching nothing, and
+    report any that the code no longer matches (exit status 1 if one does)."""
+    with _reporting():
+        if not app_target:
+            raise InvalidArgument("app", "is required: --app MODULE[:ATTR]")
+        functions = load_functions(app_target)
+        names = {fn.name for fn in functions if isinstance(fn, WorkflowFunction)}
+        with Querator(url) as q:
+            wanted = list(run_ids or [])
+            if running:
+                listed = _running_runs(q)
+                wanted += [r.run_id for r in listed if r.workflow in names]
+            if not wanted:
+                raise InvalidArgument("run_ids", "name at least one run, or pass --running")
+            checks = [check_replay(q, run_id, functions) for run_id in wanted]
+    for check in checks:
+        typer.echo(check.model_dump_json() if as_json else _replay_line(check))
+    if not all(check.ok for check in checks):
+        raise typer.Exit(1)
+
+
+def _running_runs(q: Querator) -> list[RunInfo]:
+    """Every running run, page by page."""
+    found: list[RunInfo] = []
+    after: str | None = None
+    while True:
+        page = list_runs(q, status="running", after=after, limit=500)
+        found += page
+        if len(page) < 500:
+            return found
+        after = page[-1].run_id

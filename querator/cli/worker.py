@@ -1,0 +1,67 @@
+"""``querator worker``: serve the workflows and steps of a module."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from querator.cli import (
+    Url,
+    _reporting,
+    app,
+    load_functions,
+)
+from querator.queue.backends import DEFAULT_URL
+from querator.queue.client import Querator
+from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
+from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
+
+
+@app.command()
+def worker(
+    target: Annotated[
+        str, typer.Argument(metavar="MODULE[:ATTR]", help="Where the functions are.")
+    ],
+    url: Url = DEFAULT_URL,
+    concurrency: Annotated[int, typer.Option(help="Items handled at once.")] = 8,
+    client_id: Annotated[str | None, typer.Option(help="Lease owner name.")] = None,
+    shutdown_grace: Annotated[
+        float, typer.Option(help="Seconds in-flight items may finish after SIGTERM.")
+    ] = DEFAULT_SHUTDOWN_GRACE,
+    max_live_runs: Annotated[
+        int, typer.Option(help="Workflow bodies kept live between their steps.")
+    ] = DEFAULT_MAX_LIVE_RUNS,
+    wait_for_store: Annotated[
+        bool,
+        typer.Option(help="Wait for an unreachable store at start-up instead of failing."),
+    ] = True,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Serve the workflows of MODULE and the steps they call (and the steps of
+    MODULE) until SIGTERM or SIGINT."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    with _reporting():
+        functions = load_functions(target)
+        names = ", ".join(sorted(f.name for f in functions))
+        logging.getLogger("querator.worker").info("registering %s", names)
+        wait = WORKER_STORE_WAIT if wait_for_store else 0.0
+        with Querator(url, wait_for_store=wait) as q:
+            Worker(
+                q,
+                functions,
+                concurrency=concurrency,
+                client_id=client_id,
+                shutdown_grace=shutdown_grace,
+                max_live_runs=max_live_runs,
+            ).run()
+
+
+WORKER_STORE_WAIT = 366 * 86400.0
+"""How long ``querator worker`` waits for an unreachable store at start-up (for ever)."""
