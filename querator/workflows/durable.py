@@ -19,6 +19,7 @@ from typing import Any, TypeVar, overload
 import anyio
 
 from querator.errors import InvalidArgument
+from querator.queue.validation import check_duration
 from querator.workflows.engine.context import CURRENT, StepHandle
 
 __all__ = ["agather", "asleep", "asleep_until", "gather", "sleep", "sleep_until"]
@@ -39,8 +40,7 @@ def sleep(seconds: float) -> None:
     stored; replays before it suspend again, replays after it return at once.
     No worker is held while the run sleeps: a wake task is scheduled for the end.
     """
-    if seconds < 0:
-        raise InvalidArgument("seconds", "must be >= 0")
+    seconds = check_duration("seconds", seconds, allow_zero=True)
     ctx = CURRENT.get()
     if ctx is None:
         time.sleep(seconds)
@@ -60,6 +60,7 @@ def sleep_until(until: datetime) -> None:
 
 async def asleep(seconds: float) -> None:
     """:func:`sleep` for async workflow bodies (``await asleep(5)``)."""
+    seconds = check_duration("seconds", seconds, allow_zero=True)
     if CURRENT.get() is None:
         await anyio.sleep(seconds)
         return

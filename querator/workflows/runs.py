@@ -151,6 +151,8 @@ class AsyncRunHandle(Generic[R]):
         the store is unavailable (a restart, a failover) it keeps trying, with
         capped backoff, until its timeout, and logs the outage once.
         """
+        if timeout is not None:
+            timeout = check_duration("timeout", timeout, allow_zero=True)
         deadline = None if timeout is None else anyio.current_time() + timeout
         watch = self.aq.watch(RESULTS_QUEUE)
         outage, backoff = Outage(log, f"run {self.run_id}: result()"), Backoff()

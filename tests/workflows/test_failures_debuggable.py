@@ -7,12 +7,14 @@ from __future__ import annotations
 import pytest
 
 from querator import Querator
+from querator.errors import InvalidArgument
 from querator.workflows import (
     IdempotencyConflict,
     RetryPolicy,
     RunHandle,
     RunNotFound,
     WorkflowFailed,
+    sleep,
     start,
     step,
     workflow,
@@ -91,3 +93,27 @@ def test_an_unknown_run_id_is_a_typed_error_at_once(q: Querator) -> None:
         handle.status()
     with pytest.raises(RunNotFound):
         get_run(q, "run-no-such-run")
+
+
+@workflow(name="d.nap_nan")
+def nap_nan(key: str) -> str:
+    sleep(float("nan"))
+    return key
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1.0, float("inf")])
+def test_a_bad_result_timeout_is_refused_at_once(q: Querator, timeout: float) -> None:
+    run = start(q, order, "known")
+    with pytest.raises(InvalidArgument, match="timeout"):
+        run.result(timeout=timeout)
+
+
+def test_a_nan_sleep_fails_the_run_with_a_typed_error(q: Querator, run_worker: RunWorker) -> None:
+    with pytest.raises(InvalidArgument, match="seconds"):
+        sleep(float("nan"))  # outside a body too
+    with run_worker([nap_nan]):
+        run = start(q, nap_nan, "n")
+        with pytest.raises(WorkflowFailed) as failed:
+            run.result(timeout=20)
+    assert failed.value.error_type == "InvalidArgument"
+    assert "seconds" in failed.value.message
