@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -233,3 +234,17 @@ def test_cron_many_schedulers_never_double_fire(backend_url: str, q: Querator) -
     assert not errors
     counts = runs_per_tick(q)
     assert len(counts) == 8 and set(counts.values()) == {1}, counts
+
+
+def test_a_schedule_of_a_workflow_the_worker_does_not_run_is_told_once(
+    q: Querator, caplog: pytest.LogCaptureFixture
+) -> None:
+    define(q)
+    clock = Clock()
+    scheduler = Scheduler(q, [plain], now=clock)  # this process runs t.plain only
+    with caplog.at_level(logging.ERROR, logger="querator.workflows"):
+        assert len(scheduler.run_once()) == 1  # fired all the same: another pool may run it
+        clock.advance(minutes=60)
+        assert len(scheduler.run_once()) == 1
+    told = [r.getMessage() for r in caplog.records if "does not serve" in r.getMessage()]
+    assert len(told) == 1 and "schedule hourly" in told[0]

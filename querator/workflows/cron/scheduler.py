@@ -79,9 +79,12 @@ class AsyncScheduler:
         interval: float = 5.0,
     ) -> None:
         self.aq = aq
-        self.workflows = [
-            fn for fn in functions if isinstance(fn, WorkflowFunction) and fn.schedule
-        ]
+        given = [fn for fn in functions if isinstance(fn, WorkflowFunction)]
+        self.workflows = [fn for fn in given if fn.schedule]
+        self.served = frozenset(fn.name for fn in given)
+        """The workflows this scheduler's process runs (empty: a scheduler alone,
+        which fires every schedule without judging)."""
+        self._orphans_told: set[str] = set()
         self.now = now or _utcnow
         self.interval = check_duration("interval", interval)
         self._stop_requested = False
@@ -131,6 +134,8 @@ class AsyncScheduler:
             await AsyncRunHandle(self.aq, state.last_run_id).cancel(
                 f"schedule {spec.name}: overlap policy {spec.overlap}"
             )
+        if plan.start:
+            self._tell_orphan(spec.name, spec.workflow)
         run_ids = []
         for tick in plan.start:
             delay = jitter_delay(spec.name, tick, spec.jitter)
@@ -147,6 +152,22 @@ class AsyncScheduler:
         if new != state and not await write(self.aq, stored, new):
             log.debug("schedule %s: another scheduler recorded this pass", spec.name)
         return run_ids
+
+    def _tell_orphan(self, name: str, workflow: str) -> None:
+        """Say once, loudly, that this worker fires a schedule of a workflow it
+        does not run: unless another worker pool runs it, every run it starts
+        fails (``UnknownWorkflow``)."""
+        if not self.served or workflow in self.served or name in self._orphans_told:
+            return
+        self._orphans_told.add(name)
+        log.error(
+            "schedule %s starts workflow %r, which this worker does not serve: its runs "
+            "need a worker that does (else they fail with UnknownWorkflow); pause or "
+            "delete it with `querator schedules pause|delete %s`",
+            name,
+            workflow,
+            name,
+        )
 
     async def _refresh(self, stored: Stored) -> None:
         if stored.item.created_at < datetime.now(UTC) - REFRESH_AFTER:
