@@ -62,7 +62,15 @@ WORK_LEASE = 10.0
 """Seconds a worker holds a wake task or step item without renewing it, in the
 queues querator creates: a step is renewed every third of it while it runs,
 so a worker that dies is replaced within about this long (the failover time)."""
-WORK_SETTINGS = QueueSettings(lease_timeout=WORK_LEASE, expire_timeout=MAX_DURATION)
+DEAD_QUEUE = "querator.dead"
+"""Where items of the workflow and step queues querator creates go when they
+cannot be handled (undecodable, unknown kind, a run with no meta): kept for a
+user to see (``querator dead list QUEUE``) and re-drive, never dropped."""
+DEAD_SETTINGS = QueueSettings(expire_timeout=MAX_DURATION)
+"""Settings of :data:`DEAD_QUEUE`."""
+WORK_SETTINGS = QueueSettings(
+    lease_timeout=WORK_LEASE, expire_timeout=MAX_DURATION, dead_queue=DEAD_QUEUE
+)
 """Settings of workflow and step queues created by querator (existing ones are kept)."""
 
 

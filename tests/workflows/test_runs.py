@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from polling import wait_for
 
 from querator import Item, Querator, QueueSettings
 from querator.errors import InvalidArgument
@@ -143,3 +144,22 @@ def test_poison_items_do_not_crash_the_worker(q: Querator, run_worker: RunWorker
     # queue for one (see test_unknown_names.py), not dead-lettered.
     [left] = q.list_items("querator.workflows")
     assert left.kind == "querator.step" and left.attempts >= 1
+
+
+def test_poison_items_are_never_dropped(q: Querator, run_worker: RunWorker) -> None:
+    q.create_queue("querator.workflows", QueueSettings())  # made by hand: no dead queue
+    q.produce("querator.workflows", [Item(payload=b"not json", kind="querator.step")])
+    with run_worker(THREE_STEPS):
+        run = start(q, checkout, Order(id="after-drop", cents=4))
+        assert run.result(timeout=20)["charged"] == 4
+        wait_for(lambda: q.stats("querator.dead").total == 1, timeout=10, message="the poison kept")
+    [kept] = q.list_items("querator.dead")
+    assert kept.payload == b"not json" and kept.kind == "querator.step"
+
+
+def test_queues_made_by_workers_dead_letter_into_querator_dead(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    with run_worker(THREE_STEPS):
+        assert start(q, checkout, Order(id="dq", cents=5)).result(timeout=20)["charged"] == 5
+    assert q.get_queue("querator.workflows").settings.dead_queue == "querator.dead"

@@ -32,12 +32,12 @@ from querator.workflows.cron.schedules import (
     tick_key,
 )
 from querator.workflows.cron.store import Stored, read_all, read_one, remove, write
+from querator.workflows.engine.commit import ensure_work_queue
 from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
-    WORK_SETTINGS,
     WORKFLOW_QUEUE,
     RunMeta,
     meta_key,
@@ -353,7 +353,7 @@ async def start_tick(
     await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
     if meta_key(run_id) in await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)]):
         return run_id
-    await aq.create_queue(spec.queue, WORK_SETTINGS, exist_ok=True)
+    await ensure_work_queue(aq, spec.queue)
     args = spec.args
     if spec.pass_tick:
         encoded = json.loads(args)

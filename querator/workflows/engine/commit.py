@@ -15,6 +15,8 @@ from querator.queue.models import Item, Leased, TransactResult
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
 from querator.workflows.layout import (
+    DEAD_QUEUE,
+    DEAD_SETTINGS,
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
     STEP_KIND,
@@ -35,6 +37,7 @@ __all__ = [
     "Produce",
     "commit_held",
     "commit_wake",
+    "ensure_work_queue",
     "final_items",
     "log_final",
     "merge_items",
@@ -175,8 +178,10 @@ async def transact_creating(
             attempt += 1
             if exc.queue not in targets or attempt > attempts:
                 raise
-            settings = RESULTS_SETTINGS if exc.queue == RESULTS_QUEUE else WORK_SETTINGS
-            await aq.create_queue(exc.queue, settings, exist_ok=True)
+            if exc.queue == RESULTS_QUEUE:
+                await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+            else:
+                await ensure_work_queue(aq, exc.queue)
             continue
         except Unavailable as exc:
             backoff = backoff or Backoff()
@@ -189,6 +194,16 @@ async def transact_creating(
         if backoff is not None:
             COMMITS.back()
         return result
+
+
+async def ensure_work_queue(aq: AsyncQuerator, name: str) -> None:
+    """Create the workflow or step queue ``name`` (and the dead queue its
+    settings name) unless it exists; an existing queue keeps its settings."""
+    if name == DEAD_QUEUE:
+        await aq.create_queue(DEAD_QUEUE, DEAD_SETTINGS, exist_ok=True)
+        return
+    await aq.create_queue(DEAD_QUEUE, DEAD_SETTINGS, exist_ok=True)
+    await aq.create_queue(name, WORK_SETTINGS, exist_ok=True)
 
 
 COMMITS = Outage(log, "querator: workflow commits")

@@ -18,11 +18,12 @@ from pydantic import ValidationError
 
 from querator.errors import Conflict, RequestTimeout, Unavailable
 from querator.queue.client import Querator
-from querator.queue.models import Leased
+from querator.queue.models import Item, Leased
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count, check_duration, check_name
 from querator.workflows.cron.scheduler import AsyncScheduler
+from querator.workflows.engine.commit import ensure_work_queue, transact_creating
 from querator.workflows.engine.driver import Engine, Poison
 from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
@@ -31,11 +32,11 @@ from querator.workflows.engine.served import Served
 from querator.workflows.engine.unknown import UnknownName, leave_for_others
 from querator.workflows.functions import DurableFunction
 from querator.workflows.layout import (
+    DEAD_QUEUE,
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
     STEP_KIND,
     WAKE_KIND,
-    WORK_SETTINGS,
     StepPayload,
     WakePayload,
 )
@@ -152,7 +153,7 @@ class AsyncWorker:
             self._signal_stop()
         await self.aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
         for queue in self.queues:
-            await self.aq.create_queue(queue, WORK_SETTINGS, exist_ok=True)
+            await ensure_work_queue(self.aq, queue)
         log.info("worker %s serving %s", self.client_id, ", ".join(self.queues))
         async with anyio.create_task_group() as keeper:
             keeper.start_soon(self._renewer.run)
@@ -310,10 +311,20 @@ class AsyncWorker:
             info = await self.aq.get_queue(leased.queue)
             if info.settings.dead_queue:
                 await self.aq.retry(leased.queue, [leased], dead=True)
-                log.error("poison item %s dead-lettered: %s", leased.id, reason)
-            else:
-                await self.aq.complete(leased.queue, [leased])
-                log.error("poison item %s dropped (no dead queue): %s", leased.id, reason)
+                where = info.settings.dead_queue
+            else:  # a queue made without one: the item moves to querator's own
+                copy = Item(
+                    payload=leased.payload,
+                    kind=leased.kind,
+                    encoding=leased.encoding,
+                    reference=leased.reference,
+                    headers=dict(leased.headers),
+                )
+                await transact_creating(self.aq, [leased], {DEAD_QUEUE: [copy]})
+                where = DEAD_QUEUE
+            log.error(
+                "poison item %s of %s moved to %s: %s", leased.id, leased.queue, where, reason
+            )
         except Conflict as exc:
             log.warning("poison item %s: lease lost before discarding: %s", leased.id, exc)
 
