@@ -35,6 +35,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
@@ -42,6 +43,7 @@ from typing import Annotated, Any
 import typer
 
 from querator.errors import InvalidArgument, QueratorError
+from querator.queue.client import Querator
 from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 
@@ -77,6 +79,32 @@ def _reporting() -> Iterator[None]:
     except QueratorError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
+
+
+def _store(url: str) -> Querator:
+    """The existing store at ``url``: a command other than ``worker`` never
+    creates one (a mistyped SQLite path is an error, not a new empty store)."""
+    if url.lower().startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+        if path and not Path(path).exists():
+            raise QueratorError(f"no store at {url}")
+    return Querator(url)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"querator {metadata.version('querator')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Workflows and sagas on a versioned lease queue."""
 
 
 def _import(module: str) -> ModuleType:

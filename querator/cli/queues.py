@@ -11,6 +11,7 @@ from querator.cli import (
     AsJson,
     Url,
     _reporting,
+    _store,
     _table,
     _when,
     app,
@@ -19,14 +20,13 @@ from querator.cli import (
 )
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
-from querator.queue.client import Querator
 from querator.queue.dead_letters import dead_letters, purge, requeue
 
 
 @queues_app.command("list")
 def queues_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """List queues with their main settings."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         queues, pivot = [], None
         while page := [i for i in q.list_queues(pivot=pivot, limit=100) if i.name != pivot]:
             queues.extend(page)
@@ -46,7 +46,7 @@ def queues_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
 @queues_app.command("stats")
 def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """Item counts of one queue, per partition and in total."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         stats = q.stats(name)
     if as_json:
         typer.echo(stats.model_dump_json())
@@ -76,7 +76,7 @@ def dead_list(
     as_json: AsJson = False,
 ) -> None:
     """The dead letters of QUEUE (the items of its dead_queue), oldest first."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         items = dead_letters(q, queue)
     if as_json:
         for item in items[:limit]:
@@ -94,7 +94,7 @@ def dead_list(
 @dead_app.command("show")
 def dead_show(queue: str, item_id: str, url: Url = DEFAULT_URL) -> None:
     """One dead letter of QUEUE in full (JSON; the payload as text)."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         item = next((i for i in dead_letters(q, queue) if i.id == item_id), None)
         if item is None:
             raise InvalidArgument("item_id", f"{item_id!r} is not a dead letter of {queue!r}")
@@ -118,7 +118,7 @@ def dead_requeue(
     queue: str, item_ids: ItemIds = None, everything: AllOption = False, url: Url = DEFAULT_URL
 ) -> None:
     """Send dead letters back into QUEUE (fresh attempts)."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         moved = requeue(q, queue, _ids(item_ids, everything))
     typer.echo(f"{queue}: {moved} dead letter(s) requeued")
 
@@ -128,7 +128,7 @@ def dead_purge(
     queue: str, item_ids: ItemIds = None, everything: AllOption = False, url: Url = DEFAULT_URL
 ) -> None:
     """Delete dead letters of QUEUE for good."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         gone = purge(q, queue, _ids(item_ids, everything))
     typer.echo(f"{queue}: {gone} dead letter(s) purged")
 
@@ -147,7 +147,7 @@ def health(
     older than --max-age."""
     report: dict[str, Any] = {"store": "unreachable", "queues": 0, "oldest_age": None}
     try:
-        with Querator(url) as q:
+        with _store(url) as q:
             names = [info.name for info in q.list_queues(limit=1000)]
             ages = [
                 p.oldest_age

@@ -11,6 +11,7 @@ from querator.cli import (
     AsJson,
     Url,
     _reporting,
+    _store,
     _table,
     _when,
     load_functions,
@@ -36,7 +37,7 @@ def runs_list(
     as_json: AsJson = False,
 ) -> None:
     """List runs in start order: id, status, workflow, started, finished."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         runs = list_runs(q, status=_status(status), name=name, after=after, limit=limit)
     if as_json:
         for run in runs:
@@ -107,7 +108,7 @@ def _tracebacks(run: RunInfo) -> None:
 @runs_app.command("show")
 def runs_show(run_id: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """Show one run and its steps (position, name, outcome, attempts, result or error)."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         run = get_run(q, run_id)
     if as_json:
         typer.echo(run.model_dump_json())
@@ -122,7 +123,7 @@ def runs_cancel(
     reason: Annotated[str, typer.Option(help="Why, for the run's history.")] = "",
 ) -> None:
     """Ask a run to end as cancelled (a saga compensates first)."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         get_run(q, run_id)  # an unknown run id is an error, not a silent no-op
         cancelled = RunHandle(q, run_id).cancel(reason)
     typer.echo(f"{run_id}: {'cancel requested' if cancelled else 'already ended'}")
@@ -133,7 +134,7 @@ def runs_cancel(
 @runs_app.command("retry-compensation")
 def runs_retry_compensation(run_id: str, url: Url = DEFAULT_URL) -> None:
     """Run the failed compensation of a compensation_failed saga again."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         get_run(q, run_id)
         redriven = RunHandle(q, run_id).retry_compensation()
     typer.echo(f"{run_id}: {'compensating again' if redriven else 'not compensation_failed'}")
@@ -145,7 +146,7 @@ def runs_retry_compensation(run_id: str, url: Url = DEFAULT_URL) -> None:
 def runs_resume(run_id: str, url: Url = DEFAULT_URL) -> None:
     """Run a failed or cancelled run again, same id, from its first failed step
     (the steps before it keep their results)."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         resumed = resume(q, run_id)
     typer.echo(f"{run_id}: {'resumed' if resumed else 'not failed or cancelled'}")
     if not resumed:
@@ -160,7 +161,7 @@ def runs_fork(
 ) -> None:
     """Start a new run of RUN_ID's workflow and arguments that keeps the results
     of its steps before --from-step; prints the new run's id."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         handle = fork(q, run_id, from_step)
     typer.echo(handle.run_id)
 
@@ -192,7 +193,7 @@ def runs_replay(
             raise InvalidArgument("app", "is required: --app MODULE[:ATTR]")
         functions = load_functions(app_target)
         names = {fn.name for fn in functions if isinstance(fn, WorkflowFunction)}
-        with Querator(url) as q:
+        with _store(url) as q:
             wanted = list(run_ids or [])
             if running:
                 listed = _running_runs(q)

@@ -10,12 +10,12 @@ from querator.cli import (
     AsJson,
     Url,
     _reporting,
+    _store,
     _table,
     _when,
     schedules_app,
 )
 from querator.queue.backends import DEFAULT_URL
-from querator.queue.client import Querator
 from querator.workflows.cron.api import (
     delete_schedule,
     get_schedule,
@@ -29,7 +29,7 @@ from querator.workflows.cron.api import (
 @schedules_app.command("list")
 def schedules_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """Every schedule: workflow, cron, next fire, paused, last run and its status."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         infos = list_schedules(q)
     if as_json:
         for info in infos:
@@ -45,7 +45,7 @@ def schedules_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
 @schedules_app.command("show")
 def schedules_show(name: str, url: Url = DEFAULT_URL) -> None:
     """One schedule (JSON)."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         typer.echo(get_schedule(q, name).model_dump_json(indent=2))
 
 
@@ -56,7 +56,7 @@ def schedules_pause(
     url: Url = DEFAULT_URL,
 ) -> None:
     """Stop firing NAME until resumed."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         pause_schedule(q, name, note)
     typer.echo(f"{name}: paused")
 
@@ -64,7 +64,7 @@ def schedules_pause(
 @schedules_app.command("resume")
 def schedules_resume(name: str, url: Url = DEFAULT_URL) -> None:
     """Fire NAME again (missed ticks follow its catch-up policy)."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         resume_schedule(q, name)
     typer.echo(f"{name}: resumed")
 
@@ -72,14 +72,14 @@ def schedules_resume(name: str, url: Url = DEFAULT_URL) -> None:
 @schedules_app.command("trigger")
 def schedules_trigger(name: str, url: Url = DEFAULT_URL) -> None:
     """Start a run of NAME now; prints its run id."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         typer.echo(trigger_schedule(q, name).run_id)
 
 
 @schedules_app.command("delete")
 def schedules_delete(name: str, url: Url = DEFAULT_URL) -> None:
     """Delete NAME (its runs are untouched)."""
-    with _reporting(), Querator(url) as q:
+    with _reporting(), _store(url) as q:
         deleted = delete_schedule(q, name)
     typer.echo(f"{name}: {'deleted' if deleted else 'no such schedule'}")
     if not deleted:

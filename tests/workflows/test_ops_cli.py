@@ -84,6 +84,7 @@ def test_worker_serves_runs_and_the_cli_shows_them(tmp_path: Path) -> None:
 
 def test_cli_errors_are_reported_with_an_exit_status(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
+    Querator(url).close()  # an empty store (reading commands create none)
     missing_run = cli("runs", "show", "run-nope", "--url", url)
     assert missing_run.returncode == 2 and "error:" in missing_run.stderr
     missing_queue = cli("queues", "stats", "nope", "--url", url)
@@ -226,3 +227,13 @@ def test_schedules_are_listed_paused_triggered_and_deleted(tmp_path: Path) -> No
     assert cli("schedules", "delete", "greetings", "--url", url).returncode == 0
     again = cli("schedules", "delete", "greetings", "--url", url)
     assert again.returncode == 1 and "no such schedule" in again.stdout
+
+
+def test_reading_commands_never_create_a_store(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    for args in (["runs", "list"], ["queues", "list"], ["schedules", "list"]):
+        done = cli(*args, "--url", f"sqlite:///{missing}")
+        assert done.returncode == 1 and f"no store at sqlite:///{missing}" in done.stderr
+    assert not missing.exists()
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("querator ")
