@@ -16,7 +16,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -57,7 +57,6 @@ class LiveRun:
     fiber: Fiber
     request: Request | None = None
     """What the body is parked on, once committed (None: not committed yet)."""
-    uses: int = field(default=0)
 
     async def close(self) -> None:
         """Tear the body down (its ``finally`` blocks run now, in its context)."""
