@@ -4,7 +4,9 @@
 querator worker myapp.flows [--url URL] [--concurrency N]   # until SIGTERM/SIGINT
 querator worker myapp.flows:FUNCTIONS                       # only the functions listed there
 querator worker path/to/flows.py
-querator runs list [--status failed] [--name shop.checkout] [--limit 50] [--after RUN_ID]
+querator start shop.checkout --app myapp.flows --args '["o-1"]' [--key o-1] [--wait]
+querator runs list [--status failed] [--workflow shop.checkout] [--since 2h] [--limit 50]
+querator runs list --after RUN_ID            # the next page (newest first)
 querator runs show RUN_ID
 querator runs cancel RUN_ID [--reason TEXT]
 querator runs retry-compensation RUN_ID      # re-drive a compensation_failed saga
@@ -31,9 +33,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -41,6 +44,7 @@ from types import ModuleType
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.client import Querator
@@ -65,7 +69,7 @@ Url = Annotated[
     str,
     typer.Option("--url", envvar="QUERATOR_URL", help="Store URL (postgresql://, sqlite:///, …)."),
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="One JSON document per line.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (a list: one JSON array).")]
 
 
 @contextmanager
@@ -165,6 +169,11 @@ def _when(value: Any) -> str:
     return value.isoformat(timespec="seconds") if value is not None else "-"
 
 
+def _json_list(models: Sequence[BaseModel], exclude: set[str] | None = None) -> None:
+    """Print ``models`` as one JSON array."""
+    typer.echo(json.dumps([m.model_dump(mode="json", exclude=exclude) for m in models], indent=1))
+
+
 def _table(rows: list[list[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -180,4 +189,5 @@ def main() -> None:
 from querator.cli import queues as queues  # noqa: E402
 from querator.cli import runs as runs  # noqa: E402
 from querator.cli import schedules as schedules  # noqa: E402
+from querator.cli import start as start  # noqa: E402
 from querator.cli import worker as worker  # noqa: E402

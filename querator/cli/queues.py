@@ -10,6 +10,7 @@ import typer
 from querator.cli import (
     AsJson,
     Url,
+    _json_list,
     _reporting,
     _store,
     _table,
@@ -32,8 +33,7 @@ def queues_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
             queues.extend(page)
             pivot = page[-1].name
     if as_json:
-        for info in queues:
-            typer.echo(info.model_dump_json())
+        _json_list(queues)
         return
     rows = [["NAME", "PARTITIONS", "LEASE_TIMEOUT", "MAX_ATTEMPTS", "DEAD_QUEUE"]]
     for info in queues:
@@ -79,8 +79,7 @@ def dead_list(
     with _reporting(), _store(url) as q:
         items = dead_letters(q, queue)
     if as_json:
-        for item in items[:limit]:
-            typer.echo(item.model_dump_json(exclude={"payload"}))
+        _json_list(items[:limit], exclude={"payload"})
         return
     typer.echo(f"{queue}: {len(items)} dead letter(s)")
     if items:

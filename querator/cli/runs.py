@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
@@ -10,6 +12,7 @@ import typer
 from querator.cli import (
     AsJson,
     Url,
+    _json_list,
     _reporting,
     _store,
     _table,
@@ -30,24 +33,56 @@ from querator.workflows.runs import RunHandle, RunStatus
 @runs_app.command("list")
 def runs_list(
     status: Annotated[str | None, typer.Option(help="Only runs with this status.")] = None,
-    name: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
-    after: Annotated[str | None, typer.Option(help="Start after this run id.")] = None,
+    workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only runs started since: an age (30m, 2h, 7d) or an ISO time (UTC)."),
+    ] = None,
+    after: Annotated[str | None, typer.Option(help="The next page: after this run id.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs.")] = 100,
     url: Url = DEFAULT_URL,
     as_json: AsJson = False,
 ) -> None:
-    """List runs in start order: id, status, workflow, started, finished."""
-    with _reporting(), _store(url) as q:
-        runs = list_runs(q, status=_status(status), name=name, after=after, limit=limit)
+    """List runs newest first: id, status, workflow, started, finished."""
+    with _reporting():
+        since_at = _since(since)
+        with _store(url) as q:
+            runs = list_runs(
+                q,
+                status=_status(status),
+                workflow=workflow,
+                since=since_at,
+                after=after,
+                limit=limit,
+            )
     if as_json:
-        for run in runs:
-            typer.echo(run.model_dump_json(exclude={"steps"}))
+        _json_list(runs, exclude={"steps", "in_progress"})
         return
     header = ["RUN_ID", "STATUS", "WORKFLOW", "STARTED", "FINISHED"]
     rows = [
         [r.run_id, r.status, r.workflow, _when(r.started_at), _when(r.finished_at)] for r in runs
     ]
     _table([header, *rows])
+
+
+_AGE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _since(text: str | None) -> datetime | None:
+    """``--since``: an age before now (``90s``, ``30m``, ``2h``, ``7d``) or an ISO time."""
+    if text is None:
+        return None
+    age = _AGE.fullmatch(text.strip())
+    if age is not None:
+        return datetime.now(UTC) - timedelta(seconds=float(age[1]) * _UNIT[age[2]])
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidArgument(
+            "--since", f"{text[:40]!r} is neither an age (30m, 2h, 7d) nor an ISO time"
+        ) from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _status(status: str | None) -> RunStatus | None:

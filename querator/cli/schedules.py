@@ -9,6 +9,7 @@ import typer
 from querator.cli import (
     AsJson,
     Url,
+    _json_list,
     _reporting,
     _store,
     _table,
@@ -32,8 +33,7 @@ def schedules_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     with _reporting(), _store(url) as q:
         infos = list_schedules(q)
     if as_json:
-        for info in infos:
-            typer.echo(info.model_dump_json())
+        _json_list(infos)
         return
     rows = [["NAME", "WORKFLOW", "CRON", "TZ", "NEXT", "PAUSED", "LAST RUN", "STATUS"]]
     for i in infos:

@@ -14,8 +14,10 @@ from querator.cli import (
     app,
     load_functions,
 )
+from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
+from querator.queue.validation import check_count, check_duration
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
 
@@ -42,8 +44,13 @@ def worker(
 ) -> None:
     """Serve the workflows of MODULE and the steps they call (and the steps of
     MODULE) until SIGTERM or SIGINT."""
+    with _reporting():  # bad options: one line, before anything is imported or opened
+        level = _log_level(log_level)
+        check_count("--concurrency", concurrency, 1, 10_000)
+        check_count("--max-live-runs", max_live_runs, 1, 10_000_000)
+        check_duration("--shutdown-grace", shutdown_grace, allow_zero=True)
     logging.basicConfig(
-        level=log_level.upper(),
+        level=level,
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
@@ -63,5 +70,14 @@ def worker(
             ).run()
 
 
+def _log_level(name: str) -> int:
+    """The logging level called ``name`` (any case); InvalidArgument naming the choices."""
+    level = logging.getLevelNamesMapping().get(name.strip().upper())
+    if level is None:
+        raise InvalidArgument("--log-level", f"{name[:40]!r} is not one of {', '.join(LEVELS)}")
+    return level
+
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 WORKER_STORE_WAIT = 366 * 86400.0
 """How long ``querator worker`` waits for an unreachable store at start-up (for ever)."""

@@ -207,6 +207,12 @@ class Querator:
         """See :meth:`AsyncQuerator.lookup`."""
         return self._call(self._async.lookup, queue, dedup_keys)
 
+    def scan_keys(
+        self, queue: str, prefix: str, *, after: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """See :meth:`AsyncQuerator.scan_keys`."""
+        return self._call(self._async.scan_keys, queue, prefix, after=after, limit=limit)
+
     def delete_items(self, queue: str, ids: Sequence[str]) -> None:
         """See :meth:`AsyncQuerator.delete_items`."""
         return self._call(self._async.delete_items, queue, ids)

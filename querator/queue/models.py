@@ -38,7 +38,7 @@ def _no_nul(value: str | None) -> str | None:
     return value
 
 
-Seconds = Annotated[float, Field(gt=0, le=MAX_DURATION)]
+Seconds = Annotated[float, Field(gt=0, le=MAX_DURATION, allow_inf_nan=False)]
 
 
 class QueueSettings(Record):

@@ -41,6 +41,7 @@ from querator.queue.validation import (
     check_duration,
     check_keys,
     check_name,
+    key_range,
 )
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
 
@@ -484,6 +485,22 @@ class AsyncQuerator(QueueAdmin):
         info = await self.queue_info(queue)
         found = await backend.lookup(info, check_keys(dedup_keys))
         return {item.dedup_key: item for item in found if item.dedup_key is not None}
+
+    async def scan_keys(
+        self, queue: str, prefix: str, *, after: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """Items of ``queue`` whose dedup key starts with ``prefix``, in key order.
+
+        Keys compare by code point (as Python compares strings), across all
+        partitions. Pass the last key of a page as ``after`` for the next page.
+        Every backend answers from its dedup-key index, so a page costs
+        ``limit`` rows whatever the queue holds. 1 to 1000 items a page.
+        """
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        low, include_low, high = key_range(prefix, after)
+        check_count("limit", limit, 1, MAX_BATCH)
+        return await backend.scan_keys(info, low, include_low, high, limit)
 
     async def delete_items(self, queue: str, ids: Sequence[str]) -> None:
         """Delete items by id whatever their state; all or nothing."""

@@ -29,13 +29,26 @@ _GOOD_NAMES: set[str] = set()
 _GOOD_NAMES_MAX = 4_096
 
 
+QUOTE_LIMIT = 60
+"""Characters of a bad value an error message repeats."""
+
+
+def quoted(value: object) -> str:
+    """``repr(value)``, cut to :data:`QUOTE_LIMIT` characters (with its length) when long."""
+    text = repr(value)
+    if len(text) <= QUOTE_LIMIT:
+        return text
+    size = f" ({len(value):,} characters)" if isinstance(value, str) else ""
+    return f"{text[: QUOTE_LIMIT - 3]}...{size}"
+
+
 def check_name(field: str, value: object) -> str:
     """Return ``value`` if it is a valid name, else raise InvalidArgument."""
     if type(value) is str and value in _GOOD_NAMES:
         return value
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidArgument(
-            field, f"{value!r} must be 1-512 characters of letters, digits, '.', '_' or '-'"
+            field, f"{quoted(value)} must be 1-512 characters of letters, digits, '.', '_' or '-'"
         )
     if type(value) is str:
         if len(_GOOD_NAMES) >= _GOOD_NAMES_MAX:
@@ -63,17 +76,46 @@ def check_keys(dedup_keys: Sequence[str], field: str = "dedup_keys") -> list[str
     return list(dict.fromkeys(dedup_keys))
 
 
+def _check_key_text(field: str, value: object, low: int) -> str:
+    if not isinstance(value, str) or not low <= len(value) <= 512:
+        raise InvalidArgument(field, f"must be a string of {low}-512 chars")
+    if "\x00" in value:
+        raise InvalidArgument(field, "must not contain the NUL character")
+    return value
+
+
+def key_range(prefix: object, after: object) -> tuple[str, bool, str | None]:
+    """``(low, include_low, high)`` of the keys starting with ``prefix`` past ``after``.
+
+    ``high`` is the first string past every key with the prefix (None: no bound).
+    """
+    prefix = _check_key_text("prefix", prefix, 0)
+    high: str | None = None
+    stem = prefix.rstrip(chr(0x10FFFF))
+    if stem:
+        last = ord(stem[-1]) + 1
+        high = stem[:-1] + chr(0xE000 if 0xD800 <= last <= 0xDFFF else last)
+    if after is None:
+        return prefix, True, high
+    after = _check_key_text("after", after, 1)
+    if after < prefix:
+        return prefix, True, high
+    return after, False, high
+
+
 def check_count(field: str, value: object, low: int, high: int) -> int:
     """Return ``value`` if it is an int in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidArgument(field, f"must be an integer from {low} to {high}, got {value!r}")
+        raise InvalidArgument(
+            field, f"must be an integer from {low} to {high}, got {quoted(value)}"
+        )
     return value
 
 
 def check_duration(field: str, value: object, *, allow_zero: bool = False) -> float:
     """Return ``value`` as seconds if it is a finite duration within range."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidArgument(field, f"must be a number of seconds, got {value!r}")
+        raise InvalidArgument(field, f"must be a number of seconds, got {quoted(value)}")
     low_ok = value >= 0 if allow_zero else value > 0
     if not low_ok or value > MAX_DURATION:
         bound = ">= 0" if allow_zero else "> 0"

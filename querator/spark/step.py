@@ -24,7 +24,7 @@ from querator.spark.storage import (
 from querator.spark.submission import SubmissionMarker, read_submission, submission_tag
 from querator.spark.watch import StageWatch, run_deadline, stage_progress
 from querator.workflows.engine.execute import CURRENT_STEP, StepContext
-from querator.workflows.functions import StepFunction
+from querator.workflows.functions import DEFAULT_RETRY, StepFunction
 from querator.workflows.retry import RetryPolicy
 
 __all__ = ["SparkStage", "SparkStepFunction", "spark_step", "stage_progress"]
@@ -210,7 +210,7 @@ def spark_step(fn: Callable[Concatenate[SparkStage, P], R], /) -> SparkStepFunct
 def spark_step(
     *,
     name: str | None = None,
-    retry: RetryPolicy | None = None,
+    retry: RetryPolicy | None = DEFAULT_RETRY,
     queue: str | None = None,
     lease_timeout: float | None = None,
     timeout: float | None = None,
@@ -224,7 +224,7 @@ def spark_step(
     /,
     *,
     name: str | None = None,
-    retry: RetryPolicy | None = None,
+    retry: RetryPolicy | None = DEFAULT_RETRY,
     queue: str | None = None,
     lease_timeout: float | None = None,
     timeout: float | None = None,

@@ -20,6 +20,7 @@ from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from querator.errors import InvalidArgument
+from querator.queue.validation import MAX_PAYLOAD
 
 __all__ = ["Codec"]
 
@@ -75,7 +76,7 @@ class Codec:
         encoded = {}
         for name, value in bound.arguments.items():
             encoded[name] = self._dump(params[name], value, f"{self._where} argument {name!r}")
-        return json.dumps(encoded, separators=(",", ":"))
+        return _bounded(json.dumps(encoded, separators=(",", ":")), f"{self._where} arguments")
 
     def decode_args(self, text: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Positional and keyword arguments back from :meth:`encode_args` text."""
@@ -88,7 +89,8 @@ class Codec:
     def encode_result(self, value: Any) -> str:
         """JSON text of a result; InvalidArgument if it does not fit."""
         _, result = self._adapters()
-        return json.dumps(self._dump(result, value, f"{self._where} result"))
+        text = json.dumps(self._dump(result, value, f"{self._where} result"))
+        return _bounded(text, f"{self._where} result")
 
     def decode_result(self, text: str) -> Any:
         """A result back from :meth:`encode_result` text; InvalidArgument if the
@@ -98,7 +100,7 @@ class Codec:
             return result.validate_python(json.loads(text))
         except _CODEC_ERRORS as exc:
             raise InvalidArgument(
-                f"{self._where} result", f"the stored value does not fit: {exc}"
+                f"{self._where} result", f"the stored value does not fit: {_explain(exc)}"
             ) from exc
 
     @staticmethod
@@ -107,4 +109,32 @@ class Codec:
             checked = adapter.validate_python(value)
             return adapter.dump_python(checked, mode="json", warnings="error")
         except _CODEC_ERRORS as exc:
-            raise InvalidArgument(what, f"cannot be serialised: {exc}") from exc
+            raise InvalidArgument(what, f"cannot be serialised: {_explain(exc)}") from exc
+
+
+MAX_ENCODED = MAX_PAYLOAD - 64 * 1024
+"""Bytes of JSON one call's arguments (or one result) may take: an item's payload
+cap, less room for the record around them."""
+
+
+def _bounded(text: str, what: str) -> str:
+    size = len(text.encode())
+    if size > MAX_ENCODED:
+        raise InvalidArgument(
+            what, f"take {size:,} bytes as JSON; at most {MAX_ENCODED:,} fit in a record"
+        )
+    return text
+
+
+def _explain(exc: Exception) -> str:
+    """One line for a codec error (pydantic's own text spans lines and links)."""
+    if not isinstance(exc, ValidationError):
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(part) for part in error["loc"])
+        got = repr(error.get("input"))
+        got = got if len(got) <= 40 else got[:37] + "..."
+        parts.append(f"{where + ': ' if where else ''}{error['msg']} (got {got})")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")

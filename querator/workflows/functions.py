@@ -16,6 +16,8 @@ from querator.workflows.retry import RetryPolicy
 
 __all__ = [
     "COMPENSATION_RETRY",
+    "DEFAULT_RETRY",
+    "NO_RETRY",
     "DurableFunction",
     "StepFunction",
     "WorkflowFunction",
@@ -27,6 +29,10 @@ __all__ = [
 
 COMPENSATION_RETRY = RetryPolicy(max_attempts=0, initial=1.0, factor=2.0, max_delay=60.0)
 """Default policy of compensations: retry forever, backing off from 1 s up to 60 s."""
+DEFAULT_RETRY = RetryPolicy()
+"""Default policy of steps: 3 attempts, backing off from 1 s."""
+NO_RETRY = RetryPolicy(max_attempts=1)
+"""What ``retry=None`` means: one attempt, never retried."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,7 +89,7 @@ class StepFunction(DurableFunction, Generic[P, R]):
         fn: Callable[P, R],
         *,
         name: str | None,
-        retry: RetryPolicy | None,
+        retry: RetryPolicy | None = DEFAULT_RETRY,
         queue: str | None,
         lease_timeout: float | None,
         timeout: float | None = None,
@@ -91,7 +97,7 @@ class StepFunction(DurableFunction, Generic[P, R]):
     ) -> None:
         self.fn = fn
         self.name = _check_persisted_name(name if name is not None else default_name(fn))
-        self.retry = retry if retry is not None else RetryPolicy()
+        self.retry = retry if retry is not None else NO_RETRY
         self.compensate_on_failure = compensate_on_failure
         self.compensation: StepFunction[..., Any] | None = None
         """Set by :meth:`compensate`: what undoes this step when its saga fails."""
@@ -136,7 +142,7 @@ class StepFunction(DurableFunction, Generic[P, R]):
         /,
         *,
         name: str | None = None,
-        retry: RetryPolicy | None = None,
+        retry: RetryPolicy | None = COMPENSATION_RETRY,
         queue: str | None = None,
         lease_timeout: float | None = None,
         timeout: float | None = None,
@@ -148,7 +154,7 @@ class StepFunction(DurableFunction, Generic[P, R]):
         /,
         *,
         name: str | None = None,
-        retry: RetryPolicy | None = None,
+        retry: RetryPolicy | None = COMPENSATION_RETRY,
         queue: str | None = None,
         lease_timeout: float | None = None,
         timeout: float | None = None,
@@ -158,7 +164,8 @@ class StepFunction(DurableFunction, Generic[P, R]):
         ``fn`` receives the step's arguments, then its result (None when the
         step failed and has ``compensate_on_failure``). It runs as a step of its
         own, named ``f"{step.name}.compensate"`` unless ``name=``, with ``retry``
-        (default :data:`COMPENSATION_RETRY`: forever, backing off up to 60 s),
+        (default :data:`COMPENSATION_RETRY`: forever, backing off up to 60 s;
+        None: one attempt),
         on ``queue`` (default: the step's). A worker that registers the step
         registers its compensation too. Returns the compensation as a step.
         """
@@ -169,7 +176,7 @@ class StepFunction(DurableFunction, Generic[P, R]):
             self.compensation = StepFunction(
                 f,
                 name=name if name is not None else f"{self.name}.compensate",
-                retry=retry if retry is not None else COMPENSATION_RETRY,
+                retry=retry,
                 queue=queue if queue is not None else self.queue,
                 lease_timeout=lease_timeout,
                 timeout=timeout,
@@ -251,7 +258,7 @@ def step(fn: Callable[P, R], /) -> StepFunction[P, R]: ...
 def step(
     *,
     name: str | None = None,
-    retry: RetryPolicy | None = None,
+    retry: RetryPolicy | None = DEFAULT_RETRY,
     queue: str | None = None,
     lease_timeout: float | None = None,
     timeout: float | None = None,
@@ -264,7 +271,7 @@ def step(
     /,
     *,
     name: str | None = None,
-    retry: RetryPolicy | None = None,
+    retry: RetryPolicy | None = DEFAULT_RETRY,
     queue: str | None = None,
     lease_timeout: float | None = None,
     timeout: float | None = None,
@@ -273,10 +280,11 @@ def step(
     """Make ``fn`` a step: each call inside a workflow is a leased item of its own.
 
     ``name`` is the persisted name (default :func:`default_name`); ``retry`` the
-    :class:`RetryPolicy` (default 3 attempts); ``queue`` routes the step to
-    another worker pool (default: the run's workflow queue); ``lease_timeout``
-    is how long one attempt may go without a renewal (renewed automatically
-    while the function runs; default: the queue's). ``timeout`` bounds one
+    :class:`RetryPolicy` (default :data:`DEFAULT_RETRY`: 3 attempts; None: one
+    attempt, never retried; ``RetryPolicy(max_attempts=0)`` retries FOREVER);
+    ``queue`` routes the step to another worker pool (default: the run's workflow
+    queue); ``lease_timeout`` is how long one attempt may go without a renewal
+    (renewed automatically while the function runs; default: the queue's). ``timeout`` bounds one
     attempt: an async step is cancelled after it, a sync one (which cannot be
     interrupted) fails when it returns late; either way the attempt failed with
     :class:`StepTimeout` and the retry policy decides. In a ``@saga``,

@@ -2,29 +2,25 @@
 
 Everything is read from the records of the results queue
 (``querator.results``): ``{run}/meta``, ``{run}/result``, ``{run}/cancel`` and
-one ``{run}/{position}`` per step call. Nothing is indexed for this: listing
-scans the results queue in item order (every record of every run, not only the
-meta records) and looks up the result records of the runs it finds, so its
-cost grows with the number of records kept. Use filters and ``limit`` and page
-with ``after``.
+one ``{run}/{position}`` per step call. Runs are listed newest first through
+the run index (:mod:`querator.workflows.run_index`), by status, workflow and
+start time, a page at a time (``after``): a page costs the same however many
+runs are stored.
 
-```python
-from querator.workflows import get_run, list_runs
-for info in list_runs(q, status="failed", name="shop.checkout", limit=20):
-    print(info.run_id, info.started_at, info.error_type)
-detail = get_run(q, run_id)          # with .steps
-```
+    for info in list_runs(q, status="failed", workflow="shop.checkout", limit=20):
+        print(info.run_id, info.started_at, info.error_type)
+    detail = get_run(q, info.run_id)          # with .steps
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
 from datetime import datetime
 from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from querator.errors import InvalidArgument, QueueNotFound
+from querator.errors import Conflict, InvalidArgument, QueueNotFound
 from querator.queue.client import Querator
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQuerator
@@ -32,7 +28,6 @@ from querator.queue.validation import check_count
 from querator.workflows.errors import RunNotFound
 from querator.workflows.layout import (
     PROGRESS_SLOTS,
-    RECORD_KIND,
     RESULTS_QUEUE,
     ProgressRecord,
     RunMeta,
@@ -42,8 +37,10 @@ from querator.workflows.layout import (
     meta_key,
     progress_key,
     result_key,
+    resume_key,
     step_key,
 )
+from querator.workflows.run_index import entry_key, facet_prefix, parse_entry, since_bound
 from querator.workflows.runs import RunStatus
 from querator.workflows.sagas.compensation import saga_statuses
 
@@ -58,11 +55,14 @@ __all__ = [
     "run_status",
 ]
 
-SCAN_BATCH = 500
-"""Records read per ``list_items`` call while listing (each meta needs 2 lookup keys)."""
+INDEX_PAGE = 200
+"""Index entries read per ``scan_keys`` call while listing."""
+LOOKUP_RUNS = 250
+"""Runs whose records one lookup reads (4 keys each; a lookup takes 1000)."""
+_PENDING = ("running", "compensating", "compensation_failed")
+"""Statuses of runs without a stored end."""
 STEP_WINDOW = 64
 """Step records looked up at once by :func:`get_run`; it stops at an empty window."""
-META_SUFFIX = "/meta"
 
 
 class _Frozen(BaseModel):
@@ -140,13 +140,7 @@ class RunInfo(_Frozen):
 
 def run_status(record: RunRecord | None) -> RunStatus:
     """The status of a run whose ``{run}/result`` record is ``record`` (None: none yet)."""
-    if record is None:
-        return "running"
-    if record.status is not None:
-        return record.status
-    if record.cancelled:
-        return "cancelled"
-    return "completed" if record.ok else "failed"
+    return "running" if record is None else record.final_status()
 
 
 def _run_info(
@@ -171,18 +165,28 @@ def _run_info(
     )
 
 
-async def _complete_infos(aq: AsyncQuerator, metas: list[tuple[str, RunMeta]]) -> list[RunInfo]:
-    """RunInfos for these metas, with their result and cancel records (one lookup)."""
-    if not metas:
-        return []
-    keys = [k for run_id, _ in metas for k in (result_key(run_id), cancel_key(run_id))]
-    found = await aq.lookup(RESULTS_QUEUE, keys)
-    infos = []
-    for run_id, meta in metas:
-        item = found.get(result_key(run_id))
-        record = RunRecord.model_validate_json(item.payload) if item else None
-        infos.append(_run_info(run_id, meta, record, cancel_key(run_id) in found))
-    return await _with_saga_status(aq, infos)
+async def _infos(aq: AsyncQuerator, run_ids: list[str]) -> dict[str, RunInfo]:
+    """RunInfos of these runs by id, from their records (one lookup per 250 runs);
+    runs without a meta record are left out."""
+    infos: list[RunInfo] = []
+    unique = list(dict.fromkeys(run_ids))
+    for chunk in (unique[i : i + LOOKUP_RUNS] for i in range(0, len(unique), LOOKUP_RUNS)):
+        keys = [k for run_id in chunk for k in _head_keys(run_id)]
+        found = await aq.lookup(RESULTS_QUEUE, keys)
+        for run_id in chunk:
+            meta, result, cancel, resumed = (found.get(k) for k in _head_keys(run_id))
+            if meta is None:
+                continue
+            record = RunRecord.model_validate_json(result.payload) if result else None
+            if resumed is not None:  # a resumed run's old end is moot
+                record = None
+            meta_record = RunMeta.model_validate_json(meta.payload)
+            infos.append(_run_info(run_id, meta_record, record, cancel is not None))
+    return {info.run_id: info for info in await _with_saga_status(aq, infos)}
+
+
+def _head_keys(run_id: str) -> tuple[str, str, str, str]:
+    return meta_key(run_id), result_key(run_id), cancel_key(run_id), resume_key(run_id)
 
 
 async def _with_saga_status(aq: AsyncQuerator, infos: list[RunInfo]) -> list[RunInfo]:
@@ -193,65 +197,85 @@ async def _with_saga_status(aq: AsyncQuerator, infos: list[RunInfo]) -> list[Run
     ]
 
 
-async def _scan(aq: AsyncQuerator, after: str | None) -> AsyncIterator[list[StoredItem]]:
-    """Pages of the results queue, partition by partition, from just past ``after``'s meta."""
-    try:
-        info = await aq.get_queue(RESULTS_QUEUE)
-    except QueueNotFound:
-        return  # no run was ever started in this store
-    partition, pivot, skip = 0, None, None
-    if after is not None:
-        found = await aq.lookup(RESULTS_QUEUE, [meta_key(after)])
-        if meta_key(after) not in found:
-            raise InvalidArgument("after", f"no run {after!r} is stored")
-        item = found[meta_key(after)]
-        partition, pivot, skip = item.partition, item.id, item.id
-    while partition < info.settings.partitions:
-        page = await aq.list_items(
-            RESULTS_QUEUE, partition=partition, pivot=pivot, limit=SCAN_BATCH
-        )
-        yield [item for item in page if item.id != skip]
-        if len(page) < SCAN_BATCH:
-            partition, pivot, skip = partition + 1, None, None
-        else:
-            pivot = skip = page[-1].id
-
-
-def _metas(page: list[StoredItem], name: str | None) -> list[tuple[str, RunMeta]]:
-    metas = []
-    for item in page:
-        key = item.dedup_key
-        if item.kind != RECORD_KIND or key is None or not key.endswith(META_SUFFIX):
-            continue
-        meta = RunMeta.model_validate_json(item.payload)
-        if name is None or meta.workflow == name:
-            metas.append((key.removesuffix(META_SUFFIX), meta))
-    return metas
+def _stored_status(info: RunInfo) -> RunStatus:
+    """The status the run's index entries are written for (pending saga states are
+    ``running`` there)."""
+    return "running" if info.status in _PENDING else info.status
 
 
 async def list_runs_async(
     aq: AsyncQuerator,
     *,
     status: RunStatus | None = None,
-    name: str | None = None,
+    workflow: str | None = None,
+    since: datetime | None = None,
     after: str | None = None,
     limit: int = 100,
 ) -> list[RunInfo]:
-    """Up to ``limit`` runs in the order they were started (per partition of the
-    results queue), optionally only those with this ``status`` and workflow
-    ``name``; ``steps`` is empty. Pass the last run id of a page as ``after``
-    to get the next page. Scans records (see the module doc for the cost)."""
+    """Up to ``limit`` runs, newest first (by start time), optionally only those with
+    this ``status``, of this ``workflow`` (its persisted name) and started at or after
+    ``since`` (timezone-aware); ``steps`` is empty. Pass the last run id of a page
+    as ``after`` to get the next page.
+
+    A page reads the run index (:mod:`querator.workflows.run_index`): its cost
+    does not grow with the number of runs stored.
+    """
     if status is not None and status not in get_args(RunStatus):
         raise InvalidArgument("status", f"must be one of {get_args(RunStatus)}, got {status!r}")
+    if workflow is not None and (not isinstance(workflow, str) or not 1 <= len(workflow) <= 512):
+        raise InvalidArgument("workflow", "must be a workflow's name (1 to 512 characters)")
+    if since is not None and (since.tzinfo is None or since.utcoffset() is None):
+        raise InvalidArgument("since", "must be a timezone-aware datetime")
     check_count("limit", limit, 1, 10_000)
+    facet: RunStatus | None = "running" if status in _PENDING else status
+    prefix = facet_prefix(workflow, facet)
+    try:
+        cursor = await _cursor(aq, prefix, after)
+    except QueueNotFound:
+        return []  # no run was ever started in this store
+    stop = since_bound(prefix, since) if since is not None else None
     runs: list[RunInfo] = []
-    async for page in _scan(aq, after):
-        for run in await _complete_infos(aq, _metas(page, name)):
-            if status is None or run.status == status:
-                runs.append(run)
+    stale: list[str] = []
+    while len(runs) < limit:
+        page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=INDEX_PAGE)
+        keys = [item.dedup_key or "" for item in page]
+        inside = [key for key in keys if stop is None or key < stop]
+        infos = await _infos(aq, [parse_entry(key).run_id for key in inside])
+        for item, key in zip(page, inside, strict=False):
+            info = infos.get(parse_entry(key).run_id)
+            if info is None or (workflow is not None and info.workflow != workflow):
+                continue
+            if facet is not None and _stored_status(info) != facet:
+                stale.append(item.id)
+            elif status is None or info.status == status:
+                runs.append(info)
                 if len(runs) == limit:
-                    return runs
+                    break
+        if len(inside) < INDEX_PAGE:
+            break
+        cursor = keys[-1]
+    await _prune(aq, stale)
     return runs
+
+
+async def _cursor(aq: AsyncQuerator, prefix: str, after: str | None) -> str | None:
+    """The index key to list past for a page that starts after run ``after``."""
+    if after is None:
+        await aq.get_queue(RESULTS_QUEUE)  # QueueNotFound: nothing was ever started
+        return None
+    found = await aq.lookup(RESULTS_QUEUE, [meta_key(after)])
+    if meta_key(after) not in found:
+        raise InvalidArgument("after", f"no run {after!r} is stored")
+    meta = RunMeta.model_validate_json(found[meta_key(after)].payload)
+    return entry_key(prefix, after, meta.started_at)
+
+
+async def _prune(aq: AsyncQuerator, stale: list[str]) -> None:
+    """Delete index entries of a status their runs have left (another lister may
+    have deleted some already)."""
+    for start in range(0, len(stale), 1000):
+        with contextlib.suppress(Conflict):
+            await aq.delete_items(RESULTS_QUEUE, stale[start : start + 1000])
 
 
 async def _steps(
@@ -318,20 +342,11 @@ def _step_info(position: int, record: StepRecord, progress: StepProgress | None)
 async def get_run_async(aq: AsyncQuerator, run_id: str) -> RunInfo:
     """One run with its ended step calls; RunNotFound for an unknown run."""
     try:
-        found = await aq.lookup(
-            RESULTS_QUEUE, [meta_key(run_id), result_key(run_id), cancel_key(run_id)]
-        )
+        info = (await _infos(aq, [run_id])).get(run_id)
     except QueueNotFound:
-        found = {}
-    meta_item = found.get(meta_key(run_id))
-    if meta_item is None:
+        info = None
+    if info is None:
         raise RunNotFound(run_id)
-    result_item = found.get(result_key(run_id))
-    record = RunRecord.model_validate_json(result_item.payload) if result_item else None
-    meta = RunMeta.model_validate_json(meta_item.payload)
-    [info] = await _with_saga_status(
-        aq, [_run_info(run_id, meta, record, cancel_key(run_id) in found)]
-    )
     steps, running = await _steps(aq, run_id)
     return info.model_copy(update={"steps": steps, "in_progress": running})
 
@@ -340,12 +355,21 @@ def list_runs(
     q: Querator,
     *,
     status: RunStatus | None = None,
-    name: str | None = None,
+    workflow: str | None = None,
+    since: datetime | None = None,
     after: str | None = None,
     limit: int = 100,
 ) -> list[RunInfo]:
     """See :func:`list_runs_async`."""
-    return q.call(list_runs_async, q.aio, status=status, name=name, after=after, limit=limit)
+    return q.call(
+        list_runs_async,
+        q.aio,
+        status=status,
+        workflow=workflow,
+        since=since,
+        after=after,
+        limit=limit,
+    )
 
 
 def get_run(q: Querator, run_id: str) -> RunInfo:

@@ -10,6 +10,8 @@
 - results queue: ``{run}/{position}/progress/a`` and ``/b``: a step's last
   progress report (the newer of the two; reports alternate between them).
 - results queue: ``{run}/resume``: a resume request, until a worker carries it out.
+- results queue: ``index/...``: the run index's entries (empty payloads), see
+  :mod:`querator.workflows.run_index`.
 - sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
   (compensation records, ``{run}/c{k}/r{round}`` after re-drives),
   ``{run}/cfailed/{g}``, ``{run}/redrive/{g}``, ``{run}/aborted``; compensation
@@ -33,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from querator.queue.models import Item, QueueSettings
 from querator.queue.validation import MAX_DURATION
+from querator.workflows.run_index import entry_keys
 
 RESULTS_QUEUE = "querator.results"
 """Where run records live."""
@@ -147,6 +150,14 @@ class RunRecord(_Model):
     """Sagas: the compensations that ran, in the order they ran (``name@position``)."""
     saga: bool = False
     """True for the runs of a ``@saga`` (their ``result()`` raises ``SagaFailed``)."""
+
+    def final_status(self) -> RunStatus:
+        """The status this record ends the run with."""
+        if self.status is not None:
+            return self.status
+        if self.cancelled:
+            return "cancelled"
+        return "completed" if self.ok else "failed"
 
 
 class ProgressRecord(_Model):
@@ -385,15 +396,26 @@ def step_item(payload: StepPayload, at: datetime | None = None) -> Item:
     )
 
 
+def index_items(run_id: str, meta: RunMeta, status: RunStatus, *, new: bool = False) -> list[Item]:
+    """The run's index entries for ``status`` (and, when ``new``, the status-free ones)."""
+    keys = entry_keys(run_id, meta.workflow, meta.started_at, status, new=new)
+    return [
+        Item(payload=b"", kind=RECORD_KIND, encoding=ENCODING, reference=run_id, dedup_key=key)
+        for key in keys
+    ]
+
+
 def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, list[Item]]:
-    """What starting a run produces: its meta, its first wake (carrying the meta
-    when the run has no deadline), its deadline wake."""
+    """What starting a run produces: its meta and index entries, its first wake
+    (carrying the meta when the run has no deadline), its deadline wake."""
     first = meta.started_at + timedelta(seconds=delay) if delay > 0 else None
     if meta.deadline is None:
         wakes = [wake_item(run_id, "start", first, meta)]
     else:
         wakes = [wake_item(run_id, "start", first), wake_item(run_id, "deadline", meta.deadline)]
-    return {RESULTS_QUEUE: [record_item(meta_key(run_id), meta, run_id)], meta.queue: wakes}
+    records = [record_item(meta_key(run_id), meta, run_id)]
+    records += index_items(run_id, meta, "running", new=True)
+    return {RESULTS_QUEUE: records, meta.queue: wakes}
 
 
 TRACEBACK_LIMIT = 8192

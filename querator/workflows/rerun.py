@@ -30,6 +30,7 @@ from querator.workflows.layout import (
     RESUME_TAG,
     ResumeRecord,
     RunMeta,
+    index_items,
     new_run_id,
     record_item,
     resume_key,
@@ -59,7 +60,10 @@ async def resume_async(aq: AsyncQuerator, run_id: str) -> bool:
     failed = [p for p, record in history.records.items() if not record.ok]
     request = ResumeRecord(position=min(failed) if failed else None)
     produce = {
-        RESULTS_QUEUE: [record_item(resume_key(run_id), request, run_id)],
+        RESULTS_QUEUE: [
+            record_item(resume_key(run_id), request, run_id),
+            *index_items(run_id, history.meta, "running"),
+        ],
         history.meta.queue: [wake_item(run_id, RESUME_TAG)],
     }
     await transact_creating(aq, [], produce)

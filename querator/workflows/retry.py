@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -26,12 +27,13 @@ class RetryPolicy(Record):
     """How a failing step is retried. Attempts count leases of the step's item."""
 
     max_attempts: int = Field(default=3, ge=0, le=65_536)
-    """Attempts in total, the first included (1 = never retry, 0 = retry forever)."""
-    initial: float = Field(default=1.0, ge=0)
+    """Attempts in total, the first included: 1 = never retry. **0 = retry FOREVER**:
+    the step never gives up (compensations default to it); pick a number otherwise."""
+    initial: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     """Delay in seconds before the second attempt."""
-    factor: float = Field(default=2.0, ge=1)
+    factor: float = Field(default=2.0, ge=1, allow_inf_nan=False)
     """Each further delay is the previous one times this."""
-    max_delay: float = Field(default=60.0, ge=0)
+    max_delay: float = Field(default=60.0, ge=0, allow_inf_nan=False)
     """No delay exceeds this many seconds."""
     jitter: bool = True
     """Randomise each delay within [delay/2, delay] so retries do not stampede."""
@@ -42,7 +44,11 @@ class RetryPolicy(Record):
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        base = min(self.max_delay, self.initial * self.factor ** max(attempt - 1, 0))
+        try:
+            grown = self.initial * self.factor ** max(attempt - 1, 0)
+        except OverflowError:  # retrying forever: the thousands-th attempt
+            grown = math.inf
+        base = min(self.max_delay, grown)
         if self.jitter:
             return base / 2 + random.uniform(0, base / 2)
         return base

@@ -100,12 +100,7 @@ class AsyncRunHandle(Generic[R]):
         keys = [meta_key(self.run_id), result_key(self.run_id), compensating_key(self.run_id)]
         found = await self.aq.lookup(RESULTS_QUEUE, [*keys, resume_key(self.run_id)])
         if keys[1] in found and resume_key(self.run_id) not in found:
-            record = RunRecord.model_validate_json(found[keys[1]].payload)
-            if record.status is not None:
-                return record.status
-            if record.cancelled:
-                return "cancelled"
-            return "completed" if record.ok else "failed"
+            return RunRecord.model_validate_json(found[keys[1]].payload).final_status()
         if keys[2] in found:
             return pending_status(await load_saga_state(self.aq, self.run_id))
         if keys[0] in found:

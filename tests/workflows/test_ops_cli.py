@@ -14,7 +14,8 @@ from worker_threads import serving
 from querator import Item, Querator, QueueSettings
 from querator.cli import load_functions
 from querator.errors import InvalidArgument
-from querator.workflows import Worker, WorkflowCancelled, schedule, start
+from querator.workflows import RunHandle, Worker, WorkflowCancelled, schedule, start
+from querator.workflows.inspection import list_runs
 
 from .ops_flows import greet, hello
 from .ops_procs import WorkerProc
@@ -237,3 +238,61 @@ def test_reading_commands_never_create_a_store(tmp_path: Path) -> None:
     assert not missing.exists()
     version = cli("--version")
     assert version.returncode == 0 and version.stdout.startswith("querator ")
+
+
+def test_start_runs_a_workflow_from_the_shell_and_waits_for_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'start.db'}"
+    Querator(url).close()
+    app = ["--app", "tests.workflows.ops_flows", "--url", url]
+    started = cli("start", "ops.greet", *app, "--args", '["ada"]', "--key", "k1")
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    again = cli("start", "ops.greet", *app, "--args", '{"name": "ada"}', "--key", "k1")
+    assert again.stdout.strip() == run_id  # same key, same run
+    with Querator(url) as q, serving(Worker(q, [greet, hello])):
+        waited = cli("start", "ops.greet", *app, "--args", '["bo"]', "--wait", "--json")
+        assert waited.returncode == 0, waited.stderr
+        report = json.loads(waited.stdout)
+        assert (report["status"], report["result"]) == ("completed", "hello bo / hello BO")
+        assert RunHandle(q, run_id).result(timeout=30) == "hello ada / hello ADA"
+
+    bad = {
+        "no such workflow": cli("start", "ops.nope", *app),
+        "not JSON": cli("start", "ops.greet", *app, "--args", "[ada"),
+        "a bare string": cli("start", "ops.greet", *app, "--args", '"ada"'),
+        "missing argument": cli("start", "ops.greet", *app, "--args", "[]"),
+        "wrong type": cli("start", "ops.greet", *app, "--args", "[[1, 2]]"),
+    }
+    for what, done in bad.items():
+        assert done.returncode == 2, (what, done.stdout, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, (what, done.stderr)
+    assert "ops.greet" in bad["no such workflow"].stderr  # names the workflows it has
+    with Querator(url) as q:
+        assert len(list_runs(q)) == 2  # the refused starts wrote nothing
+
+
+def test_runs_list_filters_and_prints_a_json_array(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'list.db'}"
+    with Querator(url) as q:
+        first = start(q, greet, "a")
+        second = start(q, greet, "b")
+    listed = cli("runs", "list", "--url", url, "--json", "--workflow", "ops.greet")
+    assert listed.returncode == 0, listed.stderr
+    runs = json.loads(listed.stdout)
+    assert [r["run_id"] for r in runs] == [second.run_id, first.run_id]  # newest first
+    assert runs[0]["status"] == "running" and "steps" not in runs[0]
+    assert json.loads(cli("runs", "list", "--url", url, "--json", "--since", "1h").stdout)
+    assert json.loads(cli("runs", "list", "--url", url, "--json", "--workflow", "x").stdout) == []
+    future = cli("runs", "list", "--url", url, "--json", "--since", "2999-01-01T00:00:00")
+    assert json.loads(future.stdout) == []
+    bad = cli("runs", "list", "--url", url, "--since", "yesterday")
+    assert bad.returncode == 2 and "--since" in bad.stderr
+
+
+def test_bad_worker_options_are_one_line_before_anything_starts(tmp_path: Path) -> None:
+    missing = str(tmp_path / "never-imported.py")  # would fail to import if it got that far
+    for option in (["--log-level", "LOUD"], ["--concurrency", "0"]):
+        done = cli("worker", missing, *option)
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert option[0] in line and "never-imported" not in line

@@ -10,6 +10,7 @@ from querator import AsyncQuerator, Querator
 from querator.errors import InvalidArgument
 from querator.workflows import RunNotFound, WorkflowFailed, start, start_async
 from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
+from querator.workflows.layout import RESULTS_QUEUE
 
 from .conftest import RunWorker
 from .flows import Order, charge, checkout, flaky, flaky_flow, reserve, ship
@@ -33,22 +34,43 @@ def test_runs_are_listed_with_status_and_filtered(q: Querator, run_worker: RunWo
             failed.result(timeout=20)
     idle = start(q, checkout, Order(id="idle", cents=0))  # no worker serves it
 
-    runs = list_runs(q)
-    assert [r.run_id for r in runs] == [*(r.run_id for r in done), failed.run_id, idle.run_id]
-    assert [r.status for r in runs] == ["completed"] * 3 + ["failed", "running"]
-    assert runs[0].workflow == "t.checkout" and runs[3].workflow == "t.flaky_flow"
-    assert all(r.finished_at is not None and r.finished_at >= r.started_at for r in runs[:4])
-    assert runs[4].finished_at is None and runs[4].result is None
-    assert runs[3].error_type == "StepFailed" and "always" not in (runs[3].result or "")
-    assert json.loads(runs[0].result or "null")["charged"] == 0
+    runs = list_runs(q)  # newest first
+    started = [*(r.run_id for r in done), failed.run_id, idle.run_id]
+    assert [r.run_id for r in runs] == started[::-1]
+    assert [r.status for r in runs] == ["running", "failed"] + ["completed"] * 3
+    assert runs[4].workflow == "t.checkout" and runs[1].workflow == "t.flaky_flow"
+    assert all(r.finished_at is not None and r.finished_at >= r.started_at for r in runs[1:])
+    assert runs[0].finished_at is None and runs[0].result is None
+    assert runs[1].error_type == "StepFailed" and "always" not in (runs[1].result or "")
+    assert json.loads(runs[4].result or "null")["charged"] == 0
 
     assert [r.run_id for r in list_runs(q, status="failed")] == [failed.run_id]
     assert [r.run_id for r in list_runs(q, status="running")] == [idle.run_id]
-    assert len(list_runs(q, name="t.checkout")) == 4
-    assert [r.run_id for r in list_runs(q, name="t.checkout", status="completed")] == [
-        r.run_id for r in done
+    assert len(list_runs(q, workflow="t.checkout")) == 4
+    assert [r.run_id for r in list_runs(q, workflow="t.checkout", status="completed")] == [
+        r.run_id for r in done[::-1]
     ]
-    assert list_runs(q, name="t.nothing") == []
+    assert list_runs(q, workflow="t.nothing") == []
+    assert [r.run_id for r in list_runs(q, since=runs[1].started_at)] == started[::-1][:2]
+
+
+def test_listing_reads_the_index_and_prunes_entries_runs_have_left(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """Runs are found through their index entries (not by scanning records); the
+    ``running`` entries of runs that ended are deleted by the first listing."""
+    with run_worker(FLOWS):
+        ended = [start(q, checkout, Order(id=f"c{n}", cents=n)) for n in range(10)]
+        for run in ended:
+            run.result(timeout=20)
+    idle = [start(q, checkout, Order(id=f"i{n}", cents=n)).run_id for n in range(2)]
+    assert len(q.scan_keys(RESULTS_QUEUE, "index/st/running/")) == 12
+    assert len(q.scan_keys(RESULTS_QUEUE, "index/st/completed/")) == 10
+    assert [r.run_id for r in list_runs(q, status="running")] == idle[::-1]
+    assert len(q.scan_keys(RESULTS_QUEUE, "index/st/running/")) == 2
+    assert [r.run_id for r in list_runs(q, status="running", limit=1)] == idle[1:]
+    listed = list_runs(q, workflow="t.checkout", status="completed", limit=4)
+    assert [r.run_id for r in listed] == [r.run_id for r in ended[::-1][:4]]
 
 
 def test_runs_are_paged(q: Querator) -> None:
@@ -56,8 +78,8 @@ def test_runs_are_paged(q: Querator) -> None:
     first = list_runs(q, limit=2)
     second = list_runs(q, limit=2, after=first[-1].run_id)
     third = list_runs(q, limit=2, after=second[-1].run_id)
-    assert [r.run_id for r in first + second + third] == ids
-    assert list_runs(q, after=ids[-1]) == []
+    assert [r.run_id for r in first + second + third] == ids[::-1]
+    assert list_runs(q, after=ids[0]) == []
     with pytest.raises(InvalidArgument):
         list_runs(q, after="run-unknown")
     with pytest.raises(InvalidArgument):

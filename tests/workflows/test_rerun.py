@@ -17,7 +17,7 @@ from querator.workflows import (
     step,
     workflow,
 )
-from querator.workflows.inspection import get_run
+from querator.workflows.inspection import get_run, list_runs
 
 from .conftest import RunWorker
 from .flows import CALLS, count_call
@@ -62,8 +62,11 @@ def test_a_failed_run_resumes_from_its_failed_step(q: Querator, run_worker: RunW
         run = start(q, pipeline, "k1")
         with pytest.raises(WorkflowFailed):
             run.result(timeout=20)
+    assert [r.run_id for r in list_runs(q, status="failed")] == [run.run_id]
     assert resume(q, run.run_id) is True  # not fixed yet: it will fail again
     assert run.status() == "running"  # at once, before any worker acted on it
+    assert [r.run_id for r in list_runs(q, status="running")] == [run.run_id]
+    assert list_runs(q, status="failed") == []
     with run_worker([pipeline]):
         with pytest.raises(WorkflowFailed):
             run.result(timeout=20)
@@ -71,6 +74,8 @@ def test_a_failed_run_resumes_from_its_failed_step(q: Querator, run_worker: RunW
         assert resume(q, run.run_id) is True
         assert run.result(timeout=20) == ["first k1", "fragile k1", "last k1"]
     assert run.status() == "completed"
+    assert [r.run_id for r in list_runs(q, status="completed")] == [run.run_id]
+    assert list_runs(q, status="running") == list_runs(q, status="failed") == []
     assert CALLS["first:k1"] == 1  # kept its stored result through both resumes
     assert (CALLS["fragile:k1"], CALLS["last:k1"]) == (3, 1)
     assert [s.step for s in get_run(q, run.run_id).steps] == ["r.first", "r.fragile", "r.last"]

@@ -240,6 +240,12 @@ class Backend(Protocol):
     async def lookup(self, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[StoredItem]:
         """The items (in any partition) that hold any of ``dedup_keys``, in no order."""
 
+    async def scan_keys(
+        self, queue: QueueInfo, low: str, include_low: bool, high: str | None, limit: int
+    ) -> list[StoredItem]:
+        """Up to ``limit`` items (any partition) with ``low <(=) dedup_key < high``,
+        by dedup key in code point order (``high`` None: no upper bound)."""
+
     async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
         """Delete (id, partition, seq) items; Conflict (MISSING) lists absent ones."""
 

@@ -459,6 +459,21 @@ class MemoryBackend:
                     found.append(StoredItem.model_construct(**fields))
         return found
 
+    async def scan_keys(
+        self, queue: QueueInfo, low: str, include_low: bool, high: str | None, limit: int
+    ) -> list[StoredItem]:
+        """Items by dedup key in the range (sorts the keys: this store is for tests)."""
+        found: list[tuple[str, int, int]] = []
+        for index, part in enumerate(self._partitions(queue)):
+            for key, seq in part.dedup.items():
+                if (key > low or (include_low and key == low)) and (high is None or key < high):
+                    found.append((key, index, seq))
+        parts = self._partitions(queue)
+        return [
+            StoredItem.model_construct(**self._fields(queue, index, parts[index].rows[seq]))
+            for _, index, seq in sorted(found)[:limit]
+        ]
+
     async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
         """Delete the items, or none of them if any is missing."""
         parts = self._partitions(queue)

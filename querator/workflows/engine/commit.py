@@ -26,6 +26,7 @@ from querator.workflows.layout import (
     StepPayload,
     StepRecord,
     awaited_record,
+    index_items,
     record_item,
     result_key,
     step_key,
@@ -84,6 +85,7 @@ def split_claim(
 def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> Produce:
     """The run's result record, and for a child run its parent's record and wake."""
     produce = {RESULTS_QUEUE: [record_item(result_key(run_id), final, run_id)]}
+    produce[RESULTS_QUEUE] += index_items(run_id, meta, final.final_status())
     parent = meta.parent
     if parent is not None:
         record = StepRecord(
@@ -97,9 +99,7 @@ def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> Produce:
 
 def log_final(run_id: str, final: RunRecord) -> None:
     """One line for a run's end."""
-    status = final.status or (
-        "cancelled" if final.cancelled else "completed" if final.ok else "failed"
-    )
+    status = final.final_status()
     if final.ok:
         log.info("run %s %s", run_id, status)
     else:

@@ -367,6 +367,8 @@ class Worker:
             resources=resources,
             max_live_runs=max_live_runs,
         )
+        self._id = self.worker.client_id
+        self._signals = 0
 
     def run(self) -> None:
         """Serve until :meth:`stop` (or SIGTERM/SIGINT in the main thread).
@@ -386,7 +388,13 @@ class Worker:
                 signal.signal(sig, old)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        log.info("worker %s: signal %d, stopping", self.worker.client_id, signum)
+        """The first signal stops gracefully; a second one releases the items in hand."""
+        name = signal.Signals(signum).name
+        self._signals += 1
+        if self._signals == 1:
+            log.info("worker %s: %s, stopping (again: release items in hand)", self._id, name)
+        elif self._signals == 2:
+            log.warning("worker %s: %s again, releasing the items in hand", self._id, name)
         threading.Thread(target=self.stop, daemon=True).start()
 
     def stop(self) -> None:

@@ -426,6 +426,20 @@ class PostgresBackend:
             found = await cur.fetchall()
         return [rows.item(StoredItem, queue, row[0], row[1:]) for row in found]
 
+    async def scan_keys(
+        self, queue: QueueInfo, low: str, include_low: bool, high: str | None, limit: int
+    ) -> list[StoredItem]:
+        """Items by dedup key in the range: an index range scan per partition."""
+        partitions = queue.settings.partitions
+        statement = q.scan_keys_for(self._names, queue.queue_id, partitions, include_low)
+        params = {"low": low, "high": high, "limit": limit}
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(statement, params)
+            found = await cur.fetchall()
+        items = [rows.item(StoredItem, queue, row[0], row[1:]) for row in found]
+        items.sort(key=lambda item: item.dedup_key or "")
+        return items[:limit]
+
     async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
         """Delete (id, partition, seq) items; Conflict (MISSING) lists absent ones."""
         missing: dict[str, ConflictReason] = {}

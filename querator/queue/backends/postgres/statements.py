@@ -170,7 +170,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     encoding text NOT NULL,
     reference text NOT NULL,
     headers jsonb NOT NULL,
-    dedup_key text,
+    dedup_key text COLLATE "C",
     source_id text,
     created_at timestamptz NOT NULL DEFAULT now()
 ) WITH (fillfactor = 70);
@@ -468,6 +468,14 @@ LOOKUP_BRANCH: Final = sql.SQL(
 )
 """One partition's items holding any of the given dedup keys (UNION ALL per partition)."""
 
+SCAN_KEYS_BRANCH: Final = sql.SQL(
+    "(SELECT {partition}::integer, {columns} FROM {table} AS t"
+    " WHERE t.dedup_key {low} %(low)s AND (%(high)s::text IS NULL OR t.dedup_key < %(high)s)"
+    " ORDER BY t.dedup_key LIMIT %(limit)s)"
+)
+"""One partition's items by dedup key in a range (the key column is ``COLLATE "C"``:
+code point order, like Python's); UNION ALL per partition, merged by the caller."""
+
 DELETE_ITEMS: Final = sql.SQL(
     """
 WITH locked AS (
@@ -637,6 +645,22 @@ def insert_unkeyed_for(names: Names, queue_id: int, partitions: tuple[int, ...])
         selects.append(INSERT_UNKEYED_SELECT.format(partition=sql.Literal(partition), name=name))
     statement = INSERT_UNKEYED.format(
         branches=sql.SQL(",").join(branches), selects=sql.SQL(" UNION ALL ").join(selects)
+    )
+    return statement.as_bytes(None)
+
+
+@functools.lru_cache(maxsize=1024)
+def scan_keys_for(names: Names, queue_id: int, partitions: int, include_low: bool) -> bytes:
+    """:data:`SCAN_KEYS_BRANCH` over every partition of a queue, joined by UNION ALL."""
+    low = sql.SQL(">=" if include_low else ">")
+    statement = sql.SQL(" UNION ALL ").join(
+        SCAN_KEYS_BRANCH.format(
+            partition=sql.Literal(n),
+            columns=ITEM_COLUMNS,
+            table=names.partition(queue_id, n),
+            low=low,
+        )
+        for n in range(partitions)
     )
     return statement.as_bytes(None)
 

@@ -186,6 +186,20 @@ class SqliteBackend:
         op = partial(item_ops.lookup, queue=queue, dedup_keys=dedup_keys)
         return await self._call(op, write=False, queue=queue.name)
 
+    async def scan_keys(
+        self, queue: QueueInfo, low: str, include_low: bool, high: str | None, limit: int
+    ) -> list[StoredItem]:
+        """Items by dedup key in the range, from each partition's dedup-key index."""
+        op = partial(
+            item_ops.scan_keys,
+            queue=queue,
+            low=low,
+            include_low=include_low,
+            high=high,
+            limit=limit,
+        )
+        return await self._call(op, write=False, queue=queue.name)
+
     async def delete_items(self, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
         """Delete (id, partition, seq) items; Conflict (MISSING) lists absent ones."""
         op = partial(item_ops.delete_items, queue=queue, keys=keys)

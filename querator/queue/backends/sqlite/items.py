@@ -245,6 +245,20 @@ def lookup(txn: Txn, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[Stored
     return found
 
 
+def scan_keys(
+    txn: Txn, queue: QueueInfo, low: str, include_low: bool, high: str | None, limit: int
+) -> list[StoredItem]:
+    """Up to ``limit`` items by dedup key in the range, merged over the partitions."""
+    found: list[StoredItem] = []
+    for partition in range(queue.settings.partitions):
+        query = sql.scan_keys(queue.queue_id, partition, include_low, high is not None)
+        params = (low, high, limit) if high is not None else (low, limit)
+        rows = txn.conn.execute(query, params)
+        found += [stored_item(queue, partition, ItemRow(*row)) for row in rows]
+    found.sort(key=lambda item: item.dedup_key or "")
+    return found[:limit]
+
+
 def delete_items(txn: Txn, queue: QueueInfo, keys: Sequence[tuple[str, int, int]]) -> None:
     """Delete ``(id, partition, seq)`` items, or raise Conflict (MISSING) naming absent ones."""
     wanted: dict[int, dict[int, str]] = {}

@@ -216,6 +216,16 @@ def select_dedup(queue_id: int, partition: int, n: int) -> str:
     return f"SELECT {_ITEM} FROM {name} WHERE dedup_key IN ({_marks(n)})"
 
 
+def scan_keys(queue_id: int, partition: int, include_low: bool, bounded: bool) -> str:
+    """Items by dedup key from ``?`` (inclusive or not), below ``?`` when bounded; ``LIMIT ?``."""
+    low = ">=" if include_low else ">"
+    high = " AND dedup_key < ?" if bounded else ""
+    return (
+        f"SELECT {_ITEM} FROM {table_name(queue_id, partition)}"
+        f" WHERE dedup_key {low} ?{high} ORDER BY dedup_key LIMIT ?"
+    )
+
+
 def stats(queue_id: int, partition: int) -> str:
     """Total, held (now, now), scheduled (now), dead-lettered and oldest created_at."""
     return (
