@@ -38,8 +38,16 @@ def schedules_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     rows = [["NAME", "WORKFLOW", "CRON", "TZ", "NEXT", "PAUSED", "LAST RUN", "STATUS"]]
     for i in infos:
         rows.append([i.name, i.workflow, i.cron, i.tz, _when(i.next_fire), str(i.paused)])
-        rows[-1] += [i.last_run_id or "-", i.last_run_status or "-"]
+        status = i.last_run_status or "-"
+        rows[-1] += [i.last_run_id or "-", status + (" ORPHAN" if i.orphan else "")]
     _table(rows)
+    for i in infos:
+        if i.orphan:
+            typer.echo(
+                f"ORPHAN {i.name}: no worker serves {i.workflow!r}, its runs fail "
+                f"(pause it: querator schedules pause {i.name})",
+                err=True,
+            )
 
 
 @schedules_app.command("show")

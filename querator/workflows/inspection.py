@@ -52,6 +52,7 @@ __all__ = [
     "get_run_async",
     "list_runs",
     "list_runs_async",
+    "run_infos_async",
     "run_status",
 ]
 
@@ -165,7 +166,7 @@ def _run_info(
     )
 
 
-async def _infos(aq: AsyncQuerator, run_ids: list[str]) -> dict[str, RunInfo]:
+async def run_infos_async(aq: AsyncQuerator, run_ids: list[str]) -> dict[str, RunInfo]:
     """RunInfos of these runs by id, from their records (one lookup per 250 runs);
     runs without a meta record are left out."""
     infos: list[RunInfo] = []
@@ -240,7 +241,7 @@ async def list_runs_async(
         page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=INDEX_PAGE)
         keys = [item.dedup_key or "" for item in page]
         inside = [key for key in keys if stop is None or key < stop]
-        infos = await _infos(aq, [parse_entry(key).run_id for key in inside])
+        infos = await run_infos_async(aq, [parse_entry(key).run_id for key in inside])
         for item, key in zip(page, inside, strict=False):
             info = infos.get(parse_entry(key).run_id)
             if info is None or (workflow is not None and info.workflow != workflow):
@@ -342,7 +343,7 @@ def _step_info(position: int, record: StepRecord, progress: StepProgress | None)
 async def get_run_async(aq: AsyncQuerator, run_id: str) -> RunInfo:
     """One run with its ended step calls; RunNotFound for an unknown run."""
     try:
-        info = (await _infos(aq, [run_id])).get(run_id)
+        info = (await run_infos_async(aq, [run_id])).get(run_id)
     except QueueNotFound:
         info = None
     if info is None:

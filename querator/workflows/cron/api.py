@@ -33,8 +33,8 @@ from querator.workflows.cron.schedules import (
 )
 from querator.workflows.cron.store import Stored, read_all, read_one, remove, write
 from querator.workflows.engine.commit import ensure_work_queue
-from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import WorkflowFunction
+from querator.workflows.inspection import RunInfo, run_infos_async
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
@@ -88,6 +88,11 @@ class ScheduleInfo(BaseModel):
     last_run_id: str | None
     last_run_status: RunStatus | None
     """Status of the run most recently started (None: none yet)."""
+    last_run_error: str | None = None
+    """Why that run failed: the error's type and message (None: it did not fail)."""
+    orphan: bool = False
+    """True when that run failed because no worker serves the workflow
+    (``UnknownWorkflow``): the schedule fires runs nobody can run."""
     buffered: int
     """Ticks waiting for the previous run to end."""
 
@@ -280,12 +285,12 @@ def delete_schedule(q: Querator, name: str) -> bool:
     return bool(q.call(delete_schedule_async, q.aio, name))
 
 
-async def _last_status(aq: AsyncQuerator, run_id: str | None) -> RunStatus | None:
+async def _last_run(aq: AsyncQuerator, run_id: str | None) -> RunInfo | None:
     if run_id is None:
         return None
     try:
-        return await AsyncRunHandle(aq, run_id).status()
-    except (RunNotFound, QueueNotFound):
+        return (await run_infos_async(aq, [run_id])).get(run_id)
+    except QueueNotFound:
         return None
 
 
@@ -295,6 +300,8 @@ async def _info(aq: AsyncQuerator, state: ScheduleState, now: datetime) -> Sched
     if not state.paused:
         after = max(now, state.start_at - timedelta(microseconds=1))
         next_fire = next_tick(spec.cron, check_tz(spec.tz), after)
+    last = await _last_run(aq, state.last_run_id)
+    error = f"{last.error_type}: {last.error_message}" if last and last.error_type else None
     return ScheduleInfo(
         name=spec.name,
         workflow=spec.workflow,
@@ -308,7 +315,9 @@ async def _info(aq: AsyncQuerator, state: ScheduleState, now: datetime) -> Sched
         next_fire=next_fire,
         last_tick=state.last_tick,
         last_run_id=state.last_run_id,
-        last_run_status=await _last_status(aq, state.last_run_id),
+        last_run_status=last.status if last else None,
+        last_run_error=error,
+        orphan=last is not None and last.error_type == "UnknownWorkflow",
         buffered=len(state.buffered),
     )
 
