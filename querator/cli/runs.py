@@ -108,25 +108,65 @@ def _show(run: RunInfo) -> None:
         fields["error"] = f"{run.error_type}: {run.error_message}"
     for key, value in fields.items():
         typer.echo(f"{key + ':':<10}{value}")
-    if run.in_progress:
-        typer.echo("in progress:")
-        rows = [["POS", "ATTEMPT", "UPDATED", "PROGRESS"]]
-        for p in run.in_progress:
-            rows.append([str(p.position), str(p.attempt), _when(p.updated_at)])
-            rows[-1].append(json.dumps(p.progress, separators=(",", ":")))
-        _table(rows)
+    _steps(run)
+    _pending(run)
+    _compensations(run)
+    _tracebacks(run)
+
+
+def _steps(run: RunInfo) -> None:
+    """The step calls that ended (a durable timer: until when it sleeps)."""
     if not run.steps:
-        _tracebacks(run)
         return
     typer.echo("steps:")
     rows = [["POS", "STEP", "OUTCOME", "ATTEMPTS", "FINISHED", "RESULT / ERROR"]]
+    now = datetime.now(UTC)
     for s in run.steps:
         detail = s.result if s.ok else f"{s.error_type}: {s.error_message}"
         outcome = "ok" if s.ok else "error"
+        if s.until is not None:
+            asleep = run.finished_at is None and s.until > now
+            outcome, detail = ("sleeping" if asleep else "slept"), f"until {_when(s.until)}"
         rows.append([str(s.position), s.step, outcome, str(s.attempts), _when(s.finished_at)])
         rows[-1].append(detail or "")
     _table(rows)
-    _tracebacks(run)
+
+
+def _pending(run: RunInfo) -> None:
+    """Step calls not ended: running (leased) or waiting, with their last progress."""
+    if not run.pending and not run.in_progress:
+        return
+    typer.echo("in progress:")
+    progress = {p.position: p for p in run.in_progress}
+    rows = [["POS", "STEP", "STATE", "ATTEMPT", "QUEUE", "PROGRESS"]]
+    now = datetime.now(UTC)
+    for p in run.pending:
+        if p.leased_until is not None and p.leased_until > now:
+            state = f"running (lease until {_when(p.leased_until)})"
+        elif p.due_at > now:
+            state = f"waiting until {_when(p.due_at)}"
+        else:
+            state = "queued"
+        name = p.step + (" (compensation)" if p.compensation else "")
+        report = progress.pop(p.position, None) if not p.compensation else None
+        shown = json.dumps(report.progress, separators=(",", ":")) if report else ""
+        rows.append([str(p.position), name, state, str(p.attempts), p.queue, shown])
+    for report in progress.values():  # reported progress; its item is between leases
+        shown = json.dumps(report.progress, separators=(",", ":"))
+        rows.append([str(report.position), "-", "-", str(report.attempt), "-", shown])
+    _table(rows)
+
+
+def _compensations(run: RunInfo) -> None:
+    """A saga's compensations in the order they run."""
+    if not run.compensations:
+        return
+    typer.echo("compensations:")
+    rows = [["UNDOES", "COMPENSATION", "OUTCOME", "ATTEMPTS", "FINISHED", "ERROR"]]
+    for c in run.compensations:
+        rows.append([f"{c.step}@{c.position}", c.name, c.outcome, str(c.attempts)])
+        rows[-1] += [_when(c.finished_at), c.error or ""]
+    _table(rows)
 
 
 def _tracebacks(run: RunInfo) -> None:

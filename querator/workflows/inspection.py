@@ -40,6 +40,12 @@ from querator.workflows.layout import (
     resume_key,
     step_key,
 )
+from querator.workflows.run_detail import (
+    CompensationInfo,
+    PendingStep,
+    compensations,
+    pending_steps,
+)
 from querator.workflows.run_index import entry_key, facet_prefix, parse_entry, since_bound
 from querator.workflows.runs import RunStatus
 from querator.workflows.sagas.compensation import saga_statuses
@@ -103,6 +109,8 @@ class StepInfo(_Frozen):
     """The formatted traceback of the last failed attempt, when not ``ok`` (its end)."""
     progress: StepProgress | None = None
     """The last progress the step reported, if it reported any."""
+    until: datetime | None = None
+    """A durable timer (step ``querator.sleep``): the instant it ends."""
 
 
 class RunInfo(_Frozen):
@@ -137,6 +145,12 @@ class RunInfo(_Frozen):
     in_progress: tuple[StepProgress, ...] = ()
     """Step calls without an outcome yet that reported progress, by position
     (empty in :func:`list_runs`)."""
+    pending: tuple[PendingStep, ...] = ()
+    """Step calls (and compensations) whose items wait or run, with the step's
+    name and its lease (empty in :func:`list_runs` and once the run ended)."""
+    compensations: tuple[CompensationInfo, ...] = ()
+    """A saga's compensations, planned or run, in their order (empty in
+    :func:`list_runs`)."""
 
 
 def run_status(record: RunRecord | None) -> RunStatus:
@@ -337,6 +351,7 @@ def _step_info(position: int, record: StepRecord, progress: StepProgress | None)
         error_message=record.error.message if record.error else None,
         error_traceback=record.error.traceback if record.error else None,
         progress=progress,
+        until=record.until,
     )
 
 
@@ -349,7 +364,11 @@ async def get_run_async(aq: AsyncQuerator, run_id: str) -> RunInfo:
     if info is None:
         raise RunNotFound(run_id)
     steps, running = await _steps(aq, run_id)
-    return info.model_copy(update={"steps": steps, "in_progress": running})
+    extras: dict[str, Any] = {"steps": steps, "in_progress": running}
+    extras["compensations"] = tuple(await compensations(aq, run_id))
+    if info.finished_at is None:
+        extras["pending"] = tuple(await pending_steps(aq, run_id, info.queue))
+    return info.model_copy(update=extras)
 
 
 def list_runs(

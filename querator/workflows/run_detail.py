@@ -1,0 +1,136 @@
+"""What a run is doing now, for :func:`~querator.workflows.inspection.get_run`:
+its step items not yet ended and its saga's compensations.
+
+Pending step items are found by their dedup keys (``{run}/{position}/step…``)
+with one index range scan per worker queue (``scan_keys``); compensations come
+from the saga's stored compensation records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from querator.errors import QueueNotFound
+from querator.queue.service import AsyncQuerator
+from querator.workflows.layout import RESULTS_QUEUE, STEP_KIND, StepPayload
+from querator.workflows.sagas.compensation import load_saga_state
+
+__all__ = ["CompensationInfo", "PendingStep", "compensations", "pending_steps"]
+
+QUEUES_PAGE = 100
+ITEMS_PAGE = 100
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PendingStep(_Frozen):
+    """A step call whose item waits or runs: not ended yet."""
+
+    position: int
+    step: str
+    """The step's persisted name."""
+    queue: str
+    attempts: int
+    """Leases of its item so far (a running step counts its current one)."""
+    leased_until: datetime | None
+    """While a worker runs it: when its lease ends unless renewed."""
+    due_at: datetime
+    """When it may run (later than now: waiting for a retry or a deferral)."""
+    compensation: bool = False
+    """True for a saga's compensation."""
+
+
+class CompensationInfo(_Frozen):
+    """One compensation of a saga's plan (in the order they run)."""
+
+    position: int
+    """The position of the step it undoes."""
+    step: str
+    """The step it undoes."""
+    name: str
+    """The compensation's persisted name."""
+    outcome: str
+    """``completed``, ``failed`` (for good: the saga is ``compensation_failed``)
+    or ``pending``."""
+    attempts: int = 0
+    finished_at: datetime | None = None
+    error: str | None = None
+    """``type: message`` when it failed."""
+
+
+async def _queues(aq: AsyncQuerator, first: str) -> list[str]:
+    """The run's workflow queue first, then every other queue but the results."""
+    names, pivot = [first], None
+    while True:
+        page = [i.name for i in await aq.list_queues(pivot=pivot, limit=QUEUES_PAGE)]
+        page = [name for name in page if name != pivot]
+        if not page:
+            return names
+        names += [n for n in page if n not in (first, RESULTS_QUEUE)]
+        pivot = page[-1]
+
+
+async def pending_steps(aq: AsyncQuerator, run_id: str, workflow_queue: str) -> list[PendingStep]:
+    """The run's step items in every queue, by position (compensations last)."""
+    found: list[PendingStep] = []
+    for queue in await _queues(aq, workflow_queue):
+        after = None
+        while True:
+            try:
+                page = await aq.scan_keys(queue, f"{run_id}/", after=after, limit=ITEMS_PAGE)
+            except QueueNotFound:
+                break  # deleted meanwhile
+            for item in page:
+                if item.kind != STEP_KIND:
+                    continue
+                with contextlib.suppress(ValidationError):
+                    payload = StepPayload.model_validate_json(item.payload)
+                    found.append(
+                        PendingStep(
+                            position=payload.position,
+                            step=payload.step,
+                            queue=queue,
+                            attempts=payload.prior_attempts + item.attempts,
+                            leased_until=item.lease_deadline,
+                            due_at=item.available_at,
+                            compensation=payload.slot is not None,
+                        )
+                    )
+            if len(page) < ITEMS_PAGE:
+                break
+            after = page[-1].dedup_key
+    return sorted(found, key=lambda p: (p.compensation, p.position))
+
+
+async def compensations(aq: AsyncQuerator, run_id: str) -> list[CompensationInfo]:
+    """The saga's compensation plan with each one's outcome (empty: none planned)."""
+    state = await load_saga_state(aq, run_id)
+    if state is None:
+        return []
+    infos = []
+    for index, entry in enumerate(state.compensating.plan):
+        record = state.records.get(index)
+        if record is None:
+            outcome, error = "pending", None
+        elif record.ok:
+            outcome, error = "completed", None
+        else:
+            outcome = "failed"
+            error = f"{record.error.type}: {record.error.message}" if record.error else None
+        infos.append(
+            CompensationInfo(
+                position=entry.position,
+                step=entry.step,
+                name=entry.name,
+                outcome=outcome,
+                attempts=record.attempts if record else 0,
+                finished_at=record.finished_at if record else None,
+                error=error,
+            )
+        )
+    return infos
