@@ -1,12 +1,13 @@
 """The querator quick start: a queue, a producer and three workers, on SQLite.
 
 Run it with no server at all:  python examples/quickstart.py [path/to/db]
-It leaves its data in ./querator-demo.db (deleted at the start of each run).
+Without a path its SQLite file is in a temporary directory, removed at the end.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
@@ -34,9 +35,8 @@ def worker(q: Querator, name: str, done: Counter[str], lock: threading.Lock) -> 
             done[name] += len(finished)
 
 
-def main() -> None:
+def demo(path: Path) -> None:
     """Produce orders, drain them with three workers, print what happened."""
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "querator-demo.db")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     with Querator(f"sqlite:///{path}") as q:
@@ -63,6 +63,12 @@ def main() -> None:
         stats = q.stats("orders")
         print(f"completed {sum(done.values())} of {ORDERS}; left in queue: {stats.total}")
         assert sum(done.values()) == ORDERS and stats.total == 0
+
+
+def main() -> None:
+    """Run the demo on ``argv[1]``, else on demo.db in a temporary directory (removed)."""
+    with tempfile.TemporaryDirectory(prefix="querator-") as tmp:
+        demo(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp, "demo.db"))
 
 
 if __name__ == "__main__":

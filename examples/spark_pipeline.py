@@ -2,6 +2,9 @@
 
     python examples/spark_pipeline.py [work/dir]
 
+Without a directory it works in a new temporary one, kept (the report is printed
+with its path).
+
 1. ``ingest``: reads the raw events this script generates (JSON lines and CSV)
    into one Parquet table;
 2. ``clean``: drops malformed events and duplicates;
@@ -22,6 +25,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -158,7 +162,8 @@ def run_pipeline(q: Querator, work: Path, resource: SparkResource, key: str) -> 
 
 
 def main() -> None:
-    work = Path(sys.argv[1] if len(sys.argv) > 1 else "spark-pipeline-work").resolve()
+    given = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="querator-spark-")
+    work = Path(given).resolve()
     work.mkdir(parents=True, exist_ok=True)
     db = work / "querator.db"
     db.unlink(missing_ok=True)

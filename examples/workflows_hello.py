@@ -1,11 +1,13 @@
 """A durable three-step workflow on SQLite: start it, serve it, print its result.
 
 Run it with no server at all:  python examples/workflows_hello.py [path/to/db]
+Without a path its SQLite file is in a temporary directory, removed at the end.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -34,8 +36,8 @@ def hello(name: str) -> dict[str, object]:
     return {"text": text, "length": count(text)}
 
 
-def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "querator-hello.db")
+def demo(path: Path) -> None:
+    """Start the workflow, serve it, print its result."""
     path.unlink(missing_ok=True)
     with Querator(f"sqlite:///{path}") as q:
         worker = Worker(q, [hello, greet, shout, count], concurrency=4)
@@ -47,6 +49,12 @@ def main() -> None:
         finally:
             worker.stop()
             thread.join()
+
+
+def main() -> None:
+    """Run the demo on ``argv[1]``, else on hello.db in a temporary directory (removed)."""
+    with tempfile.TemporaryDirectory(prefix="querator-") as tmp:
+        demo(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp, "hello.db"))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Move money between accounts as sagas: debit, then credit; undo the debit on failure.
 
 Run it with no server at all:  python examples/sagas/money_transfer.py [path/to/db]
+Without a path its SQLite file is in a temporary directory, removed at the end.
 
 The accounts live in tables of the example's own, in a SQLite file beside the
 querator database (``<db>.bank.sqlite``). On PostgreSQL the same pattern
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -115,8 +117,9 @@ TRANSFERS = [
 ]
 
 
-def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "querator-bank.db").resolve()
+def demo(path: Path) -> None:
+    """Run the transfers, print the balances before and after."""
+    path = path.resolve()
     path.unlink(missing_ok=True)
     create_bank(path.with_suffix(".bank.sqlite"))
     before = balances()
@@ -142,6 +145,12 @@ def main() -> None:
     print(f"after:  {after}  total {sum(after.values())}")
     verdict = "conserved" if sum(after.values()) == sum(before.values()) else "NOT CONSERVED"
     print(f"total balance {verdict}")
+
+
+def main() -> None:
+    """Run the demo on ``argv[1]``, else on bank.db in a temporary directory (removed)."""
+    with tempfile.TemporaryDirectory(prefix="querator-") as tmp:
+        demo(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp, "bank.db"))
 
 
 if __name__ == "__main__":

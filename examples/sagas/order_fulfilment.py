@@ -1,6 +1,7 @@
 """Fulfil orders as sagas: reserve stock, charge payment, create the shipment.
 
 Run it with no server at all:  python examples/sagas/order_fulfilment.py [path/to/db]
+Without a path its SQLite file is in a temporary directory, removed at the end.
 
 - Order o2's payment is declined: its stock reservation is released.
 - While order o3's shipment is being created, the worker process is killed
@@ -17,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -125,8 +127,9 @@ def wait_until(predicate: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.1)
 
 
-def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "querator-orders.db").resolve()
+def demo(path: Path) -> None:
+    """Start the orders, kill a worker mid-shipment, print the outcome."""
+    path = path.resolve()
     path.unlink(missing_ok=True)
     os.environ["ORDER_JOURNAL"] = str(path.with_suffix(".journal.txt"))
     journal_path().unlink(missing_ok=True)
@@ -155,6 +158,12 @@ def main() -> None:
     print("journal:")
     for line in journal_lines():
         print(f"  {line}")
+
+
+def main() -> None:
+    """Run the demo on ``argv[1]``, else on orders.db in a temporary directory (removed)."""
+    with tempfile.TemporaryDirectory(prefix="querator-") as tmp:
+        demo(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp, "orders.db"))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Book trips as sagas: flight, hotel, car; when the car fails, undo the rest.
 
 Run it with no server at all:  python examples/sagas/trip_booking.py [path/to/db]
+Without a path its SQLite file is in a temporary directory, removed at the end.
 
 Each trip is a ``@saga``: three steps, each with a compensation. The car
 rental service has no cars in Venice, so those trips fail at the car step and
@@ -10,6 +11,7 @@ their completed bookings are cancelled in reverse order: hotel, then flight.
 from __future__ import annotations
 
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -95,8 +97,8 @@ def _label(compensation: str) -> str:
     return compensation.split("@", maxsplit=1)[0].removeprefix("trip.").replace("_", " ")
 
 
-def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "querator-trips.db")
+def demo(path: Path) -> None:
+    """Book the trips, print what each service did."""
     path.unlink(missing_ok=True)
     with Querator(f"sqlite:///{path}") as q:
         worker = Worker(q, [book_trip, reserve_flight, reserve_hotel, rent_car], concurrency=4)
@@ -123,6 +125,12 @@ def main() -> None:
         finally:
             worker.stop()
             thread.join()
+
+
+def main() -> None:
+    """Run the demo on ``argv[1]``, else on trips.db in a temporary directory (removed)."""
+    with tempfile.TemporaryDirectory(prefix="querator-") as tmp:
+        demo(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp, "trips.db"))
 
 
 if __name__ == "__main__":

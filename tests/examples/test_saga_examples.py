@@ -1,26 +1,17 @@
-"""The saga examples run as written (each in a subprocess, on a SQLite file)."""
+"""The saga examples run as written (each in a subprocess, on a SQLite file), leaving
+nothing behind."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-SAGAS = ROOT / "examples" / "sagas"
+from example_runs import EXAMPLES, run_example
+
+SAGAS = EXAMPLES / "sagas"
 
 
 def _run(name: str, tmp_path: Path) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, str(SAGAS / name), str(tmp_path / "example.db")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
+    return run_example(SAGAS / name, tmp_path)
 
 
 def _block(lines: list[str], head: str) -> list[str]:

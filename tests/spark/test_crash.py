@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from example_runs import EXAMPLES, run_example
+
 from querator import Querator
 from querator.spark import is_committed
 from querator.workflows import start
@@ -18,7 +20,6 @@ from .flows import counts, example, t_pipeline
 from .test_pipeline import expected_report
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 
 
 def start_worker(url: str, log: Path, functions: str = "pipeline") -> subprocess.Popen[bytes]:
@@ -92,16 +93,7 @@ def _read_report(path: Path) -> list[tuple[str, str, int, int, float]]:
 
 
 def test_example_runs_as_written(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "spark_pipeline.py"), str(tmp_path / "work")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    lines = run_example(EXAMPLES / "spark_pipeline.py", tmp_path, timeout=240, keeps_temp=True)
     want = expected_report()
     assert (
         f"raw rows: {len(example.generate_events())}, clean rows: {sum(r[2] for r in want)}"
