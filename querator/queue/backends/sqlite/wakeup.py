@@ -1,9 +1,11 @@
 """Cross-process wakeups for one SQLite file, over UNIX datagram sockets.
 
 Every listening backend binds a socket file ``<pid>-<random>.sock`` in a
-directory beside the database (``<db>.wake/``, or a short directory under the
-temp dir named from a hash of the database path when that would be too long
-for a socket address). After a commit that may have made items leasable, a
+directory beside the database (``<db>.wake/``, or, when that would be too long
+for a socket address, ``/tmp/querator-<hash of the database path>`` — a fixed
+place, so processes with different ``TMPDIR`` agree; the temp dir only where
+``/tmp`` is not usable). When no short enough directory exists, wakeups are off
+and waiters fall back to their wait cap. After a commit that may have made items leasable, a
 notifier sends each queue's name as one datagram to every socket in the
 directory, never blocking; sockets whose listener is gone are removed.
 """
@@ -36,25 +38,35 @@ _SUFFIX = ".sock"
 _MAX_DATAGRAM = 4096
 
 
-def wake_directory(db_path: str) -> str:
-    """The directory holding the sockets of every listener on ``db_path``.
+def _fits(directory: str) -> bool:
+    return len(os.fsencode(directory)) + 1 + _NAME_ROOM <= _MAX_PATH
+
+
+def wake_directory(db_path: str) -> str | None:
+    """The directory holding the sockets of every listener on ``db_path`` (None:
+    no directory short enough for socket addresses).
 
     Every process on the machine computes the same directory for the same file.
     """
     real = os.path.realpath(db_path)
     beside = real + ".wake"
-    if len(os.fsencode(beside)) + 1 + _NAME_ROOM <= _MAX_PATH:
+    if _fits(beside):
         return beside
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), f"querator-{digest}")
+    for root in ("/tmp", tempfile.gettempdir()):
+        candidate = os.path.join(root, f"querator-{digest}")
+        if os.path.isdir(root) and os.access(root, os.W_OK) and _fits(candidate):
+            return candidate
+    return None
 
 
 class Wakeup:
     """Sends and receives wakeups among the processes that use one database file."""
 
     def __init__(self, db_path: str) -> None:
-        self.supported = SUPPORTED
-        self.directory = wake_directory(db_path)
+        directory = wake_directory(db_path) if SUPPORTED else None
+        self.supported = directory is not None
+        self.directory = directory or ""
         self._sender: socket.socket | None = None
         self._lock = threading.Lock()
         self._own: set[str] = set()
