@@ -10,6 +10,7 @@ their completed bookings are cancelled in reverse order: hotel, then flight.
 
 from __future__ import annotations
 
+import logging
 import sys
 import tempfile
 import threading
@@ -129,6 +130,11 @@ def demo(path: Path) -> None:
 
 def main() -> None:
     """Run the demo on ``argv[1]``, else on trips.db in a temporary directory (removed)."""
+    # The car rental fails on purpose and the demo prints what happened itself;
+    # querator logs each failure at WARNING with its traceback, which a real
+    # worker keeps (`querator worker` logs at INFO). Here: errors only, one line each.
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.ERROR)
+    logging.getLogger("querator.workflows").setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="querator-") as tmp:
         demo(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp, "trips.db"))
 
