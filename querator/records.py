@@ -1,8 +1,15 @@
-"""The base of querator's frozen value models.
+"""The three bases of querator's pydantic models, one per direction of data.
 
-Construction errors surface as :class:`querator.errors.InvalidArgument` (naming
-the field) instead of pydantic's own exception, so every bad input lands in the
-one error hierarchy.
+- :class:`InputModel`: what users give (``QueueSettings``, ``Item``,
+  ``RetryPolicy``): unknown fields are rejected, and every validation error
+  surfaces as :class:`querator.errors.InvalidArgument` naming the field, so bad
+  input lands in the one error hierarchy.
+- :class:`StoredModel`: what querator writes into the store and reads back
+  (run records, step payloads, schedule state): unknown fields are accepted and
+  kept, so a process of an older version reads what a newer one wrote (a rolling
+  deploy), and writes such a record back without losing what it did not know.
+- :class:`View`: what querator returns to users (``RunInfo``, ``QueueStats``):
+  frozen values built by querator itself.
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from querator.errors import InvalidArgument
 
+__all__ = ["InputModel", "StoredModel", "View"]
 
-class Record(BaseModel):
-    """A frozen pydantic model whose validation errors are InvalidArgument."""
+
+class InputModel(BaseModel):
+    """A frozen model of user input: unknown fields rejected, errors InvalidArgument."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -26,3 +35,15 @@ class Record(BaseModel):
             first = exc.errors()[0]
             field = ".".join(str(part) for part in first["loc"]) or type(self).__name__
             raise InvalidArgument(field, first["msg"]) from exc
+
+
+class StoredModel(BaseModel):
+    """A frozen model of a stored record: fields it does not know are kept, unused."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class View(BaseModel):
+    """A frozen value querator returns (read-only for its users)."""
+
+    model_config = ConfigDict(frozen=True)

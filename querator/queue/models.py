@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from querator.queue.validation import MAX_DURATION, NAME_PATTERN
-from querator.records import Record
+from querator.records import InputModel, View
 
 __all__ = [
     "Item",
@@ -41,7 +41,7 @@ def _no_nul(value: str | None) -> str | None:
 Seconds = Annotated[float, Field(gt=0, le=MAX_DURATION, allow_inf_nan=False)]
 
 
-class QueueSettings(Record):
+class QueueSettings(InputModel):
     """How a queue treats its items. Defaults live here and nowhere else."""
 
     lease_timeout: Seconds = 60.0
@@ -68,10 +68,8 @@ class QueueSettings(Record):
         return value
 
 
-class QueueInfo(BaseModel):
+class QueueInfo(View):
     """A queue as stored: its name, internal id and settings."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: str
     """The user-given name."""
@@ -83,7 +81,7 @@ class QueueInfo(BaseModel):
     """When the queue was created."""
 
 
-class Item(Record):
+class Item(InputModel):
     """An item to produce."""
 
     payload: bytes = b""
@@ -114,10 +112,8 @@ class Item(Record):
         return value
 
 
-class StoredItem(BaseModel):
+class StoredItem(View):
     """An item as the queue holds it."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: str
     """Stable id for the item's whole life in this queue."""
@@ -172,10 +168,8 @@ class Ref(NamedTuple):
     version: int
 
 
-class PartitionStats(BaseModel):
+class PartitionStats(View):
     """Counts for one partition at one instant."""
-
-    model_config = ConfigDict(frozen=True)
 
     partition: int
     total: int
@@ -190,10 +184,8 @@ class PartitionStats(BaseModel):
     """Seconds since the oldest item was produced; None when empty."""
 
 
-class QueueStats(BaseModel):
+class QueueStats(View):
     """Per-partition counts for a queue."""
-
-    model_config = ConfigDict(frozen=True)
 
     queue: str
     partitions: list[PartitionStats]
@@ -219,10 +211,8 @@ class QueueStats(BaseModel):
         return sum(p.dead_lettered for p in self.partitions)
 
 
-class TransactResult(BaseModel):
+class TransactResult(View):
     """What a transaction produced and renewed."""
-
-    model_config = ConfigDict(frozen=True)
 
     produced: dict[str, list[str]]
     """New item ids per queue, in the order given."""

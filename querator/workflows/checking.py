@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from querator.errors import InvalidArgument, QueueNotFound
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
+from querator.records import View
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import load_history
 from querator.workflows.engine.replay import new_live, resume
@@ -33,10 +32,8 @@ from querator.workflows.functions import DurableFunction, WorkflowFunction
 __all__ = ["ReplayCheck", "check_replay", "check_replay_async"]
 
 
-class ReplayCheck(BaseModel):
+class ReplayCheck(View):
     """What replaying a stored run with the current code found."""
-
-    model_config = ConfigDict(frozen=True)
 
     run_id: str
     workflow: str

@@ -18,13 +18,12 @@ import contextlib
 from datetime import datetime
 from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict
-
 from querator.errors import Conflict, InvalidArgument, QueueNotFound
 from querator.queue.client import Querator
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count
+from querator.records import View
 from querator.workflows.errors import RunNotFound
 from querator.workflows.layout import (
     PROGRESS_SLOTS,
@@ -72,11 +71,7 @@ STEP_WINDOW = 64
 """Step records looked up at once by :func:`get_run`; it stops at an empty window."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class StepProgress(_Frozen):
+class StepProgress(View):
     """The last progress a step call reported (``report_progress``)."""
 
     position: int
@@ -86,7 +81,7 @@ class StepProgress(_Frozen):
     progress: dict[str, Any]
 
 
-class StepInfo(_Frozen):
+class StepInfo(View):
     """How one step call of a run ended (its ``{run}/{position}`` record)."""
 
     position: int
@@ -113,7 +108,7 @@ class StepInfo(_Frozen):
     """A durable timer (step ``querator.sleep``): the instant it ends."""
 
 
-class RunInfo(_Frozen):
+class RunInfo(View):
     """What is stored about one run. ``steps`` is filled by :func:`get_run` only."""
 
     run_id: str

@@ -31,10 +31,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from querator.queue.models import Item, QueueSettings
 from querator.queue.validation import MAX_DURATION
+from querator.records import StoredModel
 from querator.workflows.run_index import entry_keys
 
 RESULTS_QUEUE = "querator.results"
@@ -77,14 +78,7 @@ WORK_SETTINGS = QueueSettings(
 """Settings of workflow and step queues created by querator (existing ones are kept)."""
 
 
-class _Model(BaseModel):
-    """Stored payloads and records. Unknown fields are ignored, so a worker of an
-    older version reads what a newer one wrote (without what it added)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class ErrorInfo(_Model):
+class ErrorInfo(StoredModel):
     """An exception, as stored."""
 
     type: str
@@ -93,7 +87,7 @@ class ErrorInfo(_Model):
     """The formatted traceback (its last :data:`TRACEBACK_LIMIT` characters)."""
 
 
-class ParentLink(_Model):
+class ParentLink(StoredModel):
     """Where a child run reports its outcome: record ``{run_id}/{position}``."""
 
     run_id: str
@@ -102,7 +96,7 @@ class ParentLink(_Model):
     """The parent's workflow queue (for its wake task)."""
 
 
-class RunMeta(_Model):
+class RunMeta(StoredModel):
     """``{run}/meta``: what was started."""
 
     workflow: str
@@ -115,14 +109,14 @@ class RunMeta(_Model):
     """Set on child runs: the parent's record to write when the child ends."""
 
 
-class CancelRecord(_Model):
+class CancelRecord(StoredModel):
     """``{run}/cancel``: cancellation was asked for."""
 
     reason: str = ""
     requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
-class StepRecord(_Model):
+class StepRecord(StoredModel):
     """``{run}/{position}``: how a step call ended."""
 
     step: str
@@ -135,7 +129,7 @@ class StepRecord(_Model):
     """Durable timers (step ``querator.sleep``): the instant the sleep ends."""
 
 
-class RunRecord(_Model):
+class RunRecord(StoredModel):
     """``{run}/result``: how the run ended."""
 
     ok: bool
@@ -160,7 +154,7 @@ class RunRecord(_Model):
         return "completed" if self.ok else "failed"
 
 
-class ProgressRecord(_Model):
+class ProgressRecord(StoredModel):
     """``{run}/{position}/progress``: the last progress a step call reported."""
 
     attempt: int
@@ -172,7 +166,7 @@ class ProgressRecord(_Model):
     updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
-class WakePayload(_Model):
+class WakePayload(StoredModel):
     """A wake task: replay ``run_id``."""
 
     run_id: str
@@ -182,7 +176,7 @@ class WakePayload(_Model):
     :func:`querator.workflows.engine.replay.started`)."""
 
 
-class StepPayload(_Model):
+class StepPayload(StoredModel):
     """A step item: run step ``step`` at ``position`` of ``run_id``."""
 
     run_id: str
@@ -222,7 +216,7 @@ class StepPayload(_Model):
         ]
 
 
-class CompensationEntry(_Model):
+class CompensationEntry(StoredModel):
     """One compensation a saga must run: undo the step at ``position``."""
 
     position: int
@@ -236,7 +230,7 @@ class CompensationEntry(_Model):
     """Its encoded arguments (the step's arguments, then its result)."""
 
 
-class CompensatingRecord(_Model):
+class CompensatingRecord(StoredModel):
     """``{run}/compensating``: the saga failed and is being compensated.
 
     ``plan`` is fixed when written: the compensations in the order they run
@@ -250,7 +244,7 @@ class CompensatingRecord(_Model):
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
-class CompensationFailedRecord(_Model):
+class CompensationFailedRecord(StoredModel):
     """``{run}/cfailed/{g}``: compensation ``index`` failed for good (the g-th time)."""
 
     index: int
@@ -259,14 +253,14 @@ class CompensationFailedRecord(_Model):
     failed_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
-class RedriveRecord(_Model):
+class RedriveRecord(StoredModel):
     """``{run}/redrive/{g}``: ``retry_compensation`` answered ``{run}/cfailed/{g}``."""
 
     index: int
     requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
-class ResumeRecord(_Model):
+class ResumeRecord(StoredModel):
     """``{run}/resume``: run this failed or cancelled run again from ``position``."""
 
     position: int | None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from querator.records import Record
+from querator.records import InputModel
 
 __all__ = ["RetryDecision", "RetryPolicy"]
 
@@ -23,7 +23,7 @@ class RetryDecision:
     """Seconds to wait before the next attempt (when ``retry``)."""
 
 
-class RetryPolicy(Record):
+class RetryPolicy(InputModel):
     """How a failing step is retried. Attempts count leases of the step's item."""
 
     max_attempts: int = Field(default=3, ge=0, le=65_536)

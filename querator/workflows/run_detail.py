@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from querator.errors import QueueNotFound
 from querator.queue.service import AsyncQuerator
+from querator.records import View
 from querator.workflows.layout import RESULTS_QUEUE, STEP_KIND, StepPayload
 from querator.workflows.sagas.compensation import load_saga_state
 
@@ -24,11 +25,7 @@ QUEUES_PAGE = 100
 ITEMS_PAGE = 100
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class PendingStep(_Frozen):
+class PendingStep(View):
     """A step call whose item waits or runs: not ended yet."""
 
     position: int
@@ -45,7 +42,7 @@ class PendingStep(_Frozen):
     """True for a saga's compensation."""
 
 
-class CompensationInfo(_Frozen):
+class CompensationInfo(View):
     """One compensation of a saga's plan (in the order they run)."""
 
     position: int

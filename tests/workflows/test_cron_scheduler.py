@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,8 @@ from querator.workflows.cron.api import (
     trigger_schedule,
 )
 from querator.workflows.cron.scheduler import Scheduler
+from querator.workflows.cron.schedules import ScheduleState
+from querator.workflows.cron.store import read_one, write
 
 from .conftest import RunWorker
 from .cron_flows import decorated, plain, record, runs_per_tick
@@ -248,3 +251,23 @@ def test_a_schedule_of_a_workflow_the_worker_does_not_run_is_told_once(
         assert len(scheduler.run_once()) == 1
     told = [r.getMessage() for r in caplog.records if "does not serve" in r.getMessage()]
     assert len(told) == 1 and "schedule hourly" in told[0]
+
+
+def test_a_schedule_written_by_a_newer_version_is_fired_and_keeps_its_new_fields(
+    q: Querator,
+) -> None:
+    """A newer release added fields to the stored schedule state (and its spec):
+    this scheduler still sees and fires the schedule, and writes it back with them."""
+    define(q)
+    current = q.call(read_one, q.aio, "hourly")
+    assert current is not None
+    newer = current.state.model_dump(mode="json")
+    newer["rollout_wave"] = 3
+    newer["spec"]["priority"] = "high"
+    assert q.call(write, q.aio, current, ScheduleState.model_validate(newer))
+    assert [s.name for s in list_schedules(q)] == ["hourly"]
+    assert len(Scheduler(q, now=Clock()).run_once()) == 1  # the 23:00 tick fired
+    after = q.call(read_one, q.aio, "hourly")
+    assert after is not None and after.state.last_tick == START
+    stored = json.loads(after.item.payload)
+    assert (stored["rollout_wave"], stored["spec"]["priority"]) == (3, "high")

@@ -14,12 +14,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from querator.errors import InvalidArgument, QueueNotFound
 from querator.queue.client import Querator
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import MAX_DURATION, check_duration, check_name
+from querator.records import View
 from querator.workflows.cron.schedules import (
     CatchupPolicy,
     OverlapPolicy,
@@ -67,10 +66,8 @@ __all__ = [
 CAS_ATTEMPTS = 20
 
 
-class ScheduleInfo(BaseModel):
+class ScheduleInfo(View):
     """A schedule as :func:`list_schedules` shows it."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: str
     workflow: str

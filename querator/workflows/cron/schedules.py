@@ -26,9 +26,10 @@ from typing import Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from querator.errors import InvalidArgument
+from querator.records import StoredModel
 
 __all__ = [
     "CatchupPolicy",
@@ -83,11 +84,7 @@ def check_tz(tz: str) -> ZoneInfo:
         raise InvalidArgument("tz", f"unknown time zone {tz!r}") from exc
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ScheduleSpec(_Model):
+class ScheduleSpec(StoredModel):
     """What a schedule fires: stored, so any scheduler can fire it by name."""
 
     name: str
@@ -112,7 +109,7 @@ class ScheduleSpec(_Model):
     """Each run's start is delayed by a deterministic 0..jitter seconds (never its key)."""
 
 
-class ScheduleState(_Model):
+class ScheduleState(StoredModel):
     """A schedule's stored record: its spec and what the schedulers did so far."""
 
     spec: ScheduleSpec

@@ -22,6 +22,7 @@ idempotency key, whoever wins.
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +36,8 @@ from querator.queue.validation import MAX_DURATION
 from querator.workflows.cron.schedules import ScheduleState
 
 __all__ = ["SCHEDULES_QUEUE", "Stored", "read_all", "read_one", "write"]
+
+log = logging.getLogger("querator.schedules")
 
 SCHEDULES_QUEUE = "querator.schedules"
 SCHEDULES_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
@@ -59,9 +62,19 @@ def slot_key(name: str, slot: str) -> str:
 
 
 def _decode(item: StoredItem) -> ScheduleState | None:
+    """The record's state; None (said at ERROR) for a record that is not one.
+
+    Fields a newer version added are kept (``StoredModel``), so only a damaged
+    record is skipped."""
     try:
         return ScheduleState.model_validate_json(item.payload)
-    except ValidationError:
+    except ValidationError as exc:
+        log.error(
+            "schedule record %s (item %s) cannot be read, skipped: %s",
+            item.dedup_key,
+            item.id,
+            str(exc).splitlines()[0],
+        )
         return None
 
 
