@@ -8,12 +8,13 @@ workflow runs are added here, one layer above both (``q.start(fn, ...)`` and
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
+
+from typing_extensions import Unpack
 
 from querator.queue.client import Querator as QueueClient
 from querator.queue.service import AsyncQuerator as AsyncQueueClient
-from querator.workflows.cron.api import schedule, schedule_async
+from querator.workflows.cron.api import ScheduleOptions, schedule, schedule_async
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.runs import start, start_async
 
@@ -30,32 +31,10 @@ class AsyncQuerator(AsyncQueueClient):
         fn: WorkflowFunction[..., Any],
         *,
         cron: str,
-        tz: str = "UTC",
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-        catchup: str = "skip",
-        catchup_window: float = 86_400.0,
-        overlap: str = "skip",
-        jitter: float = 0.0,
-        queue: str | None = None,
-        start_at: datetime | None = None,
+        **options: Unpack[ScheduleOptions],
     ) -> None:
         """Create or redefine a cron schedule; see :func:`querator.workflows.schedule`."""
-        await schedule_async(
-            self,
-            name,
-            fn,
-            cron=cron,
-            tz=tz,
-            args=args,
-            kwargs=kwargs,
-            catchup=catchup,
-            catchup_window=catchup_window,
-            overlap=overlap,
-            jitter=jitter,
-            queue=queue,
-            start_at=start_at,
-        )
+        await schedule_async(self, name, fn, cron=cron, **options)
 
 
 class Querator(QueueClient):
@@ -72,29 +51,7 @@ class Querator(QueueClient):
         fn: WorkflowFunction[..., Any],
         *,
         cron: str,
-        tz: str = "UTC",
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-        catchup: str = "skip",
-        catchup_window: float = 86_400.0,
-        overlap: str = "skip",
-        jitter: float = 0.0,
-        queue: str | None = None,
-        start_at: datetime | None = None,
+        **options: Unpack[ScheduleOptions],
     ) -> None:
         """Create or redefine a cron schedule; see :func:`querator.workflows.schedule`."""
-        schedule(
-            self,
-            name,
-            fn,
-            cron=cron,
-            tz=tz,
-            args=args,
-            kwargs=kwargs,
-            catchup=catchup,
-            catchup_window=catchup_window,
-            overlap=overlap,
-            jitter=jitter,
-            queue=queue,
-            start_at=start_at,
-        )
+        schedule(self, name, fn, cron=cron, **options)

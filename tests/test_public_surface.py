@@ -64,5 +64,6 @@ def test_sync_and_async_clients_offer_the_same_methods() -> None:
         }
 
     sync_only = {"close", "call"}  # call: run a coroutine function on the client's loop
-    async_only = {"open", "close", "watch"}  # watch: waiting on wakeups is an async affair
+    # watch: waiting on wakeups is an async affair; commit: the engine's transact
+    async_only = {"open", "close", "watch", "commit"}
     assert public(querator.Querator) - sync_only == public(querator.AsyncQuerator) - async_only

@@ -17,9 +17,13 @@ from querator.cli import (
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import Querator
-from querator.queue.validation import check_count, check_duration
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
-from querator.workflows.engine.worker import DEFAULT_SHUTDOWN_GRACE, Worker
+from querator.workflows.engine.worker import (
+    DEFAULT_SHUTDOWN_GRACE,
+    Worker,
+    WorkerOptions,
+    check_worker_options,
+)
 
 
 @app.command()
@@ -46,9 +50,16 @@ def worker(
     MODULE) until SIGTERM or SIGINT."""
     with _reporting():  # bad options: one line, before anything is imported or opened
         level = _log_level(log_level)
-        check_count("--concurrency", concurrency, 1, 10_000)
-        check_count("--max-live-runs", max_live_runs, 1, 10_000_000)
-        check_duration("--shutdown-grace", shutdown_grace, allow_zero=True)
+        options: WorkerOptions = {
+            "concurrency": concurrency,
+            "client_id": client_id,
+            "shutdown_grace": shutdown_grace,
+            "max_live_runs": max_live_runs,
+        }
+        try:
+            check_worker_options(options)
+        except InvalidArgument as exc:  # named as the command line spells it
+            raise InvalidArgument("--" + exc.field.replace("_", "-"), exc.rule) from None
     logging.basicConfig(
         level=level,
         stream=sys.stderr,
@@ -60,14 +71,7 @@ def worker(
         logging.getLogger("querator.worker").info("registering %s", names)
         wait = WORKER_STORE_WAIT if wait_for_store else 0.0
         with Querator(url, wait_for_store=wait) as q:
-            Worker(
-                q,
-                functions,
-                concurrency=concurrency,
-                client_id=client_id,
-                shutdown_grace=shutdown_grace,
-                max_live_runs=max_live_runs,
-            ).run()
+            Worker(q, functions, **options).run()
 
 
 def _log_level(name: str) -> int:

@@ -5,10 +5,12 @@ each operation; this file only forwards."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
+
+from typing_extensions import Unpack
 
 from querator.errors import UsageError
 from querator.queue.backends import DEFAULT_URL
@@ -19,10 +21,10 @@ from querator.queue.models import (
     QueueInfo,
     QueueSettings,
     QueueStats,
-    Ref,
     StoredItem,
     TransactResult,
 )
+from querator.queue.options import ClientOptions, TransactOptions
 from querator.queue.plans import RefLike
 from querator.queue.service import AsyncQuerator
 
@@ -41,7 +43,7 @@ class Querator:
     _async_class: type[AsyncQuerator] = AsyncQuerator
     """The async client this class forwards to (a subclass may extend both)."""
 
-    def __init__(self, url: str = DEFAULT_URL, **options: Any) -> None:
+    def __init__(self, url: str = DEFAULT_URL, **options: Unpack[ClientOptions]) -> None:
         self._thread: LoopThread | None = LoopThread()
         try:
             self._async = self._thread.call(_build, self._async_class, url, options)
@@ -152,36 +154,9 @@ class Querator:
         """See :meth:`AsyncQuerator.renew`."""
         return self._call(self._async.renew, queue, items, extend=extend)
 
-    def transact(
-        self,
-        *,
-        complete: Sequence[Leased | Ref] = (),
-        retry: Sequence[Leased | Ref] = (),
-        renew: Sequence[Leased | Ref] = (),
-        depends: Sequence[Leased | Ref] = (),
-        produce: Mapping[str, Sequence[Item]] | None = None,
-        retry_at: datetime | None = None,
-        extend: float | None = None,
-        produce_leased: Mapping[str, Sequence[Item]] | None = None,
-        client_id: str | None = None,
-        lookup: Mapping[str, Sequence[str]] | None = None,
-        silent: Collection[str] = (),
-    ) -> TransactResult:
+    def transact(self, **options: Unpack[TransactOptions]) -> TransactResult:
         """See :meth:`AsyncQuerator.transact`."""
-        return self._call(
-            self._async.transact,
-            complete=complete,
-            retry=retry,
-            renew=renew,
-            depends=depends,
-            produce=produce,
-            retry_at=retry_at,
-            extend=extend,
-            produce_leased=produce_leased,
-            client_id=client_id,
-            lookup=lookup,
-            silent=silent,
-        )
+        return self._call(self._async.transact, **options)
 
     def stats(self, queue: str) -> QueueStats:
         """See :meth:`AsyncQuerator.stats`."""

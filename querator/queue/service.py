@@ -16,6 +16,7 @@ from typing import Self
 
 import anyio
 from anyio.abc import TaskGroup
+from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
@@ -31,6 +32,7 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
+from querator.queue.options import ClientOptions, TransactOptions, check_options
 from querator.queue.outage import Backoff, Outage
 from querator.queue.plans import RefLike, build_plan, check_unique, refs_of, route_items
 from querator.queue.routing import Spreader, lease_order
@@ -72,23 +74,20 @@ class AsyncQuerator(QueueAdmin):
     ``InvalidArgument`` at once.
     """
 
-    def __init__(
-        self,
-        url: str = DEFAULT_URL,
-        *,
-        notifications: bool = True,
-        poll_interval: float = 1.0,
-        maintenance_interval: float = 5.0,
-        cache_ttl: float = 1.0,
-        wait_for_store: float = 0.0,
-    ) -> None:
+    def __init__(self, url: str = DEFAULT_URL, **options: Unpack[ClientOptions]) -> None:
+        check_options("Querator", options, ClientOptions)
+        wait = options.get("wait_for_store", 0.0)
+        poll_interval = check_duration("poll_interval", options.get("poll_interval", 1.0))
+        maintenance = check_duration(
+            "maintenance_interval", options.get("maintenance_interval", 5.0)
+        )
+        cache_ttl = check_duration("cache_ttl", options.get("cache_ttl", 1.0))
         backend = open_backend(url)
-        self._wait_for_store = check_duration("wait_for_store", wait_for_store, allow_zero=True)
-        super().__init__(backend, cache_ttl=check_duration("cache_ttl", cache_ttl))
-        self._notified = notifications and backend.supports_notify
+        self._wait_for_store = check_duration("wait_for_store", wait, allow_zero=True)
+        super().__init__(backend, cache_ttl=cache_ttl)
+        self._notified = options.get("notifications", True) and backend.supports_notify
         self._wait_cap = NOTIFIED_WAIT_CAP if self._notified else poll_interval
-        check_duration("poll_interval", poll_interval)
-        self._maintenance_interval = check_duration("maintenance_interval", maintenance_interval)
+        self._maintenance_interval = maintenance
         self._board = WakeBoard()
         self._drained: dict[str, anyio.Event] = {}
         """Queue -> the wakeup ticket under which a lease of it came back short."""
@@ -322,25 +321,32 @@ class AsyncQuerator(QueueAdmin):
         refs = refs_of(queue, items, "items")
         return await self._transact({role: refs}, {}, retry_at, dead, extend)
 
-    async def transact(
+    async def transact(self, **options: Unpack[TransactOptions]) -> TransactResult:
+        """Apply completes, retries, renews, produces and version checks atomically.
+
+        ``complete``, ``retry``, ``renew`` and ``depends`` take ``Leased`` items
+        or ``Ref(queue, id, version)``; ``produce`` maps queue names to new
+        items; ``retry_at`` is when retried items come back (default now);
+        ``extend`` the seconds renewed leases get (default each queue's
+        ``lease_timeout``). ``depends`` items must still hold the versions
+        named; nothing is done to them. Either everything happens or nothing
+        does; on failure :class:`~querator.errors.Conflict` lists every failed
+        check by id.
+        """
+        check_options("transact", options, TransactOptions)
+        return await self.commit(**options)
+
+    async def commit(
         self,
         *,
-        complete: Sequence[Leased | Ref] = (),
-        retry: Sequence[Leased | Ref] = (),
-        renew: Sequence[Leased | Ref] = (),
-        depends: Sequence[Leased | Ref] = (),
-        produce: Mapping[str, Sequence[Item]] | None = None,
-        retry_at: datetime | None = None,
-        extend: float | None = None,
         produce_leased: Mapping[str, Sequence[Item]] | None = None,
         client_id: str | None = None,
         lookup: Mapping[str, Sequence[str]] | None = None,
         silent: Collection[str] = (),
+        **options: Unpack[TransactOptions],
     ) -> TransactResult:
-        """Apply completes, retries, renews, produces and version checks atomically.
-
-        Either everything happens or nothing does; on failure
-        :class:`~querator.errors.Conflict` lists every failed check by id.
+        """:meth:`transact` with the knobs of the layers built on the queue (the
+        workflow engine's commits); not part of the client API the HTTP API mirrors.
 
         ``produce_leased`` produces items like ``produce`` and leases each one
         that is leasable at once to ``client_id`` (required with it), for its
@@ -361,19 +367,21 @@ class AsyncQuerator(QueueAdmin):
         next look, within its wait cap).
         """
         self._require_open()
+        check_options("transact", options, TransactOptions)
         if produce_leased and client_id is None:
             raise InvalidArgument("client_id", "is required with produce_leased")
         if client_id is not None:
             check_name("client_id", client_id)
         groups = {
-            "complete": refs_of(None, complete, "complete"),
-            "retry": refs_of(None, retry, "retry"),
-            "renew": refs_of(None, renew, "renew"),
-            "depends": refs_of(None, depends, "depends"),
+            "complete": refs_of(None, options.get("complete", ()), "complete"),
+            "retry": refs_of(None, options.get("retry", ()), "retry"),
+            "renew": refs_of(None, options.get("renew", ()), "renew"),
+            "depends": refs_of(None, options.get("depends", ()), "depends"),
         }
         for field, refs in groups.items():
             if len(refs) > MAX_BATCH:
                 check_batch(field, len(refs))
+        produce = options.get("produce") or {}
         if not any(groups.values()) and not produce and not produce_leased:
             check_batch("transact", 0)
         claim = (client_id, produce_leased) if produce_leased else None
@@ -381,9 +389,8 @@ class AsyncQuerator(QueueAdmin):
         if isinstance(silent, str):
             raise InvalidArgument("silent", "must be a list of queue names, not one string")
         quiet = frozenset(check_name("silent", name) for name in silent)
-        return await self._transact(
-            groups, produce or {}, retry_at, False, extend, claim, keys, quiet
-        )
+        retry_at, extend = options.get("retry_at"), options.get("extend")
+        return await self._transact(groups, produce, retry_at, False, extend, claim, keys, quiet)
 
     async def _transact(
         self,

@@ -8,9 +8,12 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast, overload
+
+from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument
+from querator.queue.options import check_options
 from querator.spark.session import SparkResource, default_resource, resource_from
 from querator.spark.stage import SparkStage
 from querator.spark.storage import (
@@ -24,8 +27,7 @@ from querator.spark.storage import (
 from querator.spark.submission import SubmissionMarker, read_submission, submission_tag
 from querator.spark.watch import StageWatch, run_deadline, stage_progress
 from querator.workflows.engine.execute import CURRENT_STEP, StepContext
-from querator.workflows.functions import DEFAULT_RETRY, StepFunction
-from querator.workflows.retry import RetryPolicy
+from querator.workflows.functions import StepFunction, StepOptions
 
 __all__ = ["SparkStage", "SparkStepFunction", "spark_step", "stage_progress"]
 
@@ -56,35 +58,26 @@ def _group_name(step: str, ctx: StepContext | None) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", raw)
 
 
+class SparkStepOptions(StepOptions, total=False):
+    """The options of ``@spark_step``: those of ``@step``, and one more."""
+
+    progress_interval: float
+    """Seconds between progress log lines (default :data:`PROGRESS_INTERVAL`)."""
+
+
 class SparkStepFunction(StepFunction[..., R]):
     """A step made by ``@spark_step``: called in a workflow as ``stage(*args, output=path)``."""
 
-    def __init__(
-        self,
-        fn: Callable[..., R],
-        *,
-        name: str | None,
-        retry: RetryPolicy | None,
-        queue: str | None,
-        lease_timeout: float | None,
-        timeout: float | None,
-        compensate_on_failure: bool,
-        progress_interval: float,
-    ) -> None:
+    def __init__(self, fn: Callable[..., R], **options: Unpack[SparkStepOptions]) -> None:
+        check_options("@spark_step", options, SparkStepOptions)
         self.stage_fn = fn
-        self.progress_interval = progress_interval
-        self.spark_timeout = timeout
+        self.progress_interval = options.get("progress_interval", PROGRESS_INTERVAL)
+        self.spark_timeout = options.get("timeout")
         # The item must not be failed by the engine's late-return check: the watch
         # cancels the Spark jobs at ``timeout`` and the attempt raises StepTimeout.
-        super().__init__(
-            _entry(self, fn),
-            name=name,
-            retry=retry,
-            queue=queue,
-            lease_timeout=lease_timeout,
-            timeout=None,
-            compensate_on_failure=compensate_on_failure,
-        )
+        own = ("progress_interval", "timeout")
+        step_options = cast(StepOptions, {k: v for k, v in options.items() if k not in own})
+        super().__init__(_entry(self, fn), **step_options)
 
     def run_stage(self, args: tuple[Any, ...], kwargs: dict[str, Any], output: str | None) -> Any:
         """One attempt: reuse a committed output of this very call, or run and commit."""
@@ -208,28 +201,14 @@ def spark_step(fn: Callable[Concatenate[SparkStage, P], R], /) -> SparkStepFunct
 
 @overload
 def spark_step(
-    *,
-    name: str | None = None,
-    retry: RetryPolicy | None = DEFAULT_RETRY,
-    queue: str | None = None,
-    lease_timeout: float | None = None,
-    timeout: float | None = None,
-    compensate_on_failure: bool = False,
-    progress_interval: float = PROGRESS_INTERVAL,
+    **options: Unpack[SparkStepOptions],
 ) -> Callable[[Callable[Concatenate[SparkStage, P], R]], SparkStepFunction[R]]: ...
 
 
 def spark_step(
     fn: Callable[Concatenate[SparkStage, P], R] | None = None,
     /,
-    *,
-    name: str | None = None,
-    retry: RetryPolicy | None = DEFAULT_RETRY,
-    queue: str | None = None,
-    lease_timeout: float | None = None,
-    timeout: float | None = None,
-    compensate_on_failure: bool = False,
-    progress_interval: float = PROGRESS_INTERVAL,
+    **options: Unpack[SparkStepOptions],
 ) -> (
     SparkStepFunction[R] | Callable[[Callable[Concatenate[SparkStage, P], R]], SparkStepFunction[R]]
 ):
@@ -249,16 +228,9 @@ def spark_step(
     re-attaches to the recorded job).
     """
 
+    check_options("@spark_step", options, SparkStepOptions)
+
     def decorate(f: Callable[Concatenate[SparkStage, P], R]) -> SparkStepFunction[R]:
-        return SparkStepFunction(
-            f,
-            name=name,
-            retry=retry,
-            queue=queue,
-            lease_timeout=lease_timeout,
-            timeout=timeout,
-            compensate_on_failure=compensate_on_failure,
-            progress_interval=progress_interval,
-        )
+        return SparkStepFunction(f, **options)
 
     return decorate(fn) if fn is not None else decorate

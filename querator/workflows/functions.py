@@ -5,9 +5,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypedDict, TypeVar, overload
+
+from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument
+from querator.queue.options import check_options
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.codec import Codec
 from querator.workflows.cron.schedules import check_cron
@@ -33,6 +36,41 @@ DEFAULT_RETRY = RetryPolicy()
 """Default policy of steps: 3 attempts, backing off from 1 s."""
 NO_RETRY = RetryPolicy(max_attempts=1)
 """What ``retry=None`` means: one attempt, never retried."""
+
+
+class CompensationOptions(TypedDict, total=False):
+    """The options of ``@step_fn.compensate`` (and, with one more, of ``@step``)."""
+
+    name: str | None
+    """The persisted name (``@step``: :func:`default_name`; a compensation:
+    ``f"{step.name}.compensate"``)."""
+    retry: RetryPolicy | None
+    """``@step``: :data:`DEFAULT_RETRY`; a compensation: :data:`COMPENSATION_RETRY`;
+    None: one attempt, never retried."""
+    queue: str | None
+    """``@step``: the run's workflow queue; a compensation: its step's."""
+    lease_timeout: float | None
+    """Seconds one attempt may go without a renewal (default: the queue's)."""
+    timeout: float | None
+    """Seconds one attempt may take (default: no bound)."""
+
+
+class StepOptions(CompensationOptions, total=False):
+    """The options of ``@step`` (see :func:`step`)."""
+
+    compensate_on_failure: bool
+    """In a ``@saga``: compensate the step even when it failed for good (default False)."""
+
+
+class WorkflowOptions(TypedDict, total=False):
+    """The options of ``@workflow`` and ``@saga`` (see :func:`workflow`)."""
+
+    name: str | None
+    queue: str | None
+    timeout: float | None
+    schedule: str | None
+    """``@workflow`` only: a cron expression (UTC) of a schedule named after it."""
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -84,27 +122,22 @@ class StepFunction(DurableFunction, Generic[P, R]):
     stored result is returned on replay); called anywhere else, it simply runs.
     """
 
-    def __init__(
-        self,
-        fn: Callable[P, R],
-        *,
-        name: str | None,
-        retry: RetryPolicy | None = DEFAULT_RETRY,
-        queue: str | None,
-        lease_timeout: float | None,
-        timeout: float | None = None,
-        compensate_on_failure: bool = False,
-    ) -> None:
+    def __init__(self, fn: Callable[P, R], **options: Unpack[StepOptions]) -> None:
+        check_options("@step", options, StepOptions)
         self.fn = fn
+        name = options.get("name")
         self.name = _check_persisted_name(name if name is not None else default_name(fn))
+        retry = options.get("retry", DEFAULT_RETRY)
         self.retry = retry if retry is not None else NO_RETRY
-        self.compensate_on_failure = compensate_on_failure
+        self.compensate_on_failure = options.get("compensate_on_failure", False)
         self.compensation: StepFunction[..., Any] | None = None
         """Set by :meth:`compensate`: what undoes this step when its saga fails."""
+        queue, lease_timeout = options.get("queue"), options.get("lease_timeout")
         self.queue = check_name("queue", queue) if queue is not None else None
         self.lease_timeout = (
             check_duration("lease_timeout", lease_timeout) if lease_timeout is not None else None
         )
+        timeout = options.get("timeout")
         self.timeout = check_duration("timeout", timeout) if timeout is not None else None
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"step {self.name!r}")
@@ -138,26 +171,11 @@ class StepFunction(DurableFunction, Generic[P, R]):
 
     @overload
     def compensate(
-        self,
-        /,
-        *,
-        name: str | None = None,
-        retry: RetryPolicy | None = COMPENSATION_RETRY,
-        queue: str | None = None,
-        lease_timeout: float | None = None,
-        timeout: float | None = None,
+        self, /, **options: Unpack[CompensationOptions]
     ) -> Callable[[Callable[..., Any]], StepFunction[..., Any]]: ...
 
     def compensate(
-        self,
-        fn: Callable[..., Any] | None = None,
-        /,
-        *,
-        name: str | None = None,
-        retry: RetryPolicy | None = COMPENSATION_RETRY,
-        queue: str | None = None,
-        lease_timeout: float | None = None,
-        timeout: float | None = None,
+        self, fn: Callable[..., Any] | None = None, /, **options: Unpack[CompensationOptions]
     ) -> StepFunction[..., Any] | Callable[[Callable[..., Any]], StepFunction[..., Any]]:
         """Declare ``fn`` as this step's compensation (used when it runs in a ``@saga``).
 
@@ -165,22 +183,23 @@ class StepFunction(DurableFunction, Generic[P, R]):
         step failed and has ``compensate_on_failure``). It runs as a step of its
         own, named ``f"{step.name}.compensate"`` unless ``name=``, with ``retry``
         (default :data:`COMPENSATION_RETRY`: forever, backing off up to 60 s;
-        None: one attempt),
-        on ``queue`` (default: the step's). A worker that registers the step
+        None: one attempt), on ``queue`` (default: the step's); see
+        :class:`CompensationOptions`. A worker that registers the step
         registers its compensation too. Returns the compensation as a step.
         """
+        check_options("compensate", options, CompensationOptions)
 
         def decorate(f: Callable[..., Any]) -> StepFunction[..., Any]:
             if self.compensation is not None:
                 raise InvalidArgument("compensate", f"step {self.name!r} already has one")
-            self.compensation = StepFunction(
-                f,
-                name=name if name is not None else f"{self.name}.compensate",
-                retry=retry,
-                queue=queue if queue is not None else self.queue,
-                lease_timeout=lease_timeout,
-                timeout=timeout,
-            )
+            name, queue = options.get("name"), options.get("queue")
+            merged: CompensationOptions = {
+                **options,
+                "name": name if name is not None else f"{self.name}.compensate",
+                "retry": options.get("retry", COMPENSATION_RETRY),
+                "queue": queue if queue is not None else self.queue,
+            }
+            self.compensation = StepFunction(f, **merged)
             return self.compensation
 
         return decorate(fn) if fn is not None else decorate
@@ -214,15 +233,10 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
     ``querator.workflows.start`` to run it durably.
     """
 
-    def __init__(
-        self,
-        fn: Callable[P, R],
-        *,
-        name: str | None,
-        queue: str | None,
-        timeout: float | None = None,
-        schedule: str | None = None,
-    ) -> None:
+    def __init__(self, fn: Callable[P, R], **options: Unpack[WorkflowOptions]) -> None:
+        check_options("@workflow", options, WorkflowOptions)
+        name, queue = options.get("name"), options.get("queue")
+        timeout, schedule = options.get("timeout"), options.get("schedule")
         self.fn = fn
         self.name = _check_persisted_name(name if name is not None else default_name(fn))
         self.queue = check_name("queue", queue) if queue is not None else None
@@ -255,27 +269,11 @@ def step(fn: Callable[P, R], /) -> StepFunction[P, R]: ...
 
 
 @overload
-def step(
-    *,
-    name: str | None = None,
-    retry: RetryPolicy | None = DEFAULT_RETRY,
-    queue: str | None = None,
-    lease_timeout: float | None = None,
-    timeout: float | None = None,
-    compensate_on_failure: bool = False,
-) -> Callable[[Callable[P, R]], StepFunction[P, R]]: ...
+def step(**options: Unpack[StepOptions]) -> Callable[[Callable[P, R]], StepFunction[P, R]]: ...
 
 
 def step(
-    fn: Callable[P, R] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    retry: RetryPolicy | None = DEFAULT_RETRY,
-    queue: str | None = None,
-    lease_timeout: float | None = None,
-    timeout: float | None = None,
-    compensate_on_failure: bool = False,
+    fn: Callable[P, R] | None = None, /, **options: Unpack[StepOptions]
 ) -> StepFunction[P, R] | Callable[[Callable[P, R]], StepFunction[P, R]]:
     """Make ``fn`` a step: each call inside a workflow is a leased item of its own.
 
@@ -293,16 +291,10 @@ def step(
     partial effects); its result is then passed as None.
     """
 
+    check_options("@step", options, StepOptions)
+
     def decorate(f: Callable[P, R]) -> StepFunction[P, R]:
-        return StepFunction(
-            f,
-            name=name,
-            retry=retry,
-            queue=queue,
-            lease_timeout=lease_timeout,
-            timeout=timeout,
-            compensate_on_failure=compensate_on_failure,
-        )
+        return StepFunction(f, **options)
 
     return decorate(fn) if fn is not None else decorate
 
@@ -313,22 +305,12 @@ def workflow(fn: Callable[P, R], /) -> WorkflowFunction[P, R]: ...
 
 @overload
 def workflow(
-    *,
-    name: str | None = None,
-    queue: str | None = None,
-    timeout: float | None = None,
-    schedule: str | None = None,
+    **options: Unpack[WorkflowOptions],
 ) -> Callable[[Callable[P, R]], WorkflowFunction[P, R]]: ...
 
 
 def workflow(
-    fn: Callable[P, R] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    queue: str | None = None,
-    timeout: float | None = None,
-    schedule: str | None = None,
+    fn: Callable[P, R] | None = None, /, **options: Unpack[WorkflowOptions]
 ) -> WorkflowFunction[P, R] | Callable[[Callable[P, R]], WorkflowFunction[P, R]]:
     """Make ``fn`` a workflow: a deterministic body that calls steps.
 
@@ -341,7 +323,9 @@ def workflow(
     after the workflow (see docs/schedules.md).
     """
 
+    check_options("@workflow", options, WorkflowOptions)
+
     def decorate(f: Callable[P, R]) -> WorkflowFunction[P, R]:
-        return WorkflowFunction(f, name=name, queue=queue, timeout=timeout, schedule=schedule)
+        return WorkflowFunction(f, **options)
 
     return decorate(fn) if fn is not None else decorate

@@ -9,7 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from querator import Item, Leased, Querator, QueueSettings, StoredItem
+from querator import Item, Leased, Querator, QueueSettings, StoredItem, TransactResult
 from querator.errors import RequestTimeout
 
 
@@ -97,3 +97,8 @@ def lease_in_background(
     time.sleep(SETTLE)  # deliberate: let the lease block in its long poll first
     assert not future.done(), "lease returned before anything was produced"
     return future
+
+
+def commit(q: Querator, **options: Any) -> TransactResult:
+    """``AsyncQuerator.commit`` (transact with the engine's knobs) from sync code."""
+    return q.call(q.aio.commit, **options)

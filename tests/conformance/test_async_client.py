@@ -98,7 +98,7 @@ async def test_a_silent_transaction_wakes_no_watcher(
         watches = [client.watch(qname) for client in watchers]
         # each client's listener wakes its watchers once when it is ready
         assert [await watch.wait(10) for watch in watches] == [True] * len(watches)
-        await aq.transact(produce={qname: [Item(payload=b"quiet")]}, silent=[qname])
+        await aq.commit(produce={qname: [Item(payload=b"quiet")]}, silent=[qname])
         assert [await watch.wait(0.3) for watch in watches] == [False] * len(watches)
         await aq.transact(produce={qname: [Item(payload=b"loud")]})
         assert [await watch.wait(10) for watch in watches] == [True] * len(watches)

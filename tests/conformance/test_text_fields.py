@@ -11,7 +11,7 @@ from querator import Item, Querator
 from querator.errors import InvalidArgument
 from querator.queue.models import StoredItem
 
-from .helpers import lease_one, make_queue
+from .helpers import commit, lease_one, make_queue
 
 # Characters that mean something inside an array literal, and words that do.
 AWKWARD = ["a,b", "{x}", '"quoted"', "back\\slash", "NULL", " spaced ", "caf\u00e9 \u2603", ""]
@@ -57,7 +57,8 @@ def test_awkward_text_round_trips_through_transact(q: Querator) -> None:
     scheduled = Item(payload=b"later", kind='x,"y"', dedup_key="later", enqueue_at=later)
     claimed = _item(99, '{"a":[1,2]}')
     keys = [item.dedup_key or "" for item in produced]
-    result = q.transact(
+    result = commit(
+        q,
         complete=[first],
         produce={records: [*produced, scheduled]},
         produce_leased={work: [claimed]},
@@ -101,5 +102,5 @@ def test_nul_in_a_lookup_key_is_refused(q: Querator) -> None:
     with pytest.raises(InvalidArgument, match="NUL"):
         q.lookup(queue, ["k\x00"])
     with pytest.raises(InvalidArgument, match="NUL"):
-        q.transact(produce={queue: [Item(payload=b"x")]}, lookup={queue: ["k\x00"]})
+        commit(q, produce={queue: [Item(payload=b"x")]}, lookup={queue: ["k\x00"]})
     assert q.stats(queue).total == 0

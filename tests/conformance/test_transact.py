@@ -7,7 +7,17 @@ import pytest
 from querator import Item, Querator, Ref
 from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueNotFound
 
-from .helpers import drain, ids_of, items, later, lease_one, make_queue, payloads_of, utcnow
+from .helpers import (
+    commit,
+    drain,
+    ids_of,
+    items,
+    later,
+    lease_one,
+    make_queue,
+    payloads_of,
+    utcnow,
+)
 
 
 def test_complete_and_produce_together(q: Querator, qname: str) -> None:
@@ -176,7 +186,8 @@ def test_lookup_answers_after_the_transaction(q: Querator, qname: str) -> None:
     q.produce(qname, items(b"work", dedup_key="gone"))
     leased = lease_one(q, qname)
 
-    result = q.transact(
+    result = commit(
+        q,
         complete=[leased],
         produce={out: items(b"new", dedup_key="b")},
         lookup={out: ["a", "b", "c"], qname: ["gone"]},
@@ -193,9 +204,16 @@ def test_lookup_answers_after_the_transaction(q: Querator, qname: str) -> None:
 def test_lookup_keys_are_validated(q: Querator, qname: str) -> None:
     make_queue(q, qname)
     with pytest.raises(InvalidArgument, match=r"dedup_keys\[1\]"):
-        q.transact(produce={qname: items(b"x")}, lookup={qname: ["ok", ""]})
+        commit(q, produce={qname: items(b"x")}, lookup={qname: ["ok", ""]})
     with pytest.raises(InvalidArgument, match="not one string"):
-        q.transact(produce={qname: items(b"x")}, lookup={qname: "key"})
+        commit(q, produce={qname: items(b"x")}, lookup={qname: "key"})
     with pytest.raises(InvalidArgument, match="silent"):
-        q.transact(produce={qname: items(b"x")}, silent=qname)
+        commit(q, produce={qname: items(b"x")}, silent=qname)
     assert q.stats(qname).total == 0
+
+
+def test_transact_refuses_options_it_does_not_have(q: Querator, qname: str) -> None:
+    make_queue(q, qname)
+    with pytest.raises(InvalidArgument, match=r"produce_leased.*not an option of transact"):
+        q.transact(produce_leased={qname: items(b"x")}, client_id="me")  # type: ignore[call-arg]
+    assert q.stats(qname).partitions[0].total == 0

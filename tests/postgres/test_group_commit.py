@@ -65,7 +65,7 @@ async def test_a_group_commits_each_transaction_and_a_stale_one_alone_fails(
 
         async def commit(number: int, item: Leased | Ref) -> None:
             try:
-                outcomes[number] = await aq.transact(
+                outcomes[number] = await aq.commit(
                     complete=[item],
                     produce={"records": [Item(payload=b"r", dedup_key=f"rec-{number}")]},
                     produce_leased={"work": [Item(payload=b"next", dedup_key=f"next-{number}")]},

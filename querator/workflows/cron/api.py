@@ -12,10 +12,13 @@ import inspect
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
+
+from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument, QueueNotFound
 from querator.queue.client import Querator
+from querator.queue.options import check_options
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import MAX_DURATION, check_duration, check_name
 from querator.records import View
@@ -94,31 +97,51 @@ class ScheduleInfo(View):
     """Ticks waiting for the previous run to end."""
 
 
+class ScheduleOptions(TypedDict, total=False):
+    """The options of a schedule, shared by every form of ``schedule`` (the
+    defaults are read in :func:`make_spec` and :func:`schedule_async`)."""
+
+    tz: str
+    """Time zone of ``cron`` (default ``"UTC"``)."""
+    args: tuple[Any, ...]
+    """Positional arguments of each run."""
+    kwargs: dict[str, Any] | None
+    """Keyword arguments of each run."""
+    catchup: str
+    """``"skip"`` (default), ``"latest"`` or ``"all"``: ticks missed while no scheduler ran."""
+    catchup_window: float
+    """``all`` looks back at most this many seconds (default one day)."""
+    overlap: str
+    """``"skip"`` (default), ``"buffer_one"``, ``"buffer_all"``, ``"cancel_other"``,
+    ``"terminate_other"`` or ``"allow_all"``: a tick while the last run still runs."""
+    jitter: float
+    """Each run starts up to this many seconds late (default 0)."""
+    queue: str | None
+    """The runs' workflow queue (default: the workflow's)."""
+    start_at: datetime | None
+    """Ticks after this instant fire (default now; a redefinition without it keeps
+    the schedule's progress)."""
+
+
 def make_spec(
-    name: str,
-    fn: WorkflowFunction[..., Any],
-    *,
-    cron: str,
-    tz: str = "UTC",
-    args: tuple[Any, ...] = (),
-    kwargs: dict[str, Any] | None = None,
-    catchup: str = "skip",
-    catchup_window: float = 86_400.0,
-    overlap: str = "skip",
-    jitter: float = 0.0,
-    queue: str | None = None,
+    name: str, fn: WorkflowFunction[..., Any], *, cron: str, **options: Unpack[ScheduleOptions]
 ) -> ScheduleSpec:
     """Validate a definition (InvalidArgument naming the field) and encode it."""
+    check_options("schedule", options, ScheduleOptions)
     check_name("name", name)
     if not isinstance(fn, WorkflowFunction):
         raise InvalidArgument("fn", f"{fn!r} is not a @workflow function")
     check_cron(cron)
+    tz = options.get("tz", "UTC")
     check_tz(tz)
+    jitter = options.get("jitter", 0.0)
     if jitter:
         check_duration("jitter", jitter)
-    check_duration("catchup_window", catchup_window)
+    catchup_window = check_duration("catchup_window", options.get("catchup_window", 86_400.0))
+    args, queue = options.get("args", ()), options.get("queue")
+    catchup, overlap = options.get("catchup", "skip"), options.get("overlap", "skip")
     pass_tick = "tick" in inspect.signature(fn.fn).parameters
-    kwargs = dict(kwargs or {})
+    kwargs = dict(options.get("kwargs") or {})
     if pass_tick and "tick" in kwargs:
         raise InvalidArgument("kwargs", "'tick' is passed by the scheduler")
     if pass_tick:
@@ -193,21 +216,11 @@ async def schedule_async(
     fn: WorkflowFunction[..., Any],
     *,
     cron: str,
-    tz: str = "UTC",
-    args: tuple[Any, ...] = (),
-    kwargs: dict[str, Any] | None = None,
-    catchup: str = "skip",
-    catchup_window: float = 86_400.0,
-    overlap: str = "skip",
-    jitter: float = 0.0,
-    queue: str | None = None,
-    start_at: datetime | None = None,
+    **options: Unpack[ScheduleOptions],
 ) -> None:
     """See :func:`schedule`."""
-    spec = make_spec(
-        name, fn, cron=cron, tz=tz, args=args, kwargs=kwargs, catchup=catchup,
-        catchup_window=catchup_window, overlap=overlap, jitter=jitter, queue=queue,
-    )  # fmt: skip
+    spec = make_spec(name, fn, cron=cron, **options)
+    start_at = options.get("start_at")
     if start_at is not None and start_at.tzinfo is None:
         raise InvalidArgument("start_at", "must be timezone-aware")
     await upsert_async(aq, spec, start_at)
@@ -219,33 +232,23 @@ def schedule(
     fn: WorkflowFunction[..., Any],
     *,
     cron: str,
-    tz: str = "UTC",
-    args: tuple[Any, ...] = (),
-    kwargs: dict[str, Any] | None = None,
-    catchup: str = "skip",
-    catchup_window: float = 86_400.0,
-    overlap: str = "skip",
-    jitter: float = 0.0,
-    queue: str | None = None,
-    start_at: datetime | None = None,
+    **options: Unpack[ScheduleOptions],
 ) -> None:
     """Create (or redefine) schedule ``name``: start ``fn(*args, **kwargs)`` at
     every tick of ``cron`` in time zone ``tz``.
 
-    ``catchup`` is ``"skip"``, ``"latest"`` or ``"all"`` (``all`` looks back at
-    most ``catchup_window`` seconds); ``overlap`` is ``"skip"``,
+    The options are those of :class:`ScheduleOptions`: ``tz``, ``args``,
+    ``kwargs``, ``catchup`` (``"skip"``, ``"latest"`` or ``"all"``, which looks
+    back at most ``catchup_window`` seconds), ``overlap`` (``"skip"``,
     ``"buffer_one"``, ``"buffer_all"``, ``"cancel_other"``,
-    ``"terminate_other"`` or ``"allow_all"``; ``jitter`` delays each run by up
-    to that many seconds. Ticks after ``start_at`` fire (default: now; a
-    redefinition without it keeps the schedule's progress). A workflow with a
-    parameter ``tick`` receives the tick instant (UTC) in it. Invalid values
-    raise :class:`InvalidArgument` naming the field.
+    ``"terminate_other"`` or ``"allow_all"``), ``jitter`` (each run starts up to
+    that many seconds late), ``queue`` and ``start_at`` (ticks after it fire;
+    default now; a redefinition without it keeps the schedule's progress). A
+    workflow with a parameter ``tick`` receives the tick instant (UTC) in it.
+    Invalid values and unknown options raise :class:`InvalidArgument` naming
+    the field.
     """
-    q.call(
-        schedule_async, q.aio, name, fn, cron=cron, tz=tz, args=args, kwargs=kwargs,
-        catchup=catchup, catchup_window=catchup_window, overlap=overlap, jitter=jitter,
-        queue=queue, start_at=start_at,
-    )  # fmt: skip
+    q.call(schedule_async, q.aio, name, fn, cron=cron, **options)
 
 
 async def pause_schedule_async(aq: AsyncQuerator, name: str, note: str = "") -> None:

@@ -166,7 +166,7 @@ async def transact_creating(
     attempt = 0
     while True:
         try:
-            result = await aq.transact(
+            result = await aq.commit(
                 complete=complete,
                 produce=produce,
                 produce_leased=produce_leased,

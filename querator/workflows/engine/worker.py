@@ -8,17 +8,19 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import FrameType
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 from anyio.lowlevel import EventLoopToken, current_token
 from pydantic import ValidationError
+from typing_extensions import Unpack
 
 from querator.errors import Conflict, RequestTimeout, Unavailable
 from querator.queue.client import Querator
 from querator.queue.models import Item, Leased
+from querator.queue.options import check_options
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import check_count, check_duration, check_name
@@ -49,6 +51,52 @@ DEFAULT_SHUTDOWN_GRACE = 30.0
 """Seconds a stopping worker lets in-flight items finish before releasing them."""
 
 
+class WorkerOptions(TypedDict, total=False):
+    """How a worker runs, shared by :class:`AsyncWorker`, :class:`Worker` and
+    ``querator worker`` (defaults: :func:`check_worker_options`)."""
+
+    concurrency: int
+    """Items handled at once (default 8)."""
+    client_id: str | None
+    """Lease owner name (default ``worker-<pid>-<random>``)."""
+    poll_timeout: float
+    """Longest wait of one lease call, in seconds (default 5)."""
+    shutdown_grace: float
+    """Seconds items in hand may finish after :meth:`AsyncWorker.stop` (default 30)."""
+    resources: dict[str, Any] | None
+    """Shared by the worker's steps (``StepContext.resources``)."""
+    max_live_runs: int
+    """Workflow bodies kept live between their steps (default 1000; 0: replay always)."""
+
+
+class _Checked(TypedDict):
+    concurrency: int
+    client_id: str | None
+    poll_timeout: float
+    shutdown_grace: float
+    resources: dict[str, Any] | None
+    max_live_runs: int
+
+
+def check_worker_options(options: Mapping[str, Any]) -> _Checked:
+    """The options with their defaults, checked (InvalidArgument naming the first
+    bad one, unknown names included)."""
+    check_options("Worker", options, WorkerOptions)
+    client_id = options.get("client_id")
+    return {
+        "concurrency": check_count("concurrency", options.get("concurrency", 8), 1, 10_000),
+        "client_id": check_name("client_id", client_id) if client_id is not None else None,
+        "poll_timeout": check_duration("poll_timeout", options.get("poll_timeout", 5.0)),
+        "shutdown_grace": check_duration(
+            "shutdown_grace", options.get("shutdown_grace", DEFAULT_SHUTDOWN_GRACE), allow_zero=True
+        ),
+        "resources": options.get("resources"),
+        "max_live_runs": check_count(
+            "max_live_runs", options.get("max_live_runs", DEFAULT_MAX_LIVE_RUNS), 0, 1_000_000
+        ),
+    }
+
+
 class AsyncWorker:
     """Runs workflows and steps on an :class:`AsyncQuerator`, in async code.
 
@@ -70,16 +118,11 @@ class AsyncWorker:
         self,
         aq: AsyncQuerator,
         functions: Iterable[DurableFunction],
-        *,
-        concurrency: int = 8,
-        client_id: str | None = None,
-        poll_timeout: float = 5.0,
-        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
-        resources: dict[str, Any] | None = None,
-        max_live_runs: int = DEFAULT_MAX_LIVE_RUNS,
+        **options: Unpack[WorkerOptions],
     ) -> None:
+        checked = check_worker_options(options)
         self.aq = aq
-        self.resources: dict[str, Any] = dict(resources or {})
+        self.resources: dict[str, Any] = dict(checked.get("resources") or {})
         """Shared by this worker's steps (``StepContext.resources``); each one with a
         ``close()`` method is closed when :meth:`arun` returns (``querator.spark``
         keeps its SparkSession here)."""
@@ -88,12 +131,11 @@ class AsyncWorker:
         self.workflows = self.served.workflows
         self.steps = self.served.steps
         self.queues = self.served.queues
-        self.concurrency = check_count("concurrency", concurrency, 1, 10_000)
-        self.client_id = check_name(
-            "client_id", client_id or f"worker-{os.getpid()}-{secrets.token_hex(4)}"
-        )
-        self.poll_timeout = poll_timeout
-        self.shutdown_grace = check_duration("shutdown_grace", shutdown_grace, allow_zero=True)
+        self.concurrency = checked["concurrency"]
+        self.client_id = checked["client_id"] or f"worker-{os.getpid()}-{secrets.token_hex(4)}"
+        self.poll_timeout = checked["poll_timeout"]
+        self.shutdown_grace = checked["shutdown_grace"]
+        max_live_runs = checked["max_live_runs"]
         self._in_flight = 0
         self._held: dict[str, Leased] = {}
         self._renewer = Renewer(aq)
@@ -108,7 +150,7 @@ class AsyncWorker:
             self.served,
             runner,
             self.client_id,
-            check_count("max_live_runs", max_live_runs, 0, 1_000_000),
+            max_live_runs,
             lambda: not self._stop_requested,
             self._held,
         )
@@ -345,28 +387,10 @@ class Worker:
     """
 
     def __init__(
-        self,
-        q: Querator,
-        functions: Iterable[DurableFunction],
-        *,
-        concurrency: int = 8,
-        client_id: str | None = None,
-        poll_timeout: float = 5.0,
-        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
-        resources: dict[str, Any] | None = None,
-        max_live_runs: int = DEFAULT_MAX_LIVE_RUNS,
+        self, q: Querator, functions: Iterable[DurableFunction], **options: Unpack[WorkerOptions]
     ) -> None:
         self.q = q
-        self.worker = AsyncWorker(
-            q.aio,
-            functions,
-            concurrency=concurrency,
-            client_id=client_id,
-            poll_timeout=poll_timeout,
-            shutdown_grace=shutdown_grace,
-            resources=resources,
-            max_live_runs=max_live_runs,
-        )
+        self.worker = AsyncWorker(q.aio, functions, **options)
         self._id = self.worker.client_id
         self._signals = 0
 

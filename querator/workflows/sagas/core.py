@@ -23,8 +23,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ParamSpec, TypeVar, overload
 
+from typing_extensions import Unpack
+
+from querator.errors import InvalidArgument
+from querator.queue.options import check_options
 from querator.workflows.engine.context import Called
-from querator.workflows.functions import WorkflowFunction
+from querator.workflows.functions import WorkflowFunction, WorkflowOptions
 from querator.workflows.layout import (
     CompensatingRecord,
     CompensationEntry,
@@ -64,18 +68,11 @@ def saga(fn: Callable[P, R], /) -> SagaFunction[P, R]: ...
 
 
 @overload
-def saga(
-    *, name: str | None = None, queue: str | None = None, timeout: float | None = None
-) -> Callable[[Callable[P, R]], SagaFunction[P, R]]: ...
+def saga(**options: Unpack[WorkflowOptions]) -> Callable[[Callable[P, R]], SagaFunction[P, R]]: ...
 
 
 def saga(
-    fn: Callable[P, R] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    queue: str | None = None,
-    timeout: float | None = None,
+    fn: Callable[P, R] | None = None, /, **options: Unpack[WorkflowOptions]
 ) -> SagaFunction[P, R] | Callable[[Callable[P, R]], SagaFunction[P, R]]:
     """Make ``fn`` a saga: a ``@workflow`` (same options) whose failed runs are compensated.
 
@@ -88,8 +85,12 @@ def saga(
     :class:`SagaFailed`.
     """
 
+    if "schedule" in options:
+        raise InvalidArgument("schedule", "is an option of @workflow, not of @saga")
+    check_options("@saga", options, WorkflowOptions)
+
     def decorate(f: Callable[P, R]) -> SagaFunction[P, R]:
-        return SagaFunction(f, name=name, queue=queue, timeout=timeout)
+        return SagaFunction(f, **options)
 
     return decorate(fn) if fn is not None else decorate
 
@@ -205,8 +206,3 @@ def pending_status(state: SagaState | None) -> RunStatus:
     if len(state.redrives) in state.failed:
         return "compensation_failed"
     return "compensating"
-
-
-def entry_label(entry: CompensationEntry) -> str:
-    """How a compensation is named in results and logs: ``name@position``."""
-    return f"{entry.name}@{entry.position}"

@@ -1,0 +1,55 @@
+"""Option sets declared once, as ``TypedDict``s that the sync and async forms of
+a call share through ``**options: Unpack[...]`` (an added option is one edit).
+
+Defaults live with the one function that reads the options; the static type
+checker checks names and types, and :func:`check_options` refuses unknown
+names at run time with :class:`~querator.errors.InvalidArgument`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypedDict
+
+from querator.errors import InvalidArgument
+from querator.queue.models import Item, Leased, Ref
+
+__all__ = ["ClientOptions", "TransactOptions", "check_options"]
+
+
+class ClientOptions(TypedDict, total=False):
+    """How a client talks to its store (see :class:`~querator.queue.service.AsyncQuerator`)."""
+
+    notifications: bool
+    """Cross-process wakeups (default True; False: waiters poll)."""
+    poll_interval: float
+    """Seconds between polls of a waiting consumer without notifications (default 1)."""
+    maintenance_interval: float
+    """Seconds between offers to dead-letter exhausted and expired items (default 5)."""
+    cache_ttl: float
+    """Seconds a queue's settings are cached (default 1)."""
+    wait_for_store: float
+    """Seconds opening keeps trying while the store is unreachable (default 0)."""
+
+
+class TransactOptions(TypedDict, total=False):
+    """What one atomic transaction does (see :meth:`AsyncQuerator.transact`)."""
+
+    complete: Sequence[Leased | Ref]
+    retry: Sequence[Leased | Ref]
+    renew: Sequence[Leased | Ref]
+    depends: Sequence[Leased | Ref]
+    """Items that must still hold these versions (nothing else is done to them)."""
+    produce: Mapping[str, Sequence[Item]] | None
+    retry_at: datetime | None
+    extend: float | None
+
+
+def check_options(what: str, given: Mapping[str, Any], declared: type) -> None:
+    """InvalidArgument naming the first option of ``given`` that ``declared`` lacks."""
+    known = declared.__annotations__
+    for name in given:
+        if name not in known:
+            choices = ", ".join(sorted(known))
+            raise InvalidArgument(name, f"is not an option of {what} ({choices})")
