@@ -138,7 +138,7 @@ class SchemaTooNew(QueratorError):
         self.required_version = required_version
         self.known_version = known_version
         super().__init__(
-            f"{store} has schema version {store_version}, which needs a querator that knows"
+            f"the {store} has schema version {store_version}, which needs a querator that knows"
             f" version {required_version} or newer; this querator knows versions up to"
             f" {known_version}: upgrade querator"
         )

@@ -18,12 +18,15 @@ additive. This module holds the decisions, without I/O.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from querator.errors import SchemaTooNew
 
 __all__ = ["Migration", "SchemaReport", "StoreVersion", "plan_migrations"]
+
+log = logging.getLogger("querator")
 
 StepT = TypeVar("StepT")
 
@@ -93,7 +96,15 @@ def report(
     after: StoreVersion,
     applied: bool,
 ) -> SchemaReport:
-    """The :class:`SchemaReport` of a store found at ``found`` (None: no store yet)."""
+    """The :class:`SchemaReport` of a store found at ``found`` (None: no store yet);
+    logs the migrations applied."""
+    if applied and todo and found is not None:
+        log.info(
+            "querator: the %s migrated from schema version %d to %d",
+            store,
+            found.version,
+            after.version,
+        )
     return SchemaReport(
         store,
         None if found is None else found.version,

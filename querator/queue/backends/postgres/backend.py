@@ -136,7 +136,7 @@ class PostgresBackend:
 
     @property
     def _store_name(self) -> str:
-        return f"PostgreSQL schema {self._names.schema!r}"
+        return f"PostgreSQL store in schema {self._names.schema!r}"
 
     async def open(self) -> None:
         """Open the pool and create the schema, or migrate it to the newest version.

@@ -11,7 +11,6 @@ version. The rules are in :mod:`querator.queue.backends.schema_versions`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -30,8 +29,6 @@ from querator.queue.backends.schema_versions import (
 )
 
 __all__ = ["MIGRATIONS", "prepare_schema"]
-
-log = logging.getLogger("querator")
 
 Step = Callable[[Conn, Names], Awaitable[None]]
 """Applies one migration inside the migrating transaction."""
@@ -87,12 +84,6 @@ async def prepare_schema(conn: Conn, names: Names, store: str, apply: bool) -> S
         await conn.execute(_fill(schema.CREATE_VERSION_TABLE, names), prepare=False)
         await conn.execute(_fill(schema.CREATE_FUNCTIONS, names), prepare=False)
         await _record(conn, names, after)
-        log.info(
-            "querator: %s migrated from schema version %d to %d",
-            store,
-            found.version,
-            after.version,
-        )
     return report(store, found, todo, after, apply)
 
 
