@@ -23,6 +23,8 @@ QUEUE = "orders"
 PARTITIONS = 2
 """Partitions of :data:`QUEUE`; :data:`DEAD_QUEUE` has one."""
 MAX_ATTEMPTS = 3
+QUEUES: list[tuple[str, str | None, int]] = [(DEAD_QUEUE, None, 1), (QUEUE, DEAD_QUEUE, PARTITIONS)]
+"""(name, dead queue, partitions) of the store's queues, in the order they are made."""
 
 
 class V1Item(NamedTuple):
@@ -40,7 +42,7 @@ def _item(payload: bytes, dedup_key: str | None, partition: int = 0) -> V1Item:
     return V1Item(partition, payload, dedup_key)
 
 
-V1_ITEMS = [
+ITEMS = [
     _item(b"b", "b"),
     _item(b"a", "a"),
     _item(b"upper B", "B"),
@@ -60,17 +62,17 @@ MIGRATED = "migrated from schema version 1 to 2"
 def make_fresh_store(url: str) -> None:
     """A store made by the current code with the version 1 store's queues."""
     with Querator(url) as q:
-        q.create_queue(DEAD_QUEUE, QueueSettings(partitions=1))
-        settings = QueueSettings(
-            partitions=PARTITIONS, dead_queue=DEAD_QUEUE, max_attempts=MAX_ATTEMPTS
-        )
-        q.create_queue(QUEUE, settings)
+        for name, dead, partitions in QUEUES:
+            settings = QueueSettings(
+                partitions=partitions, dead_queue=dead, max_attempts=MAX_ATTEMPTS
+            )
+            q.create_queue(name, settings)
 
 
 def check_items_work(url: str) -> None:
     """The version 1 items, read, scanned, deduplicated, leased and completed."""
     with Querator(url) as q:
-        keyed = sorted(item.dedup_key for item in V1_ITEMS if item.dedup_key)
+        keyed = sorted(item.dedup_key for item in ITEMS if item.dedup_key)
         assert [item.dedup_key for item in q.scan_keys(QUEUE, "")] == keyed
         assert [item.dedup_key for item in q.scan_keys(QUEUE, "a")] == ["a", "a-1"]
         found = q.lookup(QUEUE, ["\u00e9"])
@@ -78,7 +80,7 @@ def check_items_work(url: str) -> None:
         again = q.produce(QUEUE, [Item(payload=b"again", dedup_key="\u00e9")])
         assert again == [found["\u00e9"].id]  # the key is still held: nothing added
         leased = q.lease(QUEUE, client_id="after-migration", batch_size=100)
-        assert sorted(item.payload for item in leased) == sorted(i.payload for i in V1_ITEMS)
+        assert sorted(item.payload for item in leased) == sorted(i.payload for i in ITEMS)
         q.complete(QUEUE, leased)
         assert sum(p.total for p in q.stats(QUEUE).partitions) == 0
         assert q.produce(
@@ -136,7 +138,7 @@ def finish_openers(openers: list[Opener]) -> list[str]:
         code = opener.process.wait(timeout=60)
         text = opener.output.read_text()
         assert code == 0, text
-        assert f"opened {len(V1_ITEMS)}" in text, text
+        assert f"opened {len(ITEMS)}" in text, text
         outputs.append(text)
     return outputs
 

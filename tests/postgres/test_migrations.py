@@ -11,23 +11,10 @@ from typing import Any
 
 import psycopg
 import pytest
+import schema_migrations as v1
 from pg_schemas import drop_schema, with_query
 from polling import wait_for
 from psycopg import sql
-from schema_migrations import (
-    DEAD_QUEUE,
-    MAX_ATTEMPTS,
-    MIGRATED,
-    PARTITIONS,
-    QUEUE,
-    V1_ITEMS,
-    check_items_work,
-    finish_openers,
-    make_fresh_store,
-    migrate_cli,
-    start_openers,
-    wait_ready,
-)
 
 from querator import Querator
 from querator.errors import SchemaTooNew
@@ -39,7 +26,7 @@ V1_PARTITION = (HERE / "schema_v1_partition.sql").read_text()
 
 
 def build_v1_store(dsn: str, schema: str) -> None:
-    """The store querator's schema version 1 made, with :data:`V1_ITEMS` in it."""
+    """The store querator's schema version 1 made, with :data:`v1.ITEMS` in it."""
     with psycopg.connect(dsn) as conn:
         conn.execute(
             sql.SQL(V1_SCHEMA).format(
@@ -52,12 +39,15 @@ def build_v1_store(dsn: str, schema: str) -> None:
             "INSERT INTO {} (name, lease_timeout, expire_timeout, max_attempts, dead_queue,"
             " reference, partitions) VALUES (%s, 30, 86400, %s, %s, '', %s) RETURNING id"
         ).format(sql.Identifier(schema, "queues"))
-        for name, dead, partitions in [(DEAD_QUEUE, None, 1), (QUEUE, DEAD_QUEUE, PARTITIONS)]:
-            row = conn.execute(insert_queue, (name, MAX_ATTEMPTS, dead, partitions)).fetchone()
+        for name, dead, partitions in [
+            (v1.DEAD_QUEUE, None, 1),
+            (v1.QUEUE, v1.DEAD_QUEUE, v1.PARTITIONS),
+        ]:
+            row = conn.execute(insert_queue, (name, v1.MAX_ATTEMPTS, dead, partitions)).fetchone()
             assert row is not None
             for n in range(partitions):
                 conn.execute(_v1_partition(schema, row[0], n))
-        for item in V1_ITEMS:
+        for item in v1.ITEMS:
             conn.execute(
                 sql.SQL(
                     "INSERT INTO {} (version, available_at, attempts, expire_at, payload, kind,"
@@ -136,7 +126,7 @@ def fresh_url(pg_dsn: str, pg_schema: str) -> str:
 @pytest.fixture
 def fresh_catalog(pg_dsn: str, pg_schema: str, fresh_url: str) -> Iterator[Catalog]:
     """The catalog of a fresh store with the old one's queues (its schema dropped after)."""
-    make_fresh_store(fresh_url)
+    v1.make_fresh_store(fresh_url)
     yield catalog(pg_dsn, f"{pg_schema}_fresh")
     drop_schema(pg_dsn, f"{pg_schema}_fresh")
 
@@ -163,7 +153,7 @@ def test_an_old_store_opened_migrates_to_the_fresh_schema_and_keeps_its_items(
 
     assert catalog(pg_dsn, pg_schema) == fresh_catalog
     assert store_version(pg_dsn, pg_schema) == (2, 1)
-    check_items_work(pg_schema_url)
+    v1.check_items_work(pg_schema_url)
 
 
 def test_processes_opening_an_old_store_at_once_migrate_it_once(
@@ -175,12 +165,12 @@ def test_processes_opening_an_old_store_at_once_migrate_it_once(
     with psycopg.connect(pg_dsn, autocommit=True) as holder:
         # hold the schema's lock: both openers queue up on it, then race
         holder.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"querator:{pg_schema}",))
-        openers = start_openers(url, 2, tmp_path)
-        wait_ready(openers)
+        openers = v1.start_openers(url, 2, tmp_path)
+        v1.wait_ready(openers)
         wait_for(lambda: _waiting_for_advisory_lock(holder, marker) == 2, timeout=30)
         holder.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"querator:{pg_schema}",))
-    outputs = finish_openers(openers)
-    assert sum(text.count(MIGRATED) for text in outputs) == 1, outputs
+    outputs = v1.finish_openers(openers)
+    assert sum(text.count(v1.MIGRATED) for text in outputs) == 1, outputs
     assert catalog(pg_dsn, pg_schema) == fresh_catalog
 
 
@@ -199,21 +189,21 @@ def test_querator_migrate_lists_pending_migrations_then_applies_them(
     build_v1_store(pg_dsn, pg_schema)
     old = catalog(pg_dsn, pg_schema)
 
-    dry = migrate_cli(pg_schema_url, "--dry-run")
+    dry = v1.migrate_cli(pg_schema_url, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "schema version 1" in dry.stdout
     assert "  2  dedup keys compare by code point" in dry.stdout
     assert "dry run, nothing changed" in dry.stdout
     assert catalog(pg_dsn, pg_schema) == old
 
-    done = migrate_cli(pg_schema_url)
+    done = v1.migrate_cli(pg_schema_url)
     assert done.returncode == 0, done.stderr
     assert "migrated to schema version 2" in done.stdout
     assert catalog(pg_dsn, pg_schema) == fresh_catalog
 
-    again = migrate_cli(pg_schema_url)
+    again = v1.migrate_cli(pg_schema_url)
     assert "at schema version 2: nothing to migrate" in again.stdout
-    check_items_work(pg_schema_url)
+    v1.check_items_work(pg_schema_url)
 
 
 def test_a_store_from_a_newer_querator_is_refused_naming_both_versions(
@@ -229,7 +219,7 @@ def test_a_store_from_a_newer_querator_is_refused_naming_both_versions(
         Querator(pg_schema_url)
     assert (refused.value.store_version, refused.value.known_version) == (7, 2)
     assert "schema version 7" in str(refused.value) and "up to 2" in str(refused.value)
-    cli = migrate_cli(pg_schema_url, "--dry-run")
+    cli = v1.migrate_cli(pg_schema_url, "--dry-run")
     assert cli.returncode == 1 and "schema version 7" in cli.stderr
 
     # a newer store that older clients may still use (its migrations were additive) opens

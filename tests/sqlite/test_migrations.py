@@ -10,20 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from schema_migrations import (
-    DEAD_QUEUE,
-    MAX_ATTEMPTS,
-    MIGRATED,
-    PARTITIONS,
-    QUEUE,
-    V1_ITEMS,
-    check_items_work,
-    finish_openers,
-    make_fresh_store,
-    migrate_cli,
-    start_openers,
-    wait_ready,
-)
+import schema_migrations as v1
 
 from querator import Querator
 from querator.errors import SchemaTooNew
@@ -36,20 +23,23 @@ DAY_US = 86_400 * 1_000_000
 
 
 def build_v1_store(path: Path) -> None:
-    """The file querator's schema version 1 made, with :data:`V1_ITEMS` in it."""
+    """The file querator's schema version 1 made, with :data:`v1.ITEMS` in it."""
     now = int(time.time() * 1_000_000)
     with sqlite3.connect(path) as conn:
         conn.executescript(V1_SCHEMA)
-        for name, dead, partitions in [(DEAD_QUEUE, None, 1), (QUEUE, DEAD_QUEUE, PARTITIONS)]:
+        for name, dead, partitions in [
+            (v1.DEAD_QUEUE, None, 1),
+            (v1.QUEUE, v1.DEAD_QUEUE, v1.PARTITIONS),
+        ]:
             cur = conn.execute(
                 "INSERT INTO queues (name, lease_timeout, expire_timeout, max_attempts,"
                 " dead_queue, reference, partitions, created_at)"
                 " VALUES (?, 30, 86400, ?, ?, '', ?, ?)",
-                (name, MAX_ATTEMPTS, dead, partitions, now),
+                (name, v1.MAX_ATTEMPTS, dead, partitions, now),
             )
             for n in range(partitions):
                 conn.executescript(V1_PARTITION.format(table=f"q{cur.lastrowid}_p{n}"))
-        for item in V1_ITEMS:
+        for item in v1.ITEMS:
             conn.execute(
                 f"INSERT INTO q2_p{item.partition} (version, available_at, attempts, expire_at,"
                 " payload, kind, encoding, reference, headers, dedup_key, created_at)"
@@ -82,7 +72,7 @@ def store_version(path: Path) -> tuple[int, int]:
 def fresh_catalog(tmp_path: Path) -> list[tuple[str, str, str, str]]:
     """The catalog of a fresh file with the old one's queues."""
     fresh = tmp_path / "fresh.db"
-    make_fresh_store(f"sqlite:///{fresh}")
+    v1.make_fresh_store(f"sqlite:///{fresh}")
     assert store_version(fresh) == (2, 1)
     return catalog(fresh)
 
@@ -107,7 +97,7 @@ def test_an_old_file_opened_migrates_to_the_fresh_catalog_and_keeps_its_items(
         pass
     assert catalog(old) == fresh_catalog
     assert store_version(old) == (2, 1)
-    check_items_work(f"sqlite:///{old}")
+    v1.check_items_work(f"sqlite:///{old}")
 
 
 def test_processes_opening_an_old_file_at_once_migrate_it_once(
@@ -116,13 +106,13 @@ def test_processes_opening_an_old_file_at_once_migrate_it_once(
     holder = sqlite3.connect(old, isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")  # the write lock: both openers queue up on it
-        openers = start_openers(f"sqlite:///{old}", 2, tmp_path)
-        wait_ready(openers)
+        openers = v1.start_openers(f"sqlite:///{old}", 2, tmp_path)
+        v1.wait_ready(openers)
         holder.execute("COMMIT")
     finally:
         holder.close()
-    outputs = finish_openers(openers)
-    assert sum(text.count(MIGRATED) for text in outputs) == 1, outputs
+    outputs = v1.finish_openers(openers)
+    assert sum(text.count(v1.MIGRATED) for text in outputs) == 1, outputs
     assert catalog(old) == fresh_catalog
 
 
@@ -131,19 +121,19 @@ def test_querator_migrate_lists_pending_migrations_then_applies_them(
 ) -> None:
     url = f"sqlite:///{old}"
     before = catalog(old)
-    dry = migrate_cli(url, "--dry-run")
+    dry = v1.migrate_cli(url, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "schema version 1" in dry.stdout and "dry run, nothing changed" in dry.stdout
     assert "  2  dedup keys compare by code point" in dry.stdout
     assert catalog(old) == before
 
-    done = migrate_cli(url)
+    done = v1.migrate_cli(url)
     assert done.returncode == 0, done.stderr
     assert "migrated to schema version 2" in done.stdout
     assert catalog(old) == fresh_catalog
-    check_items_work(url)
+    v1.check_items_work(url)
 
-    missing = migrate_cli(f"sqlite:///{old.parent / 'typo.db'}")
+    missing = v1.migrate_cli(f"sqlite:///{old.parent / 'typo.db'}")
     assert missing.returncode == 1 and "no store at" in missing.stderr
     assert not (old.parent / "typo.db").exists()
 

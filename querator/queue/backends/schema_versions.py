@@ -24,7 +24,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 from querator.errors import SchemaTooNew
 
-__all__ = ["Migration", "SchemaReport", "StoreVersion", "plan_migrations"]
+__all__ = ["Migration", "SchemaReport", "StoreVersion", "newest", "plan_migrations", "report"]
 
 log = logging.getLogger("querator")
 

@@ -16,17 +16,11 @@ from typing import Final
 
 from psycopg import sql
 
+from querator.queue.backends import schema_versions as versions
 from querator.queue.backends.postgres import schema
 from querator.queue.backends.postgres.items import Conn
 from querator.queue.backends.postgres.statements import Names
-from querator.queue.backends.schema_versions import (
-    Migration,
-    SchemaReport,
-    StoreVersion,
-    newest,
-    plan_migrations,
-    report,
-)
+from querator.queue.backends.schema_versions import Migration, SchemaReport, StoreVersion
 
 __all__ = ["MIGRATIONS", "prepare_schema"]
 
@@ -71,12 +65,12 @@ async def prepare_schema(conn: Conn, names: Names, store: str, apply: bool) -> S
     await conn.execute(schema.SCHEMA_LOCK, {"key": f"querator:{names.schema}"})
     found = await _found(conn, names)
     if found is None:
-        after = newest(MIGRATIONS)
+        after = versions.newest(MIGRATIONS)
         if apply:
             await conn.execute(_fill(schema.CREATE_SCHEMA, names), prepare=False)
             await _record(conn, names, after)
-        return report(store, None, (), after, apply)
-    todo, after = plan_migrations(MIGRATIONS, found, store)
+        return versions.report(store, None, (), after, apply)
+    todo, after = versions.plan_migrations(MIGRATIONS, found, store)
     if apply and todo:
         for migration in todo:
             assert migration.step is not None, "version 1 is every store's baseline"
@@ -84,7 +78,7 @@ async def prepare_schema(conn: Conn, names: Names, store: str, apply: bool) -> S
         await conn.execute(_fill(schema.CREATE_VERSION_TABLE, names), prepare=False)
         await conn.execute(_fill(schema.CREATE_FUNCTIONS, names), prepare=False)
         await _record(conn, names, after)
-    return report(store, found, todo, after, apply)
+    return versions.report(store, found, todo, after, apply)
 
 
 async def _found(conn: Conn, names: Names) -> StoreVersion | None:

@@ -15,14 +15,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-from querator.queue.backends.schema_versions import (
-    Migration,
-    SchemaReport,
-    StoreVersion,
-    newest,
-    plan_migrations,
-    report,
-)
+from querator.queue.backends import schema_versions as versions
+from querator.queue.backends.schema_versions import Migration, SchemaReport, StoreVersion
 from querator.queue.backends.sqlite import schema
 from querator.queue.backends.sqlite.rows import now_us
 
@@ -58,19 +52,19 @@ def prepare_schema(conn: sqlite3.Connection, store: str, apply: bool) -> SchemaR
     """
     found = _found(conn)
     if found is None:
-        after = newest(MIGRATIONS)
+        after = versions.newest(MIGRATIONS)
         if apply:
             schema.create_catalog(conn)
             _record(conn, after)
-        return report(store, None, (), after, apply)
-    todo, after = plan_migrations(MIGRATIONS, found, store)
+        return versions.report(store, None, (), after, apply)
+    todo, after = versions.plan_migrations(MIGRATIONS, found, store)
     if apply and todo:
         for migration in todo:
             assert migration.step is not None, "version 1 is every store's baseline"
             migration.step(conn)
         schema.create_version_table(conn)
         _record(conn, after)
-    return report(store, found, todo, after, apply)
+    return versions.report(store, found, todo, after, apply)
 
 
 def _found(conn: sqlite3.Connection) -> StoreVersion | None:
