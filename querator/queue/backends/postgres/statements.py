@@ -1,4 +1,7 @@
-"""Every SQL statement of the PostgreSQL backend, named and described.
+"""Every SQL statement of the PostgreSQL backend, named and described, but the
+DDL (:mod:`.schema`): queues, items, transactions, dead-lettering, and the parts
+:mod:`.fused` assembles into one-statement transactions. Every list of item
+columns here is built from :data:`.schema.ITEM_TABLE`.
 
 Templates are :class:`psycopg.sql.SQL` objects. Identifiers fill their
 ``{fields}`` through :class:`Names`, which builds every table name from the
@@ -669,9 +672,6 @@ def fused_row(tag: str, seq: str, dedup_key: str, source: str | None, typed: boo
 
 # -- hot statements, rendered once per table ---------------------------------
 # Composing a template costs 10-50 µs a call; the hot path executes the bytes.
-
-UNKEYED_COLUMNS: Final = ("payload", "kind", "encoding", "reference", "headers", "available_at")
-"""The per-item parameters of :data:`INSERT_BRANCH`, each named ``<column>_<partition>``."""
 
 
 @functools.lru_cache(maxsize=4096)
