@@ -106,7 +106,7 @@ class MemoryBackend:
 
     async def migrate(self, apply: bool) -> SchemaReport:
         """Nothing to migrate: a memory store lives as long as its process."""
-        return SchemaReport("memory store", None, 0, (), apply)
+        return SchemaReport("memory store", 0, 0, (), apply)
 
     async def close(self) -> None:
         """Nothing to release; data stays until the object is dropped."""
