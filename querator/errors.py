@@ -10,6 +10,7 @@ QueratorError                 base of everything querator raises
 ├── Unavailable               the store could not be reached or failed (retryable)
 ├── UsageError                the API was used in a way that cannot work (closed client,
 │                             a sync call inside a running event loop)
+├── SchemaTooNew              the store's schema is newer than this querator knows
 └── WorkflowError             (querator.workflows.errors: the workflow layer's own)
     ├── StepFailed            a step failed for good; carries its error type and message
     ├── NonDeterminism        replay met a different step than the history holds
@@ -40,6 +41,7 @@ __all__ = [
     "QueueExists",
     "QueueNotFound",
     "RequestTimeout",
+    "SchemaTooNew",
     "Unavailable",
     "UsageError",
 ]
@@ -119,3 +121,24 @@ class Unavailable(QueratorError):
 class UsageError(QueratorError):
     """The API was used in a way that cannot work: a closed client, or a sync
     call made inside a running event loop (use the async twin instead)."""
+
+
+class SchemaTooNew(QueratorError):
+    """The store was migrated by a newer querator to a schema this one cannot use.
+
+    ``store_version`` is the store's schema version, ``known_version`` the newest
+    this querator knows, and ``required_version`` the oldest a client must know
+    to use the store. Upgrade querator (or restore the store from before the
+    migration); nothing was changed.
+    """
+
+    def __init__(self, store: str, store_version: int, required_version: int, known_version: int):
+        self.store = store
+        self.store_version = store_version
+        self.required_version = required_version
+        self.known_version = known_version
+        super().__init__(
+            f"the {store} has schema version {store_version}, which needs a querator that knows"
+            f" version {required_version} or newer; this querator knows versions up to"
+            f" {known_version}: upgrade querator"
+        )

@@ -22,6 +22,7 @@ querator dead requeue QUEUE [ITEM_ID...] [--all]   # back into QUEUE
 querator dead purge QUEUE [ITEM_ID...] [--all]
 querator schedules list | show NAME | pause NAME | resume NAME | trigger NAME | delete NAME
 querator health [--max-age SECONDS]          # for probes: exit 1 when unhealthy
+querator migrate [--dry-run]                 # bring the store's schema to this version
 ```
 
 The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``.
@@ -88,11 +89,16 @@ def _reporting() -> Iterator[None]:
 def _store(url: str) -> Querator:
     """The existing store at ``url``: a command other than ``worker`` never
     creates one (a mistyped SQLite path is an error, not a new empty store)."""
+    _refuse_missing_file(url)
+    return Querator(url)
+
+
+def _refuse_missing_file(url: str) -> None:
+    """Raise when ``url`` names a SQLite file that does not exist."""
     if url.lower().startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
         if path and not Path(path).exists():
             raise QueratorError(f"no store at {url}")
-    return Querator(url)
 
 
 def _version(value: bool) -> None:
@@ -186,6 +192,7 @@ def main() -> None:
 
 
 # The commands register themselves on the apps above when imported.
+from querator.cli import migrate as migrate  # noqa: E402
 from querator.cli import queues as queues  # noqa: E402
 from querator.cli import runs as runs  # noqa: E402
 from querator.cli import schedules as schedules  # noqa: E402

@@ -18,11 +18,12 @@ import anyio
 from anyio.abc import TaskGroup
 from typing_extensions import Unpack
 
-from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, Unavailable, UsageError
+from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
 from querator.queue.backends.base import Backend, NewItem
 from querator.queue.ids import parse_id
+from querator.queue.maintenance import maintain_forever, run_maintenance
 from querator.queue.models import (
     Item,
     Leased,
@@ -51,8 +52,6 @@ log = logging.getLogger("querator")
 
 NOTIFIED_WAIT_CAP = 60.0
 """Longest single wait when cross-process wakeups are on (a safety net)."""
-MAINTENANCE_BATCH = 1_000
-"""Items moved per dead-letter statement during maintenance."""
 
 
 class AsyncQuerator(QueueAdmin):
@@ -116,7 +115,9 @@ class AsyncQuerator(QueueAdmin):
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks = tasks
-        tasks.start_soon(self._maintain_forever)
+        tasks.start_soon(
+            maintain_forever, self._backend, self._maintenance_interval, self.run_maintenance
+        )
 
     async def _open_backend(self) -> None:
         """Open the backend, retrying while it is unavailable for ``wait_for_store``."""
@@ -176,20 +177,6 @@ class AsyncQuerator(QueueAdmin):
                 log.exception("querator: wakeup listener failed; retrying")
             self._board.wake_all()
             await anyio.sleep(backoff.next())
-
-    async def _maintain_forever(self) -> None:
-        outage = Outage(log, "querator: maintenance")
-        while True:
-            await anyio.sleep(self._maintenance_interval)
-            try:
-                if await self._backend.claim_maintenance(self._maintenance_interval):
-                    await self.run_maintenance()
-            except Unavailable as exc:
-                outage.lost(exc)  # once per outage, not a traceback every interval
-            except Exception:
-                log.exception("querator: maintenance failed; will try again")
-            else:
-                outage.back()
 
     # -- items --------------------------------------------------------------
     async def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
@@ -537,30 +524,4 @@ class AsyncQuerator(QueueAdmin):
         Clients run this on their own every ``maintenance_interval``; call it to
         force the moves (tests, operations).
         """
-        backend = self._require_open()
-        moved = 0
-        pivot: str | None = None
-        while True:
-            page = await backend.list_queues(pivot, 101)
-            for info in page[:100]:
-                moved += await self._dead_letter_queue(backend, info)
-            if len(page) <= 100:
-                return moved
-            pivot = page[100].name
-
-    async def _dead_letter_queue(self, backend: Backend, info: QueueInfo) -> int:
-        dead_name = info.settings.dead_queue
-        try:
-            dead = await backend.get_queue(dead_name) if dead_name else None
-        except QueueNotFound:
-            log.warning("querator: dead queue %r of %r is missing", dead_name, info.name)
-            return 0
-        moved = 0
-        while True:
-            count = await backend.dead_letter_due(info, dead, MAINTENANCE_BATCH)
-            moved += count
-            if count < MAINTENANCE_BATCH:
-                break
-        if moved and dead is not None:
-            self._board.wake(dead.name)
-        return moved
+        return await run_maintenance(self._require_open(), self._board.wake)

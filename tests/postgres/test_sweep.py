@@ -87,9 +87,11 @@ def test_opening_gives_older_partitions_the_sweep_index_names(
     made = _sweep_index_names(pg_dsn, pg_schema)
     expected = {f"q{queue_id}_p{n}_sweep" for n in (0, 1)}
     assert expected <= made
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as a table made before them
+    # as a store made before them, which also predates recorded schema versions
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for index in expected:
             conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(pg_schema, index)))
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(pg_schema, "schema_version")))
     assert not expected & _sweep_index_names(pg_dsn, pg_schema)
 
     with Querator(pg_schema_url) as reopened:

@@ -86,9 +86,10 @@ def test_opening_gives_older_partitions_the_sweep_index_names(client: Querator, 
     expected = {f"q{queue_id}_p{n}_sweep" for n in (0, 1)}
     assert expected <= _sweep_index_names(path)
     client.close()
-    conn = sqlite3.connect(path)  # as a file written before them
+    conn = sqlite3.connect(path)  # as a file written before them, and before versions
     for index in expected:
         conn.execute(f"DROP INDEX {index}")
+    conn.execute("DROP TABLE schema_version")
     conn.commit()
     conn.close()
     assert not expected & _sweep_index_names(path)

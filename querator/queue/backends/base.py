@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
+from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.models import (
     Leased,
     PartitionStats,
@@ -169,7 +170,11 @@ class Backend(Protocol):
     """True when :meth:`listen` delivers wakeups from other processes."""
 
     async def open(self) -> None:
-        """Connect and create the schema if needed (idempotent)."""
+        """Connect and create the schema, or migrate it to the newest version (idempotent)."""
+
+    async def migrate(self, apply: bool) -> SchemaReport:
+        """Create or migrate the schema to the newest version (or, unless ``apply``,
+        report what that would do) without opening the backend for use."""
 
     async def close(self) -> None:
         """Release connections; the store keeps its data."""

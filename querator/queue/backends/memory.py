@@ -19,6 +19,7 @@ import anyio
 
 from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
 from querator.queue.backends.base import ItemKey, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
     Leased,
@@ -102,6 +103,10 @@ class MemoryBackend:
 
     async def open(self) -> None:
         """Nothing to connect to."""
+
+    async def migrate(self, apply: bool) -> SchemaReport:
+        """Nothing to migrate: a memory store lives as long as its process."""
+        return SchemaReport("memory store", 0, 0, (), apply)
 
     async def close(self) -> None:
         """Nothing to release; data stays until the object is dropped."""

@@ -38,6 +38,8 @@ from querator.queue.backends.postgres.items import (
     notify,
 )
 from querator.queue.backends.postgres.listener import listen_forever
+from querator.queue.backends.postgres.migrations import prepare_schema
+from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
     complete_at_once,
@@ -45,6 +47,7 @@ from querator.queue.backends.postgres.transact import (
     one_table_complete,
     run_transact,
 )
+from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.models import (
     Leased,
     PartitionStats,
@@ -131,12 +134,18 @@ class PostgresBackend:
         """The schema holding this backend's tables."""
         return self._names.schema
 
-    async def open(self) -> None:
-        """Open the pool and create the schema's base tables if missing.
+    @property
+    def _store_name(self) -> str:
+        return f"PostgreSQL store in schema {self._names.schema!r}"
 
-        A server that refuses the connection string for good (a missing
-        database or role, a wrong password) raises InvalidArgument at once,
-        naming the cause; an unreachable one raises Unavailable at once.
+    async def open(self) -> None:
+        """Open the pool and create the schema, or migrate it to the newest version.
+
+        A store migrated by a newer querator beyond what this one can use raises
+        SchemaTooNew (:mod:`.migrations`). A server that refuses the connection
+        string for good (a missing database or role, a wrong password) raises
+        InvalidArgument at once, naming the cause; an unreachable one raises
+        Unavailable at once.
         """
         if self._pool is not None:
             return
@@ -155,13 +164,20 @@ class PostgresBackend:
             with driver_errors():
                 await pool.open(wait=True, timeout=OPEN_TIMEOUT)
                 async with pool.connection() as conn, conn.transaction():
-                    await conn.execute(q.SCHEMA_LOCK, {"key": f"querator:{self._names.schema}"})
-                    await conn.execute(self._fill(q.CREATE_SCHEMA), prepare=False)
-                    await self._add_sweep_index(conn)
+                    await prepare_schema(conn, self._names, self._store_name, apply=True)
         except BaseException:
             await pool.close()
             raise
         self._pool = pool
+
+    async def migrate(self, apply: bool) -> SchemaReport:
+        """Create or migrate the schema (or, unless ``apply``, say what that would
+        do) on a connection of its own, without opening the backend."""
+        await refuse_bad_dsn(self._conninfo, OPEN_TIMEOUT)
+        with driver_errors():
+            conn = await AsyncConnection.connect(self._conninfo, connect_timeout=int(OPEN_TIMEOUT))
+            async with conn, conn.transaction():
+                return await prepare_schema(conn, self._names, self._store_name, apply)
 
     async def close(self) -> None:
         """Close the pool; the data stays."""
@@ -208,33 +224,8 @@ class PostgresBackend:
             yield conn
 
     async def _create_partitions(self, conn: Conn, queue_id: int, numbers: range) -> None:
-        names = self._names
-        ddl = sql.SQL("").join(
-            q.CREATE_PARTITION.format(
-                table=names.partition(queue_id, n),
-                dedup_index=names.index(queue_id, n, "dedup"),
-                available_index=names.index(queue_id, n, "available"),
-            )
-            + self._sweep_index(queue_id, n)
-            for n in numbers
-        )
         if numbers:
-            await conn.execute(ddl, prepare=False)
-
-    def _sweep_index(self, queue_id: int, partition: int) -> sql.Composed:
-        return q.CREATE_SWEEP_INDEX.format(
-            table=self._names.partition(queue_id, partition),
-            sweep_index=self._names.index(queue_id, partition, "sweep"),
-        )
-
-    async def _add_sweep_index(self, conn: Conn) -> None:
-        """Give partitions made by an older querator the dead-letter sweep's index."""
-        cur = await conn.execute(
-            self._fill(q.MISSING_SWEEP_INDEXES), {"schema": self._names.schema}
-        )
-        missing = await cur.fetchall()
-        if missing:
-            ddl = sql.SQL("").join(self._sweep_index(queue_id, n) for queue_id, n in missing)
+            ddl = partitions_ddl(self._names, ((queue_id, n) for n in numbers))
             await conn.execute(ddl, prepare=False)
 
     def _table(self, queue: QueueInfo, partition: int) -> sql.Identifier:
@@ -290,7 +281,7 @@ class PostgresBackend:
             tables = sql.SQL(", ").join(
                 self._names.partition(queue_id, n) for n in range(partitions)
             )
-            await conn.execute(q.DROP_TABLES.format(tables=tables))
+            await conn.execute(DROP_TABLES.format(tables=tables))
 
     async def get_queue(self, name: str) -> QueueInfo:
         """The queue's info; QueueNotFound if absent."""

@@ -44,6 +44,7 @@ from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.array_params import int_array, text_array
 from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import Conn, insert_params
+from querator.queue.backends.postgres.schema import ITEM_POSITION
 from querator.queue.backends.postgres.transact import (
     DEADLOCK_STATE,
     addresses_plan_queue,
@@ -309,8 +310,8 @@ def _seq(row: Sequence[Any]) -> int:
     return int(row[0])
 
 
-_CLIENT_ID = 4
-_DEDUP_KEY = 12
+_CLIENT_ID = ITEM_POSITION["client_id"]
+_DEDUP_KEY = ITEM_POSITION["dedup_key"]
 """Positions in an :data:`statements.ITEM_COLUMNS` row."""
 _LOOKUP_TAG = -1000
 _PARTITIONS = 1024
@@ -318,112 +319,6 @@ _PARTITIONS = 1024
 (a queue has at most 1024 partitions)."""
 
 # -- the statement ------------------------------------------------------------
-
-_NULL_ITEM = (
-    "NULL::integer, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::integer,"
-    " NULL::timestamptz, NULL::bytea, NULL::text, NULL::text, NULL::text, NULL::text"
-)
-"""The :data:`statements.ITEM_COLUMNS` from version to headers, all NULL."""
-_NULLS = ", ".join(["NULL"] * 11)
-_LOOKED_UP = ", ".join(
-    f"l.{column}"
-    for column in [
-        "seq",
-        "version",
-        "available_at",
-        "lease_deadline",
-        "client_id",
-        "attempts",
-        "expire_at",
-        "payload",
-        "kind",
-        "encoding",
-        "reference",
-        "headers",
-        "dedup_key",
-        "source_id",
-        "created_at",
-    ]
-)
-"""The item columns of a ``lookup_keys()`` row, in :data:`statements.ITEM_COLUMNS` order."""
-
-_DELETE = """
-d{n} AS (
-    DELETE FROM {{d{n}}} AS t
-    USING unnest(%(d{n}_seqs)s::bigint[], %(d{n}_versions)s::integer[]) AS w(seq, version)
-    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > now()
-    RETURNING t.seq
-)"""
-
-_VALUES = """
-    FROM unnest(%(i{n}_payload)b::bytea[], %(i{n}_kind)s::text[], %(i{n}_encoding)s::text[],
-                %(i{n}_reference)s::text[], %(i{n}_headers)s::text[],
-                %(i{n}_available_at)s::timestamptz[], %(i{n}_dedup_key)s::text[]{client})
-         WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at,
-                              dedup_key{client_column}, ord)
-    CROSS JOIN ok"""
-
-_INSERT = (
-    """
-i{n} AS (
-    INSERT INTO {{i{n}}}
-        (version, available_at, attempts, expire_at, payload, kind, encoding, reference,
-         headers, dedup_key)
-    SELECT 1, coalesce(v.available_at, now()), 0,
-           now() + make_interval(secs => %(i{n}_expire_timeout)s::float8),
-           v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key"""
-    + _VALUES.replace("{client}", "").replace("{client_column}", "")
-    + """
-    ORDER BY v.ord
-    ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-    RETURNING seq, dedup_key
-)"""
-)
-
-_LEASE = "now() + make_interval(secs => %(i{n}_lease_timeout)s::float8)"
-_DUE = "(v.available_at IS NULL OR v.available_at <= now())"
-
-_INSERT_LEASED = (
-    """
-i{n} AS (
-    INSERT INTO {{i{n}}} AS t
-        (version, available_at, lease_deadline, client_id, attempts, expire_at, payload, kind,
-         encoding, reference, headers, dedup_key)
-    SELECT 1,
-           CASE WHEN """
-    + _DUE
-    + " THEN "
-    + _LEASE
-    + """ ELSE v.available_at END,
-           CASE WHEN """
-    + _DUE
-    + " THEN "
-    + _LEASE
-    + """ END,
-           CASE WHEN """
-    + _DUE
-    + """ THEN v.client_id END,
-           CASE WHEN """
-    + _DUE
-    + """ THEN 1 ELSE 0 END,
-           now() + make_interval(secs => %(i{n}_expire_timeout)s::float8),
-           v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key"""
-    + _VALUES.replace("{client}", ", %(i{n}_client_id)s::text[]").replace(
-        "{client_column}", ", client_id"
-    )
-    + """
-    ORDER BY v.ord
-    ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-    RETURNING {{columns}}
-)"""
-)
-
-_HITS = """
-h{n} AS (
-    SELECT t.seq, t.dedup_key FROM {{i{n}}} AS t
-    WHERE t.dedup_key = ANY(%(i{n}_keys)s::text[])
-      AND t.dedup_key NOT IN (SELECT dedup_key FROM i{n} WHERE dedup_key IS NOT NULL)
-)"""
 
 
 class Statement(NamedTuple):
@@ -456,66 +351,44 @@ def _numbered(text: bytes) -> Statement:
 
 @functools.lru_cache(maxsize=1024)
 def statement_for(names: q.Names, shape: Shape) -> Statement:
-    """The one statement of a plan of this ``shape`` (its rows: see :func:`_result`)."""
+    """The one statement of a plan of this ``shape`` (its rows: see :func:`_results`)."""
     ctes: list[str] = []
     tables: dict[str, sql.Composable] = {"columns": q.ITEM_COLUMNS}
     for n, (queue_id, partition) in enumerate(shape.deletes):
-        ctes.append(_DELETE.format(n=n))
+        ctes.append(q.FUSED_DELETE.format(n=n))
         tables[f"d{n}"] = names.partition(queue_id, partition)
-    counts = " AND ".join(
-        f"(SELECT count(*) FROM d{n}) = %(d{n}_count)s::bigint" for n in range(len(shape.deletes))
-    )
-    ok = f"CASE WHEN {counts} THEN 1 ELSE {{schema}}.check_failed() END" if counts else "1::bigint"
-    ctes.append(f"\nok AS (SELECT {ok} AS ok)")
-    outputs = [_row(-2, "ok", "NULL::text", "ok", typed=True)]
+    deleted = " AND ".join(q.FUSED_DELETED.format(n=n) for n in range(len(shape.deletes)))
+    ctes.append(q.FUSED_OK.format(deleted=deleted) if deleted else q.FUSED_OK_UNCHECKED)
+    outputs = [q.fused_row("-2", "ok", "NULL::text", "ok", typed=True)]
     explained: list[str] = []
     for n, (queue_id, partition, leased, keyed) in enumerate(shape.inserts):
         tables[f"i{n}"] = names.partition(queue_id, partition)
-        ctes.append((_INSERT_LEASED if leased else _INSERT).format(n=n))
+        ctes.append((q.FUSED_INSERT_LEASED if leased else q.FUSED_INSERT).format(n=n))
         if leased:
-            outputs.append(f"SELECT {n}, l.* FROM i{n} AS l")
+            outputs.append(q.FUSED_LEASED_ROWS.format(n=n))
         else:
-            outputs.append(_row(n, "seq", "dedup_key", f"i{n}"))
-        explained.append(f"(SELECT count(*) FROM i{n})")
+            outputs.append(q.fused_row(str(n), "seq", "dedup_key", f"i{n}", typed=False))
+        explained.append(q.FUSED_INSERTED.format(n=n))
         if keyed:
-            ctes.append(_HITS.format(n=n))
-            outputs.append(_row(n, "seq", "dedup_key", f"h{n}"))
-            explained[-1] += f" + (SELECT count(*) FROM h{n})"
-        explained[-1] += f" = %(i{n}_count)s::bigint"
+            ctes.append(q.FUSED_HITS.format(n=n))
+            outputs.append(q.fused_row(str(n), "seq", "dedup_key", f"h{n}", typed=False))
+            explained[-1] += q.FUSED_HIT.format(n=n)
+        explained[-1] += q.FUSED_EXPLAINED.format(n=n)
     if explained:
-        done = f"CASE WHEN {' AND '.join(explained)} THEN 0 ELSE {{schema}}.check_failed() END"
-        outputs.append(_row(-3, done, "NULL", None))
-    ctes.append(
-        "\nwoken AS (SELECT pg_notify(%(channel)s, w) FROM unnest(%(notify)s::text[]) AS w)"
-    )
+        done = q.FUSED_DONE.format(explained=" AND ".join(explained))
+        outputs.append(q.fused_row("-3", done, "NULL", None, typed=False))
+    ctes.append(q.FUSED_WOKEN)
     # Lookups run last, with a snapshot of their own: their ``after`` argument
     # reads every insert (and the deletes' check) first.
     after = " + ".join(
-        [
-            "(SELECT ok FROM ok)",
-            *(f"(SELECT count(*) FROM i{n})" for n in range(len(shape.inserts))),
-        ]
+        ["(SELECT ok FROM ok)", *(q.FUSED_INSERTED.format(n=n) for n in range(len(shape.inserts)))]
     )
     for k in range(shape.lookups):
         outputs.append(
-            f"SELECT {_LOOKUP_TAG} - ({k} * {_PARTITIONS} + l.part), {_LOOKED_UP} FROM"
-            f" {{schema}}.lookup_keys(%(k{k}_tables)s::text[]::regclass[], %(k{k}_keys)s::text[],"
-            f" {after}) AS l"
+            q.FUSED_LOOKUP.format(tag=_LOOKUP_TAG, k=k, partitions=_PARTITIONS, after=after)
         )
-    outputs.append(_row(-1, "count(*)", "NULL", "woken"))
+    outputs.append(q.fused_row("-1", "count(*)", "NULL", "woken", typed=False))
     text = "WITH" + ",".join(ctes) + "\n" + "\nUNION ALL ".join(outputs)
     # One line: fewer bytes to send, and to the prepared-statement cache's key.
     text = " ".join(text.split())
     return _numbered(sql.SQL(text).format(schema=names.schema_id, **tables).as_bytes(None))
-
-
-def _row(tag: int, seq: str, dedup_key: str, source: str | None, typed: bool = False) -> str:
-    """An output row shaped like a leased one, carrying only ``seq`` and ``dedup_key``.
-
-    Only the first row of the UNION needs its NULLs typed: the others take its types.
-    """
-    if typed:
-        row = f"SELECT {tag}, {seq}, {_NULL_ITEM}, {dedup_key}, NULL::text, NULL::timestamptz"
-    else:
-        row = f"SELECT {tag}, {seq}, {_NULLS}, {dedup_key}, NULL, NULL"
-    return row if source is None else f"{row} FROM {source}"

@@ -13,6 +13,7 @@ from querator.queue.backends.base import InsertPlan, NewItem
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as q
 from querator.queue.backends.postgres.array_params import Payloads, instant_array, text_array
+from querator.queue.backends.postgres.schema import ITEM_POSITION
 from querator.queue.ids import format_id
 from querator.queue.models import Leased, QueueInfo
 
@@ -109,7 +110,7 @@ def _seq(row: Sequence[Any]) -> int:
     return int(row[0])
 
 
-_CLIENT_ID = 2 + 4
+_CLIENT_ID = 2 + ITEM_POSITION["client_id"]
 """Where an :data:`INSERT_LEASED` row holds ``client_id`` (after seq and dedup_key)."""
 
 
@@ -131,7 +132,8 @@ async def insert_unkeyed(
     }
     for partition, indexes in by_partition.items():
         columns = insert_params(queue, [items[i] for i in indexes])
-        params.update({f"{column}_{partition}": columns[column] for column in q.UNKEYED_COLUMNS})
+        prefix = q.unkeyed_prefix(partition)
+        params.update({f"{prefix}{column.name}": columns[column.name] for column in q.UNKEYED})
     statement = q.insert_unkeyed_for(names, queue.queue_id, tuple(sorted(by_partition)))
     cur = await conn.execute(statement, params)
     seqs: dict[int, list[int]] = {}

@@ -1,4 +1,7 @@
-"""Every SQL statement of the PostgreSQL backend, named and described.
+"""Every SQL statement of the PostgreSQL backend, named and described, but the
+DDL (:mod:`.schema`): queues, items, transactions, dead-lettering, and the parts
+:mod:`.fused` assembles into one-statement transactions. Every list of item
+columns here is built from :data:`.schema.ITEM_TABLE`.
 
 Templates are :class:`psycopg.sql.SQL` objects. Identifiers fill their
 ``{fields}`` through :class:`Names`, which builds every table name from the
@@ -18,6 +21,18 @@ from typing import Final
 from psycopg import sql
 
 from querator.errors import InvalidArgument
+from querator.queue.backends.postgres.schema import (
+    GIVEN,
+    ITEM_POSITION,
+    ITEM_TABLE,
+    MOVED,
+    SWEEP_KEY,
+    given_arrays,
+    given_values,
+    insert_list,
+    item_row,
+    item_select,
+)
 
 SCHEMA_PATTERN: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 """Accepted schema names: lower-case identifiers that never need quoting."""
@@ -50,6 +65,11 @@ class Names:
     def maintenance(self) -> sql.Identifier:
         """The one-row table that coordinates maintenance runs."""
         return sql.Identifier(self.schema, "maintenance")
+
+    @property
+    def schema_version(self) -> sql.Identifier:
+        """The one-row table of the schema's version."""
+        return sql.Identifier(self.schema, "schema_version")
 
     @property
     def channel(self) -> str:
@@ -98,117 +118,6 @@ no statement of a lease queue runs long enough for JIT to pay, so it is off."""
 
 SCANS_ALLOWED: Final = sql.SQL("SET LOCAL enable_seqscan = on")
 """First in the transaction of a statement that reads whole partitions (stats, clear)."""
-
-SCHEMA_LOCK: Final = sql.SQL("SELECT pg_advisory_xact_lock(hashtext(%(key)s))")
-"""Serialises schema creation between processes for the current transaction."""
-
-CREATE_SCHEMA: Final = sql.SQL(
-    """
-CREATE SCHEMA IF NOT EXISTS {schema};
-CREATE TABLE IF NOT EXISTS {queues} (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    name text COLLATE "C" NOT NULL UNIQUE,
-    lease_timeout double precision NOT NULL,
-    expire_timeout double precision NOT NULL,
-    max_attempts integer NOT NULL,
-    dead_queue text COLLATE "C",
-    reference text NOT NULL,
-    partitions integer NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS queues_dead_queue ON {queues} (dead_queue)
-    WHERE dead_queue IS NOT NULL;
-CREATE TABLE IF NOT EXISTS {maintenance} (
-    id boolean PRIMARY KEY DEFAULT true CHECK (id),
-    last_run timestamptz NOT NULL
-);
-INSERT INTO {maintenance} (id, last_run) VALUES (true, '-infinity')
-    ON CONFLICT (id) DO NOTHING;
-CREATE OR REPLACE FUNCTION {schema}.check_failed() RETURNS bigint LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'querator: a checked change found a failed check'
-        USING ERRCODE = 'QR409';
-END
-$$;
-CREATE OR REPLACE FUNCTION {schema}.lookup_keys(tables regclass[], keys text[], after bigint)
-RETURNS TABLE (part integer, seq bigint, version integer, available_at timestamptz,
-               lease_deadline timestamptz, client_id text, attempts integer,
-               expire_at timestamptz, payload bytea, kind text, encoding text, reference text,
-               headers text, dedup_key text, source_id text, created_at timestamptz)
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    FOR n IN 1 .. coalesce(array_length(tables, 1), 0) LOOP
-        RETURN QUERY EXECUTE format(
-            'SELECT $2, t.seq, t.version, t.available_at, t.lease_deadline, t.client_id,'
-            ' t.attempts, t.expire_at, t.payload, t.kind, t.encoding, t.reference,'
-            ' t.headers::text, t.dedup_key, t.source_id, t.created_at'
-            ' FROM %s AS t WHERE t.dedup_key = ANY($1)', tables[n])
-        USING keys, n - 1;
-    END LOOP;
-END
-$$;
-"""
-)
-"""Creates the schema, the queue table, the maintenance row, ``check_failed()``,
-which one-statement changes call to undo themselves, and ``lookup_keys()``,
-which looks up dedup keys with a snapshot of its own: called at the end of a
-one-statement change (``after`` makes it wait for the change's parts), it sees
-the change and everything committed until then (idempotent)."""
-
-CREATE_PARTITION: Final = sql.SQL(
-    """
-CREATE TABLE IF NOT EXISTS {table} (
-    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    version integer NOT NULL,
-    available_at timestamptz NOT NULL,
-    lease_deadline timestamptz,
-    client_id text,
-    attempts integer NOT NULL,
-    expire_at timestamptz NOT NULL,
-    payload bytea NOT NULL,
-    kind text NOT NULL,
-    encoding text NOT NULL,
-    reference text NOT NULL,
-    headers jsonb NOT NULL,
-    dedup_key text COLLATE "C",
-    source_id text,
-    created_at timestamptz NOT NULL DEFAULT now()
-) WITH (fillfactor = 70);
-CREATE UNIQUE INDEX IF NOT EXISTS {dedup_index} ON {table} (dedup_key)
-    WHERE dedup_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS {available_index} ON {table} (available_at, seq);
-"""
-)
-"""Creates one partition's item table; fillfactor leaves room for HOT updates.
-The dead-letter sweep's index comes with it (:data:`CREATE_SWEEP_INDEX`)."""
-
-SWEEP_KEY: Final = (
-    "(CASE WHEN attempts > 0 AND available_at < expire_at THEN available_at ELSE expire_at END)"
-)
-"""When an item becomes the sweep's to check: its expiry or, once it has been
-leased, the end of its lease if sooner. Every exhausted or expired, unheld item
-has this key in the past; a fresh item reaches it only when it expires."""
-
-CREATE_SWEEP_INDEX: Final = sql.SQL(
-    "CREATE INDEX IF NOT EXISTS {sweep_index} ON {table} (" + SWEEP_KEY + ");"
-)
-"""The index :data:`DUE_FOUND` walks, so that a sweep reads the items it may
-move, not every due item of the partition (a backlog of 100k due items cost
-12 ms of server CPU per sweep, growing with the backlog)."""
-
-MISSING_SWEEP_INDEXES: Final = sql.SQL(
-    """
-SELECT q.id, p.n
-FROM {queues} AS q, generate_series(0, q.partitions - 1) AS p(n)
-WHERE to_regclass(format('%%I.%%I', %(schema)s::text, format('q%%s_p%%s_sweep', q.id, p.n)))
-      IS NULL
-ORDER BY q.id, p.n
-"""
-)
-"""Partitions created before the sweep's index existed (opening adds it)."""
-
-DROP_TABLES: Final = sql.SQL("DROP TABLE IF EXISTS {tables}")
-"""Drops a queue's partition tables (``{tables}`` is a joined identifier list)."""
 
 # -- queues -----------------------------------------------------------------
 
@@ -271,28 +180,59 @@ RETURNING true
 
 # -- items ------------------------------------------------------------------
 
-ITEM_COLUMNS: Final = sql.SQL(
-    "t.seq, t.version, t.available_at, t.lease_deadline, t.client_id, t.attempts,"
-    " t.expire_at, t.payload, t.kind, t.encoding, t.reference, t.headers::text, t.dedup_key,"
-    " t.source_id, t.created_at"
-)
+ITEM_COLUMNS: Final = sql.SQL(item_select("t"))
 """The item columns :func:`rows.item` maps, in order; the table is aliased ``t``
-(headers come as JSON text: most are ``{}``, which needs no parsing)."""
+(:data:`~.schema.ITEM_TABLE`)."""
+
+UNKEYED: Final = tuple(c for c in GIVEN if c.name != "dedup_key")
+"""The per-item arrays of an insert of items without dedup keys."""
+
+
+def produced(prefix: str = "") -> dict[str, str]:
+    """What inserting a produced item puts in each column, reading the item from
+    the arrays' row ``v`` and the queue's expiry from ``<prefix>expire_timeout``."""
+    return {
+        **given_values("v"),
+        "version": "1",
+        "available_at": "coalesce(v.available_at, now())",
+        "attempts": "0",
+        "expire_at": f"now() + make_interval(secs => %({prefix}expire_timeout)s::float8)",
+    }
+
+
+def produced_leased(prefix: str, client_id: str) -> dict[str, str]:
+    """:func:`produced`, each item due now leased at once to ``client_id`` for
+    ``<prefix>lease_timeout`` seconds (one due later is inserted as produced)."""
+    lease = f"now() + make_interval(secs => %({prefix}lease_timeout)s::float8)"
+    due = "(v.available_at IS NULL OR v.available_at <= now())"
+    return {
+        **produced(prefix),
+        "available_at": f"CASE WHEN {due} THEN {lease} ELSE v.available_at END",
+        "lease_deadline": f"CASE WHEN {due} THEN {lease} END",
+        "client_id": f"CASE WHEN {due} THEN {client_id} END",
+        "attempts": f"CASE WHEN {due} THEN 1 ELSE 0 END",
+    }
+
+
+_GIVEN_ARRAYS, _GIVEN_NAMES = given_arrays("")
+_PRODUCED_COLUMNS, _PRODUCED_VALUES = insert_list(produced())
+_LEASED_COLUMNS, _LEASED_VALUES = insert_list(produced_leased("", "%(client_id)s"))
+_UNKEYED_COLUMNS, _UNKEYED_VALUES = insert_list(
+    {column: value for column, value in produced().items() if column != "dedup_key"}
+)
 
 INSERT_ITEMS: Final = sql.SQL(
     """
 WITH inserted AS (
-    INSERT INTO {table}
-        (version, available_at, attempts, expire_at, payload, kind, encoding, reference,
-         headers, dedup_key)
-    SELECT 1, coalesce(v.available_at, now()), 0,
-           now() + make_interval(secs => %(expire_timeout)s::float8),
-           v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key
-    FROM unnest(%(payload)b::bytea[], %(kind)s::text[], %(encoding)s::text[],
-                %(reference)s::text[], %(headers)s::text[], %(available_at)s::timestamptz[],
-                %(dedup_key)s::text[])
-         WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at,
-                              dedup_key, ord)
+    INSERT INTO {table} ("""
+    + _PRODUCED_COLUMNS
+    + ")\n    SELECT "
+    + _PRODUCED_VALUES
+    + "\n    FROM unnest("
+    + _GIVEN_ARRAYS
+    + ") WITH ORDINALITY AS v("
+    + _GIVEN_NAMES
+    + """, ord)
     ORDER BY v.ord
     ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING seq, dedup_key
@@ -308,26 +248,15 @@ With ``notify`` it also wakes the queue's listeners (at commit), which adds one
 
 INSERT_LEASED: Final = sql.SQL(
     """
-WITH v AS (
-    SELECT v.*, (v.available_at IS NULL OR v.available_at <= now()) AS due
-    FROM unnest(%(payload)b::bytea[], %(kind)s::text[], %(encoding)s::text[],
-                %(reference)s::text[], %(headers)s::text[], %(available_at)s::timestamptz[],
-                %(dedup_key)s::text[])
-         WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at,
-                              dedup_key, ord)
-)
-INSERT INTO {table} AS t
-    (version, available_at, lease_deadline, client_id, attempts, expire_at, payload, kind,
-     encoding, reference, headers, dedup_key)
-SELECT 1,
-       CASE WHEN v.due THEN now() + make_interval(secs => %(lease_timeout)s::float8)
-            ELSE v.available_at END,
-       CASE WHEN v.due THEN now() + make_interval(secs => %(lease_timeout)s::float8) END,
-       CASE WHEN v.due THEN %(client_id)s END,
-       CASE WHEN v.due THEN 1 ELSE 0 END,
-       now() + make_interval(secs => %(expire_timeout)s::float8),
-       v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb, v.dedup_key
-FROM v
+INSERT INTO {table} AS t ("""
+    + _LEASED_COLUMNS
+    + ")\nSELECT "
+    + _LEASED_VALUES
+    + "\nFROM unnest("
+    + _GIVEN_ARRAYS
+    + ") WITH ORDINALITY AS v("
+    + _GIVEN_NAMES
+    + """, ord)
 ORDER BY v.ord
 ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING t.seq, t.dedup_key, {columns}
@@ -340,20 +269,20 @@ Held dedup keys are skipped (the caller claims those items separately)."""
 INSERT_BRANCH: Final = sql.SQL(
     """
 {name} AS (
-    INSERT INTO {table}
-        (version, available_at, attempts, expire_at, payload, kind, encoding, reference, headers)
-    SELECT 1, coalesce(v.available_at, now()), 0,
-           now() + make_interval(secs => %(expire_timeout)s::float8),
-           v.payload, v.kind, v.encoding, v.reference, v.headers::jsonb
-    FROM unnest({payload}::bytea[], {kind}::text[], {encoding}::text[], {reference}::text[],
-                {headers}::text[], {available_at}::timestamptz[])
-         WITH ORDINALITY AS v(payload, kind, encoding, reference, headers, available_at, ord)
+    INSERT INTO {table} ("""
+    + _UNKEYED_COLUMNS
+    + ")\n    SELECT "
+    + _UNKEYED_VALUES
+    + "\n    FROM unnest({arrays}) WITH ORDINALITY AS v("
+    + ", ".join(c.name for c in UNKEYED)
+    + """, ord)
     ORDER BY v.ord
     RETURNING seq
 )"""
 )
 """One partition's part of :data:`INSERT_UNKEYED`: its items in input order (so seqs
-ascend with it). ``{name}`` names the CTE; the other fields are placeholders."""
+ascend with it). ``{name}`` names the CTE; ``{arrays}`` binds the items' arrays
+(:func:`unkeyed_arrays`)."""
 
 INSERT_UNKEYED_SELECT: Final = sql.SQL("SELECT {partition}::integer, seq FROM {name}")
 """The (partition, seq) rows of one :data:`INSERT_BRANCH`."""
@@ -565,6 +494,17 @@ RETURNING {columns}
 DUE_GIVEN: Final = sql.SQL("SELECT unnest(%(seqs)s::bigint[]) AS seq")
 """Dead-letter selection: the given (already locked) seqs."""
 
+_DEAD_COLUMNS, _DEAD_VALUES = insert_list(
+    {
+        "version": "1",
+        "available_at": "now()",
+        "attempts": "0",
+        "expire_at": "now() + make_interval(secs => %(expire_timeout)s::float8)",
+        **{column: f"m.{column}" for column in MOVED},
+        "source_id": "%(id_prefix)s || m.seq::text",
+    }
+)
+
 DUE_FOUND: Final = sql.SQL(
     """
 SELECT seq FROM {source}
@@ -589,13 +529,15 @@ DEAD_MOVE: Final = sql.SQL(
 WITH due AS ({due}),
 moved AS (
     DELETE FROM {source} AS s USING due WHERE s.seq = due.seq
-    RETURNING s.seq, s.payload, s.kind, s.encoding, s.reference, s.headers
+    RETURNING s.seq, """
+    + ", ".join(f"s.{column}" for column in MOVED)
+    + """
 )
-INSERT INTO {dead}
-    (version, available_at, attempts, expire_at, payload, kind, encoding, reference,
-     headers, source_id)
-SELECT 1, now(), 0, now() + make_interval(secs => %(expire_timeout)s::float8),
-       m.payload, m.kind, m.encoding, m.reference, m.headers, %(id_prefix)s || m.seq::text
+INSERT INTO {dead} ("""
+    + _DEAD_COLUMNS
+    + ")\nSELECT "
+    + _DEAD_VALUES
+    + """
 FROM moved AS m
 ORDER BY m.seq
 """
@@ -608,11 +550,128 @@ DEAD_DROP: Final = sql.SQL(
 """Deletes selected items of a queue that has no dead queue."""
 
 
+# -- one-statement transactions (fused.py) ------------------------------------
+# The parts :mod:`.fused` assembles into one statement of data-modifying CTEs.
+# They are ``str.format`` templates: ``{n}`` (``{k}``) numbers the part, and the
+# psycopg fields left for later are doubled (``{{d{n}}}``: delete n's table).
+
+FUSED_DELETE: Final = """
+d{n} AS (
+    DELETE FROM {{d{n}}} AS t
+    USING unnest(%(d{n}_seqs)s::bigint[], %(d{n}_versions)s::integer[]) AS w(seq, version)
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > now()
+    RETURNING t.seq
+)"""
+"""Completes held items of one table whose (seq, version) match, as
+:data:`COMPLETE_CHECKED` does; :data:`FUSED_OK` checks the count."""
+
+FUSED_DELETED: Final = "(SELECT count(*) FROM d{n}) = %(d{n}_count)s::bigint"
+"""True when delete ``n`` found every item it was given."""
+
+FUSED_OK: Final = (
+    "\nok AS (SELECT CASE WHEN {deleted} THEN 1 ELSE {{schema}}.check_failed() END AS ok)"
+)
+"""One row, or ``check_failed()`` when a delete came short (``{deleted}``: every
+:data:`FUSED_DELETED` joined by AND). Every insert reads it, so none runs first."""
+
+FUSED_OK_UNCHECKED: Final = "\nok AS (SELECT 1::bigint AS ok)"
+""":data:`FUSED_OK` of a statement that completes nothing."""
+
+_FUSED_ARRAYS, _FUSED_NAMES = given_arrays("i{n}_")
+_FUSED_PRODUCED = insert_list(produced("i{n}_"))
+_CLIENT_ARRAY = ITEM_TABLE[ITEM_POSITION["client_id"]]._replace(given_as="text")
+_FUSED_LEASED_ARRAYS, _FUSED_LEASED_NAMES = given_arrays("i{n}_", (*GIVEN, _CLIENT_ARRAY))
+_FUSED_LEASED = insert_list(produced_leased("i{n}_", "v.client_id"))
+
+FUSED_INSERT: Final = (
+    """
+i{n} AS (
+    INSERT INTO {{i{n}}} ("""
+    + _FUSED_PRODUCED[0]
+    + ")\n    SELECT "
+    + _FUSED_PRODUCED[1]
+    + "\n    FROM unnest("
+    + _FUSED_ARRAYS
+    + ") WITH ORDINALITY AS v("
+    + _FUSED_NAMES
+    + """, ord)
+    CROSS JOIN ok
+    ORDER BY v.ord
+    ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING seq, dedup_key
+)"""
+)
+"""Insert ``n``: items produced into one table, as :data:`INSERT_ITEMS` does."""
+
+FUSED_INSERT_LEASED: Final = (
+    """
+i{n} AS (
+    INSERT INTO {{i{n}}} AS t ("""
+    + _FUSED_LEASED[0]
+    + ")\n    SELECT "
+    + _FUSED_LEASED[1]
+    + "\n    FROM unnest("
+    + _FUSED_LEASED_ARRAYS
+    + ") WITH ORDINALITY AS v("
+    + _FUSED_LEASED_NAMES
+    + """, ord)
+    CROSS JOIN ok
+    ORDER BY v.ord
+    ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING {{columns}}
+)"""
+)
+"""Insert ``n``: claimed items, each due now leased to its plan's client, as
+:data:`INSERT_LEASED` does; returns the inserted rows whole."""
+
+FUSED_HITS: Final = """
+h{n} AS (
+    SELECT t.seq, t.dedup_key FROM {{i{n}}} AS t
+    WHERE t.dedup_key = ANY(%(i{n}_keys)s::text[])
+      AND t.dedup_key NOT IN (SELECT dedup_key FROM i{n} WHERE dedup_key IS NOT NULL)
+)"""
+"""The items that already held dedup keys insert ``n`` skipped."""
+
+FUSED_INSERTED: Final = "(SELECT count(*) FROM i{n})"
+"""How many rows insert ``n`` added."""
+
+FUSED_HIT: Final = " + (SELECT count(*) FROM h{n})"
+"""Added to :data:`FUSED_INSERTED` when insert ``n`` has dedup keys."""
+
+FUSED_EXPLAINED: Final = " = %(i{n}_count)s::bigint"
+"""Ends insert ``n``'s check: added and hit rows account for every item given."""
+
+FUSED_DONE: Final = "CASE WHEN {explained} THEN 0 ELSE {{schema}}.check_failed() END"
+"""0, or ``check_failed()`` when an insert came short of what it explains (a key
+taken by a transaction that committed after the statement began)."""
+
+FUSED_WOKEN: Final = (
+    "\nwoken AS (SELECT pg_notify(%(channel)s, w) FROM unnest(%(notify)s::text[]) AS w)"
+)
+"""Wakes the produced queues' listeners (at commit)."""
+
+FUSED_LEASED_ROWS: Final = "SELECT {n}, l.* FROM i{n} AS l"
+"""The rows of leased insert ``n``, tagged ``n``."""
+
+FUSED_LOOKUP: Final = (
+    "SELECT {tag} - ({k} * {partitions} + l.part), "
+    + item_select("l")
+    + " FROM {{schema}}.lookup_keys(%(k{k}_tables)s::text[]::regclass[], %(k{k}_keys)s::text[],"
+    " {after}) AS l"
+)
+"""The items of lookup ``k``, after the statement's changes (``{after}`` reads them
+first), each tagged with its lookup and partition."""
+
+
+def fused_row(tag: str, seq: str, dedup_key: str, source: str | None, typed: bool) -> str:
+    """An output row of the fused statement shaped like a leased one, carrying
+    only ``seq`` and ``dedup_key`` (typed NULLs elsewhere for the UNION's first)."""
+    row = f"SELECT {tag}, " + item_row({"seq": seq, "dedup_key": dedup_key}, typed)
+    return row if source is None else f"{row} FROM {source}"
+
+
 # -- hot statements, rendered once per table ---------------------------------
 # Composing a template costs 10-50 µs a call; the hot path executes the bytes.
-
-UNKEYED_COLUMNS: Final = ("payload", "kind", "encoding", "reference", "headers", "available_at")
-"""The per-item parameters of :data:`INSERT_BRANCH`, each named ``<column>_<partition>``."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -629,6 +688,11 @@ def complete_for(names: Names, queue_id: int, partition: int) -> bytes:
     return COMPLETE_CHECKED.format(table=table, schema=names.schema_id).as_bytes(None)
 
 
+def unkeyed_prefix(partition: int) -> str:
+    """The prefix of the names :data:`INSERT_UNKEYED` binds one partition's items under."""
+    return f"p{partition}_"
+
+
 @functools.lru_cache(maxsize=4096)
 def insert_unkeyed_for(names: Names, queue_id: int, partitions: tuple[int, ...]) -> bytes:
     """:data:`INSERT_UNKEYED` into the given partitions of one queue."""
@@ -636,12 +700,9 @@ def insert_unkeyed_for(names: Names, queue_id: int, partitions: tuple[int, ...])
     selects = []
     for partition in partitions:
         name = sql.Identifier(f"p{partition}")
-        fields = {
-            column: sql.Placeholder(f"{column}_{partition}", "b" if column == "payload" else "s")
-            for column in UNKEYED_COLUMNS
-        }
+        arrays = sql.SQL(given_arrays(unkeyed_prefix(partition), UNKEYED)[0])
         table = names.partition(queue_id, partition)
-        branches.append(INSERT_BRANCH.format(name=name, table=table, **fields))
+        branches.append(INSERT_BRANCH.format(name=name, table=table, arrays=arrays))
         selects.append(INSERT_UNKEYED_SELECT.format(partition=sql.Literal(partition), name=name))
     statement = INSERT_UNKEYED.format(
         branches=sql.SQL(",").join(branches), selects=sql.SQL(" UNION ALL ").join(selects)

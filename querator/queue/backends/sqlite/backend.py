@@ -20,11 +20,12 @@ import anyio.to_thread
 
 from querator.errors import Unavailable
 from querator.queue.backends.base import NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.backends.sqlite import items as item_ops
 from querator.queue.backends.sqlite import queues as queue_ops
 from querator.queue.backends.sqlite.engine import Store
+from querator.queue.backends.sqlite.migrations import prepare_schema
 from querator.queue.backends.sqlite.rows import Txn, from_us
-from querator.queue.backends.sqlite.schema import create_catalog
 from querator.queue.backends.sqlite.transact import transact
 from querator.queue.backends.sqlite.wakeup import Wakeup
 from querator.queue.models import (
@@ -62,7 +63,9 @@ class SqliteBackend:
 
     # -- lifecycle ----------------------------------------------------------
     async def open(self) -> None:
-        """Open the file (creating it and its directory) and create the catalog if needed."""
+        """Open the file (creating it and its directory), and create the catalog or
+        migrate it to the newest version; SchemaTooNew for a file a newer querator
+        migrated beyond what this one can use (:mod:`.migrations`)."""
         if self._store is not None:
             return
         await anyio.to_thread.run_sync(self._open)
@@ -75,11 +78,27 @@ class SqliteBackend:
             raise Unavailable(f"cannot create {directory!r}: {exc}") from exc
         store = Store(self.path, self._wakeup.notify)
         try:
-            store.run(lambda txn: create_catalog(txn.conn), write=True)
+            store.run(partial(self._prepare, apply=True), write=True)
         except BaseException:
             store.close()
             raise
         self._store = store
+
+    def _prepare(self, txn: Txn, apply: bool) -> SchemaReport:
+        return prepare_schema(txn.conn, f"SQLite store {self.path!r}", apply)
+
+    async def migrate(self, apply: bool) -> SchemaReport:
+        """Create or migrate the catalog (or, unless ``apply``, say what that would
+        do) without opening the backend."""
+
+        def run() -> SchemaReport:
+            store = Store(self.path, lambda queues: None)
+            try:
+                return store.run(partial(self._prepare, apply=apply), write=True)
+            finally:
+                store.close()
+
+        return await anyio.to_thread.run_sync(run)
 
     async def close(self) -> None:
         """Release the connections and the wakeup socket; the file keeps its data."""

@@ -27,14 +27,20 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable, DropTable, ExecutableDDLElement
 
 __all__ = [
+    "READ_VERSION",
+    "STORE_TABLES",
     "SWEEP_KEY",
+    "WRITE_VERSION",
+    "add_sweep_indexes",
     "catalog",
     "create_catalog",
     "create_partitions",
+    "create_version_table",
     "drop_partitions",
     "maintenance",
     "partition_table",
     "queues",
+    "schema_version",
     "table_name",
 ]
 
@@ -66,6 +72,17 @@ maintenance = Table(
     Column("last_run", Integer, nullable=False),
 )
 """A single row (``id = 1``): when a client last claimed the maintenance run."""
+
+schema_version = Table(
+    "schema_version",
+    catalog,
+    Column("id", Integer, primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("requires", Integer, nullable=False),
+    Column("migrated_at", Integer, nullable=False),
+)
+"""A single row (``id = 1``): the schema's version, and the oldest version a
+client must know to use the store (see :mod:`.migrations`)."""
 
 
 SWEEP_KEY = (
@@ -120,11 +137,19 @@ def _create(conn: sqlite3.Connection, table: Table) -> None:
 
 
 def create_catalog(conn: sqlite3.Connection) -> None:
-    """Create the fixed tables and the maintenance row if they are missing, and
-    the sweep's index on partitions that lack it (a file from an older querator)."""
+    """Create the fixed tables and the maintenance row if they are missing."""
     for table in catalog.sorted_tables:
         _create(conn, table)
     conn.execute("INSERT INTO maintenance (id, last_run) VALUES (1, 0) ON CONFLICT DO NOTHING")
+
+
+def create_version_table(conn: sqlite3.Connection) -> None:
+    """Create the version table if it is missing (a file from before versions)."""
+    _create(conn, schema_version)
+
+
+def add_sweep_indexes(conn: sqlite3.Connection) -> None:
+    """Give partitions that lack it the sweep's index (a file from an older querator)."""
     indexes = {
         row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
     }
@@ -144,3 +169,20 @@ def drop_partitions(conn: sqlite3.Connection, queue_id: int, partitions: range) 
     """Drop the tables (and their indexes) of the given partitions."""
     for partition in partitions:
         _run(conn, DropTable(partition_table(queue_id, partition), if_exists=True))
+
+
+STORE_TABLES = (
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('queues', 'schema_version')"
+)
+"""Which of the store's table and its version table the file holds (a store made
+before versions were recorded is at version 1)."""
+
+READ_VERSION = "SELECT version, requires FROM schema_version WHERE id = 1"
+"""The store's version and the oldest version a client must know to use it."""
+
+WRITE_VERSION = (
+    "INSERT INTO schema_version (id, version, requires, migrated_at) VALUES (1, ?, ?, ?)"
+    " ON CONFLICT (id) DO UPDATE SET version = excluded.version,"
+    " requires = excluded.requires, migrated_at = excluded.migrated_at"
+)
+"""Records the version the store is at now (times in microseconds)."""

@@ -1,0 +1,283 @@
+"""The PostgreSQL schema: the item table's columns, declared once, and the DDL.
+
+:data:`ITEM_TABLE` is the one declaration of a partition's columns. The
+``CREATE TABLE`` of a partition, the row type of ``lookup_keys()``, and every
+list of item columns a statement selects, inserts or returns
+(:mod:`.statements`) are built from it, so a column is added in one place.
+
+The DDL here builds the newest schema in one go, for a new store; a store made
+by an older querator is brought up to it by :mod:`.migrations`. Templates are
+:class:`psycopg.sql.SQL` objects whose ``{fields}`` are identifiers from
+:class:`~.statements.Names`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from psycopg import sql
+
+if TYPE_CHECKING:
+    from querator.queue.backends.postgres.statements import Names
+
+
+class Column(NamedTuple):
+    """One column of the item table."""
+
+    name: str
+    type: str
+    """Its SQL type as stored."""
+    options: str = ""
+    """The rest of its definition: constraints, collation, default."""
+    read_as: str = ""
+    """The type rows carry when it is not :attr:`type` (``headers`` reads as
+    JSON text: most are ``{}``, which needs no parsing)."""
+    given_as: str = ""
+    """For the columns a producer gives, the type of the per-item array its
+    values are bound as ("" for columns the store fills)."""
+
+    @property
+    def definition(self) -> str:
+        """The column as ``CREATE TABLE`` declares it."""
+        return f"{self.name} {self.type} {self.options}".rstrip()
+
+    @property
+    def read_type(self) -> str:
+        """The type of the column in a row read back."""
+        return self.read_as or self.type
+
+
+ITEM_TABLE: Final = (
+    Column("seq", "bigint", "GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+    Column("version", "integer", "NOT NULL"),
+    Column("available_at", "timestamptz", "NOT NULL", given_as="timestamptz"),
+    Column("lease_deadline", "timestamptz"),
+    Column("client_id", "text"),
+    Column("attempts", "integer", "NOT NULL"),
+    Column("expire_at", "timestamptz", "NOT NULL"),
+    Column("payload", "bytea", "NOT NULL", given_as="bytea"),
+    Column("kind", "text", "NOT NULL", given_as="text"),
+    Column("encoding", "text", "NOT NULL", given_as="text"),
+    Column("reference", "text", "NOT NULL", given_as="text"),
+    Column("headers", "jsonb", "NOT NULL", read_as="text", given_as="text"),
+    Column("dedup_key", "text", 'COLLATE "C"', given_as="text"),
+    Column("source_id", "text"),
+    Column("created_at", "timestamptz", "NOT NULL DEFAULT now()"),
+)
+"""The columns of a partition's item table, in table order; rows are read in
+this order (:func:`~.rows.item` maps them)."""
+
+ITEM_POSITION: Final = {column.name: n for n, column in enumerate(ITEM_TABLE)}
+"""Where each column sits in a row read with :func:`item_select`."""
+
+GIVEN: Final = tuple(column for column in ITEM_TABLE if column.given_as)
+"""The columns a producer gives per item, bound as one array each."""
+
+MOVED: Final = ("payload", "kind", "encoding", "reference", "headers")
+"""The columns a dead-lettered item carries into its dead queue."""
+
+
+def item_select(alias: str) -> str:
+    """Every item column of the table aliased ``alias``, in table order, as read."""
+    return ", ".join(
+        f"{alias}.{c.name}" + (f"::{c.read_as}" if c.read_as else "") for c in ITEM_TABLE
+    )
+
+
+def item_row(values: Mapping[str, str], typed: bool = False) -> str:
+    """A row shaped like :func:`item_select`'s: ``values`` by column, NULL elsewhere
+    (typed NULLs when ``typed``: the first row of a UNION sets the types)."""
+    unknown = set(values) - set(ITEM_POSITION)
+    assert not unknown, f"not item columns: {unknown}"
+    null = "NULL::{}" if typed else "NULL"
+    return ", ".join(values.get(c.name, null.format(c.read_type)) for c in ITEM_TABLE)
+
+
+def given_arrays(prefix: str, columns: Iterable[Column] = GIVEN) -> tuple[str, str]:
+    """The per-item arrays of ``columns`` as ``unnest`` arguments bound from
+    parameters named ``<prefix><column>``, and their column names."""
+    columns = list(columns)
+    arrays = ", ".join(
+        f"%({prefix}{c.name}){'b' if c.given_as == 'bytea' else 's'}::{c.given_as}[]"
+        for c in columns
+    )
+    return arrays, ", ".join(c.name for c in columns)
+
+
+def given_values(source: str) -> dict[str, str]:
+    """The value of each given column taken from row ``source`` of the arrays,
+    cast to its stored type where it is bound as another."""
+    return {
+        c.name: f"{source}.{c.name}" + (f"::{c.type}" if c.type != c.given_as else "")
+        for c in GIVEN
+    }
+
+
+def insert_list(values: Mapping[str, str]) -> tuple[str, str]:
+    """An INSERT's column list and its matching value list, in table order."""
+    unknown = set(values) - set(ITEM_POSITION)
+    assert not unknown, f"not item columns: {unknown}"
+    names = [c.name for c in ITEM_TABLE if c.name in values]
+    return ", ".join(names), ", ".join(values[name] for name in names)
+
+
+# -- DDL ----------------------------------------------------------------------
+
+SCHEMA_LOCK: Final = sql.SQL("SELECT pg_advisory_xact_lock(hashtext(%(key)s))")
+"""Serialises schema creation and migration between processes for the current
+transaction."""
+
+_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS {schema_version} (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+    version integer NOT NULL,
+    requires integer NOT NULL,
+    migrated_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+CREATE_VERSION_TABLE: Final = sql.SQL(_VERSION_TABLE)
+"""The one-row table of the schema's version, and the oldest version a client
+must know to use the store (see :mod:`.migrations`)."""
+
+_FUNCTIONS = (
+    """
+CREATE OR REPLACE FUNCTION {schema}.check_failed() RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'querator: a checked change found a failed check'
+        USING ERRCODE = 'QR409';
+END
+$$;
+CREATE OR REPLACE FUNCTION {schema}.lookup_keys(tables regclass[], keys text[], after bigint)
+RETURNS TABLE (part integer, """
+    + ", ".join(f"{c.name} {c.read_type}" for c in ITEM_TABLE)
+    + """)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    FOR n IN 1 .. coalesce(array_length(tables, 1), 0) LOOP
+        RETURN QUERY EXECUTE format(
+            'SELECT $2, """
+    + item_select("t")
+    + """ FROM %s AS t WHERE t.dedup_key = ANY($1)', tables[n])
+        USING keys, n - 1;
+    END LOOP;
+END
+$$;
+"""
+)
+CREATE_FUNCTIONS: Final = sql.SQL(_FUNCTIONS)
+"""``check_failed()``, which one-statement changes call to undo themselves, and
+``lookup_keys()``, which looks up dedup keys with a snapshot of its own: called
+at the end of a one-statement change (``after`` makes it wait for the change's
+parts), it sees the change and everything committed until then (idempotent).
+Functions hold no data: :mod:`.migrations` replaces them after any migration."""
+
+CREATE_SCHEMA: Final = sql.SQL(
+    """
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {queues} (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name text COLLATE "C" NOT NULL UNIQUE,
+    lease_timeout double precision NOT NULL,
+    expire_timeout double precision NOT NULL,
+    max_attempts integer NOT NULL,
+    dead_queue text COLLATE "C",
+    reference text NOT NULL,
+    partitions integer NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS queues_dead_queue ON {queues} (dead_queue)
+    WHERE dead_queue IS NOT NULL;
+CREATE TABLE IF NOT EXISTS {maintenance} (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+    last_run timestamptz NOT NULL
+);
+INSERT INTO {maintenance} (id, last_run) VALUES (true, '-infinity')
+    ON CONFLICT (id) DO NOTHING;
+"""
+    + _VERSION_TABLE
+    + _FUNCTIONS
+)
+"""Creates the newest schema: the queue table, the maintenance row, the version
+table (its row is written by :mod:`.migrations`) and the functions."""
+
+CREATE_PARTITION: Final = sql.SQL(
+    "\nCREATE TABLE IF NOT EXISTS {table} (\n    "
+    + ",\n    ".join(c.definition for c in ITEM_TABLE)
+    + """
+) WITH (fillfactor = 70);
+CREATE UNIQUE INDEX IF NOT EXISTS {dedup_index} ON {table} (dedup_key)
+    WHERE dedup_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {available_index} ON {table} (available_at, seq);
+"""
+)
+"""Creates one partition's item table; fillfactor leaves room for HOT updates.
+The dead-letter sweep's index comes with it (:data:`CREATE_SWEEP_INDEX`)."""
+
+SWEEP_KEY: Final = (
+    "(CASE WHEN attempts > 0 AND available_at < expire_at THEN available_at ELSE expire_at END)"
+)
+"""When an item becomes the sweep's to check: its expiry or, once it has been
+leased, the end of its lease if sooner. Every exhausted or expired, unheld item
+has this key in the past; a fresh item reaches it only when it expires."""
+
+CREATE_SWEEP_INDEX: Final = sql.SQL(
+    "CREATE INDEX IF NOT EXISTS {sweep_index} ON {table} (" + SWEEP_KEY + ");"
+)
+"""The index :data:`~.statements.DUE_FOUND` walks, so that a sweep reads the
+items it may move, not every due item of the partition (a backlog of 100k due
+items cost 12 ms of server CPU per sweep, growing with the backlog)."""
+
+DROP_TABLES: Final = sql.SQL("DROP TABLE IF EXISTS {tables}")
+"""Drops a queue's partition tables (``{tables}`` is a joined identifier list)."""
+
+
+def partitions_ddl(names: Names, tables: Iterable[tuple[int, int]]) -> sql.Composed:
+    """:data:`CREATE_PARTITION` and :data:`CREATE_SWEEP_INDEX` of each (queue_id, partition)."""
+    return sql.SQL("").join(
+        CREATE_PARTITION.format(
+            table=names.partition(queue_id, n),
+            dedup_index=names.index(queue_id, n, "dedup"),
+            available_index=names.index(queue_id, n, "available"),
+        )
+        + sweep_index_ddl(names, queue_id, n)
+        for queue_id, n in tables
+    )
+
+
+def sweep_index_ddl(names: Names, queue_id: int, partition: int) -> sql.Composed:
+    """:data:`CREATE_SWEEP_INDEX` on one partition table."""
+    return CREATE_SWEEP_INDEX.format(
+        table=names.partition(queue_id, partition),
+        sweep_index=names.index(queue_id, partition, "sweep"),
+    )
+
+
+# -- versions and migrations ---------------------------------------------------
+
+STORE_TABLES: Final = sql.SQL(
+    "SELECT to_regclass(format('%%I.queues', %(schema)s::text)) IS NOT NULL,"
+    " to_regclass(format('%%I.schema_version', %(schema)s::text)) IS NOT NULL"
+)
+"""Whether the schema holds a store, and whether that store records its version
+(a store made before versions were recorded is at version 1)."""
+
+READ_VERSION: Final = sql.SQL("SELECT version, requires FROM {schema_version}")
+"""The store's version and the oldest version a client must know to use it."""
+
+WRITE_VERSION: Final = sql.SQL(
+    """
+INSERT INTO {schema_version} (id, version, requires) VALUES (true, %(version)s, %(requires)s)
+ON CONFLICT (id) DO UPDATE
+SET version = excluded.version, requires = excluded.requires, migrated_at = now()
+"""
+)
+"""Records the version the store is at now."""
+
+QUEUE_TABLES: Final = sql.SQL("SELECT id, partitions FROM {queues} ORDER BY id")
+"""Every queue's id and partition count: the item tables a migration changes."""
+
+COLLATE_DEDUP_KEY: Final = sql.SQL(
+    'ALTER TABLE {table} ALTER COLUMN dedup_key TYPE text COLLATE "C";'
+)
+"""Version 2: dedup keys compare by code point (rebuilds the table's dedup index)."""

@@ -1,0 +1,80 @@
+"""The SQLite schema's versions, and the migrations that bring a file forward.
+
+:func:`prepare_schema` runs when a backend opens (and for ``querator
+migrate``) in one ``BEGIN IMMEDIATE`` transaction: it holds the file's write
+lock, so two processes opening an old file at once migrate it once (the
+second waits, then finds it current). A new file gets the newest catalog
+directly. Versions are numbered like PostgreSQL's, so one number names one
+schema on every backend; a version that changes nothing here still records
+itself. The rules are in :mod:`querator.queue.backends.schema_versions`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Final
+
+from querator.queue.backends import schema_versions as versions
+from querator.queue.backends.schema_versions import Migration, SchemaReport, StoreVersion
+from querator.queue.backends.sqlite import schema
+from querator.queue.backends.sqlite.rows import now_us
+
+__all__ = ["MIGRATIONS", "prepare_schema"]
+
+Step = Callable[[sqlite3.Connection], None]
+"""Applies one migration inside the migrating transaction."""
+
+
+def _dedup_keys_by_code_point(conn: sqlite3.Connection) -> None:
+    """SQLite's BINARY collation already compares dedup keys by code point:
+    nothing to change but the sweep's index on partitions made before it."""
+    schema.add_sweep_indexes(conn)
+
+
+MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
+    Migration(1, "initial schema (querator's git tag schema-v1)", None),
+    Migration(
+        2,
+        "dedup keys compare by code point (SQLite's BINARY collation already does)",
+        _dedup_keys_by_code_point,
+    ),
+)
+"""Every schema version, oldest first; append new ones (never edit a released one)."""
+
+
+def prepare_schema(conn: sqlite3.Connection, store: str, apply: bool) -> SchemaReport:
+    """Create or migrate the catalog to the newest version (``apply``), or say what
+    that would do; run it inside a ``BEGIN IMMEDIATE`` transaction of ``conn``.
+
+    Raises :class:`~querator.errors.SchemaTooNew` for a file a newer querator
+    migrated beyond what this one can use.
+    """
+    found = _found(conn)
+    if found is None:
+        after = versions.newest(MIGRATIONS)
+        if apply:
+            schema.create_catalog(conn)
+            _record(conn, after)
+        return versions.report(store, None, (), after, apply)
+    todo, after = versions.plan_migrations(MIGRATIONS, found, store)
+    if apply and todo:
+        for migration in todo:
+            assert migration.step is not None, "version 1 is every store's baseline"
+            migration.step(conn)
+        schema.create_version_table(conn)
+        _record(conn, after)
+    return versions.report(store, found, todo, after, apply)
+
+
+def _found(conn: sqlite3.Connection) -> StoreVersion | None:
+    """The version of the store in the file, or None when it holds none."""
+    tables = {name for (name,) in conn.execute(schema.STORE_TABLES)}
+    if "queues" not in tables:
+        return None
+    row = conn.execute(schema.READ_VERSION).fetchone() if "schema_version" in tables else None
+    return StoreVersion(1, 1) if row is None else StoreVersion(*row)
+
+
+def _record(conn: sqlite3.Connection, version: StoreVersion) -> None:
+    conn.execute(schema.WRITE_VERSION, (version.version, version.requires, now_us()))
