@@ -25,9 +25,9 @@ from querator.spark.storage import (
     staging_root,
 )
 from querator.spark.submission import SubmissionMarker, read_submission, submission_tag
-from querator.spark.watch import StageWatch, run_deadline, stage_progress
-from querator.workflows.engine.execute import CURRENT_STEP, StepContext
+from querator.spark.watch import StageWatch, stage_progress
 from querator.workflows.functions import StepFunction, StepOptions
+from querator.workflows.step_context import StepContext, current_step
 
 __all__ = ["SparkStage", "SparkStepFunction", "spark_step", "stage_progress"]
 
@@ -81,7 +81,7 @@ class SparkStepFunction(StepFunction[..., R]):
 
     def run_stage(self, args: tuple[Any, ...], kwargs: dict[str, Any], output: str | None) -> Any:
         """One attempt: reuse a committed output of this very call, or run and commit."""
-        ctx = CURRENT_STEP.get()
+        ctx = current_step()
         resource = resource_from(ctx.resources) if ctx is not None else default_resource()
         run_id = ctx.run_id if ctx is not None else None
         position = ctx.position if ctx is not None else None
@@ -140,7 +140,7 @@ class SparkStepFunction(StepFunction[..., R]):
     ) -> Any:
         watch = StageWatch(stage, resource, ctx, self.spark_timeout, self.progress_interval)
         if ctx is not None and not ctx.compensation:
-            watch.deadline = run_deadline(ctx)
+            watch.deadline = ctx.run_deadline()
             early = watch.stop_reason()
             if early is not None:
                 raise early

@@ -5,29 +5,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
-
-import anyio.from_thread
 
 from querator.spark.session import SparkResource
 from querator.spark.stage import SparkStage
-from querator.workflows.engine.execute import StepContext
-from querator.workflows.errors import StepTimeout, WorkflowCancelled
-from querator.workflows.layout import (
-    RESULTS_QUEUE,
-    RunMeta,
-    aborted_key,
-    cancel_key,
-    compensating_key,
-    meta_key,
-)
+from querator.workflows.errors import StepTimeout
 from querator.workflows.progress import report_progress
+from querator.workflows.step_context import StepContext
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["StageWatch", "run_deadline", "stage_progress"]
+__all__ = ["StageWatch", "stage_progress"]
 
 log = logging.getLogger("querator.spark")
 
@@ -78,16 +68,7 @@ class StageWatch(threading.Thread):
         name = self.stage.step
         if self.timeout is not None and time.monotonic() - self.began > self.timeout:
             return StepTimeout(f"step {name!r} was cancelled after {self.timeout}s")
-        ctx = self.ctx
-        if ctx is None or ctx.compensation:
-            return None
-        if self.deadline is not None and datetime.now(UTC) >= self.deadline:
-            return WorkflowCancelled(ctx.run_id, f"deadline passed; step {name!r} cancelled")
-        keys = [cancel_key(ctx.run_id), aborted_key(ctx.run_id), compensating_key(ctx.run_id)]
-        found = anyio.from_thread.run(ctx.aq.lookup, RESULTS_QUEUE, keys, token=ctx.token)
-        if any(key in found for key in keys):
-            return WorkflowCancelled(ctx.run_id, f"step {name!r} cancelled")
-        return None
+        return self.ctx.stop_reason(self.deadline) if self.ctx is not None else None
 
     def _cancel(self) -> None:
         first = self.cancelled_at is None
@@ -156,10 +137,3 @@ def stage_progress(spark: SparkSession, group: str) -> list[dict[str, Any]]:
                 }
             )
     return out
-
-
-def run_deadline(ctx: StepContext) -> datetime | None:
-    """The deadline of the step's run (``@workflow(timeout=...)``), if it has one."""
-    found = anyio.from_thread.run(ctx.aq.lookup, RESULTS_QUEUE, [meta_key(ctx.run_id)])
-    item = found.get(meta_key(ctx.run_id))
-    return RunMeta.model_validate_json(item.payload).deadline if item is not None else None

@@ -59,6 +59,7 @@ from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
 from querator.workflows.sagas.core import SagaFunction, saga
+from querator.workflows.step_context import StepContext, current_step
 
 __all__ = [
     "AsyncRunHandle",
@@ -79,6 +80,7 @@ __all__ = [
     "SagaFunction",
     "ScheduleInfo",
     "Scheduler",
+    "StepContext",
     "StepFailed",
     "StepFunction",
     "StepHandle",
@@ -95,6 +97,7 @@ __all__ = [
     "asleep_until",
     "check_replay",
     "check_replay_async",
+    "current_step",
     "delete_schedule",
     "fork",
     "fork_async",

@@ -28,7 +28,6 @@ from typing import Any
 import anyio.from_thread
 
 from querator.errors import Conflict, InvalidArgument, QueratorError, UsageError
-from querator.workflows.engine.execute import CURRENT_STEP, StepContext
 from querator.workflows.layout import (
     PROGRESS_SLOTS,
     RESULTS_QUEUE,
@@ -36,6 +35,7 @@ from querator.workflows.layout import (
     progress_key,
     record_item,
 )
+from querator.workflows.step_context import StepContext, current_step
 
 __all__ = ["areport_progress", "report_progress"]
 
@@ -46,7 +46,7 @@ MAX_PROGRESS_BYTES = 16 * 1024
 
 
 def _context() -> StepContext:
-    ctx = CURRENT_STEP.get()
+    ctx = current_step()
     if ctx is None:
         raise UsageError("report_progress() is for code running inside a step of a worker")
     return ctx
@@ -109,7 +109,7 @@ def report_progress(progress: Mapping[str, Any], *, context: StepContext | None 
     call's latest progress, replacing its previous report; ``get_run`` and
     ``querator runs show`` show it. For sync steps (they run in worker threads)
     and threads they start with ``contextvars.copy_context()``, or any thread
-    given the step's ``context`` (``CURRENT_STEP.get()`` in the step); raises
+    given the step's ``context`` (``current_step()`` in the step); raises
     :class:`~querator.errors.UsageError` outside a step."""
     ctx = context if context is not None else _context()
     record = _record(ctx, progress)

@@ -7,8 +7,6 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,37 +21,9 @@ from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
 from querator.workflows.functions import StepFunction
 from querator.workflows.layout import StepPayload, StepRecord, error_info, step_item
 from querator.workflows.retry import RetryDecision
+from querator.workflows.step_context import CURRENT_STEP, StepContext
 
 log = logging.getLogger("querator.workflows")
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What the attempt of a step item running now knows (see :data:`CURRENT_STEP`).
-
-    Set by the worker while a step function runs (in the step's thread too), so
-    step kinds built on ``@step`` (``querator.spark``) can name per-attempt
-    staging locations, watch for the run's cancellation and use the worker's
-    resources.
-    """
-
-    aq: AsyncQuerator
-    run_id: str
-    position: int
-    step: str
-    attempt: int
-    """1 for the first attempt (failed attempts before deferrals included)."""
-    record_key: str
-    compensation: bool
-    """True when the item is a compensation (it runs even once the run is cancelled)."""
-    resources: dict[str, Any] = field(default_factory=dict)
-    """The worker's resources by name (shared by its steps; closed when it stops)."""
-    token: Any = None
-    """The event loop's ``EventLoopToken``, for ``anyio.from_thread`` calls from other threads."""
-
-
-CURRENT_STEP: ContextVar[StepContext | None] = ContextVar("querator_step", default=None)
-"""The running step attempt's :class:`StepContext` (None outside a step item)."""
 
 
 async def _call(step: StepFunction[..., Any], args_text: str) -> str:
