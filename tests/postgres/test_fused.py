@@ -107,8 +107,9 @@ def _insert_item(conn: psycopg.Connection[Any], table: str, payload: bytes, key:
 def _transact_in_thread(
     q: Querator, **kwargs: Any
 ) -> tuple[threading.Thread, list[TransactResult]]:
-    """``q.transact(**kwargs)`` started in a thread; its result lands in the list."""
+    """``commit(**kwargs)`` (transact with the engine's knobs) started in a thread;
+    its result lands in the list."""
     results: list[TransactResult] = []
-    thread = threading.Thread(target=lambda: results.append(q.transact(**kwargs)))
+    thread = threading.Thread(target=lambda: results.append(q.call(q.aio.commit, **kwargs)))
     thread.start()
     return thread, results

@@ -26,6 +26,7 @@ def build_v1_store(path: Path) -> None:
     """The file querator's schema version 1 made, with :data:`v1.ITEMS` in it."""
     now = int(time.time() * 1_000_000)
     with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")  # as every querator store is
         conn.executescript(V1_SCHEMA)
         for name, dead, partitions in [
             (v1.DEAD_QUEUE, None, 1),
