@@ -12,8 +12,8 @@ from typing import Any
 
 from typing_extensions import Unpack
 
-from querator.queue.client import Querator as QueueClient
-from querator.queue.service import AsyncQuerator as AsyncQueueClient
+from querator.queue.client import QueueClient
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.cron.api import ScheduleOptions, schedule, schedule_async
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.runs import start, start_async

@@ -48,7 +48,7 @@ import typer
 from pydantic import BaseModel
 
 from querator.errors import InvalidArgument, QueratorError
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 
@@ -86,11 +86,11 @@ def _reporting() -> Iterator[None]:
         raise typer.Exit(1) from exc
 
 
-def _store(url: str) -> Querator:
+def _store(url: str) -> QueueClient:
     """The existing store at ``url``: a command other than ``worker`` never
     creates one (a mistyped SQLite path is an error, not a new empty store)."""
     _refuse_missing_file(url)
-    return Querator(url)
+    return QueueClient(url)
 
 
 def _refuse_missing_file(url: str) -> None:

@@ -22,7 +22,7 @@ from querator.cli import (
 )
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
@@ -282,7 +282,7 @@ def runs_replay(
         raise typer.Exit(1)
 
 
-def _running_runs(q: Querator) -> list[RunInfo]:
+def _running_runs(q: QueueClient) -> list[RunInfo]:
     """Every running run, page by page."""
     found: list[RunInfo] = []
     after: str | None = None

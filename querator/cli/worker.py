@@ -16,7 +16,7 @@ from querator.cli import (
 )
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import (
     DEFAULT_SHUTDOWN_GRACE,
@@ -70,7 +70,7 @@ def worker(
         names = ", ".join(sorted(f.name for f in functions))
         logging.getLogger("querator.worker").info("registering %s", names)
         wait = WORKER_STORE_WAIT if wait_for_store else 0.0
-        with Querator(url, wait_for_store=wait) as q:
+        with QueueClient(url, wait_for_store=wait) as q:
             Worker(q, functions, **options).run()
 
 

@@ -1,4 +1,4 @@
-"""The sync client: every call runs :class:`AsyncQuerator`'s code on a private
+"""The sync client: every call runs :class:`AsyncQueueClient`'s code on a private
 event loop thread (:class:`~querator.queue.loop_thread.LoopThread`). There is one implementation of
 each operation; this file only forwards."""
 
@@ -26,21 +26,21 @@ from querator.queue.models import (
 )
 from querator.queue.options import ClientOptions, TransactOptions
 from querator.queue.plans import RefLike
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 
 T = TypeVar("T")
 
 
-class Querator:
+class QueueClient:
     """A client of one queue store, for ordinary (sync) code; safe across threads.
 
-    Same arguments and methods as :class:`AsyncQuerator`, without ``await``.
+    Same arguments and methods as :class:`AsyncQueueClient`, without ``await``.
     It is open once constructed; use it as a context manager or call
     :meth:`close`. Calling it from inside a running event loop raises
-    :class:`~querator.errors.UsageError`: use ``AsyncQuerator`` there.
+    :class:`~querator.errors.UsageError`: use ``AsyncQueueClient`` there.
     """
 
-    _async_class: type[AsyncQuerator] = AsyncQuerator
+    _async_class: type[AsyncQueueClient] = AsyncQueueClient
     """The async client this class forwards to (a subclass may extend both)."""
 
     def __init__(self, url: str = DEFAULT_URL, **options: Unpack[ClientOptions]) -> None:
@@ -53,7 +53,7 @@ class Querator:
             raise
 
     @property
-    def aio(self) -> AsyncQuerator:
+    def aio(self) -> AsyncQueueClient:
         """The async client this one forwards to (usable on its portal's loop only)."""
         return self._async
 
@@ -102,39 +102,39 @@ class Querator:
     def create_queue(
         self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False
     ) -> QueueInfo:
-        """See :meth:`AsyncQuerator.create_queue`."""
+        """See :meth:`AsyncQueueClient.create_queue`."""
         return self._call(self._async.create_queue, name, settings, exist_ok=exist_ok)
 
     def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
-        """See :meth:`AsyncQuerator.update_queue`."""
+        """See :meth:`AsyncQueueClient.update_queue`."""
         return self._call(self._async.update_queue, name, settings)
 
     def delete_queue(self, name: str) -> None:
-        """See :meth:`AsyncQuerator.delete_queue`."""
+        """See :meth:`AsyncQueueClient.delete_queue`."""
         return self._call(self._async.delete_queue, name)
 
     def get_queue(self, name: str) -> QueueInfo:
-        """See :meth:`AsyncQuerator.get_queue`."""
+        """See :meth:`AsyncQueueClient.get_queue`."""
         return self._call(self._async.get_queue, name)
 
     def list_queues(self, pivot: str | None = None, limit: int = 100) -> list[QueueInfo]:
-        """See :meth:`AsyncQuerator.list_queues`."""
+        """See :meth:`AsyncQueueClient.list_queues`."""
         return self._call(self._async.list_queues, pivot, limit)
 
     def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
-        """See :meth:`AsyncQuerator.produce`."""
+        """See :meth:`AsyncQueueClient.produce`."""
         return self._call(self._async.produce, queue, items)
 
     def lease(
         self, queue: str, *, client_id: str, batch_size: int = 1, timeout: float = 0.0
     ) -> list[Leased]:
-        """See :meth:`AsyncQuerator.lease`."""
+        """See :meth:`AsyncQueueClient.lease`."""
         return self._call(
             self._async.lease, queue, client_id=client_id, batch_size=batch_size, timeout=timeout
         )
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> None:
-        """See :meth:`AsyncQuerator.complete`."""
+        """See :meth:`AsyncQueueClient.complete`."""
         return self._call(self._async.complete, queue, items)
 
     def retry(
@@ -145,27 +145,27 @@ class Querator:
         retry_at: datetime | None = None,
         dead: bool = False,
     ) -> None:
-        """See :meth:`AsyncQuerator.retry`."""
+        """See :meth:`AsyncQueueClient.retry`."""
         return self._call(self._async.retry, queue, items, retry_at=retry_at, dead=dead)
 
     def renew(
         self, queue: str, items: Sequence[RefLike], *, extend: float | None = None
     ) -> list[Leased]:
-        """See :meth:`AsyncQuerator.renew`."""
+        """See :meth:`AsyncQueueClient.renew`."""
         return self._call(self._async.renew, queue, items, extend=extend)
 
     def transact(self, **options: Unpack[TransactOptions]) -> TransactResult:
-        """See :meth:`AsyncQuerator.transact`."""
+        """See :meth:`AsyncQueueClient.transact`."""
         return self._call(self._async.transact, **options)
 
     def stats(self, queue: str) -> QueueStats:
-        """See :meth:`AsyncQuerator.stats`."""
+        """See :meth:`AsyncQueueClient.stats`."""
         return self._call(self._async.stats, queue)
 
     def list_items(
         self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
     ) -> list[StoredItem]:
-        """See :meth:`AsyncQuerator.list_items`."""
+        """See :meth:`AsyncQueueClient.list_items`."""
         return self._call(
             self._async.list_items, queue, partition=partition, pivot=pivot, limit=limit
         )
@@ -173,34 +173,36 @@ class Querator:
     def list_scheduled(
         self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
     ) -> list[StoredItem]:
-        """See :meth:`AsyncQuerator.list_scheduled`."""
+        """See :meth:`AsyncQueueClient.list_scheduled`."""
         return self._call(
             self._async.list_scheduled, queue, partition=partition, pivot=pivot, limit=limit
         )
 
     def lookup(self, queue: str, dedup_keys: Sequence[str]) -> dict[str, StoredItem]:
-        """See :meth:`AsyncQuerator.lookup`."""
+        """See :meth:`AsyncQueueClient.lookup`."""
         return self._call(self._async.lookup, queue, dedup_keys)
 
     def scan_keys(
         self, queue: str, prefix: str, *, after: str | None = None, limit: int = 100
     ) -> list[StoredItem]:
-        """See :meth:`AsyncQuerator.scan_keys`."""
+        """See :meth:`AsyncQueueClient.scan_keys`."""
         return self._call(self._async.scan_keys, queue, prefix, after=after, limit=limit)
 
     def delete_items(self, queue: str, ids: Sequence[str]) -> None:
-        """See :meth:`AsyncQuerator.delete_items`."""
+        """See :meth:`AsyncQueueClient.delete_items`."""
         return self._call(self._async.delete_items, queue, ids)
 
     def clear(self, queue: str, *, destructive: bool = False) -> int:
-        """See :meth:`AsyncQuerator.clear`."""
+        """See :meth:`AsyncQueueClient.clear`."""
         return self._call(self._async.clear, queue, destructive=destructive)
 
     def run_maintenance(self) -> int:
-        """See :meth:`AsyncQuerator.run_maintenance`."""
+        """See :meth:`AsyncQueueClient.run_maintenance`."""
         return self._call(self._async.run_maintenance)
 
 
-async def _build(cls: type[AsyncQuerator], url: str, options: dict[str, Any]) -> AsyncQuerator:
+async def _build(
+    cls: type[AsyncQueueClient], url: str, options: dict[str, Any]
+) -> AsyncQueueClient:
     """Construct the async client on its loop (it may bind loop-local state)."""
     return cls(url, **options)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from querator.errors import InvalidArgument
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.queue.models import Item, StoredItem
 
 __all__ = ["PAGE", "dead_letters", "dead_queue_of", "purge", "requeue"]
@@ -30,7 +30,7 @@ PAGE = 500
 """Dead letters handled per call to the store."""
 
 
-def dead_queue_of(q: Querator, queue: str) -> str:
+def dead_queue_of(q: QueueClient, queue: str) -> str:
     """The dead queue of ``queue``; InvalidArgument when it has none."""
     dead = q.get_queue(queue).settings.dead_queue
     if not dead:
@@ -38,7 +38,7 @@ def dead_queue_of(q: Querator, queue: str) -> str:
     return dead
 
 
-def dead_letters(q: Querator, queue: str, limit: int | None = None) -> list[StoredItem]:
+def dead_letters(q: QueueClient, queue: str, limit: int | None = None) -> list[StoredItem]:
     """The dead letters of ``queue``, in the order they arrived (at most ``limit``)."""
     dead = dead_queue_of(q, queue)
     found: list[StoredItem] = []
@@ -55,7 +55,7 @@ def dead_letters(q: Querator, queue: str, limit: int | None = None) -> list[Stor
     return found if limit is None else found[:limit]
 
 
-def _chosen(q: Querator, queue: str, ids: Sequence[str] | None) -> list[StoredItem]:
+def _chosen(q: QueueClient, queue: str, ids: Sequence[str] | None) -> list[StoredItem]:
     items = dead_letters(q, queue)
     if ids is None:
         return items
@@ -66,7 +66,7 @@ def _chosen(q: Querator, queue: str, ids: Sequence[str] | None) -> list[StoredIt
     return [by_id[item_id] for item_id in ids]
 
 
-def requeue(q: Querator, queue: str, ids: Sequence[str] | None = None) -> int:
+def requeue(q: QueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
     """Send dead letters back to ``queue`` (``ids``, or all); how many were sent."""
     chosen = _chosen(q, queue, ids)
     dead = dead_queue_of(q, queue)
@@ -88,7 +88,7 @@ def requeue(q: Querator, queue: str, ids: Sequence[str] | None = None) -> int:
     return len(chosen)
 
 
-def purge(q: Querator, queue: str, ids: Sequence[str] | None = None) -> int:
+def purge(q: QueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
     """Delete dead letters of ``queue`` (``ids``, or all); how many were deleted."""
     chosen = _chosen(q, queue, ids)
     dead = dead_queue_of(q, queue)

@@ -1,5 +1,5 @@
 """A private asyncio event loop on a daemon thread: how the sync client runs
-:class:`~querator.queue.service.AsyncQuerator`'s code.
+:class:`~querator.queue.service.AsyncQueueClient`'s code.
 
 One ``call`` is one hop each way (``run_coroutine_threadsafe`` and the
 result's future), about half the cost of anyio's blocking portal. The thread is

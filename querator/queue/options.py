@@ -19,7 +19,7 @@ __all__ = ["ClientOptions", "TransactOptions", "check_options"]
 
 
 class ClientOptions(TypedDict, total=False):
-    """How a client talks to its store (see :class:`~querator.queue.service.AsyncQuerator`)."""
+    """How a client talks to its store (see :class:`~querator.queue.service.AsyncQueueClient`)."""
 
     notifications: bool
     """Cross-process wakeups (default True; False: waiters poll)."""

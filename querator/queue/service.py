@@ -1,6 +1,6 @@
 """The queue service: validates, routes, waits and wakes; backends store.
 
-:class:`AsyncQuerator` is the one implementation of every queue operation;
+:class:`AsyncQueueClient` is the one implementation of every queue operation;
 the sync :class:`querator.Querator` is a thin shell that runs it on a
 background event loop.
 """
@@ -54,10 +54,10 @@ NOTIFIED_WAIT_CAP = 60.0
 """Longest single wait when cross-process wakeups are on (a safety net)."""
 
 
-class AsyncQuerator(QueueAdmin):
+class AsyncQueueClient(QueueAdmin):
     """A client of one queue store, for ``async`` code (anyio: asyncio or trio).
 
-    Use it as ``async with AsyncQuerator(url) as q:`` (or ``await q.open()`` and
+    Use it as ``async with AsyncQueueClient(url) as q:`` (or ``await q.open()`` and
     ``await q.close()`` from the same task). ``url`` is ``postgresql://…``,
     ``sqlite:///path.db`` (default ``sqlite:///querator.db``) or ``memory://``.
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from querator.errors import InvalidArgument, QueueNotFound
-from querator.queue.client import Querator
-from querator.queue.service import AsyncQuerator
+from querator.queue.client import QueueClient
+from querator.queue.service import AsyncQueueClient
 from querator.records import View
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import load_history
@@ -55,7 +55,7 @@ class ReplayCheck(View):
 
 
 async def check_replay_async(
-    aq: AsyncQuerator, run_id: str, functions: Iterable[DurableFunction]
+    aq: AsyncQueueClient, run_id: str, functions: Iterable[DurableFunction]
 ) -> ReplayCheck:
     """Replay ``run_id`` with ``functions`` (the run's workflow among them); see
     :func:`check_replay`."""
@@ -101,7 +101,7 @@ async def check_replay_async(
     )
 
 
-def check_replay(q: Querator, run_id: str, functions: Iterable[DurableFunction]) -> ReplayCheck:
+def check_replay(q: QueueClient, run_id: str, functions: Iterable[DurableFunction]) -> ReplayCheck:
     """Replay the stored run ``run_id`` with the code of ``functions`` (the run's
     workflow among them), without dispatching anything, and report whether the
     code still makes the calls its history holds.

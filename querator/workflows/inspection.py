@@ -19,9 +19,9 @@ from datetime import datetime
 from typing import Any, get_args
 
 from querator.errors import Conflict, InvalidArgument, QueueNotFound
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.queue.models import StoredItem
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count
 from querator.records import View
 from querator.workflows.errors import RunNotFound
@@ -175,7 +175,7 @@ def _run_info(
     )
 
 
-async def run_infos_async(aq: AsyncQuerator, run_ids: list[str]) -> dict[str, RunInfo]:
+async def run_infos_async(aq: AsyncQueueClient, run_ids: list[str]) -> dict[str, RunInfo]:
     """RunInfos of these runs by id, from their records (one lookup per 250 runs);
     runs without a meta record are left out."""
     infos: list[RunInfo] = []
@@ -199,7 +199,7 @@ def _head_keys(run_id: str) -> tuple[str, str, str, str]:
     return meta_key(run_id), result_key(run_id), cancel_key(run_id), resume_key(run_id)
 
 
-async def _with_saga_status(aq: AsyncQuerator, infos: list[RunInfo]) -> list[RunInfo]:
+async def _with_saga_status(aq: AsyncQueueClient, infos: list[RunInfo]) -> list[RunInfo]:
     """Running sagas may be ``compensating`` or ``compensation_failed``."""
     sagas = await saga_statuses(aq, [i.run_id for i in infos if i.status == "running"])
     return [
@@ -214,7 +214,7 @@ def _stored_status(info: RunInfo) -> RunStatus:
 
 
 async def list_runs_async(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     *,
     status: RunStatus | None = None,
     workflow: str | None = None,
@@ -268,7 +268,7 @@ async def list_runs_async(
     return runs
 
 
-async def _cursor(aq: AsyncQuerator, prefix: str, after: str | None) -> str | None:
+async def _cursor(aq: AsyncQueueClient, prefix: str, after: str | None) -> str | None:
     """The index key to list past for a page that starts after run ``after``."""
     if after is None:
         await aq.get_queue(RESULTS_QUEUE)  # QueueNotFound: nothing was ever started
@@ -280,7 +280,7 @@ async def _cursor(aq: AsyncQuerator, prefix: str, after: str | None) -> str | No
     return entry_key(prefix, after, meta.started_at)
 
 
-async def _prune(aq: AsyncQuerator, stale: list[str]) -> None:
+async def _prune(aq: AsyncQueueClient, stale: list[str]) -> None:
     """Delete index entries of a status their runs have left (another lister may
     have deleted some already)."""
     for start in range(0, len(stale), 1000):
@@ -289,7 +289,7 @@ async def _prune(aq: AsyncQuerator, stale: list[str]) -> None:
 
 
 async def _steps(
-    aq: AsyncQuerator, run_id: str
+    aq: AsyncQueueClient, run_id: str
 ) -> tuple[tuple[StepInfo, ...], tuple[StepProgress, ...]]:
     """Ended step calls, and the progress of those not ended, by position."""
     steps: list[StepInfo] = []
@@ -350,7 +350,7 @@ def _step_info(position: int, record: StepRecord, progress: StepProgress | None)
     )
 
 
-async def get_run_async(aq: AsyncQuerator, run_id: str) -> RunInfo:
+async def get_run_async(aq: AsyncQueueClient, run_id: str) -> RunInfo:
     """One run with its ended step calls; RunNotFound for an unknown run."""
     try:
         info = (await run_infos_async(aq, [run_id])).get(run_id)
@@ -367,7 +367,7 @@ async def get_run_async(aq: AsyncQuerator, run_id: str) -> RunInfo:
 
 
 def list_runs(
-    q: Querator,
+    q: QueueClient,
     *,
     status: RunStatus | None = None,
     workflow: str | None = None,
@@ -387,6 +387,6 @@ def list_runs(
     )
 
 
-def get_run(q: Querator, run_id: str) -> RunInfo:
+def get_run(q: QueueClient, run_id: str) -> RunInfo:
     """See :func:`get_run_async`."""
     return q.call(get_run_async, q.aio, run_id)

@@ -20,8 +20,8 @@ import logging
 from datetime import UTC, datetime
 
 from querator.errors import InvalidArgument
-from querator.queue.client import Querator
-from querator.queue.service import AsyncQuerator
+from querator.queue.client import QueueClient
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.history import load_history
 from querator.workflows.errors import RunNotFound
@@ -45,7 +45,7 @@ __all__ = ["fork", "fork_async", "resume", "resume_async"]
 log = logging.getLogger("querator.workflows")
 
 
-async def resume_async(aq: AsyncQuerator, run_id: str) -> bool:
+async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
     """Resume a failed or cancelled run (see the module doc); False when the run
     is running or completed. RunNotFound for an unknown run; InvalidArgument
     for a saga."""
@@ -71,7 +71,7 @@ async def resume_async(aq: AsyncQuerator, run_id: str) -> bool:
     return True
 
 
-async def fork_async(aq: AsyncQuerator, run_id: str, from_step: int) -> AsyncRunHandle[object]:
+async def fork_async(aq: AsyncQueueClient, run_id: str, from_step: int) -> AsyncRunHandle[object]:
     """A new run of ``run_id``'s workflow and arguments whose steps before
     position ``from_step`` keep the old run's results (0: start afresh)."""
     history = await load_history(aq, run_id, max(from_step, 0))
@@ -97,12 +97,12 @@ async def fork_async(aq: AsyncQuerator, run_id: str, from_step: int) -> AsyncRun
     return AsyncRunHandle(aq, new_id)
 
 
-def resume(q: Querator, run_id: str) -> bool:
+def resume(q: QueueClient, run_id: str) -> bool:
     """See :func:`resume_async`."""
     return q.call(resume_async, q.aio, run_id)
 
 
-def fork(q: Querator, run_id: str, from_step: int) -> RunHandle[object]:
+def fork(q: QueueClient, run_id: str, from_step: int) -> RunHandle[object]:
     """See :func:`fork_async`."""
     handle = q.call(fork_async, q.aio, run_id, from_step)
     return RunHandle(q, handle.run_id)

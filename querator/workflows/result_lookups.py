@@ -15,14 +15,14 @@ from collections.abc import Sequence
 import anyio
 
 from querator.queue.models import StoredItem
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.layout import RESULTS_QUEUE
 
 
 class SharedLookups:
     """The look-up rounds of one client's waiters (use :func:`shared_lookups`)."""
 
-    def __init__(self, aq: AsyncQuerator) -> None:
+    def __init__(self, aq: AsyncQueueClient) -> None:
         self._aq = aq
         self._lock = anyio.Lock()
         self._wanted: dict[int, Sequence[str]] = {}
@@ -49,10 +49,10 @@ class SharedLookups:
             del self._wanted[ticket]
 
 
-_BY_CLIENT: weakref.WeakKeyDictionary[AsyncQuerator, SharedLookups] = weakref.WeakKeyDictionary()
+_BY_CLIENT: weakref.WeakKeyDictionary[AsyncQueueClient, SharedLookups] = weakref.WeakKeyDictionary()
 
 
-def shared_lookups(aq: AsyncQuerator) -> SharedLookups:
+def shared_lookups(aq: AsyncQueueClient) -> SharedLookups:
     """The shared look-up rounds of client ``aq`` (call on its event loop)."""
     lookups = _BY_CLIENT.get(aq)
     if lookups is None:

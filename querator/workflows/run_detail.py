@@ -14,7 +14,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from querator.errors import QueueNotFound
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.records import View
 from querator.workflows.layout import RESULTS_QUEUE, STEP_KIND, StepPayload
 from querator.workflows.sagas.compensation import load_saga_state
@@ -60,7 +60,7 @@ class CompensationInfo(View):
     """``type: message`` when it failed."""
 
 
-async def _queues(aq: AsyncQuerator, first: str) -> list[str]:
+async def _queues(aq: AsyncQueueClient, first: str) -> list[str]:
     """The run's workflow queue first, then every other queue but the results."""
     names, pivot = [first], None
     while True:
@@ -72,7 +72,9 @@ async def _queues(aq: AsyncQuerator, first: str) -> list[str]:
         pivot = page[-1]
 
 
-async def pending_steps(aq: AsyncQuerator, run_id: str, workflow_queue: str) -> list[PendingStep]:
+async def pending_steps(
+    aq: AsyncQueueClient, run_id: str, workflow_queue: str
+) -> list[PendingStep]:
     """The run's step items in every queue, by position (compensations last)."""
     found: list[PendingStep] = []
     for queue in await _queues(aq, workflow_queue):
@@ -104,7 +106,7 @@ async def pending_steps(aq: AsyncQuerator, run_id: str, workflow_queue: str) -> 
     return sorted(found, key=lambda p: (p.compensation, p.position))
 
 
-async def compensations(aq: AsyncQuerator, run_id: str) -> list[CompensationInfo]:
+async def compensations(aq: AsyncQueueClient, run_id: str) -> list[CompensationInfo]:
     """The saga's compensation plan with each one's outcome (empty: none planned)."""
     state = await load_saga_state(aq, run_id)
     if state is None:

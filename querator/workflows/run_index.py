@@ -10,7 +10,7 @@ Every run has entries in the results queue whose dedup keys sort newest first
   final status in the transaction that stores its result.
 
 A page of runs is one range scan of the dedup-key index
-(:meth:`~querator.queue.service.AsyncQuerator.scan_keys`) plus one lookup of the
+(:meth:`~querator.queue.service.AsyncQueueClient.scan_keys`) plus one lookup of the
 runs' records, whatever the number of runs stored. An entry of a status the run
 has left (``running`` once it ended, ``failed`` once it was resumed) is skipped
 by the lister, which reads every listed run's current status anyway, and

@@ -12,9 +12,9 @@ import anyio
 from typing_extensions import TypeVar
 
 from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, Unavailable
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.queue.outage import Backoff, Outage
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.errors import (
@@ -62,7 +62,7 @@ class AsyncRunHandle(Generic[R]):
     the workflow's return type, when the handle comes from ``start``)."""
 
     def __init__(
-        self, aq: AsyncQuerator, run_id: str, workflow: WorkflowFunction[..., Any] | None = None
+        self, aq: AsyncQueueClient, run_id: str, workflow: WorkflowFunction[..., Any] | None = None
     ) -> None:
         self.aq = aq
         self.run_id = run_id
@@ -198,7 +198,7 @@ class RunHandle(Generic[R]):
     stored JSON, decoded as plain JSON types)."""
 
     def __init__(
-        self, q: Querator, run_id: str, workflow: WorkflowFunction[..., Any] | None = None
+        self, q: QueueClient, run_id: str, workflow: WorkflowFunction[..., Any] | None = None
     ) -> None:
         self.q = q
         self.run_id = run_id
@@ -230,7 +230,7 @@ T = TypeVar("T")
 
 @overload
 async def start_async(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     fn: WorkflowFunction[..., Coroutine[Any, Any, T]],
     /,
     *args: Any,
@@ -243,7 +243,7 @@ async def start_async(
 
 @overload
 async def start_async(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     fn: WorkflowFunction[..., T],
     /,
     *args: Any,
@@ -255,7 +255,7 @@ async def start_async(
 
 
 async def start_async(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     fn: WorkflowFunction[..., Any],
     /,
     *args: Any,
@@ -301,7 +301,7 @@ async def start_async(
 
 @overload
 def start(
-    q: Querator,
+    q: QueueClient,
     fn: WorkflowFunction[..., Coroutine[Any, Any, T]],
     /,
     *args: Any,
@@ -314,7 +314,7 @@ def start(
 
 @overload
 def start(
-    q: Querator,
+    q: QueueClient,
     fn: WorkflowFunction[..., T],
     /,
     *args: Any,
@@ -326,7 +326,7 @@ def start(
 
 
 def start(
-    q: Querator,
+    q: QueueClient,
     fn: WorkflowFunction[..., Any],
     /,
     *args: Any,

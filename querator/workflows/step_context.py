@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio.from_thread
 
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.errors import WorkflowCancelled
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -44,7 +44,7 @@ class StepContext:
     Set by the worker while a step function runs (in the step's thread too).
     """
 
-    aq: AsyncQuerator
+    aq: AsyncQueueClient
     """The worker's client (on the worker's event loop: see ``token``)."""
     run_id: str
     position: int

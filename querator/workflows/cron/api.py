@@ -1,6 +1,6 @@
 """Defining and managing cron schedules: ``schedule``, pause, resume, delete,
-list, trigger. Sync functions take a :class:`Querator`, their ``*_async``
-twins an :class:`AsyncQuerator`; both run the same coroutine.
+list, trigger. Sync functions take a :class:`QueueClient`, their ``*_async``
+twins an :class:`AsyncQueueClient`; both run the same coroutine.
 
 See docs/schedules.md. The firing itself is done by
 :class:`querator.workflows.cron.scheduler.Scheduler`.
@@ -17,9 +17,9 @@ from typing import Any, TypedDict
 from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument, QueueNotFound
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.queue.options import check_options
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION, check_duration, check_name
 from querator.records import View
 from querator.workflows.cron.schedules import (
@@ -175,7 +175,7 @@ def _encode_without_tick(
 
 
 async def _update(
-    aq: AsyncQuerator, name: str, change: Callable[[ScheduleState], ScheduleState]
+    aq: AsyncQueueClient, name: str, change: Callable[[ScheduleState], ScheduleState]
 ) -> ScheduleState:
     for _ in range(CAS_ATTEMPTS):
         current = await read_one(aq, name)
@@ -187,7 +187,7 @@ async def _update(
     raise InvalidArgument("name", f"schedule {name!r} kept changing; try again")
 
 
-async def upsert_async(aq: AsyncQuerator, spec: ScheduleSpec, start_at: datetime | None) -> bool:
+async def upsert_async(aq: AsyncQueueClient, spec: ScheduleSpec, start_at: datetime | None) -> bool:
     """Create the schedule, or replace its spec keeping its progress; True if changed."""
     for _ in range(CAS_ATTEMPTS):
         current = await read_one(aq, spec.name)
@@ -211,7 +211,7 @@ def _new_state(
 
 
 async def schedule_async(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     name: str,
     fn: WorkflowFunction[..., Any],
     *,
@@ -227,7 +227,7 @@ async def schedule_async(
 
 
 def schedule(
-    q: Querator,
+    q: QueueClient,
     name: str,
     fn: WorkflowFunction[..., Any],
     *,
@@ -251,27 +251,27 @@ def schedule(
     q.call(schedule_async, q.aio, name, fn, cron=cron, **options)
 
 
-async def pause_schedule_async(aq: AsyncQuerator, name: str, note: str = "") -> None:
+async def pause_schedule_async(aq: AsyncQueueClient, name: str, note: str = "") -> None:
     """See :func:`pause_schedule`."""
     await _update(aq, name, lambda s: s.model_copy(update={"paused": True, "note": note}))
 
 
-def pause_schedule(q: Querator, name: str, note: str = "") -> None:
+def pause_schedule(q: QueueClient, name: str, note: str = "") -> None:
     """Stop firing ``name`` until resumed (ticks meanwhile follow the catch-up policy)."""
     q.call(pause_schedule_async, q.aio, name, note)
 
 
-async def resume_schedule_async(aq: AsyncQuerator, name: str) -> None:
+async def resume_schedule_async(aq: AsyncQueueClient, name: str) -> None:
     """See :func:`resume_schedule`."""
     await _update(aq, name, lambda s: s.model_copy(update={"paused": False, "note": ""}))
 
 
-def resume_schedule(q: Querator, name: str) -> None:
+def resume_schedule(q: QueueClient, name: str) -> None:
     """Fire ``name`` again; ticks missed while paused follow its catch-up policy."""
     q.call(resume_schedule_async, q.aio, name)
 
 
-async def delete_schedule_async(aq: AsyncQuerator, name: str) -> bool:
+async def delete_schedule_async(aq: AsyncQueueClient, name: str) -> bool:
     """See :func:`delete_schedule`."""
     current = await read_one(aq, name)
     if current is None:
@@ -280,12 +280,12 @@ async def delete_schedule_async(aq: AsyncQuerator, name: str) -> bool:
     return True
 
 
-def delete_schedule(q: Querator, name: str) -> bool:
+def delete_schedule(q: QueueClient, name: str) -> bool:
     """Delete ``name`` (its runs are untouched); False if there was none."""
     return bool(q.call(delete_schedule_async, q.aio, name))
 
 
-async def _last_run(aq: AsyncQuerator, run_id: str | None) -> RunInfo | None:
+async def _last_run(aq: AsyncQueueClient, run_id: str | None) -> RunInfo | None:
     if run_id is None:
         return None
     try:
@@ -294,7 +294,7 @@ async def _last_run(aq: AsyncQuerator, run_id: str | None) -> RunInfo | None:
         return None
 
 
-async def _info(aq: AsyncQuerator, state: ScheduleState, now: datetime) -> ScheduleInfo:
+async def _info(aq: AsyncQueueClient, state: ScheduleState, now: datetime) -> ScheduleInfo:
     spec = state.spec
     next_fire = None
     if not state.paused:
@@ -323,20 +323,20 @@ async def _info(aq: AsyncQuerator, state: ScheduleState, now: datetime) -> Sched
 
 
 async def list_schedules_async(
-    aq: AsyncQuerator, now: datetime | None = None
+    aq: AsyncQueueClient, now: datetime | None = None
 ) -> list[ScheduleInfo]:
     """See :func:`list_schedules`."""
     when = now or datetime.now(UTC)
     return [await _info(aq, stored.state, when) for stored in await read_all(aq)]
 
 
-def list_schedules(q: Querator, now: datetime | None = None) -> list[ScheduleInfo]:
+def list_schedules(q: QueueClient, now: datetime | None = None) -> list[ScheduleInfo]:
     """Every schedule by name, with its next fire time and its last run's status."""
     return list(q.call(list_schedules_async, q.aio, now))
 
 
 async def get_schedule_async(
-    aq: AsyncQuerator, name: str, now: datetime | None = None
+    aq: AsyncQueueClient, name: str, now: datetime | None = None
 ) -> ScheduleInfo:
     """See :func:`get_schedule`."""
     current = await read_one(aq, name)
@@ -345,14 +345,14 @@ async def get_schedule_async(
     return await _info(aq, current.state, now or datetime.now(UTC))
 
 
-def get_schedule(q: Querator, name: str, now: datetime | None = None) -> ScheduleInfo:
+def get_schedule(q: QueueClient, name: str, now: datetime | None = None) -> ScheduleInfo:
     """One schedule (InvalidArgument if there is none)."""
     result: ScheduleInfo = q.call(get_schedule_async, q.aio, name, now)
     return result
 
 
 async def start_tick(
-    aq: AsyncQuerator, spec: ScheduleSpec, tick: datetime, key: str, delay: float = 0.0
+    aq: AsyncQueueClient, spec: ScheduleSpec, tick: datetime, key: str, delay: float = 0.0
 ) -> str:
     """Start the run of ``spec`` for ``tick`` under idempotency ``key``; its run id.
 
@@ -380,7 +380,7 @@ async def start_tick(
 
 
 async def trigger_schedule_async(
-    aq: AsyncQuerator, name: str, now: datetime | None = None
+    aq: AsyncQueueClient, name: str, now: datetime | None = None
 ) -> AsyncRunHandle:
     """See :func:`trigger_schedule`."""
     current = await read_one(aq, name)
@@ -393,7 +393,7 @@ async def trigger_schedule_async(
     return AsyncRunHandle(aq, run_id)
 
 
-def trigger_schedule(q: Querator, name: str, now: datetime | None = None) -> RunHandle:
+def trigger_schedule(q: QueueClient, name: str, now: datetime | None = None) -> RunHandle:
     """Start a run of ``name`` now (tick = now), whatever its cron, pause or
     overlap policy; returns its :class:`RunHandle`."""
     handle = q.call(trigger_schedule_async, q.aio, name, now)

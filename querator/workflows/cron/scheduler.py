@@ -23,9 +23,9 @@ import anyio
 from anyio.lowlevel import EventLoopToken, current_token
 
 from querator.errors import Unavailable
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.queue.outage import Backoff, Outage
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
 from querator.workflows.cron.api import make_spec, start_tick, upsert_async
 from querator.workflows.cron.schedules import (
@@ -72,7 +72,7 @@ class AsyncScheduler:
 
     def __init__(
         self,
-        aq: AsyncQuerator,
+        aq: AsyncQueueClient,
         functions: Iterable[Any] = (),
         *,
         now: Callable[[], datetime] | None = None,
@@ -242,7 +242,7 @@ class Scheduler:
 
     def __init__(
         self,
-        q: Querator,
+        q: QueueClient,
         functions: Iterable[Any] = (),
         *,
         now: Callable[[], datetime] | None = None,

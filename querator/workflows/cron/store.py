@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from querator.errors import Conflict
 from querator.queue.models import Item, QueueSettings, Ref, StoredItem
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION
 from querator.workflows.cron.schedules import ScheduleState
 
@@ -88,11 +88,11 @@ def _pick(items: list[tuple[str, StoredItem]]) -> Stored | None:
     return Stored(state, item, slot, stale)
 
 
-async def ensure_queue(aq: AsyncQuerator) -> None:
+async def ensure_queue(aq: AsyncQueueClient) -> None:
     await aq.create_queue(SCHEDULES_QUEUE, SCHEDULES_SETTINGS, exist_ok=True)
 
 
-async def read_one(aq: AsyncQuerator, name: str) -> Stored | None:
+async def read_one(aq: AsyncQueueClient, name: str) -> Stored | None:
     """The current record of schedule ``name`` (None: no such schedule)."""
     await ensure_queue(aq)
     keys = {slot_key(name, slot): slot for slot in SLOTS}
@@ -100,7 +100,7 @@ async def read_one(aq: AsyncQuerator, name: str) -> Stored | None:
     return _pick([(keys[key], item) for key, item in found.items()])
 
 
-async def read_all(aq: AsyncQuerator) -> list[Stored]:
+async def read_all(aq: AsyncQueueClient) -> list[Stored]:
     """Every schedule's current record, by name."""
     await ensure_queue(aq)
     by_name: dict[str, list[tuple[str, StoredItem]]] = {}
@@ -124,7 +124,7 @@ async def read_all(aq: AsyncQuerator) -> list[Stored]:
     return [stored for stored in picked if stored is not None]
 
 
-async def write(aq: AsyncQuerator, current: Stored | None, state: ScheduleState) -> bool:
+async def write(aq: AsyncQueueClient, current: Stored | None, state: ScheduleState) -> bool:
     """Replace ``current`` (None: create) with ``state``; True if this write won.
 
     False means another writer changed the schedule first (read it again).
@@ -159,13 +159,13 @@ async def write(aq: AsyncQuerator, current: Stored | None, state: ScheduleState)
     return won
 
 
-async def remove(aq: AsyncQuerator, current: Stored) -> None:
+async def remove(aq: AsyncQueueClient, current: Stored) -> None:
     """Delete the schedule's records (both slots)."""
     await _delete(aq, current.item)
     if current.stale is not None:
         await _delete(aq, current.stale)
 
 
-async def _delete(aq: AsyncQuerator, item: StoredItem) -> None:
+async def _delete(aq: AsyncQueueClient, item: StoredItem) -> None:
     with contextlib.suppress(Conflict):  # already gone
         await aq.delete_items(SCHEDULES_QUEUE, [item.id])

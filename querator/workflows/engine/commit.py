@@ -13,7 +13,7 @@ import anyio
 from querator.errors import Conflict, QueueNotFound, Unavailable
 from querator.queue.models import Item, Leased, TransactResult
 from querator.queue.outage import Backoff, Outage
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.layout import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
@@ -135,7 +135,7 @@ def merge_items(*parts: Produce) -> Produce:
 
 
 async def transact_creating(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     complete: list[Leased],
     produce: Produce,
     produce_leased: Produce | None = None,
@@ -143,7 +143,7 @@ async def transact_creating(
     lookup: dict[str, list[str]] | None = None,
 ) -> TransactResult:
     """Complete and produce at once, creating missing target queues first
-    (``lookup``: see :meth:`AsyncQuerator.transact`).
+    (``lookup``: see :meth:`AsyncQueueClient.transact`).
 
     Step records nobody waits for do not wake the results queue's watchers
     (``result()`` calls): only a run's end and a saga's compensation do.
@@ -196,7 +196,7 @@ async def transact_creating(
         return result
 
 
-async def ensure_work_queue(aq: AsyncQuerator, name: str) -> None:
+async def ensure_work_queue(aq: AsyncQueueClient, name: str) -> None:
     """Create the workflow or step queue ``name`` (and the dead queue its
     settings name) unless it exists; an existing queue keeps its settings."""
     if name == DEAD_QUEUE:
@@ -220,7 +220,7 @@ def _lease_left(complete: list[Leased], delay: float) -> bool:
     return all(item.lease_deadline is not None and item.lease_deadline > soon for item in complete)
 
 
-async def commit_held(aq: AsyncQuerator, held: Leased, produce: Produce) -> bool:
+async def commit_held(aq: AsyncQueueClient, held: Leased, produce: Produce) -> bool:
     """Complete ``held`` and produce, in one transaction; False (logged) if its
     lease was lost meanwhile."""
     try:
@@ -232,7 +232,7 @@ async def commit_held(aq: AsyncQuerator, held: Leased, produce: Produce) -> bool
 
 
 async def commit_wake(
-    aq: AsyncQuerator, held: Leased, payload: StepPayload, produce: Produce | None = None
+    aq: AsyncQueueClient, held: Leased, payload: StepPayload, produce: Produce | None = None
 ) -> None:
     """Complete a step item with ``produce`` and a wake task for its run."""
     wake = {payload.workflow_queue: [wake_item(payload.run_id, payload.wake_tag())]}

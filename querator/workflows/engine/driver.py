@@ -40,7 +40,7 @@ from typing import Any
 
 from querator.errors import Conflict
 from querator.queue.models import Leased, StoredItem
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import (
     Produce,
     commit_held,
@@ -111,7 +111,7 @@ class Engine:
 
     def __init__(
         self,
-        aq: AsyncQuerator,
+        aq: AsyncQueueClient,
         served: Served,
         runner: StepRunner,
         client_id: str,

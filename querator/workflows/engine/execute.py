@@ -14,7 +14,7 @@ import anyio
 
 from querator.errors import Conflict, InvalidArgument
 from querator.queue.models import Leased, StoredItem
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.renewal import Renewer
 from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
@@ -49,7 +49,7 @@ async def _call(step: StepFunction[..., Any], args_text: str) -> str:
 
 
 async def _run_kept(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     renewer: Renewer,
     leased: Leased,
     step: StepFunction[..., Any],
@@ -76,7 +76,7 @@ async def _run_kept(
     return current, outcome
 
 
-async def _defer(aq: AsyncQuerator, current: Leased, payload: StepPayload, defer: Defer) -> None:
+async def _defer(aq: AsyncQueueClient, current: Leased, payload: StepPayload, defer: Defer) -> None:
     """Complete the item and produce a fresh one due later, in one transaction.
 
     The fresh item's attempts start at zero; the failed attempts made so far
@@ -105,7 +105,7 @@ async def _defer(aq: AsyncQuerator, current: Leased, payload: StepPayload, defer
 
 
 async def _failed(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     current: Leased,
     payload: StepPayload,
     step: StepFunction[..., Any],
@@ -143,7 +143,7 @@ class StepRunner:
 
     def __init__(
         self,
-        aq: AsyncQuerator,
+        aq: AsyncQueueClient,
         renewer: Renewer,
         resources: dict[str, Any],
         token: Callable[[], Any],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     CancelRecord,
@@ -50,7 +50,7 @@ def _heads(run_id: str) -> list[str]:
 
 
 async def load_records(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     run_id: str,
     records: dict[int, StepRecord],
     created: dict[int, datetime],
@@ -86,7 +86,7 @@ async def load_records(
         start, end = end, end + 2 * (end - start)
 
 
-async def load_history(aq: AsyncQuerator, run_id: str, upto: int = 0) -> History:
+async def load_history(aq: AsyncQueueClient, run_id: str, upto: int = 0) -> History:
     """The run's meta, result, cancel request and step records.
 
     ``upto``: a position known to be reached (the item that asks), so the

@@ -14,7 +14,7 @@ import anyio
 from querator.errors import Conflict, Unavailable
 from querator.queue.models import Leased
 from querator.queue.outage import Outage
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 
 log = logging.getLogger("querator.workflows")
 
@@ -46,7 +46,7 @@ class Renewer:
     dropped with a warning: the step goes on, and its commit is refused.
     """
 
-    def __init__(self, aq: AsyncQuerator) -> None:
+    def __init__(self, aq: AsyncQueueClient) -> None:
         self._aq = aq
         self._kept: set[Kept] = set()
         self._changed = anyio.Event()

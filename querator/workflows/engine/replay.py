@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import Produce
 from querator.workflows.engine.context import (
     Called,
@@ -61,7 +61,7 @@ def new_live(run_id: str, wf: WorkflowFunction[..., Any], history: History) -> L
     return LiveRun(run_id, wf, meta, ctx, body_fiber(wf, ctx, meta.args))
 
 
-async def resume(aq: AsyncQuerator, live: LiveRun) -> Request | Finished:
+async def resume(aq: AsyncQueueClient, live: LiveRun) -> Request | Finished:
     """Run the body until it parks on a request or ends (loading records it reaches)."""
     ctx = live.ctx
     while True:
@@ -106,7 +106,7 @@ class Evaluation:
 
 
 async def evaluate(
-    aq: AsyncQuerator, run_id: str, wf: WorkflowFunction[..., Any], history: History
+    aq: AsyncQueueClient, run_id: str, wf: WorkflowFunction[..., Any], history: History
 ) -> Evaluation:
     """Replay the body over ``history`` to where it waits, then tear it down.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.history import WINDOW
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -22,7 +22,7 @@ __all__ = ["apply_resume"]
 log = logging.getLogger("querator.workflows")
 
 
-async def apply_resume(aq: AsyncQuerator, run_id: str) -> bool:
+async def apply_resume(aq: AsyncQueueClient, run_id: str) -> bool:
     """Carry out a stored resume request (a worker holding its wake does this):
     delete the run's result, cancel request and records from the request's
     position on, the request itself last. False when there was none."""

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from querator.errors import Conflict
 from querator.queue.models import Item, Leased
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import final_items, transact_creating
 from querator.workflows.errors import WorkflowError
 from querator.workflows.layout import (
@@ -69,7 +69,7 @@ def unknown_workflow(run_id: str, meta: RunMeta) -> UnknownName:
     return UnknownName(message, final_items(run_id, meta, final))
 
 
-async def leave_for_others(aq: AsyncQuerator, leased: Leased, error: UnknownName) -> None:
+async def leave_for_others(aq: AsyncQueueClient, leased: Leased, error: UnknownName) -> None:
     """Re-offer the item to other workers, or record the error once all passed."""
     try:
         if leased.attempts < UNKNOWN_NAME_LEASES:

@@ -18,11 +18,11 @@ from pydantic import ValidationError
 from typing_extensions import Unpack
 
 from querator.errors import Conflict, RequestTimeout, Unavailable
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.queue.models import Item, Leased
 from querator.queue.options import check_options
 from querator.queue.outage import Backoff, Outage
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_duration, check_name
 from querator.workflows.cron.scheduler import AsyncScheduler
 from querator.workflows.engine.commit import ensure_work_queue, transact_creating
@@ -98,7 +98,7 @@ def check_worker_options(options: Mapping[str, Any]) -> _Checked:
 
 
 class AsyncWorker:
-    """Runs workflows and steps on an :class:`AsyncQuerator`, in async code.
+    """Runs workflows and steps on an :class:`AsyncQueueClient`, in async code.
 
     Leases from the workflow queue(s) of the registered workflows (default
     ``querator.workflows``) and the queues of the registered steps; runs up to
@@ -116,7 +116,7 @@ class AsyncWorker:
 
     def __init__(
         self,
-        aq: AsyncQuerator,
+        aq: AsyncQueueClient,
         functions: Iterable[DurableFunction],
         **options: Unpack[WorkerOptions],
     ) -> None:
@@ -379,7 +379,7 @@ def _decode(model: type[StepPayload] | type[WakePayload], leased: Leased) -> Any
 
 
 class Worker:
-    """Runs workflows and steps on a sync :class:`Querator` (see :class:`AsyncWorker`).
+    """Runs workflows and steps on a sync :class:`QueueClient` (see :class:`AsyncWorker`).
 
     :meth:`run` blocks until :meth:`stop`, or SIGTERM/SIGINT when called in the
     main thread: the first signal stops gracefully (see :class:`AsyncWorker`),
@@ -387,7 +387,7 @@ class Worker:
     """
 
     def __init__(
-        self, q: Querator, functions: Iterable[DurableFunction], **options: Unpack[WorkerOptions]
+        self, q: QueueClient, functions: Iterable[DurableFunction], **options: Unpack[WorkerOptions]
     ) -> None:
         self.q = q
         self.worker = AsyncWorker(q.aio, functions, **options)

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from querator.errors import QueueNotFound
 from querator.queue.models import Item
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.context import Called
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -65,7 +65,7 @@ class BodyOutcome(Protocol):
     def produce(self) -> Produce: ...
 
 
-async def _in_flight(aq: AsyncQuerator, run_id: str, outcome: BodyOutcome) -> bool:
+async def _in_flight(aq: AsyncQueueClient, run_id: str, outcome: BodyOutcome) -> bool:
     """Whether a step the aborted body waits on still has its item (will end and wake),
     or ended since the history was loaded (its wake will replay the run)."""
     for queue, position in outcome.awaited:
@@ -95,7 +95,7 @@ def _enter(
 
 
 async def saga_advance(
-    aq: AsyncQuerator,
+    aq: AsyncQueueClient,
     run_id: str,
     meta: RunMeta,
     body: Callable[[], Awaitable[BodyOutcome]],

@@ -16,7 +16,7 @@ import logging
 
 from querator.errors import QueueNotFound
 from querator.queue.models import Item
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     CompensatingRecord,
@@ -58,7 +58,7 @@ WINDOW = 32
 """``cfailed``/``redrive`` records looked up at once."""
 
 
-async def _numbered(aq: AsyncQuerator, run_id: str) -> tuple[dict[int, bytes], dict[int, bytes]]:
+async def _numbered(aq: AsyncQueueClient, run_id: str) -> tuple[dict[int, bytes], dict[int, bytes]]:
     """``{run}/cfailed/{g}`` and ``{run}/redrive/{g}`` payloads, by ``g``."""
     failed: dict[int, bytes] = {}
     redrives: dict[int, bytes] = {}
@@ -75,7 +75,7 @@ async def _numbered(aq: AsyncQuerator, run_id: str) -> tuple[dict[int, bytes], d
 
 
 async def load_saga_state(
-    aq: AsyncQuerator, run_id: str, compensating: CompensatingRecord | None = None
+    aq: AsyncQueueClient, run_id: str, compensating: CompensatingRecord | None = None
 ) -> SagaState | None:
     """The compensation phase's records; None when the saga is not compensating."""
     if compensating is None:
@@ -151,7 +151,7 @@ def compensation_items(
     return {}, final
 
 
-async def redrive(aq: AsyncQuerator, run_id: str) -> bool:
+async def redrive(aq: AsyncQueueClient, run_id: str) -> bool:
     """Run the failed compensation of a ``compensation_failed`` saga again.
 
     False (and nothing written) when the run is not ``compensation_failed``.
@@ -178,7 +178,7 @@ async def redrive(aq: AsyncQuerator, run_id: str) -> bool:
     return True
 
 
-async def saga_statuses(aq: AsyncQuerator, run_ids: list[str]) -> dict[str, str]:
+async def saga_statuses(aq: AsyncQueueClient, run_ids: list[str]) -> dict[str, str]:
     """``compensating`` or ``compensation_failed`` for the given runs without a
     result record that are compensating (others are left out)."""
     if not run_ids:
