@@ -12,7 +12,7 @@ from polling import wait_for
 from psycopg import sql
 
 from querator import Item, Querator, QueueSettings
-from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres import statements as stmt
 
 BACKLOG = 3000
 EXHAUSTED = 3
@@ -52,11 +52,11 @@ def test_sweep_reads_the_items_it_moves_not_the_backlog(
 ) -> None:
     _backlog_with_exhausted(client, "swept")
     queue_id = client.get_queue("swept").queue_id
-    names = q.Names(pg_schema)
-    due = q.DUE_FOUND.format(source=names.partition(queue_id, 0))
+    names = stmt.Names(pg_schema)
+    due = stmt.DUE_FOUND.format(source=names.partition(queue_id, 0))
     explain = sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + due
     with psycopg.connect(pg_dsn) as conn:
-        conn.execute(q.SESSION_SETTINGS)
+        conn.execute(stmt.SESSION_SETTINGS)
         row = conn.execute(explain, {"max_attempts": 1, "limit": 1000}).fetchone()
         conn.rollback()  # the statement locks what it selects
     assert row is not None

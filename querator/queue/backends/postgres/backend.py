@@ -23,7 +23,7 @@ from querator.errors import (
 )
 from querator.queue.backends.base import NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.postgres import rows
-from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import register as register_arrays
 from querator.queue.backends.postgres.array_params import text_array
 from querator.queue.backends.postgres.dsn import split_dsn
@@ -84,7 +84,7 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
 
 async def _configure(conn: AsyncConnection[TupleRow]) -> None:
     register_arrays(conn.adapters)
-    await conn.execute(q.SESSION_SETTINGS)
+    await conn.execute(stmt.SESSION_SETTINGS)
 
 
 SESSION_ERRORS = (
@@ -121,7 +121,7 @@ class PostgresBackend:
     ) -> None:
         target = split_dsn(dsn, schema)
         self._conninfo = target.conninfo
-        self._names = q.Names(target.schema)
+        self._names = stmt.Names(target.schema)
         self._min_size = min_size if min_size is not None else target.pool_min
         self._max_size = max_size if max_size is not None else target.pool_max
         self._pool_timeout = target.pool_timeout
@@ -197,7 +197,7 @@ class PostgresBackend:
             schema=self._names.schema_id,
             queues=self._names.queues,
             maintenance=self._names.maintenance,
-            columns=q.QUEUE_COLUMNS,
+            columns=stmt.QUEUE_COLUMNS,
             **fields,
         )
 
@@ -244,7 +244,7 @@ class PostgresBackend:
         async with self._transaction() as conn:
             try:
                 cur = await conn.execute(
-                    self._fill(q.INSERT_QUEUE), rows.settings_params(name, settings)
+                    self._fill(stmt.INSERT_QUEUE), rows.settings_params(name, settings)
                 )
             except pg_errors.UniqueViolation as exc:
                 raise QueueExists(name) from exc
@@ -255,7 +255,7 @@ class PostgresBackend:
     async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Store new settings, creating added partitions; QueueNotFound if absent."""
         async with self._transaction() as conn:
-            cur = await conn.execute(self._fill(q.LOCK_QUEUE), {"name": name})
+            cur = await conn.execute(self._fill(stmt.LOCK_QUEUE), {"name": name})
             row = await cur.fetchone()
             if row is None:
                 raise QueueNotFound(name)
@@ -264,7 +264,7 @@ class PostgresBackend:
                 rule = f"may only grow: the queue has {old}, got {settings.partitions}"
                 raise InvalidArgument("partitions", rule)
             cur = await conn.execute(
-                self._fill(q.UPDATE_QUEUE), rows.settings_params(name, settings)
+                self._fill(stmt.UPDATE_QUEUE), rows.settings_params(name, settings)
             )
             info = rows.queue_info(_one(await cur.fetchone()))
             await self._create_partitions(conn, info.queue_id, range(old, settings.partitions))
@@ -273,7 +273,7 @@ class PostgresBackend:
     async def delete_queue(self, name: str) -> None:
         """Drop the queue and its tables; QueueNotFound if absent."""
         async with self._transaction() as conn:
-            cur = await conn.execute(self._fill(q.DELETE_QUEUE), {"name": name})
+            cur = await conn.execute(self._fill(stmt.DELETE_QUEUE), {"name": name})
             row = await cur.fetchone()
             if row is None:
                 raise QueueNotFound(name)
@@ -286,7 +286,7 @@ class PostgresBackend:
     async def get_queue(self, name: str) -> QueueInfo:
         """The queue's info; QueueNotFound if absent."""
         async with self._connect() as conn:
-            cur = await conn.execute(self._fill(q.SELECT_QUEUE), {"name": name})
+            cur = await conn.execute(self._fill(stmt.SELECT_QUEUE), {"name": name})
             row = await cur.fetchone()
         if row is None:
             raise QueueNotFound(name)
@@ -296,7 +296,7 @@ class PostgresBackend:
         """Queues with name >= pivot, by name, at most ``limit``."""
         async with self._connect() as conn:
             cur = await conn.execute(
-                self._fill(q.LIST_QUEUES), {"pivot": pivot or "", "limit": limit}
+                self._fill(stmt.LIST_QUEUES), {"pivot": pivot or "", "limit": limit}
             )
             return [rows.queue_info(row) for row in await cur.fetchall()]
 
@@ -304,7 +304,7 @@ class PostgresBackend:
         """Names of queues whose settings name ``dead_queue``."""
         async with self._connect() as conn:
             cur = await conn.execute(
-                self._fill(q.QUEUES_WITH_DEAD_QUEUE), {"dead_queue": dead_queue}
+                self._fill(stmt.QUEUES_WITH_DEAD_QUEUE), {"dead_queue": dead_queue}
             )
             return [name for (name,) in await cur.fetchall()]
 
@@ -322,7 +322,7 @@ class PostgresBackend:
         self, queue: QueueInfo, partition: int, client_id: str, limit: int
     ) -> list[Leased]:
         """Lease up to ``limit`` leasable items of one partition, in order."""
-        statement = q.lease_for(self._names, queue.queue_id, partition)
+        statement = stmt.lease_for(self._names, queue.queue_id, partition)
         params = {
             "max_attempts": queue.settings.max_attempts,
             "limit": limit,
@@ -337,7 +337,9 @@ class PostgresBackend:
 
     async def next_available_at(self, queue: QueueInfo) -> datetime | None:
         """Earliest ``available_at`` of any item that could become leasable, or None."""
-        statement = q.NEXT_AVAILABLE.format(branches=self._union(q.NEXT_AVAILABLE_BRANCH, queue))
+        statement = stmt.NEXT_AVAILABLE.format(
+            branches=self._union(stmt.NEXT_AVAILABLE_BRANCH, queue)
+        )
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, {"max_attempts": queue.settings.max_attempts})
             row = await cur.fetchone()
@@ -373,7 +375,7 @@ class PostgresBackend:
                     break
                 params = {"max_attempts": queue.settings.max_attempts, "limit": limit - moved}
                 source = (queue, partition)
-                moved += await dead_letter(conn, self._names, source, dead, q.DUE_FOUND, params)
+                moved += await dead_letter(conn, self._names, source, dead, stmt.DUE_FOUND, params)
             if dead is not None and moved:
                 await notify(conn, self._names, {dead.name})
         return moved
@@ -381,15 +383,15 @@ class PostgresBackend:
     async def claim_maintenance(self, interval: float) -> bool:
         """True for exactly one caller per ``interval`` seconds across all clients."""
         async with self._connect() as conn:
-            cur = await conn.execute(self._fill(q.CLAIM_MAINTENANCE), {"interval": interval})
+            cur = await conn.execute(self._fill(stmt.CLAIM_MAINTENANCE), {"interval": interval})
             return await cur.fetchone() is not None
 
     async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
         """Counts per partition."""
         partitions = list(range(queue.settings.partitions))
         async with self._transaction(queue.name) as conn:
-            await conn.execute(q.SCANS_ALLOWED)
-            cur = await conn.execute(self._union(q.STATS_BRANCH, queue), partitions)
+            await conn.execute(stmt.SCANS_ALLOWED)
+            cur = await conn.execute(self._union(stmt.STATS_BRANCH, queue), partitions)
             found = [rows.partition_stats(row) for row in await cur.fetchall()]
         return sorted(found, key=lambda stats: stats.partition)
 
@@ -402,7 +404,9 @@ class PostgresBackend:
         scheduled_only: bool,
     ) -> list[StoredItem]:
         """Items of one partition with seq >= pivot_seq, by seq."""
-        statement = q.LIST_ITEMS.format(table=self._table(queue, partition), columns=q.ITEM_COLUMNS)
+        statement = stmt.LIST_ITEMS.format(
+            table=self._table(queue, partition), columns=stmt.ITEM_COLUMNS
+        )
         params = {"pivot": pivot_seq or 0, "limit": limit, "scheduled_only": scheduled_only}
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params)
@@ -411,7 +415,7 @@ class PostgresBackend:
 
     async def lookup(self, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[StoredItem]:
         """The items (in any partition) holding any of ``dedup_keys``."""
-        statement = q.lookup_for(self._names, queue.queue_id, queue.settings.partitions)
+        statement = stmt.lookup_for(self._names, queue.queue_id, queue.settings.partitions)
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, {"keys": text_array(dedup_keys)})
             found = await cur.fetchall()
@@ -422,7 +426,7 @@ class PostgresBackend:
     ) -> list[StoredItem]:
         """Items by dedup key in the range: an index range scan per partition."""
         partitions = queue.settings.partitions
-        statement = q.scan_keys_for(self._names, queue.queue_id, partitions, include_low)
+        statement = stmt.scan_keys_for(self._names, queue.queue_id, partitions, include_low)
         params = {"low": low, "high": high, "limit": limit}
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params)
@@ -442,7 +446,7 @@ class PostgresBackend:
                 missing[item_id] = ConflictReason.MISSING
         async with self._transaction(queue.name) as conn:
             for partition in sorted(wanted):
-                statement = q.DELETE_ITEMS.format(table=self._table(queue, partition))
+                statement = stmt.DELETE_ITEMS.format(table=self._table(queue, partition))
                 cur = await conn.execute(statement, {"seqs": sorted(wanted[partition])})
                 gone = {seq for (seq,) in await cur.fetchall()}
                 for seq, item_id in wanted[partition].items():
@@ -453,10 +457,10 @@ class PostgresBackend:
 
     async def clear(self, queue: QueueInfo, destructive: bool) -> int:
         """Delete unheld items (or all when destructive); returns how many."""
-        template = q.CLEAR_ALL if destructive else q.CLEAR_UNHELD
+        template = stmt.CLEAR_ALL if destructive else stmt.CLEAR_UNHELD
         deleted = 0
         async with self._transaction(queue.name) as conn:
-            await conn.execute(q.SCANS_ALLOWED)
+            await conn.execute(stmt.SCANS_ALLOWED)
             for partition in range(queue.settings.partitions):
                 cur = await conn.execute(template.format(table=self._table(queue, partition)))
                 deleted += cur.rowcount

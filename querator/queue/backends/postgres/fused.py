@@ -40,7 +40,7 @@ from psycopg import sql
 
 from querator.queue.backends.base import InsertPlan, ItemKey, NewItem, TxnPlan
 from querator.queue.backends.postgres import rows
-from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import int_array, text_array
 from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import Conn, insert_params
@@ -121,7 +121,7 @@ class _Compiled:
     """Per looked-up queue: the keys every plan asks about."""
 
 
-def _compile(plans: Sequence[TxnPlan], names: q.Names) -> _Compiled:
+def _compile(plans: Sequence[TxnPlan], names: stmt.Names) -> _Compiled:
     params: dict[str, Any] = {"channel": names.channel}
     deletes = _deletes(plans, params)
     entries: list[Entry] = []
@@ -192,7 +192,7 @@ def _inserts(
 
 
 def _lookups(
-    plans: Sequence[TxnPlan], names: q.Names, params: dict[str, Any]
+    plans: Sequence[TxnPlan], names: stmt.Names, params: dict[str, Any]
 ) -> list[tuple[QueueInfo, list[str]]]:
     """Per looked-up queue, the keys any plan asks about; binds them and its tables."""
     wanted: dict[str, tuple[QueueInfo, dict[str, None]]] = {}
@@ -211,7 +211,7 @@ def _lookups(
 
 
 async def run_fused(
-    conn: Conn, names: q.Names, plans: Sequence[TxnPlan]
+    conn: Conn, names: stmt.Names, plans: Sequence[TxnPlan]
 ) -> list[TransactResult] | None:
     """Apply :func:`fusable` plans together in one statement on an autocommit
     connection; their results, in order.
@@ -231,7 +231,7 @@ async def run_fused(
         except pg_errors.UndefinedTable:
             return None  # a queue was deleted: the slow path names it
         except psycopg.Error as exc:
-            if exc.sqlstate in (q.CHECK_FAILED_STATE, DEADLOCK_STATE):
+            if exc.sqlstate in (stmt.CHECK_FAILED_STATE, DEADLOCK_STATE):
                 return None
             raise
     return await _results(conn, names, plans, compiled, found)
@@ -239,7 +239,7 @@ async def run_fused(
 
 async def _results(
     conn: Conn,
-    names: q.Names,
+    names: stmt.Names,
     plans: Sequence[TxnPlan],
     compiled: _Compiled,
     found: list[Any],
@@ -350,44 +350,47 @@ def _numbered(text: bytes) -> Statement:
 
 
 @functools.lru_cache(maxsize=1024)
-def statement_for(names: q.Names, shape: Shape) -> Statement:
+def statement_for(names: stmt.Names, shape: Shape) -> Statement:
     """The one statement of a plan of this ``shape`` (its rows: see :func:`_results`)."""
     ctes: list[str] = []
-    tables: dict[str, sql.Composable] = {"columns": q.ITEM_COLUMNS}
+    tables: dict[str, sql.Composable] = {"columns": stmt.ITEM_COLUMNS}
     for n, (queue_id, partition) in enumerate(shape.deletes):
-        ctes.append(q.FUSED_DELETE.format(n=n))
+        ctes.append(stmt.FUSED_DELETE.format(n=n))
         tables[f"d{n}"] = names.partition(queue_id, partition)
-    deleted = " AND ".join(q.FUSED_DELETED.format(n=n) for n in range(len(shape.deletes)))
-    ctes.append(q.FUSED_OK.format(deleted=deleted) if deleted else q.FUSED_OK_UNCHECKED)
-    outputs = [q.fused_row("-2", "ok", "NULL::text", "ok", typed=True)]
+    deleted = " AND ".join(stmt.FUSED_DELETED.format(n=n) for n in range(len(shape.deletes)))
+    ctes.append(stmt.FUSED_OK.format(deleted=deleted) if deleted else stmt.FUSED_OK_UNCHECKED)
+    outputs = [stmt.fused_row("-2", "ok", "NULL::text", "ok", typed=True)]
     explained: list[str] = []
     for n, (queue_id, partition, leased, keyed) in enumerate(shape.inserts):
         tables[f"i{n}"] = names.partition(queue_id, partition)
-        ctes.append((q.FUSED_INSERT_LEASED if leased else q.FUSED_INSERT).format(n=n))
+        ctes.append((stmt.FUSED_INSERT_LEASED if leased else stmt.FUSED_INSERT).format(n=n))
         if leased:
-            outputs.append(q.FUSED_LEASED_ROWS.format(n=n))
+            outputs.append(stmt.FUSED_LEASED_ROWS.format(n=n))
         else:
-            outputs.append(q.fused_row(str(n), "seq", "dedup_key", f"i{n}", typed=False))
-        explained.append(q.FUSED_INSERTED.format(n=n))
+            outputs.append(stmt.fused_row(str(n), "seq", "dedup_key", f"i{n}", typed=False))
+        explained.append(stmt.FUSED_INSERTED.format(n=n))
         if keyed:
-            ctes.append(q.FUSED_HITS.format(n=n))
-            outputs.append(q.fused_row(str(n), "seq", "dedup_key", f"h{n}", typed=False))
-            explained[-1] += q.FUSED_HIT.format(n=n)
-        explained[-1] += q.FUSED_EXPLAINED.format(n=n)
+            ctes.append(stmt.FUSED_HITS.format(n=n))
+            outputs.append(stmt.fused_row(str(n), "seq", "dedup_key", f"h{n}", typed=False))
+            explained[-1] += stmt.FUSED_HIT.format(n=n)
+        explained[-1] += stmt.FUSED_EXPLAINED.format(n=n)
     if explained:
-        done = q.FUSED_DONE.format(explained=" AND ".join(explained))
-        outputs.append(q.fused_row("-3", done, "NULL", None, typed=False))
-    ctes.append(q.FUSED_WOKEN)
+        done = stmt.FUSED_DONE.format(explained=" AND ".join(explained))
+        outputs.append(stmt.fused_row("-3", done, "NULL", None, typed=False))
+    ctes.append(stmt.FUSED_WOKEN)
     # Lookups run last, with a snapshot of their own: their ``after`` argument
     # reads every insert (and the deletes' check) first.
     after = " + ".join(
-        ["(SELECT ok FROM ok)", *(q.FUSED_INSERTED.format(n=n) for n in range(len(shape.inserts)))]
+        [
+            "(SELECT ok FROM ok)",
+            *(stmt.FUSED_INSERTED.format(n=n) for n in range(len(shape.inserts))),
+        ]
     )
     for k in range(shape.lookups):
         outputs.append(
-            q.FUSED_LOOKUP.format(tag=_LOOKUP_TAG, k=k, partitions=_PARTITIONS, after=after)
+            stmt.FUSED_LOOKUP.format(tag=_LOOKUP_TAG, k=k, partitions=_PARTITIONS, after=after)
         )
-    outputs.append(q.fused_row("-1", "count(*)", "NULL", "woken", typed=False))
+    outputs.append(stmt.fused_row("-1", "count(*)", "NULL", "woken", typed=False))
     text = "WITH" + ",".join(ctes) + "\n" + "\nUNION ALL ".join(outputs)
     # One line: fewer bytes to send, and to the prepared-statement cache's key.
     text = " ".join(text.split())

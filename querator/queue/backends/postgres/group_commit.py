@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import anyio
 
 from querator.queue.backends.base import TxnPlan
-from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.fused import run_fused
 from querator.queue.backends.postgres.items import Conn
 from querator.queue.models import TransactResult
@@ -47,7 +47,7 @@ class GroupCommit:
     """Runs :func:`fused.fusable` plans, grouping those that arrive together."""
 
     def __init__(
-        self, connect: Callable[[], AbstractAsyncContextManager[Conn]], names: q.Names
+        self, connect: Callable[[], AbstractAsyncContextManager[Conn]], names: stmt.Names
     ) -> None:
         self._connect = connect
         self._names = names

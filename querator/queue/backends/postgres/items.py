@@ -11,7 +11,7 @@ from psycopg import AsyncConnection, sql
 from querator.errors import Unavailable
 from querator.queue.backends.base import InsertPlan, NewItem
 from querator.queue.backends.postgres import rows
-from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import Payloads, instant_array, text_array
 from querator.queue.backends.postgres.schema import ITEM_POSITION
 from querator.queue.ids import format_id
@@ -26,7 +26,7 @@ _DEDUP_ROUNDS = 5
 
 async def insert_items(
     conn: Conn,
-    names: q.Names,
+    names: stmt.Names,
     queue: QueueInfo,
     items: Sequence[NewItem],
     *,
@@ -61,7 +61,7 @@ class LeaseOnInsert(NamedTuple):
 
 async def _insert_partition(
     conn: Conn,
-    names: q.Names,
+    names: stmt.Names,
     queue: QueueInfo,
     partition: int,
     items: Sequence[NewItem],
@@ -77,12 +77,12 @@ async def _insert_partition(
         params = insert_params(queue, chunk)
         if lease is None:
             params.update(channel=names.channel, queue=queue.name, notify=notify)
-            statement = q.INSERT_ITEMS.format(table=table)
+            statement = stmt.INSERT_ITEMS.format(table=table)
         else:
             params.update(
                 client_id=lease.client_id, lease_timeout=float(queue.settings.lease_timeout)
             )
-            statement = q.INSERT_LEASED.format(table=table, columns=q.ITEM_COLUMNS)
+            statement = stmt.INSERT_LEASED.format(table=table, columns=stmt.ITEM_COLUMNS)
         cur = await conn.execute(statement, params)
         inserted = sorted((row for row in await cur.fetchall() if row[0] >= 0), key=_seq)
         new_keys = {row[1] for row in inserted if row[1] is not None}
@@ -97,7 +97,7 @@ async def _insert_partition(
         held = {items[i].dedup_key: i for i in pending if ids[i] is None}
         if not held:
             return
-        cur = await conn.execute(q.SELECT_DEDUP.format(table=table), {"keys": text_array(held)})
+        cur = await conn.execute(stmt.SELECT_DEDUP.format(table=table), {"keys": text_array(held)})
         for seq, key in await cur.fetchall():
             ids[held[key]] = format_id(queue.queue_id, partition, seq)
         pending = [i for i in pending if ids[i] is None]
@@ -115,7 +115,7 @@ _CLIENT_ID = 2 + ITEM_POSITION["client_id"]
 
 
 async def insert_unkeyed(
-    conn: Conn, names: q.Names, queue: QueueInfo, items: Sequence[NewItem]
+    conn: Conn, names: stmt.Names, queue: QueueInfo, items: Sequence[NewItem]
 ) -> list[str]:
     """Insert items that have no dedup key and wake listeners, as one statement.
 
@@ -132,9 +132,9 @@ async def insert_unkeyed(
     }
     for partition, indexes in by_partition.items():
         columns = insert_params(queue, [items[i] for i in indexes])
-        prefix = q.unkeyed_prefix(partition)
-        params.update({f"{prefix}{column.name}": columns[column.name] for column in q.UNKEYED})
-    statement = q.insert_unkeyed_for(names, queue.queue_id, tuple(sorted(by_partition)))
+        prefix = stmt.unkeyed_prefix(partition)
+        params.update({f"{prefix}{column.name}": columns[column.name] for column in stmt.UNKEYED})
+    statement = stmt.insert_unkeyed_for(names, queue.queue_id, tuple(sorted(by_partition)))
     cur = await conn.execute(statement, params)
     seqs: dict[int, list[int]] = {}
     for partition, seq in await cur.fetchall():
@@ -163,16 +163,16 @@ def insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
     }
 
 
-async def notify(conn: Conn, names: q.Names, queues: Collection[str]) -> None:
+async def notify(conn: Conn, names: stmt.Names, queues: Collection[str]) -> None:
     """Wake listeners for each queue, at commit of the current transaction."""
     if queues:
         params = {"channel": names.channel, "queues": text_array(sorted(queues))}
-        await conn.execute(q.NOTIFY, params)
+        await conn.execute(stmt.NOTIFY, params)
 
 
 async def dead_letter(
     conn: Conn,
-    names: q.Names,
+    names: stmt.Names,
     source: tuple[QueueInfo, int],
     dead: QueueInfo | None,
     due: sql.SQL,
@@ -187,10 +187,10 @@ async def dead_letter(
     table = names.partition(queue.queue_id, partition)
     selection = due.format(source=table)
     if dead is None:
-        cur = await conn.execute(q.DEAD_DROP.format(due=selection, source=table), params)
+        cur = await conn.execute(stmt.DEAD_DROP.format(due=selection, source=table), params)
         return cur.rowcount
     target = names.partition(dead.queue_id, partition % dead.settings.partitions)
-    statement = q.DEAD_MOVE.format(due=selection, source=table, dead=target)
+    statement = stmt.DEAD_MOVE.format(due=selection, source=table, dead=target)
     args = {
         **params,
         "expire_timeout": float(dead.settings.expire_timeout),

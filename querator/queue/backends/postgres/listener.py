@@ -10,7 +10,7 @@ import psycopg
 from psycopg import sql
 
 from querator.queue.backends.base import WakeCallback
-from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres import statements as stmt
 
 MIN_BACKOFF: Final = 0.1
 """Seconds before the first reconnection attempt."""
@@ -21,7 +21,7 @@ IDLE_CHECK: Final = 30.0
 
 
 async def listen_forever(
-    conninfo: str, names: q.Names, on_wake: WakeCallback, on_ready: Callable[[], None]
+    conninfo: str, names: stmt.Names, on_wake: WakeCallback, on_ready: Callable[[], None]
 ) -> None:
     """Call ``on_wake(queue_name)`` for each notification until cancelled, and
     ``on_ready()`` each time LISTEN is in place (notifications sent while the
@@ -37,7 +37,7 @@ async def listen_forever(
             delay = min(delay * 2, MAX_BACKOFF)
             continue
         try:
-            await conn.execute(q.LISTEN.format(channel=sql.Identifier(names.channel)))
+            await conn.execute(stmt.LISTEN.format(channel=sql.Identifier(names.channel)))
             delay = MIN_BACKOFF
             on_ready()
             await _deliver(conn, on_wake)
@@ -55,4 +55,4 @@ async def _deliver(conn: psycopg.AsyncConnection[Any], on_wake: WakeCallback) ->
     while True:
         async for note in conn.notifies(timeout=IDLE_CHECK):
             on_wake(note.payload)
-        await conn.execute(q.PING)
+        await conn.execute(stmt.PING)

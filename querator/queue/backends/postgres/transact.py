@@ -10,7 +10,7 @@ import psycopg
 from querator.errors import Conflict, ConflictReason, QueueNotFound
 from querator.queue.backends.base import ItemKey, RetryOp, TxnPlan
 from querator.queue.backends.postgres import rows
-from querator.queue.backends.postgres import statements as q
+from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import int_array
 from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import (
@@ -50,7 +50,7 @@ def one_table_complete(plan: TxnPlan) -> bool:
     )
 
 
-async def complete_at_once(conn: Conn, names: q.Names, plan: TxnPlan) -> bool:
+async def complete_at_once(conn: Conn, names: stmt.Names, plan: TxnPlan) -> bool:
     """Run a :func:`one_table_complete` plan as one autocommit statement.
 
     Returns False when some check failed; then nothing changed and
@@ -77,7 +77,7 @@ def completes_only(plan: TxnPlan) -> bool:
 
 
 async def run_transact(
-    conn: Conn, names: q.Names, plan: TxnPlan, *, checked: bool = False
+    conn: Conn, names: stmt.Names, plan: TxnPlan, *, checked: bool = False
 ) -> TransactResult:
     """Apply ``plan`` inside the caller's open transaction, or raise Conflict.
 
@@ -95,7 +95,7 @@ async def run_transact(
         for (queue_id, partition), keys in _by_table(plan.complete, lambda key: key).items():
             with driver_errors(keys[0].queue):
                 table = names.partition(queue_id, partition)
-                await conn.execute(q.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
+                await conn.execute(stmt.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
     await _retry(conn, names, plan, locked, wake)
     renewed = await _renew(conn, names, plan)
     produced: dict[str, list[str]] = {}
@@ -137,7 +137,7 @@ def _queue_of(plan: TxnPlan, name: str) -> QueueInfo:
 
 
 async def claim_ids(
-    conn: Conn, names: q.Names, queue: QueueInfo, ids: list[str], client_id: str
+    conn: Conn, names: stmt.Names, queue: QueueInfo, ids: list[str], client_id: str
 ) -> list[Leased | None]:
     """Lease the just-produced ``ids`` that are leasable now; None for the others."""
     by_partition = seqs_by_partition(ids)
@@ -150,14 +150,14 @@ async def claim_ids(
             "client_id": client_id,
             "max_attempts": queue.settings.max_attempts,
         }
-        cur = await conn.execute(q.CLAIM.format(table=table, columns=q.ITEM_COLUMNS), params)
+        cur = await conn.execute(stmt.CLAIM.format(table=table, columns=stmt.ITEM_COLUMNS), params)
         for row in await cur.fetchall():
             item = rows.item(Leased, queue, partition, row)
             found[item.id] = item
     return [found.get(item_id) for item_id in ids]
 
 
-async def _complete_checked(conn: Conn, names: q.Names, keys: list[ItemKey]) -> None:
+async def _complete_checked(conn: Conn, names: stmt.Names, keys: list[ItemKey]) -> None:
     """Delete held items of one table at their versions, all or :class:`ChecksFailed`."""
     keys = sorted(keys, key=lambda key: key.seq)
     first = keys[0]
@@ -168,9 +168,9 @@ async def _complete_checked(conn: Conn, names: q.Names, keys: list[ItemKey]) -> 
     }
     with driver_errors(first.queue):
         try:
-            await conn.execute(q.complete_for(names, first.queue_id, first.partition), args)
+            await conn.execute(stmt.complete_for(names, first.queue_id, first.partition), args)
         except psycopg.Error as exc:
-            if exc.sqlstate in (q.CHECK_FAILED_STATE, DEADLOCK_STATE):
+            if exc.sqlstate in (stmt.CHECK_FAILED_STATE, DEADLOCK_STATE):
                 raise ChecksFailed from exc
             raise
 
@@ -179,7 +179,7 @@ DEADLOCK_STATE = "40P01"
 """deadlock_detected: the locking path, which locks in one order, cannot meet it."""
 
 
-async def _lock_and_check(conn: Conn, names: q.Names, plan: TxnPlan) -> dict[str, Locked]:
+async def _lock_and_check(conn: Conn, names: stmt.Names, plan: TxnPlan) -> dict[str, Locked]:
     """Lock every referenced row in ``ItemKey.lock_order``; raise Conflict listing failures."""
     checks = [(key, True) for key in plan.complete]
     checks += [(op.key, True) for op in plan.retry]
@@ -191,7 +191,7 @@ async def _lock_and_check(conn: Conn, names: q.Names, plan: TxnPlan) -> dict[str
     for (queue_id, partition), keys in _by_table(valid, lambda key: key).items():
         with driver_errors(keys[0].queue):
             table = names.partition(queue_id, partition)
-            cur = await conn.execute(q.LOCK_ITEMS.format(table=table), {"seqs": _seqs(keys)})
+            cur = await conn.execute(stmt.LOCK_ITEMS.format(table=table), {"seqs": _seqs(keys)})
             found = {row[0]: Locked(*row[1:]) for row in await cur.fetchall()}
         for key in keys:
             if key.seq in found:
@@ -234,7 +234,7 @@ def _seqs(keys: Iterable[ItemKey]) -> str:
 
 
 async def _retry(
-    conn: Conn, names: q.Names, plan: TxnPlan, locked: dict[str, Locked], wake: set[str]
+    conn: Conn, names: stmt.Names, plan: TxnPlan, locked: dict[str, Locked], wake: set[str]
 ) -> None:
     """Release retried items, or dead-letter those marked dead or out of attempts."""
     for (queue_id, partition), ops in _by_table(plan.retry, lambda op: op.key).items():
@@ -252,13 +252,15 @@ async def _retry(
                     "retry_at": [op.retry_at for op in again],
                 }
                 table = names.partition(queue_id, partition)
-                await conn.execute(q.RETRY_ITEMS.format(table=table), args)
+                await conn.execute(stmt.RETRY_ITEMS.format(table=table), args)
             wake.add(info.name)
         if dead_ops:
             dead = _dead_queue_of(info, plan)
             with driver_errors(dead.name if dead else info.name):
                 params = {"seqs": int_array(op.key.seq for op in dead_ops)}
-                moved = await dead_letter(conn, names, (info, partition), dead, q.DUE_GIVEN, params)
+                moved = await dead_letter(
+                    conn, names, (info, partition), dead, stmt.DUE_GIVEN, params
+                )
             if dead is not None and moved:
                 wake.add(dead.name)
 
@@ -269,7 +271,7 @@ def _dead_queue_of(info: QueueInfo, plan: TxnPlan) -> QueueInfo | None:
     return None if name is None else plan.queues.get(name)
 
 
-async def _renew(conn: Conn, names: q.Names, plan: TxnPlan) -> list[Leased]:
+async def _renew(conn: Conn, names: stmt.Names, plan: TxnPlan) -> list[Leased]:
     """Extend leases; the renewed items come back in the plan's order."""
     renewed: dict[str, Leased] = {}
     for (queue_id, partition), ops in _by_table(plan.renew, lambda op: op.key).items():
@@ -281,7 +283,7 @@ async def _renew(conn: Conn, names: q.Names, plan: TxnPlan) -> list[Leased]:
         with driver_errors(info.name):
             table = names.partition(queue_id, partition)
             cur = await conn.execute(
-                q.RENEW_ITEMS.format(table=table, columns=q.ITEM_COLUMNS), args
+                stmt.RENEW_ITEMS.format(table=table, columns=stmt.ITEM_COLUMNS), args
             )
             for row in await cur.fetchall():
                 record = rows.item(Leased, info, partition, row)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from querator.errors import Conflict, ConflictReason
 from querator.queue.backends.base import InsertPlan, NewItem
-from querator.queue.backends.sqlite import statements as sql
+from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.rows import (
     ItemRow,
     Txn,
@@ -58,11 +58,11 @@ def _insert_partition(
     qid = queue.queue_id
     keyed = {items[i].dedup_key: i for i in pending if items[i].dedup_key is not None}
     if keyed:
-        query = sql.seqs_by_dedup(qid, partition, len(keyed))
+        query = stmt.seqs_by_dedup(qid, partition, len(keyed))
         for seq, key in txn.conn.execute(query, tuple(keyed)):
             ids[keyed[key]] = format_id(qid, partition, seq)
     fresh = [i for i in pending if ids[i] is None]
-    insert = sql.insert_item(qid, partition)
+    insert = stmt.insert_item(qid, partition)
     expire = queue.settings.expire_timeout
     for index in fresh:
         seq = txn.conn.execute(insert, item_values(items[index], txn.now, expire)).lastrowid
@@ -93,8 +93,8 @@ def produce_items(txn: Txn, queue: QueueInfo, items: Sequence[NewItem]) -> list[
 def lease(txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int) -> list[Leased]:
     """Lease up to ``limit`` leasable items of one partition, by ``(available_at, seq)``."""
     now = txn.now
-    bound = sql.attempts_bound(queue.settings.max_attempts)
-    query = sql.leasable(queue.queue_id, partition)
+    bound = stmt.attempts_bound(queue.settings.max_attempts)
+    query = stmt.leasable(queue.queue_id, partition)
     rows = [ItemRow(*row) for row in txn.conn.execute(query, (now, now, bound, limit))]
     return _lease_rows(txn, queue, partition, client_id, rows)
 
@@ -103,10 +103,10 @@ def claim(txn: Txn, queue: QueueInfo, ids: Sequence[str], client_id: str) -> lis
     """Lease the just-produced ``ids`` that are leasable now; None for the others."""
     found: dict[str, Leased] = {}
     now = txn.now
-    bound = sql.attempts_bound(queue.settings.max_attempts)
+    bound = stmt.attempts_bound(queue.settings.max_attempts)
     for partition, seqs in sorted(seqs_by_partition(ids).items()):
         wanted = sorted(set(seqs))
-        query = sql.leasable_seqs(queue.queue_id, partition, len(wanted))
+        query = stmt.leasable_seqs(queue.queue_id, partition, len(wanted))
         cursor = txn.conn.execute(query, (*wanted, now, now, bound))
         rows = [ItemRow(*row) for row in cursor]
         for item in _lease_rows(txn, queue, partition, client_id, rows):
@@ -121,7 +121,7 @@ def _lease_rows(
     if not rows:
         return []
     deadline = txn.now + seconds_us(queue.settings.lease_timeout)
-    update = sql.lease_update(queue.queue_id, partition, len(rows))
+    update = stmt.lease_update(queue.queue_id, partition, len(rows))
     txn.conn.execute(update, (deadline, deadline, client_id, *(row.seq for row in rows)))
     return [
         leased_item(
@@ -143,9 +143,9 @@ def _lease_rows(
 def next_available_at(txn: Txn, queue: QueueInfo) -> int | None:
     """Earliest ``available_at`` (microseconds) of an item not exhausted and not expired."""
     earliest: int | None = None
-    params = (txn.now, sql.attempts_bound(queue.settings.max_attempts))
+    params = (txn.now, stmt.attempts_bound(queue.settings.max_attempts))
     for partition in range(queue.settings.partitions):
-        query = sql.next_available(queue.queue_id, partition)
+        query = stmt.next_available(queue.queue_id, partition)
         row = txn.conn.execute(query, params).fetchone()
         if row is not None and (earliest is None or row[0] < earliest):
             earliest = row[0]
@@ -162,7 +162,7 @@ def dead_letter(
     if not rows:
         return
     if dead is not None:
-        insert = sql.insert_item(dead.queue_id, partition % dead.settings.partitions)
+        insert = stmt.insert_item(dead.queue_id, partition % dead.settings.partitions)
         expire = dead.settings.expire_timeout
         values = [
             dead_values(row, format_id(queue.queue_id, partition, row.seq), txn.now, expire)
@@ -170,7 +170,7 @@ def dead_letter(
         ]
         txn.conn.executemany(insert, values)
         txn.wake.add(dead.name)
-    delete = sql.delete_seqs(queue.queue_id, partition, len(rows))
+    delete = stmt.delete_seqs(queue.queue_id, partition, len(rows))
     txn.conn.execute(delete, tuple(row.seq for row in rows))
 
 
@@ -182,11 +182,11 @@ def dead_letter_due(txn: Txn, queue: QueueInfo, dead: QueueInfo | None, limit: i
     """
     moved = 0
     now = txn.now
-    bound = sql.attempts_bound(queue.settings.max_attempts)
+    bound = stmt.attempts_bound(queue.settings.max_attempts)
     for partition in range(queue.settings.partitions):
         if moved >= limit:
             break
-        query = sql.dead_due(queue.queue_id, partition)
+        query = stmt.dead_due(queue.queue_id, partition)
         cursor = txn.conn.execute(query, (now, bound, limit - moved))
         rows = sorted((ItemRow(*row) for row in cursor), key=lambda row: row.seq)
         dead_letter(txn, queue, partition, rows, dead)
@@ -202,7 +202,7 @@ def stats(txn: Txn, queue: QueueInfo) -> list[PartitionStats]:
     now = txn.now
     result: list[PartitionStats] = []
     for partition in range(queue.settings.partitions):
-        query = sql.stats(queue.queue_id, partition)
+        query = stmt.stats(queue.queue_id, partition)
         total, leased, waiting, dead, oldest = txn.conn.execute(query, (now, now)).fetchone()
         result.append(
             PartitionStats.model_construct(
@@ -226,7 +226,7 @@ def list_items(
     scheduled_only: bool,
 ) -> list[StoredItem]:
     """Items of one partition with ``seq >= pivot_seq``, by seq."""
-    query = sql.list_items(queue.queue_id, partition, pivot_seq is not None, scheduled_only)
+    query = stmt.list_items(queue.queue_id, partition, pivot_seq is not None, scheduled_only)
     params = [*([] if pivot_seq is None else [pivot_seq]), *([txn.now] if scheduled_only else [])]
     rows = txn.conn.execute(query, (*params, limit))
     return [stored_item(queue, partition, ItemRow(*row)) for row in rows]
@@ -239,7 +239,7 @@ def lookup(txn: Txn, queue: QueueInfo, dedup_keys: Sequence[str]) -> list[Stored
         return []
     found = []
     for partition in range(queue.settings.partitions):
-        query = sql.select_dedup(queue.queue_id, partition, len(keys))
+        query = stmt.select_dedup(queue.queue_id, partition, len(keys))
         rows = txn.conn.execute(query, keys)
         found += [stored_item(queue, partition, ItemRow(*row)) for row in rows]
     return found
@@ -251,7 +251,7 @@ def scan_keys(
     """Up to ``limit`` items by dedup key in the range, merged over the partitions."""
     found: list[StoredItem] = []
     for partition in range(queue.settings.partitions):
-        query = sql.scan_keys(queue.queue_id, partition, include_low, high is not None)
+        query = stmt.scan_keys(queue.queue_id, partition, include_low, high is not None)
         params = (low, high, limit) if high is not None else (low, limit)
         rows = txn.conn.execute(query, params)
         found += [stored_item(queue, partition, ItemRow(*row)) for row in rows]
@@ -269,13 +269,13 @@ def delete_items(txn: Txn, queue: QueueInfo, keys: Sequence[tuple[str, int, int]
         else:
             missing[item_id] = ConflictReason.MISSING
     for partition, by_seq in wanted.items():
-        query = sql.select_seqs(queue.queue_id, partition, len(by_seq))
+        query = stmt.select_seqs(queue.queue_id, partition, len(by_seq))
         present = {row[0] for row in txn.conn.execute(query, tuple(by_seq))}
         missing.update({i: ConflictReason.MISSING for s, i in by_seq.items() if s not in present})
     if missing:
         raise Conflict(missing)
     for partition, by_seq in wanted.items():
-        txn.conn.execute(sql.delete_seqs(queue.queue_id, partition, len(by_seq)), tuple(by_seq))
+        txn.conn.execute(stmt.delete_seqs(queue.queue_id, partition, len(by_seq)), tuple(by_seq))
 
 
 def clear(txn: Txn, queue: QueueInfo, destructive: bool) -> int:
@@ -283,6 +283,6 @@ def clear(txn: Txn, queue: QueueInfo, destructive: bool) -> int:
     removed = 0
     params = () if destructive else (txn.now,)
     for partition in range(queue.settings.partitions):
-        query = sql.clear(queue.queue_id, partition, destructive)
+        query = stmt.clear(queue.queue_id, partition, destructive)
         removed += txn.conn.execute(query, params).rowcount
     return removed

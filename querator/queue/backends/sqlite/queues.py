@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from querator.errors import InvalidArgument, QueueExists, QueueNotFound
-from querator.queue.backends.sqlite import statements as sql
+from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.rows import QueueRow, Txn, queue_info, seconds_us
 from querator.queue.backends.sqlite.schema import create_partitions, drop_partitions
 from querator.queue.models import QueueInfo, QueueSettings
@@ -33,7 +33,7 @@ def _settings_values(settings: QueueSettings) -> tuple[Any, ...]:
 
 
 def _find(txn: Txn, name: str) -> QueueRow | None:
-    row = txn.conn.execute(sql.QUEUE_BY_NAME, (name,)).fetchone()
+    row = txn.conn.execute(stmt.QUEUE_BY_NAME, (name,)).fetchone()
     return None if row is None else QueueRow(*row)
 
 
@@ -49,7 +49,7 @@ def create_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
     if _find(txn, name) is not None:
         raise QueueExists(name)
     params = (name, txn.now, *_settings_values(settings))
-    row = QueueRow(*txn.conn.execute(sql.INSERT_QUEUE, params).fetchone())
+    row = QueueRow(*txn.conn.execute(stmt.INSERT_QUEUE, params).fetchone())
     create_partitions(txn.conn, row.id, range(settings.partitions))
     return queue_info(row)
 
@@ -63,7 +63,7 @@ def update_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
             f"may only grow: the queue has {old.partitions}, got {settings.partitions}",
         )
     params = (*_settings_values(settings), old.id)
-    row = QueueRow(*txn.conn.execute(sql.UPDATE_QUEUE, params).fetchone())
+    row = QueueRow(*txn.conn.execute(stmt.UPDATE_QUEUE, params).fetchone())
     create_partitions(txn.conn, row.id, range(old.partitions, settings.partitions))
     return queue_info(row)
 
@@ -72,7 +72,7 @@ def delete_queue(txn: Txn, name: str) -> None:
     """Drop the queue's tables and its row; QueueNotFound if absent."""
     row = _row(txn, name)
     drop_partitions(txn.conn, row.id, range(row.partitions))
-    txn.conn.execute(sql.DELETE_QUEUE, (row.id,))
+    txn.conn.execute(stmt.DELETE_QUEUE, (row.id,))
 
 
 def get_queue(txn: Txn, name: str) -> QueueInfo:
@@ -83,18 +83,18 @@ def get_queue(txn: Txn, name: str) -> QueueInfo:
 def list_queues(txn: Txn, pivot: str | None, limit: int) -> list[QueueInfo]:
     """Queues with ``name >= pivot``, by name, at most ``limit``."""
     if pivot is None:
-        rows = txn.conn.execute(sql.LIST_QUEUES, (limit,))
+        rows = txn.conn.execute(stmt.LIST_QUEUES, (limit,))
     else:
-        rows = txn.conn.execute(sql.LIST_QUEUES_FROM, (pivot, limit))
+        rows = txn.conn.execute(stmt.LIST_QUEUES_FROM, (pivot, limit))
     return [queue_info(QueueRow(*row)) for row in rows]
 
 
 def queues_with_dead_queue(txn: Txn, dead_queue: str) -> list[str]:
     """Names of the queues whose settings name ``dead_queue``, by name."""
-    return [row[0] for row in txn.conn.execute(sql.QUEUES_WITH_DEAD_QUEUE, (dead_queue,))]
+    return [row[0] for row in txn.conn.execute(stmt.QUEUES_WITH_DEAD_QUEUE, (dead_queue,))]
 
 
 def claim_maintenance(txn: Txn, interval: float) -> bool:
     """Take the maintenance run if none was taken in the last ``interval`` seconds."""
     params = (txn.now, txn.now - seconds_us(interval))
-    return txn.conn.execute(sql.CLAIM_MAINTENANCE, params).rowcount == 1
+    return txn.conn.execute(stmt.CLAIM_MAINTENANCE, params).rowcount == 1

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from querator.errors import Conflict, ConflictReason
 from querator.queue.backends.base import ItemKey, RenewOp, RetryOp, TxnPlan
-from querator.queue.backends.sqlite import statements as sql
+from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.engine import is_missing_table
 from querator.queue.backends.sqlite.items import claim, dead_letter, produce_items
 from querator.queue.backends.sqlite.rows import ItemRow, Txn, leased_item, seconds_us, to_us
@@ -36,7 +36,7 @@ def _fetch(txn: Txn, plan: TxnPlan, keys: Iterable[ItemKey]) -> dict[str, ItemRo
         groups.setdefault((key.queue_id, key.partition), {})[key.seq] = key.id
     rows: dict[str, ItemRow] = {}
     for (queue_id, partition), by_seq in groups.items():
-        query = sql.select_seqs(queue_id, partition, len(by_seq))
+        query = stmt.select_seqs(queue_id, partition, len(by_seq))
         try:
             cursor = txn.conn.execute(query, tuple(by_seq))
         except sqlite3.OperationalError as exc:
@@ -79,7 +79,7 @@ def _reason(row: ItemRow | None, key: ItemKey, now: int, need_lease: bool) -> Co
 
 def _complete(txn: Txn, keys: Sequence[ItemKey]) -> None:
     for key in keys:
-        txn.conn.execute(sql.complete(key.queue_id, key.partition), (key.seq,))
+        txn.conn.execute(stmt.complete(key.queue_id, key.partition), (key.seq,))
 
 
 def _retry(txn: Txn, plan: TxnPlan, op: RetryOp, row: ItemRow) -> None:
@@ -91,7 +91,7 @@ def _retry(txn: Txn, plan: TxnPlan, op: RetryOp, row: ItemRow) -> None:
         dead_letter(txn, queue, key.partition, [row], dead)
         return
     available = txn.now if op.retry_at is None else to_us(op.retry_at)
-    txn.conn.execute(sql.retry(key.queue_id, key.partition), (available, key.seq))
+    txn.conn.execute(stmt.retry(key.queue_id, key.partition), (available, key.seq))
     if available <= txn.now:
         txn.wake.add(queue.name)
 
@@ -104,7 +104,7 @@ def _dead_queue(plan: TxnPlan, queue: QueueInfo) -> QueueInfo | None:
 def _renew(txn: Txn, plan: TxnPlan, op: RenewOp, row: ItemRow) -> Leased:
     key = op.key
     deadline = txn.now + seconds_us(op.extend)
-    txn.conn.execute(sql.renew(key.queue_id, key.partition), (deadline, deadline, key.seq))
+    txn.conn.execute(stmt.renew(key.queue_id, key.partition), (deadline, deadline, key.seq))
     changes = {"version": row.version + 1, "lease_deadline": deadline, "available_at": deadline}
     return leased_item(plan.queues[key.queue], key.partition, row, changes)
 
