@@ -69,18 +69,9 @@ class WorkerOptions(TypedDict, total=False):
     """Workflow bodies kept live between their steps (default 1000; 0: replay always)."""
 
 
-class _Checked(TypedDict):
-    concurrency: int
-    client_id: str | None
-    poll_timeout: float
-    shutdown_grace: float
-    resources: dict[str, Any] | None
-    max_live_runs: int
-
-
-def check_worker_options(options: Mapping[str, Any]) -> _Checked:
+def check_worker_options(options: Mapping[str, Any]) -> WorkerOptions:
     """The options with their defaults, checked (InvalidArgument naming the first
-    bad one, unknown names included)."""
+    bad one, unknown names included); every option is set in the result."""
     check_options("Worker", options, WorkerOptions)
     client_id = options.get("client_id")
     return {
