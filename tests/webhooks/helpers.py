@@ -1,0 +1,31 @@
+"""Small helpers of the webhook tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sized
+from typing import TypeVar
+
+from polling import wait_for
+from standardwebhooks import Webhook
+
+from webhooks.receiver import Received
+
+T = TypeVar("T", bound=Sized)
+
+
+def until_len(fetch: Callable[[], T], count: int, timeout: float = 10.0) -> T:
+    """``fetch()`` once it holds ``count`` entries (fails the test after ``timeout``)."""
+    box: list[T] = []
+
+    def ready() -> bool:
+        box[:] = [fetch()]
+        return len(box[0]) == count
+
+    wait_for(ready, timeout=timeout, message=f"{count} entries")
+    return box[0]
+
+
+def check_signed(secret: str, got: Received) -> object:
+    """The payload, once the independent ``standardwebhooks`` package has
+    verified the request's signature (it raises otherwise)."""
+    return Webhook(secret).verify(got.body, got.headers)
