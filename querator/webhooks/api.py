@@ -26,7 +26,7 @@ from querator.webhooks.inspection import (
 )
 from querator.webhooks.layout import DEAD, Attempt, Message, ensure_queues
 from querator.webhooks.redrive import redrive_items
-from querator.webhooks.sending import get_message, send
+from querator.webhooks.sending import get_message, prepare, send
 from querator.webhooks.settings import WebhookSettings
 from querator.webhooks.signing import generate_secret, secret_key
 
@@ -86,7 +86,10 @@ class AsyncWebhooks:
             headers=headers or {},
             ordered=ordered,
         )
-        return await registry.add(await self._open(), self.settings, options, secret)
+        if secret is not None:
+            secret_key(secret)
+        await registry.check_target(url, self.settings)
+        return await registry.add(await self._open(), options, secret)
 
     async def get_endpoint(self, endpoint_id: str) -> Endpoint:
         """The endpoint ``endpoint_id``."""
@@ -158,9 +161,8 @@ class AsyncWebhooks:
         endpoint whose filter matches: one delivery per endpoint. The same
         ``idempotency_key`` returns the same message (and sends nothing more)
         while the message is kept (``retention``)."""
-        return await send(
-            await self._open(), self.settings, event_type, payload, idempotency_key, ordering_key
-        )
+        prepared = prepare(self.settings, event_type, payload, idempotency_key, ordering_key)
+        return await send(await self._open(), prepared)
 
     async def get_message(self, message_id: str) -> Message:
         """The message ``message_id``."""

@@ -13,7 +13,7 @@ from querator.webhooks.endpoints import Endpoint, EndpointOptions, SecretEntry
 from querator.webhooks.errors import EndpointNotFound
 from querator.webhooks.layout import ENDPOINT_SLOTS
 from querator.webhooks.settings import WebhookSettings
-from querator.webhooks.signing import generate_secret, secret_key
+from querator.webhooks.signing import generate_secret
 from querator.webhooks.slots import Stored
 from querator.webhooks.targets import check_url, lookup, pick
 
@@ -37,13 +37,8 @@ async def check_target(url: str, settings: WebhookSettings) -> None:
     pick(target, addresses, allow_private=False)
 
 
-async def add(
-    aq: AsyncQuerator, settings: WebhookSettings, options: EndpointOptions, secret: str | None
-) -> Endpoint:
-    """Store a new endpoint; every check runs before anything is written."""
-    if secret is not None:
-        secret_key(secret)
-    await check_target(options.url, settings)
+async def add(aq: AsyncQuerator, options: EndpointOptions, secret: str | None) -> Endpoint:
+    """Store a new endpoint (its options, secret and target already checked)."""
     now = datetime.now(UTC)
     endpoint = Endpoint(
         id="ep_" + secrets.token_hex(12),

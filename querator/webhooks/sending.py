@@ -26,7 +26,7 @@ from querator.webhooks.layout import (
 from querator.webhooks.registry import list_all
 from querator.webhooks.settings import WebhookSettings
 
-__all__ = ["encode_payload", "get_message", "send"]
+__all__ = ["encode_payload", "get_message", "prepare", "send"]
 
 MAX_KEY = 256
 
@@ -87,37 +87,38 @@ async def get_message(aq: AsyncQuerator, msg_id: str) -> Message:
     return message
 
 
-async def send(
-    aq: AsyncQuerator,
+def prepare(
     settings: WebhookSettings,
     event_type: str,
     payload: Any,
     idempotency_key: str | None,
     ordering_key: str | None,
 ) -> Message:
-    """Store the message and produce its deliveries; see :meth:`Webhooks.send`."""
+    """The message to send, every argument checked (nothing is stored yet)."""
     try:
         check_event_type(event_type)
     except ValueError as exc:
         raise InvalidArgument("event_type", str(exc)) from None
-    _check_key("idempotency_key", idempotency_key)
-    _check_key("ordering_key", ordering_key)
-    body = encode_payload(payload, settings.max_payload_bytes)
-    msg_id = message_id(idempotency_key)
+    return Message(
+        id=message_id(_check_key("idempotency_key", idempotency_key)),
+        event_type=event_type,
+        payload=encode_payload(payload, settings.max_payload_bytes),
+        idempotency_key=idempotency_key,
+        ordering_key=_check_key("ordering_key", ordering_key),
+        created_at=datetime.now(UTC),
+    )
+
+
+async def send(aq: AsyncQuerator, prepared: Message) -> Message:
+    """Store the message and produce its deliveries; see :meth:`Webhooks.send`."""
+    msg_id, event_type = prepared.id, prepared.event_type
+    idempotency_key = prepared.idempotency_key
     if idempotency_key is not None and (known := await find_message(aq, msg_id)) is not None:
         return known
     targets = [
         e.id for e in await list_all(aq) if not e.disabled and matches(e.event_types, event_type)
     ]
-    message = Message(
-        id=msg_id,
-        event_type=event_type,
-        payload=body,
-        idempotency_key=idempotency_key,
-        ordering_key=ordering_key,
-        created_at=datetime.now(UTC),
-        endpoints=tuple(targets),
-    )
+    message = prepared.model_copy(update={"endpoints": tuple(targets)})
     items = [delivery_item(message, endpoint_id) for endpoint_id in targets]
     record = Item(
         payload=message.model_dump_json().encode(),
