@@ -1,8 +1,12 @@
 """Per-endpoint accounting inside one delivery worker (pure code, monotonic clock).
 
-A delivery whose endpoint has no room now is not held: the worker gives it
-back to the queue with a ``retry_at`` (a deferral) and moves on, so a slow
-or dead endpoint occupies at most its ``max_in_flight`` slots of the worker.
+A delivery whose endpoint has no room now waits in the worker only if room
+is expected within ``LOCAL_WAIT`` seconds and few others wait (at most
+``WAITERS_PER_SLOT`` per in-flight slot); otherwise it is not held: the
+worker gives it back to the queue with a ``retry_at`` (a deferral) and moves
+on. So a slow or dead endpoint occupies at most ``max_in_flight`` slots of
+the worker plus a few brief waiters, while a fast endpoint's backlog is fed
+from memory without a write per item.
 The deferral is sized so that one item comes back about when room is
 expected, not sooner: after the endpoint's observed latency (or the age of
 its oldest attempt in flight, for one that hangs), spread by the number of
@@ -18,6 +22,9 @@ from querator.webhooks.endpoints import Endpoint
 
 __all__ = ["Gate", "Gates"]
 
+LOCAL_WAIT = 1.0
+"""Longest time an item waits in the worker for room at its endpoint."""
+WAITERS_PER_SLOT = 4
 MIN_DEFER = 0.05
 MAX_DEFER = 300.0
 EMA = 0.2
@@ -38,9 +45,17 @@ class Gate:
     """No attempt before this (a Retry-After)."""
     deferred: list[float] = field(default_factory=list)
     """When the items deferred by this worker come back."""
+    waiting: int = 0
+    """Items waiting in the worker for room (briefly: see ``LOCAL_WAIT``)."""
     busy_keys: dict[str, float] = field(default_factory=dict)
     """Ordered endpoints: ordering key -> no other attempt of it before this
     (an attempt in flight: infinity; a failed one: its retry)."""
+
+    def may_wait(self, endpoint: Endpoint, wait: float, waited: float) -> bool:
+        """Whether an item refused for ``wait`` s, after ``waited`` s waiting
+        already, may wait in the worker instead of being deferred."""
+        room = self.waiting < endpoint.max_in_flight * WAITERS_PER_SLOT
+        return room and waited + wait <= LOCAL_WAIT
 
     def _pending(self, now: float) -> int:
         self.deferred = [due for due in self.deferred if due > now]
@@ -67,14 +82,16 @@ class Gate:
             until = self.busy_keys[key]
             wait = max(wait, self._expected(now) if until == float("inf") else until - now)
         if wait > 0:
-            wait = min(max(wait, MIN_DEFER), MAX_DEFER)
-            self.deferred.append(now + wait)
-            return wait
+            return min(max(wait, MIN_DEFER), MAX_DEFER)
         self.tat = max(self.tat, now) + interval
         self.in_flight[token] = now
         if key is not None:
             self.busy_keys[key] = float("inf")
         return None
+
+    def deferring(self, due: float) -> None:
+        """An item is being deferred until ``due`` (later deferrals queue behind it)."""
+        self.deferred.append(due)
 
     def done(self, token: int, now: float, key: str | None, hold: float = 0.0) -> None:
         """The attempt ``token`` ended at ``now``; an ordering key stays held

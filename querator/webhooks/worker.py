@@ -109,6 +109,8 @@ class AsyncDeliveryWorker:
         self._sender = Sender(self.settings)
         self._held: dict[str, _Held] = {}
         self._marking: set[str] = set()
+        self._freed: dict[str, anyio.Event] = {}
+        """Endpoint id -> set when one of its attempts ends (wakes items waiting for room)."""
         self._tokens = itertools.count()
         self._in_hand = 0
         self._stop_requested = False
@@ -223,7 +225,7 @@ class AsyncDeliveryWorker:
         gate = self.gates[endpoint.id]
         key = delivery.ordering_key if endpoint.ordered else None
         token = next(self._tokens)
-        wait = gate.admit(endpoint, time.monotonic(), key, token)
+        wait = await self._admit(endpoint, key, token)
         if wait is not None:
             when = datetime.now(UTC) + timedelta(seconds=wait)
             await self.aq.retry(DELIVERIES, [leased], retry_at=when)
@@ -241,12 +243,36 @@ class AsyncDeliveryWorker:
         finally:
             gate.done(token, time.monotonic(), key, hold)
             self._held.pop(leased.id, None)
+            freed = self._freed.pop(endpoint.id, None)
+            if freed is not None:
+                freed.set()
         async with self._renewing:  # a renewal in progress gives the item a new version
             pass
         await self.aq.transact(complete=[held.leased], produce=decision.produce, silent=[ATTEMPTS])
         self.counts[decision.outcome.value] += 1
         if decision.disable is not None or decision.failing is not None:
             await self._mark(endpoint, decision)
+
+    async def _admit(self, endpoint: Endpoint, key: str | None, token: int) -> float | None:
+        """None once the attempt may start; else the seconds to defer the item by
+        (it waited in the worker as long as that was expected to be brief)."""
+        gate = self.gates[endpoint.id]
+        began = time.monotonic()
+        while True:
+            now = time.monotonic()
+            wait = gate.admit(endpoint, now, key, token)
+            if wait is None:
+                return None
+            if not gate.may_wait(endpoint, wait, now - began):
+                gate.deferring(now + wait)
+                return wait
+            gate.waiting += 1
+            try:
+                freed = self._freed.setdefault(endpoint.id, anyio.Event())
+                with anyio.move_on_after(wait):
+                    await freed.wait()
+            finally:
+                gate.waiting -= 1
 
     async def _mark(self, endpoint: Endpoint, decision: Decision) -> None:
         """Record on the endpoint that it started failing, recovered, or is disabled."""

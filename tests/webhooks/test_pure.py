@@ -112,10 +112,23 @@ def test_a_full_endpoint_defers_instead_of_holding() -> None:
     gate, ep = Gate(), endpoint(max_in_flight=2)
     assert gate.admit(ep, 0.0, None, 1) is None and gate.admit(ep, 0.0, None, 2) is None
     first = gate.admit(ep, 30.0, None, 3)  # two attempts hanging for 30 s
+    assert first is not None and first >= 30 and not gate.may_wait(ep, first, 0.0)
+    gate.deferring(30.0 + first)
     second = gate.admit(ep, 30.0, None, 4)
-    assert first is not None and first >= 30 and second is not None and second > first
+    assert second is not None and second > first  # spread behind the one deferred before
     gate.done(1, 31.0, None)
     assert gate.admit(ep, 31.0, None, 5) is None
+
+
+def test_a_fast_endpoint_feeds_waiters_from_memory() -> None:
+    gate, ep = Gate(), endpoint(max_in_flight=1)
+    assert gate.admit(ep, 0.0, None, 1) is None
+    gate.done(1, 0.002, None)  # answers in 2 ms
+    assert gate.admit(ep, 0.01, None, 2) is None
+    wait = gate.admit(ep, 0.011, None, 3)
+    assert wait is not None and gate.may_wait(ep, wait, 0.0)
+    gate.waiting = 4  # as many waiters as allowed per slot
+    assert not gate.may_wait(ep, wait, 0.0)
 
 
 def test_rate_limit_spaces_deliveries() -> None:
