@@ -1,17 +1,22 @@
 """Per-endpoint accounting inside one delivery worker (pure code, monotonic clock).
 
-A delivery whose endpoint has no room now waits in the worker only if room
-is expected within ``LOCAL_WAIT`` seconds and few others wait (at most
-``WAITERS_PER_SLOT`` per in-flight slot); otherwise it is not held: the
-worker gives it back to the queue with a ``retry_at`` (a deferral) and moves
-on. So a slow or dead endpoint occupies at most ``max_in_flight`` slots of
-the worker plus a few brief waiters, while a fast endpoint's backlog is fed
-from memory without a write per item.
-The deferral is sized so that one item comes back about when room is
-expected, not sooner: after the endpoint's observed latency (or the age of
-its oldest attempt in flight, for one that hangs), spread by the number of
-items already deferred; after the next rate-limit slot; after a
-``Retry-After`` the endpoint gave.
+A delivery whose endpoint has no room now (its ``max_in_flight`` attempts
+are running, its rate limit is reached, it asked for a pause, or an earlier
+message of the same ordering key is pending) waits in the worker only while
+room is expected within ``LOCAL_WAIT`` seconds, counting the items already
+waiting ahead of it, and while fewer than ``waiter_limit`` items wait for
+that endpoint. Otherwise it is not held: the worker gives it back to the
+queue with a ``retry_at`` (a deferral) and moves on. So a fast endpoint's
+backlog is fed from memory (no write per item), while a slow or hanging
+endpoint holds its ``max_in_flight`` slots and a handful of short waits,
+never the worker.
+
+The expected wait comes from the endpoint's observed latency (a running
+average), or the age of its oldest attempt in flight when that is longer (an
+endpoint that hangs), or ``UNKNOWN_LATENCY`` before any attempt has ended.
+A deferral lasts about as long as the wait it avoids, plus a slot per item
+deferred before it (so deferred items come back spread out, about when
+there is room); items deferred do not count against the ones in hand.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ __all__ = ["Gate", "Gates"]
 
 LOCAL_WAIT = 1.0
 """Longest time an item waits in the worker for room at its endpoint."""
-WAITERS_PER_SLOT = 4
+UNKNOWN_LATENCY = 0.05
+"""The latency assumed of an endpoint until one of its attempts has ended."""
 MIN_DEFER = 0.05
 MAX_DEFER = 300.0
 EMA = 0.2
@@ -38,7 +44,7 @@ class Gate:
     in_flight: dict[int, float] = field(default_factory=dict)
     """Attempt token -> when it started."""
     latency: float = 0.0
-    """Running average of attempt latency, seconds."""
+    """Running average of attempt latency, seconds (0: none ended yet)."""
     tat: float = 0.0
     """Rate limit: the theoretical arrival time of the next delivery (GCRA)."""
     blocked_until: float = 0.0
@@ -46,16 +52,10 @@ class Gate:
     deferred: list[float] = field(default_factory=list)
     """When the items deferred by this worker come back."""
     waiting: int = 0
-    """Items waiting in the worker for room (briefly: see ``LOCAL_WAIT``)."""
+    """Items waiting in the worker for room."""
     busy_keys: dict[str, float] = field(default_factory=dict)
     """Ordered endpoints: ordering key -> no other attempt of it before this
     (an attempt in flight: infinity; a failed one: its retry)."""
-
-    def may_wait(self, endpoint: Endpoint, wait: float, waited: float) -> bool:
-        """Whether an item refused for ``wait`` s, after ``waited`` s waiting
-        already, may wait in the worker instead of being deferred."""
-        room = self.waiting < endpoint.max_in_flight * WAITERS_PER_SLOT
-        return room and waited + wait <= LOCAL_WAIT
 
     def _pending(self, now: float) -> int:
         self.deferred = [due for due in self.deferred if due > now]
@@ -63,35 +63,44 @@ class Gate:
 
     def _expected(self, now: float) -> float:
         oldest = min(self.in_flight.values(), default=now)
-        return max(self.latency, now - oldest, MIN_DEFER)
+        return max(self.latency or UNKNOWN_LATENCY, now - oldest)
 
     def admit(self, endpoint: Endpoint, now: float, key: str | None, token: int) -> float | None:
         """None: start the attempt now (it is counted in flight under ``token``);
-        else the seconds to defer the item by."""
-        pending = self._pending(now)
-        wait = 0.0
-        if self.blocked_until > now:
-            wait = self.blocked_until - now
+        else the expected wait for room, in seconds, counting the items
+        waiting for it in the worker ahead of this one."""
+        ahead = self.waiting
+        wait = max(self.blocked_until - now, 0.0)
         if len(self.in_flight) >= endpoint.max_in_flight:
-            wait = max(wait, self._expected(now) * (1 + pending / endpoint.max_in_flight))
+            wait = max(wait, self._expected(now) * (1 + ahead / endpoint.max_in_flight))
         interval = 1.0 / endpoint.rate_limit if endpoint.rate_limit else 0.0
         tolerance = max(0.0, 1.0 - interval)
         if interval and self.tat - tolerance > now:
-            wait = max(wait, self.tat - tolerance - now + pending * interval)
+            wait = max(wait, self.tat - tolerance - now + ahead * interval)
         if key is not None and self.busy_keys.get(key, 0.0) > now:
             until = self.busy_keys[key]
             wait = max(wait, self._expected(now) if until == float("inf") else until - now)
         if wait > 0:
-            return min(max(wait, MIN_DEFER), MAX_DEFER)
+            return min(wait, MAX_DEFER)
         self.tat = max(self.tat, now) + interval
         self.in_flight[token] = now
         if key is not None:
             self.busy_keys[key] = float("inf")
         return None
 
-    def deferring(self, due: float) -> None:
-        """An item is being deferred until ``due`` (later deferrals queue behind it)."""
-        self.deferred.append(due)
+    def may_wait(self, wait: float, waited: float, waiter_limit: int) -> bool:
+        """Whether an item refused for ``wait`` s, after ``waited`` s waiting
+        already, may go on waiting in the worker instead of being deferred."""
+        return self.waiting < waiter_limit and waited + wait <= LOCAL_WAIT
+
+    def deferring(self, endpoint: Endpoint, now: float, wait: float) -> float:
+        """An item is deferred now, ``wait`` s being expected before there is room:
+        the seconds to defer it by, spread behind the items deferred before it."""
+        rate = endpoint.rate_limit or float("inf")
+        slot = max(self._expected(now) / endpoint.max_in_flight, 1.0 / rate)
+        delay = min(max(wait, MIN_DEFER) + self._pending(now) * slot, MAX_DEFER)
+        self.deferred.append(now + delay)
+        return delay
 
     def done(self, token: int, now: float, key: str | None, hold: float = 0.0) -> None:
         """The attempt ``token`` ended at ``now``; an ordering key stays held
@@ -122,7 +131,3 @@ class Gates:
         if gate is None:
             gate = self._gates[endpoint_id] = Gate()
         return gate
-
-    def in_flight(self) -> int:
-        """Attempts in flight to all endpoints."""
-        return sum(len(gate.in_flight) for gate in self._gates.values())

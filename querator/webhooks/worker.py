@@ -27,6 +27,7 @@ import signal
 import socket
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import FrameType
@@ -44,7 +45,7 @@ from querator.queue.validation import check_count, check_duration
 from querator.webhooks.cache import EndpointCache
 from querator.webhooks.delivery import Sender
 from querator.webhooks.endpoints import Endpoint
-from querator.webhooks.gates import Gates
+from querator.webhooks.gates import LOCAL_WAIT, Gates
 from querator.webhooks.layout import (
     ATTEMPTS,
     DEAD,
@@ -109,8 +110,11 @@ class AsyncDeliveryWorker:
         self._sender = Sender(self.settings)
         self._held: dict[str, _Held] = {}
         self._marking: set[str] = set()
-        self._freed: dict[str, anyio.Event] = {}
-        """Endpoint id -> set when one of its attempts ends (wakes items waiting for room)."""
+        self._waiters: dict[str, deque[anyio.Event]] = {}
+        """Endpoint id -> items waiting for room there, first come first woken."""
+        self.waiter_limit = max(1, self.concurrency // 2)
+        """Most items waiting in the worker for one endpoint: the other half of
+        the worker's slots stay free for the other endpoints."""
         self._tokens = itertools.count()
         self._in_hand = 0
         self._stop_requested = False
@@ -243,9 +247,7 @@ class AsyncDeliveryWorker:
         finally:
             gate.done(token, time.monotonic(), key, hold)
             self._held.pop(leased.id, None)
-            freed = self._freed.pop(endpoint.id, None)
-            if freed is not None:
-                freed.set()
+            self._wake_one(endpoint.id)
         async with self._renewing:  # a renewal in progress gives the item a new version
             pass
         await self.aq.transact(complete=[held.leased], produce=decision.produce, silent=[ATTEMPTS])
@@ -255,24 +257,41 @@ class AsyncDeliveryWorker:
 
     async def _admit(self, endpoint: Endpoint, key: str | None, token: int) -> float | None:
         """None once the attempt may start; else the seconds to defer the item by
-        (it waited in the worker as long as that was expected to be brief)."""
+        (it waited in the worker while room was expected soon: see gates)."""
         gate = self.gates[endpoint.id]
+        waiters = self._waiters.setdefault(endpoint.id, deque())
         began = time.monotonic()
         while True:
             now = time.monotonic()
             wait = gate.admit(endpoint, now, key, token)
             if wait is None:
                 return None
-            if not gate.may_wait(endpoint, wait, now - began):
-                gate.deferring(now + wait)
-                return wait
+            if not gate.may_wait(wait, now - began, self.waiter_limit):
+                log.debug(
+                    "webhooks: deferring for %s: wait %.3fs after %.3fs, %d waiting, latency %.3fs",
+                    endpoint.id,
+                    wait,
+                    now - began,
+                    gate.waiting,
+                    gate.latency,
+                )
+                return gate.deferring(endpoint, now, wait)
+            woken = anyio.Event()
+            waiters.append(woken)
             gate.waiting += 1
             try:
-                freed = self._freed.setdefault(endpoint.id, anyio.Event())
-                with anyio.move_on_after(wait):
-                    await freed.wait()
+                with anyio.move_on_after(min(wait, LOCAL_WAIT - (now - began))):
+                    await woken.wait()
             finally:
                 gate.waiting -= 1
+                if not woken.is_set():
+                    waiters.remove(woken)
+
+    def _wake_one(self, endpoint_id: str) -> None:
+        """An attempt to ``endpoint_id`` ended: the first item waiting for room looks again."""
+        waiters = self._waiters.get(endpoint_id)
+        if waiters:
+            waiters.popleft().set()
 
     async def _mark(self, endpoint: Endpoint, decision: Decision) -> None:
         """Record on the endpoint that it started failing, recovered, or is disabled."""

@@ -112,10 +112,10 @@ def test_a_full_endpoint_defers_instead_of_holding() -> None:
     gate, ep = Gate(), endpoint(max_in_flight=2)
     assert gate.admit(ep, 0.0, None, 1) is None and gate.admit(ep, 0.0, None, 2) is None
     first = gate.admit(ep, 30.0, None, 3)  # two attempts hanging for 30 s
-    assert first is not None and first >= 30 and not gate.may_wait(ep, first, 0.0)
-    gate.deferring(30.0 + first)
+    assert first is not None and first >= 30 and not gate.may_wait(first, 0.0, 100)
+    assert gate.deferring(ep, 30.0, first) == first
     second = gate.admit(ep, 30.0, None, 4)
-    assert second is not None and second > first  # spread behind the one deferred before
+    assert second is not None and gate.deferring(ep, 30.0, second) > first  # spread behind
     gate.done(1, 31.0, None)
     assert gate.admit(ep, 31.0, None, 5) is None
 
@@ -126,9 +126,9 @@ def test_a_fast_endpoint_feeds_waiters_from_memory() -> None:
     gate.done(1, 0.002, None)  # answers in 2 ms
     assert gate.admit(ep, 0.01, None, 2) is None
     wait = gate.admit(ep, 0.011, None, 3)
-    assert wait is not None and gate.may_wait(ep, wait, 0.0)
-    gate.waiting = 4  # as many waiters as allowed per slot
-    assert not gate.may_wait(ep, wait, 0.0)
+    assert wait is not None and wait < 0.01 and gate.may_wait(wait, 0.0, 100)
+    gate.waiting = 100  # as many waiters as the worker allows per endpoint
+    assert not gate.may_wait(wait, 0.0, 100)
 
 
 def test_rate_limit_spaces_deliveries() -> None:
