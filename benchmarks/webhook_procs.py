@@ -91,4 +91,4 @@ def deliver(dsn: str, concurrency: int) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     settings = WebhookSettings(allow_private=True, timeout=HANG_SECONDS + 30)
     with Querator(dsn) as q:
-        DeliveryWorker(q, settings, concurrency=concurrency).run()
+        DeliveryWorker(q, settings, concurrency=concurrency, shutdown_grace=2.0).run()

@@ -14,9 +14,10 @@ never the worker.
 The expected wait comes from the endpoint's observed latency (a running
 average), or the age of its oldest attempt in flight when that is longer (an
 endpoint that hangs), or ``UNKNOWN_LATENCY`` before any attempt has ended.
-A deferral lasts about as long as the wait it avoids, plus a slot per item
-deferred before it (so deferred items come back spread out, about when
-there is room); items deferred do not count against the ones in hand.
+A deferral lasts about as long as the wait it avoids, plus one slot (the
+endpoint's average latency over its ``max_in_flight``, or its rate-limit
+interval) per item deferred before it, so deferred items come back spread
+out at about the pace the endpoint drains them.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from querator.webhooks.endpoints import Endpoint
 
 __all__ = ["Gate", "Gates"]
 
-LOCAL_WAIT = 1.0
+LOCAL_WAIT = 2.0
 """Longest time an item waits in the worker for room at its endpoint."""
-UNKNOWN_LATENCY = 0.05
+RECHECK = 0.1
+"""A waiting item looks again at least this often (the estimate grows while an
+endpoint hangs: its waiters give up early)."""
+UNKNOWN_LATENCY = 0.1
 """The latency assumed of an endpoint until one of its attempts has ended."""
 MIN_DEFER = 0.05
 MAX_DEFER = 300.0
@@ -69,6 +73,18 @@ class Gate:
         """None: start the attempt now (it is counted in flight under ``token``);
         else the expected wait for room, in seconds, counting the items
         waiting for it in the worker ahead of this one."""
+        wait = self.expected_wait(endpoint, now, key)
+        if wait > 0:
+            return min(wait, MAX_DEFER)
+        self.tat = max(self.tat, now) + (1.0 / endpoint.rate_limit if endpoint.rate_limit else 0.0)
+        self.in_flight[token] = now
+        if key is not None:
+            self.busy_keys[key] = float("inf")
+        return None
+
+    def expected_wait(self, endpoint: Endpoint, now: float, key: str | None) -> float:
+        """Seconds until an item of ``key`` can start here, counting the items
+        waiting in the worker ahead of it (0: now)."""
         ahead = self.waiting
         wait = max(self.blocked_until - now, 0.0)
         if len(self.in_flight) >= endpoint.max_in_flight:
@@ -80,13 +96,7 @@ class Gate:
         if key is not None and self.busy_keys.get(key, 0.0) > now:
             until = self.busy_keys[key]
             wait = max(wait, self._expected(now) if until == float("inf") else until - now)
-        if wait > 0:
-            return min(wait, MAX_DEFER)
-        self.tat = max(self.tat, now) + interval
-        self.in_flight[token] = now
-        if key is not None:
-            self.busy_keys[key] = float("inf")
-        return None
+        return wait
 
     def may_wait(self, wait: float, waited: float, waiter_limit: int) -> bool:
         """Whether an item refused for ``wait`` s, after ``waited`` s waiting
@@ -97,7 +107,7 @@ class Gate:
         """An item is deferred now, ``wait`` s being expected before there is room:
         the seconds to defer it by, spread behind the items deferred before it."""
         rate = endpoint.rate_limit or float("inf")
-        slot = max(self._expected(now) / endpoint.max_in_flight, 1.0 / rate)
+        slot = max((self.latency or UNKNOWN_LATENCY) / endpoint.max_in_flight, 1.0 / rate)
         delay = min(max(wait, MIN_DEFER) + self._pending(now) * slot, MAX_DEFER)
         self.deferred.append(now + delay)
         return delay

@@ -45,7 +45,7 @@ from querator.queue.validation import check_count, check_duration
 from querator.webhooks.cache import EndpointCache
 from querator.webhooks.delivery import Sender
 from querator.webhooks.endpoints import Endpoint
-from querator.webhooks.gates import LOCAL_WAIT, Gates
+from querator.webhooks.gates import LOCAL_WAIT, RECHECK, Gates
 from querator.webhooks.layout import (
     ATTEMPTS,
     DEAD,
@@ -112,9 +112,10 @@ class AsyncDeliveryWorker:
         self._marking: set[str] = set()
         self._waiters: dict[str, deque[anyio.Event]] = {}
         """Endpoint id -> items waiting for room there, first come first woken."""
-        self.waiter_limit = max(1, self.concurrency // 2)
-        """Most items waiting in the worker for one endpoint: the other half of
-        the worker's slots stay free for the other endpoints."""
+        self.waiter_limit = self.concurrency
+        """Most items waiting in the worker for one endpoint. The real bound is
+        the expected wait (at most ``LOCAL_WAIT``): an endpoint's waiters are
+        about one second of its draining, whatever the worker's size."""
         self._tokens = itertools.count()
         self._in_hand = 0
         self._stop_requested = False
@@ -261,9 +262,14 @@ class AsyncDeliveryWorker:
         gate = self.gates[endpoint.id]
         waiters = self._waiters.setdefault(endpoint.id, deque())
         began = time.monotonic()
+        first = True
         while True:
             now = time.monotonic()
-            wait = gate.admit(endpoint, now, key, token)
+            if first and waiters:  # others wait already: queue behind them, do not overtake
+                wait: float | None = max(gate.expected_wait(endpoint, now, key), RECHECK)
+            else:
+                wait = gate.admit(endpoint, now, key, token)
+            first = False
             if wait is None:
                 return None
             if not gate.may_wait(wait, now - began, self.waiter_limit):
@@ -280,7 +286,7 @@ class AsyncDeliveryWorker:
             waiters.append(woken)
             gate.waiting += 1
             try:
-                with anyio.move_on_after(min(wait, LOCAL_WAIT - (now - began))):
+                with anyio.move_on_after(min(wait, RECHECK, LOCAL_WAIT - (now - began))):
                     await woken.wait()
             finally:
                 gate.waiting -= 1

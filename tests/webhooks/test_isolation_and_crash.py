@@ -39,8 +39,7 @@ def test_a_hanging_endpoint_does_not_delay_the_others(q: Querator, receiver: Rec
         assert receiver.hanging == 2  # the hanging endpoint holds its two slots, no more
         assert hooks.attempts(endpoint_id=hanging.id) == []  # none of its attempts ended yet
         wait_for(lambda: worker.worker.counts["delivered"] == 90, timeout=5)
-        assert worker.worker.gates[hanging.id].waiting <= 8  # and a few brief waiters
-        # ... whose wait ends within a second: its items are given back, not held
+        # items waiting for it give up within LOCAL_WAIT: they are given back, not held
         wait_for(lambda: worker.worker.counts["deferred"] >= 28, timeout=5)
         wait_for(lambda: worker.worker.gates[hanging.id].waiting == 0, timeout=5)
         assert receiver.hanging == 2
