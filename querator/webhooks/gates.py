@@ -2,11 +2,12 @@
 
 A delivery whose endpoint has no room now (its ``max_in_flight`` attempts
 are running, its rate limit is reached, it asked for a pause, or an earlier
-message of the same ordering key is pending) waits in the worker only while
-room is expected within ``LOCAL_WAIT`` seconds, counting the items already
-waiting ahead of it, and while fewer than ``waiter_limit`` items wait for
-that endpoint. Otherwise it is not held: the worker gives it back to the
-queue with a ``retry_at`` (a deferral) and moves on. So a fast endpoint's
+message of the same ordering key is pending) starts waiting in the worker
+only if room is expected within ``LOCAL_WAIT`` seconds, counting the items
+already waiting ahead of it, and goes on waiting while the endpoint makes
+progress (an attempt ended within the last ``LOCAL_WAIT`` seconds).
+Otherwise it is not held: the worker gives it back to the queue with a
+``retry_at`` (a deferral) and moves on. So a fast endpoint's
 backlog is fed from memory (no write per item), while a slow or hanging
 endpoint holds its ``max_in_flight`` slots and a handful of short waits,
 never the worker.
@@ -31,8 +32,7 @@ __all__ = ["Gate", "Gates"]
 LOCAL_WAIT = 2.0
 """Longest time an item waits in the worker for room at its endpoint."""
 RECHECK = 0.1
-"""A waiting item looks again at least this often (the estimate grows while an
-endpoint hangs: its waiters give up early)."""
+"""A waiting item looks again at least this often."""
 UNKNOWN_LATENCY = 0.1
 """The latency assumed of an endpoint until one of its attempts has ended."""
 MIN_DEFER = 0.05
@@ -57,6 +57,8 @@ class Gate:
     """When the items deferred by this worker come back."""
     waiting: int = 0
     """Items waiting in the worker for room."""
+    last_done: float = 0.0
+    """When an attempt here last ended."""
     busy_keys: dict[str, float] = field(default_factory=dict)
     """Ordered endpoints: ordering key -> no other attempt of it before this
     (an attempt in flight: infinity; a failed one: its retry)."""
@@ -98,10 +100,22 @@ class Gate:
             wait = max(wait, self._expected(now) if until == float("inf") else until - now)
         return wait
 
-    def may_wait(self, wait: float, waited: float, waiter_limit: int) -> bool:
-        """Whether an item refused for ``wait`` s, after ``waited`` s waiting
-        already, may go on waiting in the worker instead of being deferred."""
-        return self.waiting < waiter_limit and waited + wait <= LOCAL_WAIT
+    def may_wait(
+        self, wait: float, now: float, began: float, waiter_limit: int, first: bool
+    ) -> bool:
+        """Whether an item refused for an expected ``wait`` s may wait in the
+        worker instead of being deferred: to start waiting, the wait must be
+        under ``LOCAL_WAIT`` and fewer than ``waiter_limit`` items wait here; to
+        go on (waiting since ``began``), the endpoint must be making progress
+        and the wait stay short."""
+        if first:
+            return self.waiting < waiter_limit and wait <= LOCAL_WAIT
+        return wait <= 2 * LOCAL_WAIT and not self.stalled(now, began)
+
+    def stalled(self, now: float, since: float) -> bool:
+        """Whether no attempt here has ended for ``LOCAL_WAIT`` seconds (counted
+        from ``since`` at the earliest): its waiters stop waiting."""
+        return now - max(self.last_done, since) > LOCAL_WAIT
 
     def deferring(self, endpoint: Endpoint, now: float, wait: float) -> float:
         """An item is deferred now, ``wait`` s being expected before there is room:
@@ -116,6 +130,7 @@ class Gate:
         """The attempt ``token`` ended at ``now``; an ordering key stays held
         ``hold`` more seconds (until its retry), else it is free."""
         started = self.in_flight.pop(token, None)
+        self.last_done = now
         if started is not None:
             latency = now - started
             self.latency = latency if not self.latency else (1 - EMA) * self.latency + EMA * latency

@@ -136,7 +136,9 @@ def redrive_key(dead_id: str) -> str:
 
 def queue_settings(settings: WebhookSettings) -> dict[str, QueueSettings]:
     """Every webhook queue and its settings (dead queue first: others name it)."""
-    kept = QueueSettings(lease_timeout=60.0, expire_timeout=settings.retention)
+    kept = QueueSettings(
+        lease_timeout=min(60.0, settings.retention), expire_timeout=settings.retention
+    )
     return {
         DEAD: kept,
         ENDPOINTS: ENDPOINT_SLOTS.settings,

@@ -98,11 +98,12 @@ def decide(
         disable = "the endpoint answered 410 Gone"
     else:
         delay = next_delay(settings, delivery.attempt, after)
-        outcome = Outcome.RETRYING if delay is not None else Outcome.DEAD
         since = endpoint.failing_since
         limit = settings.disable_after
         if since is not None and limit is not None and (now - since).total_seconds() > limit:
             disable = f"every delivery failed since {since.isoformat(timespec='seconds')}"
+            delay = None
+        outcome = Outcome.RETRYING if delay is not None else Outcome.DEAD
     next_at = now + timedelta(seconds=delay) if delay is not None else None
     record = Attempt(
         message_id=delivery.message_id,

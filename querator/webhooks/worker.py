@@ -45,7 +45,7 @@ from querator.queue.validation import check_count, check_duration
 from querator.webhooks.cache import EndpointCache
 from querator.webhooks.delivery import Sender
 from querator.webhooks.endpoints import Endpoint
-from querator.webhooks.gates import LOCAL_WAIT, RECHECK, Gates
+from querator.webhooks.gates import RECHECK, Gates
 from querator.webhooks.layout import (
     ATTEMPTS,
     DEAD,
@@ -269,10 +269,9 @@ class AsyncDeliveryWorker:
                 wait: float | None = max(gate.expected_wait(endpoint, now, key), RECHECK)
             else:
                 wait = gate.admit(endpoint, now, key, token)
-            first = False
             if wait is None:
                 return None
-            if not gate.may_wait(wait, now - began, self.waiter_limit):
+            if not gate.may_wait(wait, now, began, self.waiter_limit, first):
                 log.debug(
                     "webhooks: deferring for %s: wait %.3fs after %.3fs, %d waiting, latency %.3fs",
                     endpoint.id,
@@ -282,11 +281,12 @@ class AsyncDeliveryWorker:
                     gate.latency,
                 )
                 return gate.deferring(endpoint, now, wait)
+            first = False
             woken = anyio.Event()
             waiters.append(woken)
             gate.waiting += 1
             try:
-                with anyio.move_on_after(min(wait, RECHECK, LOCAL_WAIT - (now - began))):
+                with anyio.move_on_after(min(wait, RECHECK)):
                     await woken.wait()
             finally:
                 gate.waiting -= 1

@@ -8,13 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from querator import Querator
-from querator.webhooks import DeliveryWorker, Webhooks, WebhookSettings
+from querator.webhooks import DeliveryWorker, Webhooks
+from webhooks.helpers import FAST
 from webhooks.receiver import Receiver, serving
-
-FAST = WebhookSettings(
-    schedule=(0.0, 0.1, 0.1), jitter=0.0, timeout=3.0, connect_timeout=1.0, allow_private=True
-)
-"""Three attempts 0.1 s apart; local targets allowed (the receiver is on 127.0.0.1)."""
 
 
 @pytest.fixture

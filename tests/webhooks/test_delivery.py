@@ -9,8 +9,9 @@ import time
 import pytest
 from polling import wait_for
 
-from querator.webhooks import DeliveryNotFound, DeliveryWorker, Outcome, Webhooks
-from webhooks.helpers import check_signed, until_len
+from querator import Querator
+from querator.webhooks import DeliveryNotFound, DeliveryWorker, MessageNotFound, Outcome, Webhooks
+from webhooks.helpers import FAST, check_signed, until_len
 from webhooks.receiver import Received, Receiver
 
 
@@ -164,3 +165,42 @@ def test_a_rotated_secret_signs_with_both_during_the_grace_period(
         if len(got.headers["webhook-signature"].split()) == 2:
             break
     assert check_signed(old, got) and check_signed(rotated.secret, got)
+
+
+def test_an_endpoint_failing_for_too_long_is_disabled_with_the_reason(
+    q: Querator, receiver: Receiver
+) -> None:
+    settings = FAST.model_copy(update={"disable_after": 0.3, "schedule": (0.0,) + (0.2,) * 20})
+    hooks = Webhooks(q, settings)
+    endpoint = hooks.add_endpoint(receiver.url("fail"))
+    hooks.send("a.b", {})
+    worker = DeliveryWorker(q, settings, endpoint_ttl=0.2)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: hooks.get_endpoint(endpoint.id).disabled, timeout=15)
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    disabled = hooks.get_endpoint(endpoint.id)
+    assert "failed since" in disabled.disabled_reason
+    assert disabled.failing_since is not None
+    [dead] = until_len(hooks.failed, 1)
+    assert dead.reason.startswith("every delivery failed since")
+    assert hooks.enable_endpoint(endpoint.id).failing_since is None
+
+
+def test_kept_records_expire_after_the_retention(q: Querator) -> None:
+    hooks = Webhooks(q, FAST.model_copy(update={"retention": 0.5}))
+    message = hooks.send("a.b", {"x": 1})
+    assert hooks.get_message(message.id) == message
+
+    def expired() -> bool:
+        q.run_maintenance()
+        try:
+            hooks.get_message(message.id)
+        except MessageNotFound:
+            return True
+        return False
+
+    wait_for(expired, timeout=10)

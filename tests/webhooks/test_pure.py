@@ -112,7 +112,9 @@ def test_a_full_endpoint_defers_instead_of_holding() -> None:
     gate, ep = Gate(), endpoint(max_in_flight=2)
     assert gate.admit(ep, 0.0, None, 1) is None and gate.admit(ep, 0.0, None, 2) is None
     first = gate.admit(ep, 30.0, None, 3)  # two attempts hanging for 30 s
-    assert first is not None and first >= 30 and not gate.may_wait(first, 0.0, 100)
+    assert (
+        first is not None and first >= 30 and not gate.may_wait(first, 30.0, 30.0, 100, first=True)
+    )
     assert gate.deferring(ep, 30.0, first) == first
     second = gate.admit(ep, 30.0, None, 4)
     assert second is not None and gate.deferring(ep, 30.0, second) > first  # spread behind
@@ -126,9 +128,11 @@ def test_a_fast_endpoint_feeds_waiters_from_memory() -> None:
     gate.done(1, 0.002, None)  # answers in 2 ms
     assert gate.admit(ep, 0.01, None, 2) is None
     wait = gate.admit(ep, 0.011, None, 3)
-    assert wait is not None and wait < 0.01 and gate.may_wait(wait, 0.0, 100)
+    assert wait is not None and wait < 0.01 and gate.may_wait(wait, 0.011, 0.011, 100, first=True)
     gate.waiting = 100  # as many waiters as the worker allows per endpoint
-    assert not gate.may_wait(wait, 0.0, 100)
+    assert not gate.may_wait(wait, 0.011, 0.011, 100, first=True)
+    assert gate.may_wait(wait, 0.5, 0.011, 100, first=False)  # it made progress at 0.002
+    assert not gate.may_wait(wait, 2.5, 0.011, 100, first=False)  # stalled for 2 s
 
 
 def test_rate_limit_spaces_deliveries() -> None:
@@ -169,10 +173,15 @@ def test_outcomes() -> None:
     assert gone.outcome is Outcome.DEAD and gone.disable
     limited = decide(settings, endpoint(), delivery(), Result(429, 0.01, retry_after="7"), now)
     assert limited.delay == 7 and limited.pause == 7
+    unavailable = decide(settings, endpoint(), delivery(), Result(503, 0.01, retry_after="9"), now)
+    assert unavailable.delay == 9 and unavailable.pause == 9
+    plain = decide(settings, endpoint(), delivery(), Result(500, 0.01, retry_after="9"), now)
+    assert plain.delay == 1 and plain.pause is None  # only 429 and 503 pause
     redirect = decide(settings, endpoint(), delivery(), Result(302, 0.01), now)
     assert redirect.outcome is Outcome.RETRYING
     old = endpoint(failing_since=now - timedelta(hours=2))
     tired = decide(settings, old, delivery(), Result(500, 0.01), now)
     assert tired.disable is not None and "failed since" in tired.disable
+    assert tired.outcome is Outcome.DEAD and DEAD in tired.produce
     healed = decide(settings, old, delivery(), Result(200, 0.01), now)
     assert healed.failing is False and healed.disable is None
