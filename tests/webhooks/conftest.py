@@ -10,7 +10,7 @@ import pytest
 from querator import Querator
 from querator.webhooks import DeliveryWorker, Webhooks
 from webhooks.helpers import FAST
-from webhooks.receiver import Receiver, serving
+from webhooks.http_receiver import Receiver, serving
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from polling import wait_for
 from standardwebhooks import Webhook
 
 from querator.webhooks import WebhookSettings
-from webhooks.receiver import Received
+from webhooks.http_receiver import Received
 
 T = TypeVar("T", bound=Sized)
 

@@ -14,7 +14,7 @@ from polling import wait_for
 from querator import Querator
 from querator.webhooks import Webhooks
 from webhooks.helpers import check_signed
-from webhooks.receiver import Receiver
+from webhooks.http_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 

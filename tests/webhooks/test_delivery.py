@@ -12,7 +12,7 @@ from polling import wait_for
 from querator import Querator
 from querator.webhooks import DeliveryNotFound, DeliveryWorker, MessageNotFound, Outcome, Webhooks
 from webhooks.helpers import FAST, check_signed, until_len
-from webhooks.receiver import Received, Receiver
+from webhooks.http_receiver import Received, Receiver
 
 
 def test_a_message_is_delivered_signed_to_every_matching_endpoint(

@@ -18,7 +18,7 @@ from polling import wait_for
 from querator import Querator
 from querator.webhooks import DeliveryWorker, Outcome, Webhooks, WebhookSettings
 from webhooks.helpers import check_signed, until_len
-from webhooks.receiver import Receiver
+from webhooks.http_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 PATIENT = WebhookSettings(schedule=(0.0, 0.1), jitter=0.0, timeout=20.0, allow_private=True)
