@@ -59,6 +59,7 @@ class Result:
 @dataclass(slots=True)
 class _Client:
     url: str
+    size: int
     target: Target
     client: httpx.AsyncClient
 
@@ -73,12 +74,12 @@ class Sender:
         self._retired: list[httpx.AsyncClient] = []
         self._tls: ssl.SSLContext | None = None
         """One TLS context for every client (loading the CA bundle costs ~15 ms)."""
-        """Clients of endpoints whose URL changed: closed at the end (in-flight
-        attempts may still use them)."""
+        """Clients of endpoints whose URL or size changed: closed at the end
+        (in-flight attempts may still use them)."""
 
     def _client(self, endpoint: Endpoint) -> _Client:
         held = self._clients.get(endpoint.id)
-        if held is not None and held.url == endpoint.url:
+        if held is not None and (held.url, held.size) == (endpoint.url, endpoint.max_in_flight):
             return held
         if held is not None:
             self._retire(held)
@@ -96,7 +97,10 @@ class Sender:
             trust_env=False,
             verify=self._tls,
         )
-        held = self._clients[endpoint.id] = _Client(endpoint.url, check_url(endpoint.url), client)
+        target = check_url(endpoint.url)
+        held = self._clients[endpoint.id] = _Client(
+            endpoint.url, endpoint.max_in_flight, target, client
+        )
         return held
 
     def _retire(self, held: _Client) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sized
+from pathlib import Path
 from typing import TypeVar
 
 from polling import wait_for
@@ -12,6 +16,8 @@ from querator.webhooks import WebhookSettings
 from webhooks.http_receiver import Received
 
 T = TypeVar("T", bound=Sized)
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository."""
 
 FAST = WebhookSettings(
     schedule=(0.0, 0.1, 0.1), jitter=0.0, timeout=3.0, connect_timeout=1.0, allow_private=True
@@ -35,3 +41,16 @@ def check_signed(secret: str, got: Received) -> object:
     """The payload, once the independent ``standardwebhooks`` package has
     verified the request's signature (it raises otherwise)."""
     return Webhook(secret).verify(got.body, got.headers)
+
+
+def run_python(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in ``cwd`` with this checkout importable; output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )

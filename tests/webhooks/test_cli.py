@@ -13,23 +13,13 @@ from polling import wait_for
 
 from querator import Querator
 from querator.webhooks import Webhooks
-from webhooks.helpers import check_signed
+from webhooks.helpers import ROOT, check_signed, run_python
 from webhooks.http_receiver import Receiver
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """``python -m querator.cli webhooks ARGS``."""
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", "webhooks", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    return run_python(["-m", "querator.cli", "webhooks", *args])
 
 
 def test_the_cli_manages_endpoints_sends_and_redrives(tmp_path: Path, receiver: Receiver) -> None:
