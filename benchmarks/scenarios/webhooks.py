@@ -157,6 +157,7 @@ def _throughput(bench: Bench, size: int) -> None:
             "deliveries": got["deliveries"],
             "concurrency": CONCURRENCY,
             "max_in_flight": MAX_IN_FLIGHT,
+            "load": os.getloadavg()[0],
         }
         bench.add(
             Measurement(
