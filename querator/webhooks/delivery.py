@@ -89,7 +89,7 @@ class Sender:
             max_keepalive_connections=endpoint.max_in_flight,
         )
         if self._tls is None:
-            self._tls = ssl.create_default_context(cafile=certifi.where())
+            self._tls = ssl.create_default_context(cafile=self.settings.ca_file or certifi.where())
         client = httpx.AsyncClient(
             timeout=timeout,
             limits=limits,

@@ -44,6 +44,9 @@ class WebhookSettings(Record):
     """Seconds messages and attempt records are kept."""
     response_excerpt: int = Field(default=1024, ge=0, le=65_536)
     """Bytes of each response body kept in the attempts log."""
+    ca_file: str | None = None
+    """A PEM file of the certificate authorities HTTPS endpoints are checked
+    against; None: the ``certifi`` bundle (the public web's)."""
     max_retry_after: Delay = 86_400.0
     """The longest ``Retry-After`` honoured (longer answers are capped to it)."""
 

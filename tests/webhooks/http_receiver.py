@@ -101,11 +101,21 @@ class Receiver:
 
 
 @contextmanager
-def serving(receiver: Receiver | None = None) -> Iterator[Receiver]:
-    """Run a receiver for the block; stopped (connections dropped) at its end."""
+def serving(
+    receiver: Receiver | None = None, tls: tuple[str, str] | None = None
+) -> Iterator[Receiver]:
+    """Run a receiver for the block (HTTPS with ``tls``: certificate and key
+    files); stopped (connections dropped) at its end."""
     receiver = receiver or Receiver()
+    certfile, keyfile = tls or (None, None)
     config = uvicorn.Config(
-        receiver.app, host="127.0.0.1", port=0, log_level="error", lifespan="off"
+        receiver.app,
+        host="127.0.0.1",
+        port=0,
+        log_level="error",
+        lifespan="off",
+        ssl_certfile=certfile,
+        ssl_keyfile=keyfile,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
