@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 
@@ -11,6 +12,7 @@ from polling import wait_for
 
 from querator import Querator
 from querator.webhooks import DeliveryNotFound, DeliveryWorker, MessageNotFound, Outcome, Webhooks
+from querator.webhooks.layout import DELIVERIES
 from webhooks.helpers import FAST, check_signed, until_len
 from webhooks.http_receiver import Received, Receiver
 
@@ -204,3 +206,45 @@ def test_kept_records_expire_after_the_retention(q: Querator) -> None:
         return False
 
     wait_for(expired, timeout=10)
+
+
+def test_secrets_never_reach_the_logs(
+    hooks: Webhooks, worker: DeliveryWorker, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    endpoint = hooks.add_endpoint(receiver.url("gone"))
+    rotated = hooks.rotate_secret(endpoint.id, grace=60)
+    hooks.send("a.b", {})
+    wait_for(lambda: hooks.get_endpoint(endpoint.id).disabled, timeout=10)
+    wait_for(lambda: "disabling endpoint" in caplog.text)
+    shown = caplog.text + repr(hooks.get_endpoint(endpoint.id)) + repr(hooks.list_endpoints())
+    for secret in (endpoint.secret, rotated.secret):
+        assert secret.removeprefix("whsec_") not in shown
+
+
+@pytest.mark.parametrize("backend_name", ["memory", "sqlite"], indirect=True)
+def test_stop_lets_attempts_in_flight_finish_or_gives_them_back(
+    q: Querator, hooks: Webhooks, receiver: Receiver
+) -> None:
+    slow = hooks.add_endpoint(receiver.url("slow/500"))
+    message = hooks.send("a.b", {})
+    worker = DeliveryWorker(q, FAST, shutdown_grace=10.0)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    wait_for(lambda: receiver.at("slow/500"))  # the attempt is in flight
+    worker.stop()
+    thread.join(timeout=15)
+    [attempt] = hooks.attempts(message_id=message.id)  # finished and committed before run returned
+    assert attempt.outcome is Outcome.DELIVERED and attempt.endpoint_id == slow.id
+
+    hooks.update_endpoint(slow.id, url=receiver.url("hang"))
+    hooks.send("a.b", {})
+    hurried = DeliveryWorker(q, FAST, shutdown_grace=0.2)
+    thread = threading.Thread(target=hurried.run, daemon=True)
+    thread.start()
+    wait_for(lambda: receiver.hanging == 1)
+    hurried.stop()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    stats = q.stats(DELIVERIES)
+    assert (stats.total, stats.leased) == (1, 0)  # given back, leasable now: not left to expire
