@@ -33,7 +33,7 @@ LOCAL_WAIT = 2.0
 """Longest time an item waits in the worker for room at its endpoint."""
 RECHECK = 0.1
 """A waiting item looks again at least this often."""
-UNKNOWN_LATENCY = 0.1
+UNKNOWN_LATENCY = 0.5
 """The latency assumed of an endpoint until one of its attempts has ended."""
 MIN_DEFER = 0.05
 MAX_DEFER = 300.0
@@ -100,16 +100,15 @@ class Gate:
             wait = max(wait, self._expected(now) if until == float("inf") else until - now)
         return wait
 
-    def may_wait(
-        self, wait: float, now: float, began: float, waiter_limit: int, first: bool
-    ) -> bool:
+    def may_wait(self, wait: float, now: float, began: float, first: bool) -> bool:
         """Whether an item refused for an expected ``wait`` s may wait in the
-        worker instead of being deferred: to start waiting, the wait must be
-        under ``LOCAL_WAIT`` and fewer than ``waiter_limit`` items wait here; to
-        go on (waiting since ``began``), the endpoint must be making progress
-        and the wait stay short."""
+        worker instead of being deferred: to start waiting, the wait (which
+        counts the items waiting ahead) must be under ``LOCAL_WAIT``, so an
+        endpoint's waiters are about that much of its draining; to go on
+        (waiting since ``began``), the endpoint must be making progress and
+        the wait stay short."""
         if first:
-            return self.waiting < waiter_limit and wait <= LOCAL_WAIT
+            return wait <= LOCAL_WAIT
         return wait <= 2 * LOCAL_WAIT and not self.stalled(now, began)
 
     def stalled(self, now: float, since: float) -> bool:
@@ -121,7 +120,9 @@ class Gate:
         """An item is deferred now, ``wait`` s being expected before there is room:
         the seconds to defer it by, spread behind the items deferred before it."""
         rate = endpoint.rate_limit or float("inf")
-        slot = max((self.latency or UNKNOWN_LATENCY) / endpoint.max_in_flight, 1.0 / rate)
+        # unknown latency: assume a fast endpoint (one that is not comes back and
+        # is deferred again, by then with an estimate)
+        slot = max((self.latency or MIN_DEFER) / endpoint.max_in_flight, 1.0 / rate)
         delay = min(max(wait, MIN_DEFER) + self._pending(now) * slot, MAX_DEFER)
         self.deferred.append(now + delay)
         return delay

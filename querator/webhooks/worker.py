@@ -112,10 +112,6 @@ class AsyncDeliveryWorker:
         self._marking: set[str] = set()
         self._waiters: dict[str, deque[anyio.Event]] = {}
         """Endpoint id -> items waiting for room there, first come first woken."""
-        self.waiter_limit = self.concurrency
-        """Most items waiting in the worker for one endpoint. The real bound is
-        the expected wait (at most ``LOCAL_WAIT``): an endpoint's waiters are
-        about one second of its draining, whatever the worker's size."""
         self._tokens = itertools.count()
         self._in_hand = 0
         self._stop_requested = False
@@ -271,7 +267,7 @@ class AsyncDeliveryWorker:
                 wait = gate.admit(endpoint, now, key, token)
             if wait is None:
                 return None
-            if not gate.may_wait(wait, now, began, self.waiter_limit, first):
+            if not gate.may_wait(wait, now, began, first):
                 log.debug(
                     "webhooks: deferring for %s: wait %.3fs after %.3fs, %d waiting, latency %.3fs",
                     endpoint.id,

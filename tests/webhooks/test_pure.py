@@ -112,9 +112,7 @@ def test_a_full_endpoint_defers_instead_of_holding() -> None:
     gate, ep = Gate(), endpoint(max_in_flight=2)
     assert gate.admit(ep, 0.0, None, 1) is None and gate.admit(ep, 0.0, None, 2) is None
     first = gate.admit(ep, 30.0, None, 3)  # two attempts hanging for 30 s
-    assert (
-        first is not None and first >= 30 and not gate.may_wait(first, 30.0, 30.0, 100, first=True)
-    )
+    assert first is not None and first >= 30 and not gate.may_wait(first, 30.0, 30.0, first=True)
     assert gate.deferring(ep, 30.0, first) == first
     second = gate.admit(ep, 30.0, None, 4)
     assert second is not None and gate.deferring(ep, 30.0, second) > first  # spread behind
@@ -128,11 +126,12 @@ def test_a_fast_endpoint_feeds_waiters_from_memory() -> None:
     gate.done(1, 0.002, None)  # answers in 2 ms
     assert gate.admit(ep, 0.01, None, 2) is None
     wait = gate.admit(ep, 0.011, None, 3)
-    assert wait is not None and wait < 0.01 and gate.may_wait(wait, 0.011, 0.011, 100, first=True)
-    gate.waiting = 100  # as many waiters as the worker allows per endpoint
-    assert not gate.may_wait(wait, 0.011, 0.011, 100, first=True)
-    assert gate.may_wait(wait, 0.5, 0.011, 100, first=False)  # it made progress at 0.002
-    assert not gate.may_wait(wait, 2.5, 0.011, 100, first=False)  # stalled for 2 s
+    assert wait is not None and wait < 0.01 and gate.may_wait(wait, 0.011, 0.011, first=True)
+    assert gate.may_wait(wait, 0.5, 0.011, first=False)  # it made progress at 0.002
+    assert not gate.may_wait(wait, 2.5, 0.011, first=False)  # stalled for 2 s
+    gate.waiting = 2_000  # 2,000 ahead at 2 ms each, over one slot: about 4 s
+    late = gate.admit(ep, 0.011, None, 4)
+    assert late is not None and late > 2 and not gate.may_wait(late, 0.011, 0.011, first=True)
 
 
 def test_rate_limit_spaces_deliveries() -> None:
