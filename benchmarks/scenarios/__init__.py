@@ -17,6 +17,7 @@ from benchmarks.scenarios import (
     produce,
     spark_stages,
     step_loop,
+    webhooks,
     workflows,
 )
 
@@ -35,5 +36,6 @@ SCENARIOS: dict[str, Scenario] = {
     "spark_stages": spark_stages.run,
     "step_loop": step_loop.run,
     "parked": parked.run,
+    "webhooks": webhooks.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""
