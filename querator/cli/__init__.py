@@ -180,4 +180,5 @@ def main() -> None:
 from querator.cli import queues as queues  # noqa: E402
 from querator.cli import runs as runs  # noqa: E402
 from querator.cli import schedules as schedules  # noqa: E402
+from querator.cli import serve as serve  # noqa: E402
 from querator.cli import worker as worker  # noqa: E402

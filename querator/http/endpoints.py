@@ -1,0 +1,77 @@
+"""The table of RPC endpoints: path, body, answer, scope and size cap of each.
+
+The server dispatches from it and the OpenAPI document is generated from it,
+so neither can drift from the other. Caps follow Querator's server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from querator.http.handlers import admin, queue
+from querator.http.rpc import KB, MB, Endpoint
+from querator.http.wire import admin as wa
+from querator.http.wire import queue as wq
+
+B = TypeVar("B", bound=BaseModel)
+R = TypeVar("R")
+
+READ, WRITE, ADMIN = "read", "write", "admin"
+"""Token scopes: read < write < admin (a scope includes those before it)."""
+
+
+def on_queue(fn: Callable[[Any, B], Awaitable[R]]) -> Callable[[Any, B], Awaitable[R]]:
+    """A handler of the queue client, called with the server's state."""
+
+    async def handler(state: Any, body: B) -> R:
+        return await fn(state.aq, body)
+
+    handler.__name__ = fn.__name__
+    handler.__doc__ = fn.__doc__
+    return handler
+
+
+QUEUE_ENDPOINTS = [
+    Endpoint("/v1/queue.produce", wq.ProduceRequest, wq.ProduceReply,
+             on_queue(queue.produce), WRITE, 5 * MB, "Produce items"),
+    Endpoint("/v1/queue.lease", wq.LeaseRequest, wq.LeaseReply,
+             on_queue(queue.lease), WRITE, 512, "Lease items (long poll)"),
+    Endpoint("/v1/queue.complete", wq.CompleteRequest, wq.Reply,
+             on_queue(queue.complete), WRITE, 256 * KB, "Complete leased items"),
+    Endpoint("/v1/queue.retry", wq.RetryRequest, wq.Reply,
+             on_queue(queue.retry), WRITE, 256 * KB, "Retry leased items"),
+    Endpoint("/v1/queue.renew", wq.RenewRequest, wq.RenewReply,
+             on_queue(queue.renew), WRITE, 256 * KB, "Renew leases"),
+    Endpoint("/v1/queue.transact", wq.TransactRequest, wq.TransactReply,
+             on_queue(queue.transact), WRITE, 5 * MB, "Atomic transaction"),
+    Endpoint("/v1/queue.stats", wq.QueueRequest, wq.StatsReply,
+             on_queue(queue.stats), READ, 512, "Queue statistics"),
+    Endpoint("/v1/queue.clear", wq.ClearRequest, wq.ClearReply,
+             on_queue(queue.clear), ADMIN, 512, "Clear a queue"),
+    Endpoint("/v1/queue.lookup", wq.LookupRequest, wq.LookupReply,
+             on_queue(queue.lookup), READ, 256 * KB, "Items by dedup key"),
+    Endpoint("/v1/queues.create", wa.QueueInfo, wa.CreateReply,
+             on_queue(admin.create), ADMIN, 256 * KB, "Create a queue"),
+    Endpoint("/v1/queues.update", wa.QueueInfo, wa.CreateReply,
+             on_queue(admin.update), ADMIN, 512 * KB, "Update a queue"),
+    Endpoint("/v1/queues.list", wa.ListRequest, wa.ListReply,
+             on_queue(admin.list_queues), READ, 256 * KB, "List queues"),
+    Endpoint("/v1/queues.info", wq.QueueRequest, wa.QueueInfo,
+             on_queue(admin.info), READ, 256 * KB, "A queue's settings"),
+    Endpoint("/v1/queues.delete", wa.DeleteRequest, wq.Reply,
+             on_queue(admin.delete), ADMIN, 256 * KB, "Delete a queue"),
+    Endpoint("/v1/queues.maintain", wq.Empty, wa.MaintenanceReply,
+             on_queue(admin.maintain), ADMIN, 512, "Dead-letter due items now"),
+    Endpoint("/v1/storage/items.list", wa.ItemsListRequest, wa.ItemsListReply,
+             on_queue(admin.list_items), READ, 256 * KB, "List stored items"),
+    Endpoint("/v1/storage/items.import", wa.ImportRequest, wa.ItemsListReply,
+             on_queue(admin.import_items), ADMIN, 64 * MB, "Import items"),
+    Endpoint("/v1/storage/items.delete", wa.ItemsDeleteRequest, wq.Reply,
+             on_queue(admin.delete_items), ADMIN, 256 * KB, "Delete items"),
+    Endpoint("/v1/storage/scheduled.list", wa.ItemsListRequest, wa.ItemsListReply,
+             on_queue(admin.list_scheduled), READ, 256 * KB, "List scheduled items"),
+]  # fmt: skip
+"""Querator's queue API, plus renew, transact, lookup and maintain."""
