@@ -21,7 +21,7 @@ from starlette.routing import Route
 from querator.errors import QueratorError
 from querator.http import status
 from querator.http.auth import TokenCheck
-from querator.http.endpoints import QUEUE_ENDPOINTS
+from querator.http.endpoints import ENDPOINTS
 from querator.http.metrics import prometheus_text
 from querator.http.openapi import DOCS_PAGE, openapi_document
 from querator.http.rpc import BadRequest, Endpoint, call, error_response, read_body
@@ -102,7 +102,7 @@ def create_app(
 ) -> Starlette:
     """The application serving the store at ``url``; the client opens with the
     app's lifespan and closes with it."""
-    api = _Api([*QUEUE_ENDPOINTS, *endpoints])
+    api = _Api([*ENDPOINTS, *endpoints])
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -11,10 +11,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from querator.http.handlers import admin, queue
+from querator.http.handlers import admin, queue, workflows
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
 from querator.http.wire import queue as wq
+from querator.http.wire import workflows as ww
+from querator.workflows.inspection import RunInfo
 
 B = TypeVar("B", bound=BaseModel)
 R = TypeVar("R")
@@ -75,3 +77,38 @@ QUEUE_ENDPOINTS = [
              on_queue(admin.list_scheduled), READ, 256 * KB, "List scheduled items"),
 ]  # fmt: skip
 """Querator's queue API, plus renew, transact, lookup and maintain."""
+
+WORKFLOW_ENDPOINTS = [
+    Endpoint("/v1/workflows.start", ww.StartRequest, ww.RunReply,
+             workflows.start, WRITE, 1 * MB, "Start a workflow run by name"),
+    Endpoint("/v1/runs.get", ww.RunRequest, RunInfo,
+             workflows.get_run, READ, 4 * KB, "A run with its steps"),
+    Endpoint("/v1/runs.list", ww.ListRunsRequest, ww.ListRunsReply,
+             workflows.list_runs, READ, 4 * KB, "List runs"),
+    Endpoint("/v1/runs.cancel", ww.CancelRequest, ww.DoneReply,
+             workflows.cancel, WRITE, 16 * KB, "Cancel a run"),
+    Endpoint("/v1/runs.retry_compensation", ww.RunRequest, ww.DoneReply,
+             workflows.retry_compensation, WRITE, 4 * KB, "Re-drive a failed compensation"),
+    Endpoint("/v1/runs.result", ww.ResultRequest, ww.ResultReply,
+             workflows.result, READ, 4 * KB, "Wait for a run's result (long poll)"),
+    Endpoint("/v1/schedules.list", wq.Empty, ww.SchedulesReply,
+             workflows.schedules, READ, 512, "List schedules"),
+    Endpoint("/v1/schedules.create", ww.ScheduleRequest, wq.Reply,
+             workflows.create_schedule, ADMIN, 1 * MB, "Create or redefine a schedule"),
+    Endpoint("/v1/schedules.pause", ww.PauseRequest, wq.Reply,
+             workflows.pause, ADMIN, 16 * KB, "Pause a schedule"),
+    Endpoint("/v1/schedules.resume", ww.ScheduleNameRequest, wq.Reply,
+             workflows.resume, ADMIN, 4 * KB, "Resume a schedule"),
+    Endpoint("/v1/schedules.delete", ww.ScheduleNameRequest, ww.DoneReply,
+             workflows.delete_schedule, ADMIN, 4 * KB, "Delete a schedule"),
+    Endpoint("/v1/schedules.trigger", ww.ScheduleNameRequest, ww.RunReply,
+             workflows.trigger, WRITE, 4 * KB, "Start a schedule's run now"),
+    Endpoint("/v1/dead.list", ww.DeadListRequest, ww.DeadListReply,
+             workflows.dead_list, READ, 4 * KB, "List a queue's dead letters"),
+    Endpoint("/v1/dead.requeue", ww.DeadRequeueRequest, ww.CountReply,
+             workflows.dead_requeue, ADMIN, 256 * KB, "Send dead letters back"),
+]  # fmt: skip
+"""Workflows, schedules and dead letters (querator's own)."""
+
+ENDPOINTS = [*QUEUE_ENDPOINTS, *WORKFLOW_ENDPOINTS]
+"""Every RPC the server answers."""

@@ -25,6 +25,7 @@ from querator.errors import (
     Unavailable,
 )
 from querator.http.wire.queue import Reply
+from querator.workflows.errors import RunNotFound
 
 OK = 200
 BAD_REQUEST = 400
@@ -91,6 +92,7 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
     (Unavailable, RETRY_REQUEST, lambda e: (f"store unavailable; {e}", {})),
     (Unauthorized, UNAUTHORIZED, lambda e: (str(e), {})),
     (Forbidden, FORBIDDEN, lambda e: (str(e), {})),
+    (RunNotFound, REQUEST_FAILED, lambda e: (f"run does not exist; {e}", {"run_id": e.run_id})),
 ]
 """Error class -> status and (message, details) of its reply."""
 
