@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from querator.errors import QueratorError
 from querator.http import status
-from querator.http.auth import TokenCheck
+from querator.http.auth import TOKENS_QUEUE, TokenCheck, queues_named
 from querator.http.endpoints import ENDPOINTS
 from querator.http.metrics import prometheus_text
 from querator.http.openapi import DOCS_PAGE, openapi_document
@@ -84,8 +84,11 @@ class _Api:
         if endpoint is None:
             return error_response(status.reply(status.NOT_IMPLEMENTED, f"no such method; {path}"))
         try:
-            await state.tokens.check(request.headers.get("authorization"), endpoint.scope)
+            header = request.headers.get("authorization")
+            await state.tokens.check(header, endpoint.scope)
             body = await read_body(request, endpoint)
+            if TOKENS_QUEUE in queues_named(body):  # token records: admin only
+                await state.tokens.check(header, "admin")
         except BadRequest as exc:
             return error_response(exc.body)
         except QueratorError as exc:

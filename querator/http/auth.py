@@ -112,6 +112,17 @@ async def revoke_token(aq: AsyncQuerator, token_id: str) -> bool:
     return bool(found)
 
 
+def queues_named(body: BaseModel) -> set[str]:
+    """The queues a request body names (to guard the tokens' own queue)."""
+    named = {getattr(body, "queue_name", None)}
+    for group in ("complete", "retry", "renew", "depends"):
+        named |= {ref.queue_name for ref in getattr(body, group, ())}
+    for group in ("produce", "produce_leased", "lookup"):
+        named |= set(getattr(body, group, {}) or {})
+    named |= set(getattr(body, "silent", ()) or ())
+    return {name for name in named if isinstance(name, str)}
+
+
 class TokenCheck:
     """Checks an ``Authorization`` header against the stored tokens."""
 
