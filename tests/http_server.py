@@ -31,10 +31,11 @@ def _first_line(proc: subprocess.Popen[str], deadline: float) -> str:
     return ""
 
 
-@contextmanager
-def serve(dsn: str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run ``querator serve --dsn DSN --port 0 ARGS…``; yield its base URL once
-    /health answers; stop it with SIGTERM (SIGKILL after 10 s) at exit."""
+def launch(
+    dsn: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``querator serve --dsn DSN --port 0 ARGS…``; return the process and
+    its base URL once /health answers (the caller stops it)."""
     command: Sequence[str] = [
         sys.executable, "-m", "querator.cli", "serve", "--dsn", dsn, "--port", "0",
         "--log-level", "warning", *args,
@@ -43,23 +44,32 @@ def serve(dsn: str, *args: str, env: dict[str, str] | None = None) -> Iterator[s
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ
     )
+    deadline = time.monotonic() + STARTUP
+    line = _first_line(proc, deadline)
+    if "http://" not in line:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        raise RuntimeError(f"querator serve did not start: {line!r} {err[-2000:]}")
+    url = line.strip().rsplit(" ", 1)[-1]
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"querator serve exited: {proc.stderr and proc.stderr.read()}")
+        time.sleep(0.02)
+    stop(proc)
+    raise RuntimeError(f"querator serve did not answer /health within {STARTUP}s")
+
+
+@contextmanager
+def serve(dsn: str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A ``querator serve`` process (see :func:`launch`) for the block; stopped
+    with SIGTERM (SIGKILL after 10 s) at exit."""
+    proc, url = launch(dsn, *args, env=env)
     try:
-        deadline = time.monotonic() + STARTUP
-        line = _first_line(proc, deadline)
-        if "http://" not in line:
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            raise RuntimeError(f"querator serve did not start: {line!r} {err[-2000:]}")
-        url = line.strip().rsplit(" ", 1)[-1]
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None:
-                raise RuntimeError(f"querator serve exited: {proc.stderr and proc.stderr.read()}")
-            time.sleep(0.02)
         yield url
     finally:
         stop(proc)

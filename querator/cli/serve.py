@@ -14,6 +14,7 @@ import ipaddress
 import logging
 import socket
 import sys
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -79,8 +80,9 @@ def serve(
         sock.bind((host, port))
         sock.listen(2048)
         bound = sock.getsockname()[1]
+        api = create_app(dsn, functions=functions)
         config = uvicorn.Config(
-            create_app(dsn, functions=functions),
+            api,
             log_level=log_level.lower(),
             access_log=False,
             timeout_graceful_shutdown=int(shutdown_grace) or None,
@@ -89,7 +91,18 @@ def serve(
         shown = f"[{host}]" if ":" in host else host
         typer.echo(f"querator: serving {dsn.split('?')[0]} on http://{shown}:{bound}")
         sys.stdout.flush()
-        uvicorn.Server(config).run(sockets=[sock])
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+                # tell the app first, so that open long polls answer before the
+                # connections close (a graceful shutdown waits for them)
+                begin = getattr(api.state, "begin_shutdown", None)
+                if begin is not None:
+                    begin()
+                super().handle_exit(sig, frame)
+
+        server = Server(config)
+        server.run(sockets=[sock])
 
 
 @tokens_app.command("create")

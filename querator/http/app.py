@@ -8,17 +8,19 @@ Long polls are coroutines waiting on the library's wakeups: an idle
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from querator.errors import QueratorError
+from querator.errors import QueratorError, Unavailable
 from querator.http import status
 from querator.http.auth import TOKENS_QUEUE, TokenCheck, queues_named
 from querator.http.endpoints import ENDPOINTS
@@ -27,6 +29,7 @@ from querator.http.openapi import DOCS_PAGE, openapi_document
 from querator.http.rpc import BadRequest, Endpoint, call, error_response, read_body
 from querator.queue.service import AsyncQuerator
 
+T = TypeVar("T")
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
@@ -39,6 +42,29 @@ class ServerState:
     tokens: TokenCheck
     functions: dict[str, Any] = field(default_factory=dict)
     """Workflow functions by persisted name."""
+    stopping: bool = False
+    """True once the server has begun to shut down."""
+    waits: set[anyio.CancelScope] = field(default_factory=set)
+    """The open long polls, cancelled when the shutdown begins."""
+
+    def stop(self) -> None:
+        """Begin the shutdown: open long polls answer at once (on the loop)."""
+        self.stopping = True
+        for scope in self.waits:
+            scope.cancel()
+
+    async def unless_stopping(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``await call()``, unless the server begins to stop first: then
+        Unavailable ("service is shutting down"), so the client polls again,
+        elsewhere or later, instead of holding a connection being closed."""
+        if not self.stopping:
+            with anyio.CancelScope() as scope:
+                self.waits.add(scope)
+                try:
+                    return await call()
+                finally:
+                    self.waits.discard(scope)
+        raise Unavailable("service is shutting down")
 
 
 class _Api:
@@ -110,7 +136,9 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncQuerator(url, **(client_options or {})) as aq:
-            api.state = ServerState(aq, TokenCheck(aq), dict(functions or {}))
+            state = api.state = ServerState(aq, TokenCheck(aq), dict(functions or {}))
+            loop = asyncio.get_running_loop()
+            app.state.begin_shutdown = lambda: loop.call_soon_threadsafe(state.stop)
             yield
 
     routes = [Route("/{path:path}", api.dispatch, methods=ALL_METHODS)]

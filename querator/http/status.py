@@ -76,6 +76,11 @@ def _conflict(exc: Conflict) -> tuple[str, dict[str, str]]:
     return f"item(s) failed their checks; {listed}", reasons
 
 
+def _unavailable(exc: Unavailable) -> str:
+    text = str(exc)
+    return text if text == "service is shutting down" else f"store unavailable; {text}"
+
+
 _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, dict[str, str]]]]] = [
     (
         QueueNotFound,
@@ -89,7 +94,7 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
     ),
     (Conflict, CONFLICT, _conflict),
     (RequestTimeout, RETRY_REQUEST, lambda e: (REQUEST_TIMEOUT_MESSAGE, {})),
-    (Unavailable, RETRY_REQUEST, lambda e: (f"store unavailable; {e}", {})),
+    (Unavailable, RETRY_REQUEST, lambda e: (_unavailable(e), {})),
     (Unauthorized, UNAUTHORIZED, lambda e: (str(e), {})),
     (Forbidden, FORBIDDEN, lambda e: (str(e), {})),
     (RunNotFound, REQUEST_FAILED, lambda e: (f"run does not exist; {e}", {"run_id": e.run_id})),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -25,16 +24,6 @@ from querator.queue.client import Querator as QueueClient
 def backend_name(request: pytest.FixtureRequest) -> str:
     """Which backend this test instance runs against (the store's, or ``http``)."""
     return str(request.param)
-
-
-@pytest.fixture
-def backend_url(backend_name: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A URL of a fresh, empty store (for ``http``: the server's store)."""
-    if backend_name == "memory":
-        return "memory://"
-    if backend_name == "sqlite":
-        return f"sqlite:///{tmp_path / 'q.db'}"
-    return str(request.getfixturevalue("pg_schema_url"))
 
 
 @pytest.fixture

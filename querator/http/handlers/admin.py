@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from querator.http.wire.admin import (
     CreateReply,
     DeleteRequest,
@@ -17,7 +19,7 @@ from querator.http.wire.admin import (
 from querator.http.wire.items import StorageItem
 from querator.http.wire.queue import Empty, QueueRequest
 from querator.queue.ids import parse_id
-from querator.queue.models import QueueSettings
+from querator.queue.models import QueueSettings, StoredItem
 from querator.queue.service import AsyncQuerator
 
 DEFAULT_LIMIT = 100
@@ -57,18 +59,18 @@ async def delete(aq: AsyncQuerator, body: DeleteRequest) -> None:
 
 async def list_items(aq: AsyncQuerator, body: ItemsListRequest) -> ItemsListReply:
     """Items of one partition, in id order."""
-    found = await aq.list_items(
-        body.queue_name,
-        partition=body.partition,
-        pivot=body.pivot or None,
-        limit=body.limit or DEFAULT_LIMIT,
-    )
-    return ItemsListReply(items=[StorageItem.of(item) for item in found])
+    return await _listed(aq.list_items, body)
 
 
 async def list_scheduled(aq: AsyncQuerator, body: ItemsListRequest) -> ItemsListReply:
     """Scheduled items of one partition, in id order."""
-    found = await aq.list_scheduled(
+    return await _listed(aq.list_scheduled, body)
+
+
+async def _listed(
+    lister: Callable[..., Awaitable[list[StoredItem]]], body: ItemsListRequest
+) -> ItemsListReply:
+    found = await lister(
         body.queue_name,
         partition=body.partition,
         pivot=body.pivot or None,

@@ -4,6 +4,7 @@ calls the library's :class:`~querator.AsyncQuerator` and shapes the answer."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from querator.http.wire.items import ItemRef, LeaseItem, QueueItemRef, StorageItem
 from querator.http.wire.queue import (
@@ -39,13 +40,16 @@ async def produce(aq: AsyncQuerator, body: ProduceRequest) -> ProduceReply:
     return ProduceReply(ids=await aq.produce(body.queue_name, items))
 
 
-async def lease(aq: AsyncQuerator, body: LeaseRequest) -> LeaseReply:
+async def lease(state: Any, body: LeaseRequest) -> LeaseReply:
     """Long-poll for up to ``batch_size`` items (454 when none came)."""
-    leased = await aq.lease(
-        body.queue_name,
-        client_id=body.client_id,
-        batch_size=body.batch_size,
-        timeout=min(body.request_timeout, LONG_POLL_MAX),
+    aq: AsyncQuerator = state.aq
+    leased = await state.unless_stopping(
+        lambda: aq.lease(
+            body.queue_name,
+            client_id=body.client_id,
+            batch_size=body.batch_size,
+            timeout=min(body.request_timeout, LONG_POLL_MAX),
+        )
     )
     return LeaseReply(
         queue_name=body.queue_name,

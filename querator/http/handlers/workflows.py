@@ -97,7 +97,7 @@ async def result(state: Any, body: ResultRequest) -> ResultReply:
     """Wait for the run to end (a long poll: 454 when it has not ended in time)."""
     handle: AsyncRunHandle[Any] = AsyncRunHandle(state.aq, body.run_id)
     try:
-        value = await handle.result(timeout=body.request_timeout)
+        value = await state.unless_stopping(lambda: handle.result(timeout=body.request_timeout))
     except SagaFailed as exc:
         return ResultReply(run_id=body.run_id, status=exc.status, error_type=exc.error_type,
                            error_message=exc.message)  # fmt: skip
