@@ -8,6 +8,8 @@ QueratorError                 base of everything querator raises
 ├── Conflict                  one or more items failed a check; carries per-id reasons
 ├── RequestTimeout            a long poll found nothing before its timeout (retryable)
 ├── Unavailable               the store could not be reached or failed (retryable)
+├── Unauthorized              the HTTP API got no valid bearer token (401)
+├── Forbidden                 the token's scopes do not allow the call (403)
 ├── UsageError                the API was used in a way that cannot work (closed client,
 │                             a sync call inside a running event loop)
 ├── SchemaTooNew              the store's schema is newer than this querator knows
@@ -36,12 +38,14 @@ from enum import StrEnum
 __all__ = [
     "Conflict",
     "ConflictReason",
+    "Forbidden",
     "InvalidArgument",
     "QueratorError",
     "QueueExists",
     "QueueNotFound",
     "RequestTimeout",
     "SchemaTooNew",
+    "Unauthorized",
     "Unavailable",
     "UsageError",
 ]
@@ -116,6 +120,14 @@ class Unavailable(QueratorError):
     """The store could not be reached or failed mid-call; the call changed nothing."""
 
     retryable = True
+
+
+class Unauthorized(QueratorError):
+    """The HTTP API was called without a valid bearer token."""
+
+
+class Forbidden(QueratorError):
+    """The bearer token is valid but its scopes do not allow the call."""
 
 
 class UsageError(QueratorError):

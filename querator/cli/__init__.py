@@ -196,6 +196,7 @@ from querator.cli import migrate as migrate  # noqa: E402
 from querator.cli import queues as queues  # noqa: E402
 from querator.cli import runs as runs  # noqa: E402
 from querator.cli import schedules as schedules  # noqa: E402
+from querator.cli import serve as serve  # noqa: E402
 from querator.cli import start as start  # noqa: E402
 from querator.cli import webhooks as webhooks  # noqa: E402
 from querator.cli import worker as worker  # noqa: E402

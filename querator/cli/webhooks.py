@@ -24,7 +24,7 @@ import typer
 from querator.cli import AsJson, Url, _reporting, _store, _table, _when, app
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.webhooks import DeliveryWorker, Endpoint, Webhooks, WebhookSettings
 
 webhooks_app = typer.Typer(no_args_is_help=True, help="Webhook endpoints and deliveries.")
@@ -109,7 +109,7 @@ def endpoints_add(
             if not sep:
                 raise InvalidArgument("header", f"{entry!r} is not NAME=VALUE")
             headers[name] = value
-        with Querator(url) as q:
+        with QueueClient(url) as q:
             endpoint = Webhooks(q, WebhookSettings(allow_private=allow_private)).add_endpoint(
                 target,
                 description=description,
@@ -256,7 +256,7 @@ def worker(
     )
     with _reporting():
         settings = WebhookSettings(timeout=timeout, allow_private=allow_private)
-        with Querator(url) as q:
+        with QueueClient(url) as q:
             DeliveryWorker(
                 q, settings, concurrency=concurrency, shutdown_grace=shutdown_grace
             ).run()

@@ -23,29 +23,41 @@ from collections.abc import Sequence
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
 from querator.queue.models import Item, StoredItem
+from querator.queue.service import AsyncQueueClient
 
-__all__ = ["PAGE", "dead_letters", "dead_queue_of", "purge", "requeue"]
+__all__ = [
+    "PAGE",
+    "dead_letters",
+    "dead_letters_async",
+    "dead_queue_of",
+    "purge",
+    "purge_async",
+    "requeue",
+    "requeue_async",
+]
 
 PAGE = 500
 """Dead letters handled per call to the store."""
 
 
-def dead_queue_of(q: QueueClient, queue: str) -> str:
+async def dead_queue_of(aq: AsyncQueueClient, queue: str) -> str:
     """The dead queue of ``queue``; InvalidArgument when it has none."""
-    dead = q.get_queue(queue).settings.dead_queue
+    dead = (await aq.get_queue(queue)).settings.dead_queue
     if not dead:
         raise InvalidArgument("queue", f"queue {queue!r} has no dead_queue")
     return dead
 
 
-def dead_letters(q: QueueClient, queue: str, limit: int | None = None) -> list[StoredItem]:
+async def dead_letters_async(
+    aq: AsyncQueueClient, queue: str, limit: int | None = None
+) -> list[StoredItem]:
     """The dead letters of ``queue``, in the order they arrived (at most ``limit``)."""
-    dead = dead_queue_of(q, queue)
+    dead = await dead_queue_of(aq, queue)
     found: list[StoredItem] = []
-    for partition in range(q.get_queue(dead).settings.partitions):
+    for partition in range((await aq.get_queue(dead)).settings.partitions):
         pivot: str | None = None
         while limit is None or len(found) < limit:
-            page = q.list_items(dead, partition=partition, pivot=pivot, limit=PAGE)
+            page = await aq.list_items(dead, partition=partition, pivot=pivot, limit=PAGE)
             fresh = [item for item in page if item.id != pivot]
             found += fresh
             if len(page) < PAGE or not fresh:
@@ -55,8 +67,8 @@ def dead_letters(q: QueueClient, queue: str, limit: int | None = None) -> list[S
     return found if limit is None else found[:limit]
 
 
-def _chosen(q: QueueClient, queue: str, ids: Sequence[str] | None) -> list[StoredItem]:
-    items = dead_letters(q, queue)
+async def _chosen(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | None) -> list[StoredItem]:
+    items = await dead_letters_async(aq, queue)
     if ids is None:
         return items
     by_id = {item.id: item for item in items}
@@ -66,10 +78,10 @@ def _chosen(q: QueueClient, queue: str, ids: Sequence[str] | None) -> list[Store
     return [by_id[item_id] for item_id in ids]
 
 
-def requeue(q: QueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
+async def requeue_async(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
     """Send dead letters back to ``queue`` (``ids``, or all); how many were sent."""
-    chosen = _chosen(q, queue, ids)
-    dead = dead_queue_of(q, queue)
+    chosen = await _chosen(aq, queue, ids)
+    dead = await dead_queue_of(aq, queue)
     for at in range(0, len(chosen), PAGE):
         batch = chosen[at : at + PAGE]
         copies = [
@@ -83,15 +95,30 @@ def requeue(q: QueueClient, queue: str, ids: Sequence[str] | None = None) -> int
             )
             for item in batch
         ]
-        q.produce(queue, copies)
-        q.delete_items(dead, [item.id for item in batch])
+        await aq.produce(queue, copies)
+        await aq.delete_items(dead, [item.id for item in batch])
     return len(chosen)
+
+
+async def purge_async(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
+    """Delete dead letters of ``queue`` (``ids``, or all); how many were deleted."""
+    chosen = await _chosen(aq, queue, ids)
+    dead = await dead_queue_of(aq, queue)
+    for at in range(0, len(chosen), PAGE):
+        await aq.delete_items(dead, [item.id for item in chosen[at : at + PAGE]])
+    return len(chosen)
+
+
+def dead_letters(q: QueueClient, queue: str, limit: int | None = None) -> list[StoredItem]:
+    """See :func:`dead_letters_async`."""
+    return q.call(dead_letters_async, q.aio, queue, limit)
+
+
+def requeue(q: QueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
+    """See :func:`requeue_async`."""
+    return q.call(requeue_async, q.aio, queue, ids)
 
 
 def purge(q: QueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
-    """Delete dead letters of ``queue`` (``ids``, or all); how many were deleted."""
-    chosen = _chosen(q, queue, ids)
-    dead = dead_queue_of(q, queue)
-    for at in range(0, len(chosen), PAGE):
-        q.delete_items(dead, [item.id for item in chosen[at : at + PAGE]])
-    return len(chosen)
+    """See :func:`purge_async`."""
+    return q.call(purge_async, q.aio, queue, ids)

@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Self
+from typing import NamedTuple, Self
 
 import anyio
 from anyio.abc import TaskGroup
@@ -54,6 +54,17 @@ NOTIFIED_WAIT_CAP = 60.0
 """Longest single wait when cross-process wakeups are on (a safety net)."""
 
 
+class EmptyLook(NamedTuple):
+    """What a waiting lease saw when it found nothing leasable."""
+
+    ticket: anyio.Event
+    """The wakeup ticket it looked under."""
+    next_at: datetime | None
+    """The earliest ``available_at`` then (an item due, a lease expiring)."""
+    at: float
+    """When it looked (``anyio.current_time()``)."""
+
+
 class AsyncQueueClient(QueueAdmin):
     """A client of one queue store, for ``async`` code (anyio: asyncio or trio).
 
@@ -90,6 +101,10 @@ class AsyncQueueClient(QueueAdmin):
         self._board = WakeBoard()
         self._drained: dict[str, anyio.Event] = {}
         """Queue -> the wakeup ticket under which a lease of it came back short."""
+        self._empty: dict[str, EmptyLook] = {}
+        """Queue -> the last look of a waiting lease that found nothing leasable."""
+        self._looking: dict[str, tuple[anyio.Event, anyio.Event]] = {}
+        """Queue -> (ticket, done) of the waiting lease looking at it now."""
         self._spreader = Spreader()
         self._tasks: TaskGroup | None = None
         self._listening = False
@@ -211,11 +226,16 @@ class AsyncQueueClient(QueueAdmin):
         while True:
             ticket = self._board.ticket(queue)
             info = await self.queue_info(queue)
-            if timeout > 0 and self._drained.get(queue) is ticket:
-                # A lease under this very ticket came back short and nothing was
+            known = self._empty_look(queue, ticket) if timeout > 0 else None
+            if timeout > 0 and (self._drained.get(queue) is ticket or known is not None):
+                # A lease under this very ticket came back short, or another waiter
+                # found the queue empty under it moments ago, and nothing was
                 # produced or retried since: go straight to waiting (the timer
                 # below still covers items that come due or whose lease expires).
                 leased = []
+            elif timeout > 0:
+                leased = await self._look_shared(backend, info, ticket, client_id, batch_size)
+                known = self._empty_look(queue, ticket)
             else:
                 leased = await self._lease_once(backend, info, client_id, batch_size)
             if leased:
@@ -228,7 +248,7 @@ class AsyncQueueClient(QueueAdmin):
             if remaining <= 0:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
             wait = min(remaining, self._wait_cap)
-            next_at = await backend.next_available_at(info)
+            next_at = known.next_at if known else await backend.next_available_at(info)
             if next_at is not None:
                 due_in = (next_at - datetime.now(UTC)).total_seconds()
                 # Due already yet not leased (locked by a concurrent lease, or a
@@ -243,6 +263,45 @@ class AsyncQueueClient(QueueAdmin):
                 self._drained.pop(queue, None)  # a timer: look again
             if not woken and wait >= remaining and self._notified:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
+
+    async def _look_shared(
+        self, backend: Backend, info: QueueInfo, ticket: anyio.Event, client_id: str, size: int
+    ) -> list[Leased]:
+        """A waiting lease's look: lease, and when nothing came, note the earliest
+        ``available_at`` as the queue's :class:`EmptyLook`. While one waiter looks
+        under a ticket the others wait for it and use its look: a thousand
+        waiters of one queue cost one look per wakeup or wait cap, not a thousand."""
+        queue = info.name
+        looking = self._looking.get(queue)
+        if looking is not None and looking[0] is ticket:
+            await looking[1].wait()
+            if self._empty_look(queue, ticket) is not None:
+                return []
+        done = anyio.Event()
+        self._looking[queue] = (ticket, done)
+        try:
+            leased = await self._lease_once(backend, info, client_id, size)
+            if not leased:
+                next_at = await backend.next_available_at(info)
+                self._empty[queue] = EmptyLook(ticket, next_at, anyio.current_time())
+            return leased
+        finally:
+            if self._looking.get(queue) == (ticket, done):
+                del self._looking[queue]
+            done.set()
+
+    def _empty_look(self, queue: str, ticket: anyio.Event) -> EmptyLook | None:
+        """The last look that found ``queue`` empty, if it still holds: taken under
+        this ticket (no wakeup since), within the wait cap, before its next due
+        instant. Waiters of one queue then share one look per wait cap."""
+        look = self._empty.get(queue)
+        if look is None or look.ticket is not ticket:
+            return None
+        if anyio.current_time() - look.at >= self._wait_cap:
+            return None
+        if look.next_at is not None and look.next_at <= datetime.now(UTC):
+            return None
+        return look
 
     @staticmethod
     async def _lease_once(

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from querator.errors import InvalidArgument
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.queue.ids import parse_id
 from querator.queue.models import StoredItem
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_duration, check_instant
 from querator.webhooks import registry
 from querator.webhooks.endpoints import Endpoint, EndpointOptions, SecretEntry
@@ -46,12 +46,12 @@ class AsyncWebhooks:
     endpoint :class:`~querator.webhooks.errors.EndpointNotFound`.
     """
 
-    def __init__(self, aq: AsyncQuerator, settings: WebhookSettings | None = None) -> None:
+    def __init__(self, aq: AsyncQueueClient, settings: WebhookSettings | None = None) -> None:
         self.aq = aq
         self.settings = settings or WebhookSettings()
         self._ready = False
 
-    async def _open(self) -> AsyncQuerator:
+    async def _open(self) -> AsyncQueueClient:
         if not self._ready:
             await ensure_queues(self.aq, self.settings)
             self._ready = True
@@ -230,7 +230,7 @@ class AsyncWebhooks:
         return await redrive_items(aq, items)
 
 
-async def _dead_item(aq: AsyncQuerator, delivery_id: str) -> StoredItem:
+async def _dead_item(aq: AsyncQueueClient, delivery_id: str) -> StoredItem:
     if not isinstance(delivery_id, str):
         raise DeliveryNotFound(str(delivery_id))
     info = await aq.get_queue(DEAD)
@@ -250,7 +250,7 @@ def _reason(reason: object) -> str:
 
 
 class Webhooks:
-    """Webhook endpoints and messages in the store of a sync :class:`Querator`:
+    """Webhook endpoints and messages in the store of a sync :class:`QueueClient`:
     the methods of :class:`AsyncWebhooks`, without ``await``.
 
     ```python
@@ -260,7 +260,7 @@ class Webhooks:
     ```
     """
 
-    def __init__(self, q: Querator, settings: WebhookSettings | None = None) -> None:
+    def __init__(self, q: QueueClient, settings: WebhookSettings | None = None) -> None:
         self.q = q
         self.aio = AsyncWebhooks(q.aio, settings)
         """The async twin (usable on the client's loop only)."""

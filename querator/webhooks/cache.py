@@ -8,7 +8,7 @@ import time
 import anyio
 
 from querator.errors import QueratorError
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.webhooks.endpoints import Endpoint
 from querator.webhooks.layout import ENDPOINT_SLOTS
 
@@ -21,7 +21,7 @@ class EndpointCache:
     """Endpoints by id as of at most ``ttl`` seconds ago (a change made elsewhere
     — disable, rotation, new URL — reaches the worker within ``ttl``)."""
 
-    def __init__(self, aq: AsyncQuerator, ttl: float) -> None:
+    def __init__(self, aq: AsyncQueueClient, ttl: float) -> None:
         self.aq = aq
         self.ttl = ttl
         self._known: dict[str, Endpoint | None] = {}

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from querator.records import Record
+from querator.records import InputModel
 from querator.webhooks.signing import secret_key
 from querator.webhooks.slots import Versioned
 from querator.webhooks.targets import check_url
@@ -59,7 +59,7 @@ def _check_headers(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
-class EndpointOptions(Record):
+class EndpointOptions(InputModel):
     """What a user may set on an endpoint (checked on add and update)."""
 
     url: str

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from querator.queue.models import StoredItem
 from querator.queue.routing import partition_for_key
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_BATCH
 from querator.webhooks.layout import (
     ATTEMPT_KIND,
@@ -45,7 +45,9 @@ class FailedDelivery(Kept):
     failed_at: datetime
 
 
-async def items_of(aq: AsyncQuerator, queue: str, partition: int = 0) -> AsyncIterator[StoredItem]:
+async def items_of(
+    aq: AsyncQueueClient, queue: str, partition: int = 0
+) -> AsyncIterator[StoredItem]:
     """Every item of one partition, in id order."""
     pivot: str | None = None
     while True:
@@ -59,7 +61,7 @@ async def items_of(aq: AsyncQuerator, queue: str, partition: int = 0) -> AsyncIt
 
 
 async def attempts_of_message(
-    aq: AsyncQuerator, message_id: str, endpoint_id: str | None
+    aq: AsyncQueueClient, message_id: str, endpoint_id: str | None
 ) -> list[Attempt]:
     """Every recorded attempt of ``message_id`` (to ``endpoint_id`` only, if given),
     by endpoint then time."""
@@ -83,7 +85,7 @@ async def attempts_of_message(
     return sorted(found, key=lambda a: (a.endpoint_id, a.seq))
 
 
-async def attempts_of_endpoint(aq: AsyncQuerator, endpoint_id: str, limit: int) -> list[Attempt]:
+async def attempts_of_endpoint(aq: AsyncQueueClient, endpoint_id: str, limit: int) -> list[Attempt]:
     """The ``limit`` newest recorded attempts to ``endpoint_id``, newest first."""
     partition = partition_for_key(endpoint_id, ATTEMPT_PARTITIONS)
     found: list[Attempt] = []
@@ -113,7 +115,7 @@ def as_failed(item: StoredItem) -> FailedDelivery | None:
 
 
 async def failed(
-    aq: AsyncQuerator, endpoint_id: str | None, since: datetime | None
+    aq: AsyncQueueClient, endpoint_id: str | None, since: datetime | None
 ) -> AsyncIterator[tuple[StoredItem, FailedDelivery]]:
     """Failed deliveries (of ``endpoint_id``, failed at or after ``since``), oldest first."""
     async for item in items_of(aq, DEAD):

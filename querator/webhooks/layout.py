@@ -19,7 +19,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from querator.queue.models import QueueSettings
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION
 from querator.webhooks.endpoints import Endpoint
 from querator.webhooks.settings import MAX_DELAY, WebhookSettings
@@ -152,7 +152,7 @@ def queue_settings(settings: WebhookSettings) -> dict[str, QueueSettings]:
     }
 
 
-async def ensure_queues(aq: AsyncQuerator, settings: WebhookSettings) -> None:
+async def ensure_queues(aq: AsyncQueueClient, settings: WebhookSettings) -> None:
     """Create the webhook queues that are missing."""
     for name, wanted in queue_settings(settings).items():
         await aq.create_queue(name, wanted, exist_ok=True)

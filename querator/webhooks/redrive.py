@@ -6,7 +6,7 @@ import contextlib
 
 from querator.errors import Conflict
 from querator.queue.models import Item, Ref, StoredItem
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.webhooks.layout import DEAD, DELIVERIES, Delivery, redrive_key
 from querator.webhooks.outcomes import delivery_item
 
@@ -20,7 +20,7 @@ def _again(item: StoredItem) -> Item:
     return delivery_item(delivery).model_copy(update={"dedup_key": redrive_key(item.id)})
 
 
-async def redrive_items(aq: AsyncQuerator, items: list[StoredItem]) -> int:
+async def redrive_items(aq: AsyncQueueClient, items: list[StoredItem]) -> int:
     """Produce a fresh delivery for each dead item and delete the dead item; the
     number re-driven. Each produce depends on its dead item's version, so two
     operators re-driving at once re-drive each delivery once; the fresh item's
@@ -37,7 +37,7 @@ async def redrive_items(aq: AsyncQuerator, items: list[StoredItem]) -> int:
     return done
 
 
-async def _redrive(aq: AsyncQuerator, items: list[StoredItem]) -> int:
+async def _redrive(aq: AsyncQueueClient, items: list[StoredItem]) -> int:
     await aq.transact(
         produce={DELIVERIES: [_again(item) for item in items]},
         depends=[Ref(DEAD, item.id, item.version) for item in items],

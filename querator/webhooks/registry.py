@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from querator.errors import InvalidArgument, Unavailable
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.webhooks.endpoints import Endpoint, EndpointOptions, SecretEntry
 from querator.webhooks.errors import EndpointNotFound
 from querator.webhooks.layout import ENDPOINT_SLOTS
@@ -37,7 +37,7 @@ async def check_target(url: str, settings: WebhookSettings) -> None:
     pick(target, addresses, allow_private=False)
 
 
-async def add(aq: AsyncQuerator, options: EndpointOptions, secret: str | None) -> Endpoint:
+async def add(aq: AsyncQueueClient, options: EndpointOptions, secret: str | None) -> Endpoint:
     """Store a new endpoint (its options, secret and target already checked)."""
     now = datetime.now(UTC)
     endpoint = Endpoint(
@@ -54,7 +54,7 @@ async def add(aq: AsyncQuerator, options: EndpointOptions, secret: str | None) -
     return stored.record
 
 
-async def _read(aq: AsyncQuerator, endpoint_id: str) -> Stored[Endpoint]:
+async def _read(aq: AsyncQueueClient, endpoint_id: str) -> Stored[Endpoint]:
     if not isinstance(endpoint_id, str) or not endpoint_id or "/" in endpoint_id:
         raise EndpointNotFound(str(endpoint_id))
     await ENDPOINT_SLOTS.ensure(aq)
@@ -64,7 +64,7 @@ async def _read(aq: AsyncQuerator, endpoint_id: str) -> Stored[Endpoint]:
     return stored
 
 
-async def get(aq: AsyncQuerator, endpoint_id: str) -> Endpoint:
+async def get(aq: AsyncQueueClient, endpoint_id: str) -> Endpoint:
     """The endpoint ``endpoint_id``; :class:`EndpointNotFound` if there is none."""
     stored = await _read(aq, endpoint_id)
     if datetime.now(UTC) - stored.item.created_at > REFRESH_AFTER:
@@ -72,7 +72,7 @@ async def get(aq: AsyncQuerator, endpoint_id: str) -> Endpoint:
     return stored.record
 
 
-async def list_all(aq: AsyncQuerator) -> list[Endpoint]:
+async def list_all(aq: AsyncQueueClient) -> list[Endpoint]:
     """Every endpoint, by id."""
     await ENDPOINT_SLOTS.ensure(aq)
     found = await ENDPOINT_SLOTS.read_all(aq)
@@ -84,7 +84,7 @@ async def list_all(aq: AsyncQuerator) -> list[Endpoint]:
 
 
 async def change(
-    aq: AsyncQuerator, endpoint_id: str, edit: Callable[[Endpoint], Endpoint | None]
+    aq: AsyncQueueClient, endpoint_id: str, edit: Callable[[Endpoint], Endpoint | None]
 ) -> Endpoint:
     """Apply ``edit`` to the current record and store it (compare-and-set,
     read again on a lost race); ``edit`` returning None changes nothing."""
@@ -107,6 +107,6 @@ def updated(endpoint: Endpoint, changes: dict[str, Any]) -> Endpoint:
     return endpoint.model_copy(update=options.model_dump())
 
 
-async def remove(aq: AsyncQuerator, endpoint_id: str) -> None:
+async def remove(aq: AsyncQueueClient, endpoint_id: str) -> None:
     """Delete the endpoint's record; its pending deliveries dead-letter when leased."""
     await ENDPOINT_SLOTS.remove(aq, await _read(aq, endpoint_id))

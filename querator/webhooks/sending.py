@@ -8,7 +8,7 @@ from typing import Any
 
 from querator.errors import InvalidArgument
 from querator.queue.models import Item
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_BATCH
 from querator.webhooks.endpoints import check_event_type, matches
 from querator.webhooks.errors import MessageNotFound, PayloadTooLarge
@@ -70,14 +70,14 @@ def delivery_item(message: Message, endpoint_id: str) -> Item:
     )
 
 
-async def find_message(aq: AsyncQuerator, msg_id: str) -> Message | None:
+async def find_message(aq: AsyncQueueClient, msg_id: str) -> Message | None:
     """The stored message ``msg_id``, or None."""
     found = await aq.lookup(MESSAGES, [message_key(msg_id)])
     item = found.get(message_key(msg_id))
     return None if item is None else Message.model_validate_json(item.payload)
 
 
-async def get_message(aq: AsyncQuerator, msg_id: str) -> Message:
+async def get_message(aq: AsyncQueueClient, msg_id: str) -> Message:
     """The stored message ``msg_id``; :class:`MessageNotFound` if there is none."""
     if not isinstance(msg_id, str) or not 1 <= len(msg_id) <= MAX_KEY:
         raise MessageNotFound(str(msg_id))
@@ -109,7 +109,7 @@ def prepare(
     )
 
 
-async def send(aq: AsyncQuerator, prepared: Message) -> Message:
+async def send(aq: AsyncQueueClient, prepared: Message) -> Message:
     """Store the message and produce its deliveries; see :meth:`Webhooks.send`."""
     msg_id, event_type = prepared.id, prepared.event_type
     idempotency_key = prepared.idempotency_key
@@ -136,6 +136,6 @@ async def send(aq: AsyncQuerator, prepared: Message) -> Message:
         items = items[chunk:]
     produce = {MESSAGES: [record], **({DELIVERIES: items} if items else {})}
     key = message_key(msg_id)
-    done = await aq.transact(produce=produce, silent=[MESSAGES], lookup={MESSAGES: [key]})
+    done = await aq.commit(produce=produce, silent=[MESSAGES], lookup={MESSAGES: [key]})
     stored = done.found.get(MESSAGES, {}).get(key)
     return message if stored is None else Message.model_validate_json(stored.payload)

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from querator.queue.validation import MAX_DURATION
-from querator.records import Record
+from querator.records import InputModel
 
 __all__ = ["DEFAULT_SCHEDULE", "WebhookSettings"]
 
@@ -20,7 +20,7 @@ Delay = Annotated[float, Field(ge=0, le=MAX_DELAY)]
 Positive = Annotated[float, Field(gt=0, le=MAX_DURATION)]
 
 
-class WebhookSettings(Record):
+class WebhookSettings(InputModel):
     """Delivery and sending options; pass one to ``Webhooks`` and ``DeliveryWorker``."""
 
     schedule: tuple[Delay, ...] = DEFAULT_SCHEDULE

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from querator.errors import Conflict
 from querator.queue.models import Item, QueueSettings, Ref, StoredItem
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 
 __all__ = ["Slots", "Stored", "Versioned"]
 
@@ -67,7 +67,7 @@ class Slots(Generic[R]):
         """The dedup key of ``name``'s record in ``slot``."""
         return f"{self.prefix}/{name}/{slot}"
 
-    async def ensure(self, aq: AsyncQuerator) -> None:
+    async def ensure(self, aq: AsyncQueueClient) -> None:
         """Create the queue if it is missing."""
         await aq.create_queue(self.queue, self.settings, exist_ok=True)
 
@@ -85,13 +85,13 @@ class Slots(Generic[R]):
         slot, item, record = decoded[-1]
         return Stored(record, item, slot, decoded[0][1] if len(decoded) > 1 else None)
 
-    async def read(self, aq: AsyncQuerator, name: str) -> Stored[R] | None:
+    async def read(self, aq: AsyncQueueClient, name: str) -> Stored[R] | None:
         """The current record of ``name`` (None: there is none)."""
         keys = {self.key(name, slot): slot for slot in SLOTS}
         found = await aq.lookup(self.queue, list(keys))
         return self._pick([(keys[key], item) for key, item in found.items()])
 
-    async def read_many(self, aq: AsyncQuerator, names: list[str]) -> dict[str, Stored[R]]:
+    async def read_many(self, aq: AsyncQueueClient, names: list[str]) -> dict[str, Stored[R]]:
         """The current records of ``names`` that exist, by name (one lookup per 500)."""
         result: dict[str, Stored[R]] = {}
         for start in range(0, len(names), PAGE):
@@ -107,7 +107,7 @@ class Slots(Generic[R]):
                     result[name] = stored
         return result
 
-    async def read_all(self, aq: AsyncQuerator) -> list[Stored[R]]:
+    async def read_all(self, aq: AsyncQueueClient) -> list[Stored[R]]:
         """Every name's current record, ordered by name."""
         by_name: dict[str, list[tuple[str, StoredItem]]] = {}
         info = await aq.get_queue(self.queue)
@@ -127,7 +127,7 @@ class Slots(Generic[R]):
         return [stored for stored in picked if stored is not None]
 
     async def write(
-        self, aq: AsyncQuerator, name: str, current: Stored[R] | None, record: R
+        self, aq: AsyncQueueClient, name: str, current: Stored[R] | None, record: R
     ) -> Stored[R] | None:
         """Replace ``current`` (None: create) with ``record``; the new stored
         record if this write won, None if another writer got there first."""
@@ -148,7 +148,7 @@ class Slots(Generic[R]):
             [] if current is None else [Ref(self.queue, current.item.id, current.item.version)]
         )
         try:
-            result = await aq.transact(
+            result = await aq.commit(
                 depends=depends, produce={self.queue: [item]}, lookup={self.queue: [key]}
             )
         except Conflict:
@@ -161,12 +161,12 @@ class Slots(Generic[R]):
             await self._delete(aq, current.item)
         return Stored(got, stored, slot)
 
-    async def remove(self, aq: AsyncQuerator, current: Stored[R]) -> None:
+    async def remove(self, aq: AsyncQueueClient, current: Stored[R]) -> None:
         """Delete ``current``'s records (both slots)."""
         await self._delete(aq, current.item)
         if current.stale is not None:
             await self._delete(aq, current.stale)
 
-    async def _delete(self, aq: AsyncQuerator, item: StoredItem) -> None:
+    async def _delete(self, aq: AsyncQueueClient, item: StoredItem) -> None:
         with contextlib.suppress(Conflict):  # already gone
             await aq.delete_items(self.queue, [item.id])

@@ -38,9 +38,9 @@ from anyio.lowlevel import EventLoopToken, current_token
 from pydantic import ValidationError
 
 from querator.errors import Conflict, QueratorError, RequestTimeout, Unavailable
-from querator.queue.client import Querator
+from querator.queue.client import QueueClient
 from querator.queue.models import Leased
-from querator.queue.service import AsyncQuerator
+from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_duration
 from querator.webhooks.cache import EndpointCache
 from querator.webhooks.delivery import Sender
@@ -85,7 +85,7 @@ class AsyncDeliveryWorker:
 
     def __init__(
         self,
-        aq: AsyncQuerator,
+        aq: AsyncQueueClient,
         settings: WebhookSettings | None = None,
         *,
         concurrency: int = 200,
@@ -247,7 +247,7 @@ class AsyncDeliveryWorker:
             self._wake_one(endpoint.id)
         async with self._renewing:  # a renewal in progress gives the item a new version
             pass
-        await self.aq.transact(complete=[held.leased], produce=decision.produce, silent=[ATTEMPTS])
+        await self.aq.commit(complete=[held.leased], produce=decision.produce, silent=[ATTEMPTS])
         self.counts[decision.outcome.value] += 1
         if decision.disable is not None or decision.failing is not None:
             await self._mark(endpoint, decision)
@@ -342,7 +342,7 @@ class AsyncDeliveryWorker:
 
 
 class DeliveryWorker:
-    """The delivery worker on a sync :class:`Querator` (see :class:`AsyncDeliveryWorker`).
+    """The delivery worker on a sync :class:`QueueClient` (see :class:`AsyncDeliveryWorker`).
 
     :meth:`run` blocks until :meth:`stop`, or SIGTERM/SIGINT when called in
     the main thread.
@@ -350,7 +350,7 @@ class DeliveryWorker:
 
     def __init__(
         self,
-        q: Querator,
+        q: QueueClient,
         settings: WebhookSettings | None = None,
         *,
         concurrency: int = 200,

@@ -1,0 +1,145 @@
+"""The ASGI application of ``querator serve``: DUH-RPC endpoints over one
+library client, plus ``GET /health``, ``/metrics``, ``/openapi.json`` and
+``/docs``.
+
+Long polls are coroutines waiting on the library's wakeups: an idle
+``queue.lease`` holds no thread and issues no statement while it waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from querator.errors import QueratorError, Unavailable
+from querator.http import status
+from querator.http.auth import TOKENS_QUEUE, TokenCheck, queues_named
+from querator.http.endpoints import ENDPOINTS
+from querator.http.metrics import prometheus_text
+from querator.http.openapi import DOCS_PAGE, openapi_document
+from querator.http.rpc import BadRequest, Endpoint, call, error_response, read_body
+from querator.queue.service import AsyncQueueClient
+
+T = TypeVar("T")
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+@dataclass
+class ServerState:
+    """What handlers reach: the library client, the token check and the
+    workflow functions the server was given (``--app``)."""
+
+    aq: AsyncQueueClient
+    tokens: TokenCheck
+    functions: dict[str, Any] = field(default_factory=dict)
+    """Workflow functions by persisted name."""
+    stopping: bool = False
+    """True once the server has begun to shut down."""
+    waits: set[anyio.CancelScope] = field(default_factory=set)
+    """The open long polls, cancelled when the shutdown begins."""
+
+    def stop(self) -> None:
+        """Begin the shutdown: open long polls answer at once (on the loop)."""
+        self.stopping = True
+        for scope in self.waits:
+            scope.cancel()
+
+    async def unless_stopping(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``await call()``, unless the server begins to stop first: then
+        Unavailable ("service is shutting down"), so the client polls again,
+        elsewhere or later, instead of holding a connection being closed."""
+        if not self.stopping:
+            with anyio.CancelScope() as scope:
+                self.waits.add(scope)
+                try:
+                    return await call()
+                finally:
+                    self.waits.discard(scope)
+        raise Unavailable("service is shutting down")
+
+
+class _Api:
+    """The dispatch of every request (one catch-all route)."""
+
+    def __init__(self, endpoints: Sequence[Endpoint]) -> None:
+        self.table = {e.path: e for e in endpoints}
+        self.document = openapi_document(list(endpoints))
+        self.state: ServerState | None = None
+        self.pages = {
+            "/health": self.health,
+            "/metrics": self.metrics,
+            "/openapi.json": self.openapi,
+            "/docs": self.docs,
+        }
+
+    async def health(self, state: ServerState) -> Response:
+        try:
+            await state.aq.list_queues(limit=1)
+        except QueratorError as exc:
+            return JSONResponse({"status": "fail", "output": str(exc)}, status_code=503)
+        return JSONResponse({"status": "pass"})
+
+    async def metrics(self, state: ServerState) -> Response:
+        return PlainTextResponse(await prometheus_text(state.aq))
+
+    async def openapi(self, state: ServerState) -> Response:
+        return JSONResponse(self.document)
+
+    async def docs(self, state: ServerState) -> Response:
+        return HTMLResponse(DOCS_PAGE)
+
+    async def dispatch(self, request: Request) -> Response:
+        path, state = request.url.path, self.state
+        assert state is not None, "the app's lifespan has not started"
+        page = self.pages.get(path)
+        if page is not None and request.method in ("GET", "HEAD"):
+            return await page(state)
+        if request.method != "POST":
+            message = f"http method '{request.method}' not allowed; only POST"
+            return error_response(status.reply(status.BAD_REQUEST, message))
+        endpoint = self.table.get(path)
+        if endpoint is None:
+            return error_response(status.reply(status.NOT_IMPLEMENTED, f"no such method; {path}"))
+        try:
+            header = request.headers.get("authorization")
+            await state.tokens.check(header, endpoint.scope)
+            body = await read_body(request, endpoint)
+            if TOKENS_QUEUE in queues_named(body):  # token records: admin only
+                await state.tokens.check(header, "admin")
+        except BadRequest as exc:
+            return error_response(exc.body)
+        except QueratorError as exc:
+            return error_response(status.error_reply(exc))
+        return await call(endpoint, state, body)
+
+
+def create_app(
+    url: str,
+    *,
+    endpoints: Sequence[Endpoint] = (),
+    functions: dict[str, Any] | None = None,
+    client_options: dict[str, Any] | None = None,
+) -> Starlette:
+    """The application serving the store at ``url``; the client opens with the
+    app's lifespan and closes with it."""
+    api = _Api([*ENDPOINTS, *endpoints])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with AsyncQueueClient(url, **(client_options or {})) as aq:
+            state = api.state = ServerState(aq, TokenCheck(aq), dict(functions or {}))
+            loop = asyncio.get_running_loop()
+            app.state.begin_shutdown = lambda: loop.call_soon_threadsafe(state.stop)
+            yield
+
+    routes = [Route("/{path:path}", api.dispatch, methods=ALL_METHODS)]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,159 @@
+"""Bearer tokens of the HTTP API: created, listed and revoked from the CLI,
+stored hashed as records of the internal queue ``querator.tokens``.
+
+A token reads ``qrt_<id>_<secret>``; the store keeps its id, name, scopes and
+the SHA-256 of its secret (a 256-bit random secret needs no slow hash). While
+no token exists the API is open, and ``querator serve`` then binds loopback
+addresses only. Records are items that are never leased; like every item they
+expire, after 366 days, which is also the longest life of a token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from querator.errors import Forbidden, InvalidArgument, Unauthorized
+from querator.queue.models import Item, QueueSettings, StoredItem
+from querator.queue.service import AsyncQueueClient
+from querator.queue.validation import MAX_DURATION
+
+TOKENS_QUEUE = "querator.tokens"
+TOKENS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
+TOKEN_KIND = "querator.token"
+SCOPES = ("read", "write", "admin")
+"""Each scope includes the ones before it."""
+REFRESH = 2.0
+"""Seconds the server trusts its copy of the token list (a revoke applies within this)."""
+
+
+class TokenRecord(BaseModel):
+    """A stored token: everything but its secret."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: str
+    """Public id (the middle of the token)."""
+    name: str
+    """What the token is for."""
+    scope: str
+    """``read``, ``write`` or ``admin``."""
+    secret_sha256: str
+    """Hex SHA-256 of the secret."""
+    created_at: datetime
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _parse(token: str) -> tuple[str, str] | None:
+    parts = token.split("_")
+    if len(parts) != 3 or parts[0] != "qrt" or not parts[1] or not parts[2]:
+        return None
+    return parts[1], parts[2]
+
+
+async def create_token(aq: AsyncQueueClient, name: str, scope: str) -> tuple[str, TokenRecord]:
+    """Store a new token; returns the token text (shown once) and its record."""
+    if scope not in SCOPES:
+        raise InvalidArgument("scope", f"must be one of {', '.join(SCOPES)}, got {scope!r}")
+    if not name.strip() or len(name) > 200:
+        raise InvalidArgument("name", "must be 1-200 characters, not only spaces")
+    await aq.create_queue(TOKENS_QUEUE, TOKENS_SETTINGS, exist_ok=True)
+    token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32).replace("_", "-")
+    record = TokenRecord(
+        id=token_id,
+        name=name,
+        scope=scope,
+        secret_sha256=_digest(secret),
+        created_at=datetime.now(UTC),
+    )
+    item = Item(payload=record.model_dump_json().encode(), kind=TOKEN_KIND, dedup_key=token_id)
+    await aq.produce(TOKENS_QUEUE, [item])
+    return f"qrt_{token_id}_{secret}", record
+
+
+async def _items(aq: AsyncQueueClient) -> list[StoredItem]:
+    names = [info.name for info in await aq.list_queues(TOKENS_QUEUE, 1)]
+    if TOKENS_QUEUE not in names:
+        return []
+    found: list[StoredItem] = []
+    pivot: str | None = None
+    while True:
+        page = await aq.list_items(TOKENS_QUEUE, pivot=pivot, limit=500)
+        found += page if pivot is None else page[1:]
+        if len(page) < 500:
+            return found
+        pivot = page[-1].id
+
+
+async def list_tokens(aq: AsyncQueueClient) -> list[TokenRecord]:
+    """Every stored token (without secrets)."""
+    records = []
+    for item in await _items(aq):
+        try:
+            records.append(TokenRecord.model_validate_json(item.payload))
+        except ValidationError:
+            continue
+    return records
+
+
+async def revoke_token(aq: AsyncQueueClient, token_id: str) -> bool:
+    """Delete a token by id; False when there was none."""
+    found = [item for item in await _items(aq) if item.dedup_key == token_id]
+    if found:
+        await aq.delete_items(TOKENS_QUEUE, [item.id for item in found])
+    return bool(found)
+
+
+def queues_named(body: BaseModel) -> set[str]:
+    """The queues a request body names (to guard the tokens' own queue)."""
+    named = {getattr(body, "queue_name", None)}
+    for group in ("complete", "retry", "renew", "depends"):
+        named |= {ref.queue_name for ref in getattr(body, group, ())}
+    for group in ("produce", "produce_leased", "lookup"):
+        named |= set(getattr(body, group, {}) or {})
+    named |= set(getattr(body, "silent", ()) or ())
+    return {name for name in named if isinstance(name, str)}
+
+
+class TokenCheck:
+    """Checks an ``Authorization`` header against the stored tokens."""
+
+    def __init__(self, aq: AsyncQueueClient) -> None:
+        self._aq = aq
+        self._tokens: dict[str, TokenRecord] = {}
+        self._read_at = float("-inf")
+
+    async def _current(self) -> dict[str, TokenRecord]:
+        if time.monotonic() - self._read_at > REFRESH:
+            self._tokens = {record.id: record for record in await list_tokens(self._aq)}
+            self._read_at = time.monotonic()
+        return self._tokens
+
+    async def check(self, header: str | None, scope: str) -> None:
+        """Raise Unauthorized or Forbidden unless the header allows ``scope``.
+
+        With no token stored, every call is allowed.
+        """
+        tokens = await self._current()
+        if not tokens:
+            return
+        if not header:
+            raise Unauthorized("authentication required")
+        if not header.startswith("Bearer "):
+            raise Unauthorized("invalid authorization header format")
+        parsed = _parse(header.removeprefix("Bearer ").strip())
+        record = tokens.get(parsed[0]) if parsed else None
+        if parsed is None or record is None:
+            raise Unauthorized("api key is invalid")
+        if not hmac.compare_digest(record.secret_sha256, _digest(parsed[1])):
+            raise Unauthorized("api key is invalid")
+        if SCOPES.index(record.scope) < SCOPES.index(scope):
+            raise Forbidden(f"access denied; the token's scope is {record.scope}, {scope} needed")

@@ -1,0 +1,427 @@
+"""The async HTTP client: the queue methods of :class:`querator.AsyncQuerator`,
+with the same arguments, return types and exceptions, over ``querator serve``.
+
+Arguments are checked with the library's own validators before anything is
+sent; the server checks them again (it serves curl too). Replies are turned
+back into :mod:`querator.errors` exceptions by one table
+(:mod:`querator.http.status`).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import anyio
+import httpx
+from pydantic import BaseModel, ValidationError
+from typing_extensions import Unpack
+
+from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
+from querator.http import status
+from querator.http.durations import format_duration
+from querator.http.wire import admin as wa
+from querator.http.wire import queue as wq
+from querator.http.wire.items import LeaseItem, ProduceItem, StorageItem
+from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
+from querator.queue.models import (
+    Item,
+    Leased,
+    QueueInfo,
+    QueueSettings,
+    QueueStats,
+    Ref,
+    StoredItem,
+    TransactResult,
+)
+from querator.queue.models import PartitionStats as LibraryPartitionStats
+from querator.queue.options import TransactOptions, check_options
+from querator.queue.plans import RefLike, refs_of
+from querator.queue.validation import (
+    MAX_BATCH,
+    check_batch,
+    check_count,
+    check_duration,
+    check_instant,
+    check_name,
+    key_range,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+"""Socket options of the client's connections."""
+DEFAULT_URL = "http://127.0.0.1:2319"
+"""Where ``querator serve`` listens by default."""
+SHORTEST_POLL = LONG_POLL_MIN + 0.001
+"""The ``request_timeout`` sent for ``timeout=0`` (the server's minimum is above 10 ms)."""
+SLACK = 30.0
+"""Seconds the HTTP read timeout adds to a long poll's own."""
+
+
+def leased_of(item: LeaseItem) -> Leased:
+    """A library Leased from its wire form."""
+    return Leased.model_validate(item.library_fields(item.bytes))
+
+
+def stored_of(item: StorageItem) -> StoredItem:
+    """A library StoredItem from its wire form."""
+    return StoredItem.model_validate(item.library_fields(item.payload))
+
+
+def _wire_items(field: str, items: Sequence[Item]) -> list[dict[str, Any]]:
+    if isinstance(items, Item | str | bytes) or not isinstance(items, Sequence):
+        raise InvalidArgument(field, "must be a list of querator.Item")
+    check_batch(field, len(items))
+    wire = []
+    for index, item in enumerate(items):
+        if not isinstance(item, Item):
+            raise InvalidArgument(
+                f"{field}[{index}]", f"must be a querator.Item, got {type(item).__name__}"
+            )
+        check_instant(f"{field}[{index}].enqueue_at", item.enqueue_at)
+        wire.append(ProduceItem.of(item).model_dump(mode="json", exclude_none=True))
+    return wire
+
+
+def _refs(queue: str | None, given: Sequence[object], field: str) -> list[dict[str, Any]]:
+    return [
+        {"queue_name": r.queue, "id": r.id, "version": r.version}
+        if queue is None
+        else {"id": r.id, "version": r.version}
+        for r in refs_of(queue, given, field)
+    ]
+
+
+class AsyncQuerator:
+    """A client of a querator HTTP server, for ``async`` code.
+
+    ``url`` is the server's base URL; ``token`` a bearer token (``qrt_…``)
+    when the server requires one. Use it as ``async with AsyncQuerator(url)``
+    (or ``await open()`` / ``await close()``).
+    """
+
+    def __init__(
+        self, url: str = DEFAULT_URL, *, token: str | None = None, timeout: float = 30.0
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise InvalidArgument("url", f"must be an http:// or https:// URL, got {url!r}")
+        self._url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._timeout = check_duration("timeout", timeout)
+        self._http: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Open the connection pool."""
+        if self._http is not None:
+            raise UsageError("this client is already open")
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        # h11 writes a request's headers and body separately: without TCP_NODELAY
+        # the body waits for the server's delayed ACK (40 ms per call on Linux).
+        transport = httpx.AsyncHTTPTransport(limits=limits, socket_options=NO_DELAY)
+        self._http = httpx.AsyncClient(
+            base_url=self._url, headers=self._headers, timeout=self._timeout, transport=transport
+        )
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
+
+    async def _post(self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0) -> M:
+        http = self._http
+        if http is None:
+            raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
+        try:
+            response = await http.post(path, json=body, timeout=self._timeout + wait)
+        except httpx.TransportError as exc:
+            raise Unavailable(f"{self._url}{path}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != status.OK:
+            try:
+                reply = wq.Reply.model_validate_json(response.content)
+            except ValidationError:
+                text = response.text[:200]
+                reply = status.reply(response.status_code, text or response.reason_phrase)
+            raise status.error_of(response.status_code, reply)
+        return answer.model_validate_json(response.content)
+
+    # -- queues -------------------------------------------------------------
+    async def create_queue(
+        self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False
+    ) -> QueueInfo:
+        """See :meth:`querator.AsyncQuerator.create_queue`."""
+        body = {**_settings(check_name("name", name), settings), "exist_ok": exist_ok}
+        return _info(await self._post("/v1/queues.create", body, wa.CreateReply))
+
+    async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
+        """See :meth:`querator.AsyncQuerator.update_queue`."""
+        body = _settings(check_name("name", name), settings)
+        return _info(await self._post("/v1/queues.update", body, wa.CreateReply))
+
+    async def delete_queue(self, name: str) -> None:
+        """See :meth:`querator.AsyncQuerator.delete_queue`."""
+        body = {"queue_name": check_name("name", name)}
+        await self._post("/v1/queues.delete", body, wq.Reply)
+
+    async def get_queue(self, name: str) -> QueueInfo:
+        """See :meth:`querator.AsyncQuerator.get_queue`."""
+        body = {"queue_name": check_name("name", name)}
+        return (await self._post("/v1/queues.info", body, wa.QueueInfo)).library()
+
+    async def list_queues(self, pivot: str | None = None, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`querator.AsyncQuerator.list_queues`."""
+        if pivot is not None:
+            check_name("pivot", pivot)
+        body = {"pivot": pivot or "", "limit": check_count("limit", limit, 1, 1_000)}
+        return [
+            i.library() for i in (await self._post("/v1/queues.list", body, wa.ListReply)).items
+        ]
+
+    # -- items --------------------------------------------------------------
+    async def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
+        """See :meth:`querator.AsyncQuerator.produce`."""
+        body = {
+            "queue_name": check_name("queue", queue),
+            "request_timeout": format_duration(self._timeout),
+            "items": _wire_items("items", items),
+        }
+        return (await self._post("/v1/queue.produce", body, wq.ProduceReply)).ids
+
+    async def lease(
+        self, queue: str, *, client_id: str, batch_size: int = 1, timeout: float = 0.0
+    ) -> list[Leased]:
+        """See :meth:`querator.AsyncQuerator.lease`. Waits longer than the
+        server's 15-minute cap are made of several long polls."""
+        check_name("queue", queue)
+        check_name("client_id", client_id)
+        check_count("batch_size", batch_size, 1, MAX_BATCH)
+        check_duration("timeout", timeout, allow_zero=True)
+        deadline = anyio.current_time() + timeout
+        while True:
+            wait = min(max(deadline - anyio.current_time(), SHORTEST_POLL), LONG_POLL_MAX)
+            body = {
+                "queue_name": queue,
+                "client_id": client_id,
+                "batch_size": batch_size,
+                "request_timeout": format_duration(wait),
+            }
+            try:
+                reply = await self._post("/v1/queue.lease", body, wq.LeaseReply, wait)
+            except RequestTimeout:
+                if anyio.current_time() + LONG_POLL_MIN >= deadline:
+                    raise
+                continue
+            return [leased_of(item) for item in reply.items]
+
+    async def complete(self, queue: str, items: Sequence[RefLike]) -> None:
+        """See :meth:`querator.AsyncQuerator.complete`."""
+        body = {
+            "queue_name": check_name("queue", queue),
+            "request_timeout": format_duration(self._timeout),
+            "items": self._batch(queue, items),
+        }
+        await self._post("/v1/queue.complete", body, wq.Reply)
+
+    def _batch(self, queue: str, items: Sequence[RefLike]) -> list[dict[str, Any]]:
+        check_batch("items", len(items))
+        return _refs(queue, items, "items")
+
+    async def retry(
+        self,
+        queue: str,
+        items: Sequence[RefLike],
+        *,
+        retry_at: datetime | None = None,
+        dead: bool = False,
+    ) -> None:
+        """See :meth:`querator.AsyncQuerator.retry`."""
+        check_name("queue", queue)
+        check_instant("retry_at", retry_at)
+        extra = {"retry_at": retry_at.isoformat() if retry_at else None, "dead": bool(dead)}
+        wire = [{**ref, **extra} for ref in self._batch(queue, items)]
+        await self._post("/v1/queue.retry", {"queue_name": queue, "items": wire}, wq.Reply)
+
+    async def renew(
+        self, queue: str, items: Sequence[RefLike], *, extend: float | None = None
+    ) -> list[Leased]:
+        """See :meth:`querator.AsyncQuerator.renew`."""
+        check_name("queue", queue)
+        body: dict[str, Any] = {"queue_name": queue, "items": self._batch(queue, items)}
+        if extend is not None:
+            body["extend"] = format_duration(check_duration("extend", extend))
+        reply = await self._post("/v1/queue.renew", body, wq.RenewReply)
+        return [leased_of(item) for item in reply.items]
+
+    async def transact(self, **options: Unpack[TransactOptions]) -> TransactResult:
+        """See :meth:`querator.AsyncQuerator.transact`."""
+        check_options("transact", options, TransactOptions)
+        return await self.commit(**options)
+
+    async def commit(
+        self,
+        *,
+        complete: Sequence[Leased | Ref] = (),
+        retry: Sequence[Leased | Ref] = (),
+        renew: Sequence[Leased | Ref] = (),
+        depends: Sequence[Leased | Ref] = (),
+        produce: Mapping[str, Sequence[Item]] | None = None,
+        retry_at: datetime | None = None,
+        extend: float | None = None,
+        produce_leased: Mapping[str, Sequence[Item]] | None = None,
+        client_id: str | None = None,
+        lookup: Mapping[str, Sequence[str]] | None = None,
+        silent: Collection[str] = (),
+    ) -> TransactResult:
+        """See :meth:`querator.queue.service.AsyncQueueClient.commit`."""
+        if isinstance(silent, str):
+            raise InvalidArgument("silent", "must be a list of queue names, not one string")
+        check_instant("retry_at", retry_at)
+        body: dict[str, Any] = {
+            "complete": _refs(None, complete, "complete"),
+            "retry": _refs(None, retry, "retry"),
+            "renew": _refs(None, renew, "renew"),
+            "depends": _refs(None, depends, "depends"),
+            "produce": {q: _wire_items(f"produce[{q!r}]", i) for q, i in (produce or {}).items()},
+            "produce_leased": {
+                q: _wire_items(f"produce_leased[{q!r}]", i)
+                for q, i in (produce_leased or {}).items()
+            },
+            "retry_at": retry_at.isoformat() if retry_at else None,
+            "client_id": client_id,
+            "lookup": {q: _keys(keys) for q, keys in (lookup or {}).items()},
+            "silent": list(silent),
+        }
+        if extend is not None:
+            body["extend"] = format_duration(check_duration("extend", extend))
+        reply = await self._post("/v1/queue.transact", body, wq.TransactReply)
+        return TransactResult(
+            produced=reply.produced,
+            renewed=[leased_of(item) for item in reply.renewed],
+            leased={
+                q: [leased_of(item) if item else None for item in got]
+                for q, got in reply.leased.items()
+            },
+            found={
+                q: {key: stored_of(item) for key, item in by_key.items()}
+                for q, by_key in reply.found.items()
+            },
+        )
+
+    # -- inspection ---------------------------------------------------------
+    async def stats(self, queue: str) -> QueueStats:
+        """See :meth:`querator.AsyncQuerator.stats`."""
+        body = {"queue_name": check_name("queue", queue)}
+        reply = await self._post("/v1/queue.stats", body, wq.StatsReply)
+        partitions = [
+            LibraryPartitionStats(
+                partition=p.partition,
+                total=p.total,
+                leased=p.total_leased,
+                scheduled=p.scheduled,
+                dead_lettered=p.dead_lettered,
+                oldest_age=p.oldest_age,
+            )
+            for logical in reply.logical_queues
+            for p in logical.partitions
+        ]
+        return QueueStats(queue=reply.queue_name, partitions=partitions)
+
+    async def list_items(
+        self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """See :meth:`querator.AsyncQuerator.list_items`."""
+        return await self._list("/v1/storage/items.list", queue, partition, pivot, limit)
+
+    async def list_scheduled(
+        self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """See :meth:`querator.AsyncQuerator.list_scheduled`."""
+        return await self._list("/v1/storage/scheduled.list", queue, partition, pivot, limit)
+
+    async def _list(
+        self, path: str, queue: str, partition: int, pivot: str | None, limit: int
+    ) -> list[StoredItem]:
+        check_name("queue", queue)
+        check_count("partition", partition, 0, 1_024)
+        check_count("limit", limit, 1, MAX_BATCH)
+        if pivot is not None and (not isinstance(pivot, str) or not pivot):
+            raise InvalidArgument("pivot", f"{pivot!r} is not an item id of queue {queue!r}")
+        body = {"queue_name": queue, "partition": partition, "pivot": pivot or "", "limit": limit}
+        return [stored_of(item) for item in (await self._post(path, body, wa.ItemsListReply)).items]
+
+    async def lookup(self, queue: str, dedup_keys: Sequence[str]) -> dict[str, StoredItem]:
+        """See :meth:`querator.AsyncQuerator.lookup`."""
+        body = {"queue_name": check_name("queue", queue), "dedup_keys": _keys(dedup_keys)}
+        reply = await self._post("/v1/queue.lookup", body, wq.LookupReply)
+        return {key: stored_of(item) for key, item in reply.items.items()}
+
+    async def scan_keys(
+        self, queue: str, prefix: str, *, after: str | None = None, limit: int = 100
+    ) -> list[StoredItem]:
+        """See :meth:`querator.AsyncQuerator.scan_keys`."""
+        key_range(prefix, after)  # the same bad-input errors, before anything is sent
+        check_count("limit", limit, 1, MAX_BATCH)
+        body: dict[str, Any] = {"queue_name": check_name("queue", queue), "prefix": prefix}
+        body.update(after=after, limit=limit)
+        reply = await self._post("/v1/queue.scan_keys", body, wq.ScanKeysReply)
+        return [stored_of(item) for item in reply.items]
+
+    async def delete_items(self, queue: str, ids: Sequence[str]) -> None:
+        """See :meth:`querator.AsyncQuerator.delete_items`."""
+        check_name("queue", queue)
+        check_batch("ids", len(ids))
+        body = {"queue_name": queue, "ids": list(ids)}
+        await self._post("/v1/storage/items.delete", body, wq.Reply)
+
+    async def clear(self, queue: str, *, destructive: bool = False) -> int:
+        """See :meth:`querator.AsyncQuerator.clear`."""
+        body = {"queue_name": check_name("queue", queue), "queue": True, "destructive": destructive}
+        return (await self._post("/v1/queue.clear", body, wq.ClearReply)).deleted
+
+    async def run_maintenance(self) -> int:
+        """See :meth:`querator.AsyncQuerator.run_maintenance`."""
+        return (await self._post("/v1/queues.maintain", {}, wa.MaintenanceReply)).moved
+
+
+def _keys(keys: Sequence[str]) -> list[str]:
+    if isinstance(keys, str):
+        raise InvalidArgument("dedup_keys", "must be a list of keys, not one string")
+    return list(keys)
+
+
+def _settings(name: str, settings: QueueSettings | None) -> dict[str, Any]:
+    if settings is None:
+        settings = QueueSettings()
+    if not isinstance(settings, QueueSettings):
+        raise InvalidArgument("settings", f"must be QueueSettings, got {type(settings).__name__}")
+    return {
+        "queue_name": name,
+        "dead_queue": settings.dead_queue or "",
+        "reference": settings.reference,
+        "lease_timeout": format_duration(settings.lease_timeout),
+        "expire_timeout": format_duration(settings.expire_timeout),
+        "max_attempts": settings.max_attempts,
+        "requested_partitions": settings.partitions,
+    }
+
+
+def _info(reply: wa.CreateReply) -> QueueInfo:
+    if reply.queue is None:
+        raise Unavailable("the server's reply names no queue")
+    return reply.queue.library()

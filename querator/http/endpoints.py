@@ -1,0 +1,116 @@
+"""The table of RPC endpoints: path, body, answer, scope and size cap of each.
+
+The server dispatches from it and the OpenAPI document is generated from it,
+so neither can drift from the other. Caps follow Querator's server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from querator.http.handlers import admin, queue, workflows
+from querator.http.rpc import KB, MB, Endpoint
+from querator.http.wire import admin as wa
+from querator.http.wire import queue as wq
+from querator.http.wire import workflows as ww
+from querator.workflows.inspection import RunInfo
+
+B = TypeVar("B", bound=BaseModel)
+R = TypeVar("R")
+
+READ, WRITE, ADMIN = "read", "write", "admin"
+"""Token scopes: read < write < admin (a scope includes those before it)."""
+
+
+def on_queue(fn: Callable[[Any, B], Awaitable[R]]) -> Callable[[Any, B], Awaitable[R]]:
+    """A handler of the queue client, called with the server's state."""
+
+    async def handler(state: Any, body: B) -> R:
+        return await fn(state.aq, body)
+
+    handler.__name__ = fn.__name__
+    handler.__doc__ = fn.__doc__
+    return handler
+
+
+QUEUE_ENDPOINTS = [
+    Endpoint("/v1/queue.produce", wq.ProduceRequest, wq.ProduceReply,
+             on_queue(queue.produce), WRITE, 5 * MB, "Produce items"),
+    Endpoint("/v1/queue.lease", wq.LeaseRequest, wq.LeaseReply,
+             queue.lease, WRITE, 512, "Lease items (long poll)"),
+    Endpoint("/v1/queue.complete", wq.CompleteRequest, wq.Reply,
+             on_queue(queue.complete), WRITE, 256 * KB, "Complete leased items"),
+    Endpoint("/v1/queue.retry", wq.RetryRequest, wq.Reply,
+             on_queue(queue.retry), WRITE, 256 * KB, "Retry leased items"),
+    Endpoint("/v1/queue.renew", wq.RenewRequest, wq.RenewReply,
+             on_queue(queue.renew), WRITE, 256 * KB, "Renew leases"),
+    Endpoint("/v1/queue.transact", wq.TransactRequest, wq.TransactReply,
+             on_queue(queue.transact), WRITE, 5 * MB, "Atomic transaction"),
+    Endpoint("/v1/queue.stats", wq.QueueRequest, wq.StatsReply,
+             on_queue(queue.stats), READ, 512, "Queue statistics"),
+    Endpoint("/v1/queue.clear", wq.ClearRequest, wq.ClearReply,
+             on_queue(queue.clear), ADMIN, 512, "Clear a queue"),
+    Endpoint("/v1/queue.lookup", wq.LookupRequest, wq.LookupReply,
+             on_queue(queue.lookup), READ, 256 * KB, "Items by dedup key"),
+    Endpoint("/v1/queue.scan_keys", wq.ScanKeysRequest, wq.ScanKeysReply,
+             on_queue(queue.scan_keys), READ, 4 * KB, "Items by dedup-key prefix"),
+    Endpoint("/v1/queues.create", wa.QueueInfo, wa.CreateReply,
+             on_queue(admin.create), ADMIN, 256 * KB, "Create a queue"),
+    Endpoint("/v1/queues.update", wa.QueueInfo, wa.CreateReply,
+             on_queue(admin.update), ADMIN, 512 * KB, "Update a queue"),
+    Endpoint("/v1/queues.list", wa.ListRequest, wa.ListReply,
+             on_queue(admin.list_queues), READ, 256 * KB, "List queues"),
+    Endpoint("/v1/queues.info", wq.QueueRequest, wa.QueueInfo,
+             on_queue(admin.info), READ, 256 * KB, "A queue's settings"),
+    Endpoint("/v1/queues.delete", wa.DeleteRequest, wq.Reply,
+             on_queue(admin.delete), ADMIN, 256 * KB, "Delete a queue"),
+    Endpoint("/v1/queues.maintain", wq.Empty, wa.MaintenanceReply,
+             on_queue(admin.maintain), ADMIN, 512, "Dead-letter due items now"),
+    Endpoint("/v1/storage/items.list", wa.ItemsListRequest, wa.ItemsListReply,
+             on_queue(admin.list_items), READ, 256 * KB, "List stored items"),
+    Endpoint("/v1/storage/items.import", wa.ImportRequest, wa.ItemsListReply,
+             on_queue(admin.import_items), ADMIN, 64 * MB, "Import items"),
+    Endpoint("/v1/storage/items.delete", wa.ItemsDeleteRequest, wq.Reply,
+             on_queue(admin.delete_items), ADMIN, 256 * KB, "Delete items"),
+    Endpoint("/v1/storage/scheduled.list", wa.ItemsListRequest, wa.ItemsListReply,
+             on_queue(admin.list_scheduled), READ, 256 * KB, "List scheduled items"),
+]  # fmt: skip
+"""Querator's queue API, plus renew, transact, lookup and maintain."""
+
+WORKFLOW_ENDPOINTS = [
+    Endpoint("/v1/workflows.start", ww.StartRequest, ww.RunReply,
+             workflows.start, WRITE, 1 * MB, "Start a workflow run by name"),
+    Endpoint("/v1/runs.get", ww.RunRequest, RunInfo,
+             workflows.get_run, READ, 4 * KB, "A run with its steps"),
+    Endpoint("/v1/runs.list", ww.ListRunsRequest, ww.ListRunsReply,
+             workflows.list_runs, READ, 4 * KB, "List runs"),
+    Endpoint("/v1/runs.cancel", ww.CancelRequest, ww.DoneReply,
+             workflows.cancel, WRITE, 16 * KB, "Cancel a run"),
+    Endpoint("/v1/runs.retry_compensation", ww.RunRequest, ww.DoneReply,
+             workflows.retry_compensation, WRITE, 4 * KB, "Re-drive a failed compensation"),
+    Endpoint("/v1/runs.result", ww.ResultRequest, ww.ResultReply,
+             workflows.result, READ, 4 * KB, "Wait for a run's result (long poll)"),
+    Endpoint("/v1/schedules.list", wq.Empty, ww.SchedulesReply,
+             workflows.schedules, READ, 512, "List schedules"),
+    Endpoint("/v1/schedules.create", ww.ScheduleRequest, wq.Reply,
+             workflows.create_schedule, ADMIN, 1 * MB, "Create or redefine a schedule"),
+    Endpoint("/v1/schedules.pause", ww.PauseRequest, wq.Reply,
+             workflows.pause, ADMIN, 16 * KB, "Pause a schedule"),
+    Endpoint("/v1/schedules.resume", ww.ScheduleNameRequest, wq.Reply,
+             workflows.resume, ADMIN, 4 * KB, "Resume a schedule"),
+    Endpoint("/v1/schedules.delete", ww.ScheduleNameRequest, ww.DoneReply,
+             workflows.delete_schedule, ADMIN, 4 * KB, "Delete a schedule"),
+    Endpoint("/v1/schedules.trigger", ww.ScheduleNameRequest, ww.RunReply,
+             workflows.trigger, WRITE, 4 * KB, "Start a schedule's run now"),
+    Endpoint("/v1/dead.list", ww.DeadListRequest, ww.DeadListReply,
+             workflows.dead_list, READ, 4 * KB, "List a queue's dead letters"),
+    Endpoint("/v1/dead.requeue", ww.DeadRequeueRequest, ww.CountReply,
+             workflows.dead_requeue, ADMIN, 256 * KB, "Send dead letters back"),
+]  # fmt: skip
+"""Workflows, schedules and dead letters (querator's own)."""
+
+ENDPOINTS = [*QUEUE_ENDPOINTS, *WORKFLOW_ENDPOINTS]
+"""Every RPC the server answers."""

@@ -1,0 +1,148 @@
+"""One table between :mod:`querator.errors` and DUH-RPC replies.
+
+The server turns an exception into ``(status, Reply)``; the client turns a
+reply back into the same exception class with the same fields. Messages keep
+Querator's ``"<constant part>; <details>"`` form; ``details`` carries what a
+client needs to rebuild the exception (``type`` and its fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+from querator.errors import (
+    Conflict,
+    ConflictReason,
+    Forbidden,
+    InvalidArgument,
+    QueratorError,
+    QueueExists,
+    QueueNotFound,
+    RequestTimeout,
+    Unauthorized,
+    Unavailable,
+)
+from querator.http.wire.queue import Reply
+from querator.workflows.errors import RunNotFound
+
+OK = 200
+BAD_REQUEST = 400
+UNAUTHORIZED = 401
+FORBIDDEN = 403
+NOT_FOUND = 404
+CONFLICT = 409
+REQUEST_FAILED = 453
+RETRY_REQUEST = 454
+CLIENT_CONTENT_ERROR = 455
+INTERNAL_ERROR = 500
+NOT_IMPLEMENTED = 501
+
+CODE_TEXT = {
+    OK: "OK",
+    BAD_REQUEST: "Bad Request",
+    UNAUTHORIZED: "Unauthorized",
+    FORBIDDEN: "Forbidden",
+    NOT_FOUND: "Not Found",
+    CONFLICT: "Conflict",
+    REQUEST_FAILED: "Request Failed",
+    RETRY_REQUEST: "Retry Request",
+    CLIENT_CONTENT_ERROR: "Client Content Error",
+    INTERNAL_ERROR: "Internal Service Error",
+    NOT_IMPLEMENTED: "Not Implemented",
+}
+"""DUH-RPC's words for its codes."""
+
+REQUEST_TIMEOUT_MESSAGE = "request timeout; no items are in the queue, try again"
+"""Querator's message for a long poll that found nothing."""
+
+
+def reply(status: int, message: str, details: dict[str, str] | None = None) -> Reply:
+    """A DUH-RPC reply."""
+    text = CODE_TEXT.get(status) or HTTPStatus(status).phrase
+    return Reply(code=status, code_text=text, message=message, details=details or {})
+
+
+def invalid(field: str, rule: str, message: str | None = None) -> Reply:
+    """400 for a bad field; ``message`` defaults to ``"<field> is invalid; <rule>"``."""
+    details = {"type": "InvalidArgument", "field": field, "rule": rule}
+    return reply(BAD_REQUEST, message or f"{field} is invalid; {rule}", details)
+
+
+def _conflict(exc: Conflict) -> tuple[str, dict[str, str]]:
+    listed = ", ".join(f"'{key}' is {reason.value}" for key, reason in exc.reasons.items())
+    reasons = {key: reason.value for key, reason in exc.reasons.items()}
+    return f"item(s) failed their checks; {listed}", reasons
+
+
+def _unavailable(exc: Unavailable) -> str:
+    text = str(exc)
+    return text if text == "service is shutting down" else f"store unavailable; {text}"
+
+
+_SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, dict[str, str]]]]] = [
+    (
+        QueueNotFound,
+        BAD_REQUEST,
+        lambda e: (f"queue does not exist; no such queue named '{e.queue}'", {"queue": e.queue}),
+    ),
+    (
+        QueueExists,
+        BAD_REQUEST,
+        lambda e: (f"invalid queue; '{e.queue}' already exists", {"queue": e.queue}),
+    ),
+    (Conflict, CONFLICT, _conflict),
+    (RequestTimeout, RETRY_REQUEST, lambda e: (REQUEST_TIMEOUT_MESSAGE, {})),
+    (Unavailable, RETRY_REQUEST, lambda e: (_unavailable(e), {})),
+    (Unauthorized, UNAUTHORIZED, lambda e: (str(e), {})),
+    (Forbidden, FORBIDDEN, lambda e: (str(e), {})),
+    (RunNotFound, REQUEST_FAILED, lambda e: (f"run does not exist; {e}", {"run_id": e.run_id})),
+]
+"""Error class -> status and (message, details) of its reply."""
+
+
+def error_reply(exc: QueratorError) -> Reply:
+    """The reply for a querator error (the server side of the table)."""
+    if isinstance(exc, InvalidArgument):
+        return invalid(exc.field, exc.rule)
+    for cls, code, shape in _SERVER_SIDE:
+        if isinstance(exc, cls):
+            message, details = shape(exc)
+            return reply(code, message, {"type": cls.__name__, **details})
+    return reply(REQUEST_FAILED, f"request failed; {exc}", {"type": type(exc).__name__})
+
+
+_CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
+    "InvalidArgument": lambda r: InvalidArgument(
+        r.details.get("field", "request"), r.details.get("rule", r.message)
+    ),
+    "QueueNotFound": lambda r: QueueNotFound(r.details.get("queue", "")),
+    "QueueExists": lambda r: QueueExists(r.details.get("queue", "")),
+    "Conflict": lambda r: Conflict(
+        {key: ConflictReason(value) for key, value in r.details.items() if key != "type"}
+    ),
+    "RequestTimeout": lambda r: RequestTimeout(r.message),
+    "Unauthorized": lambda r: Unauthorized(r.message),
+    "Forbidden": lambda r: Forbidden(r.message),
+}
+"""The ``type`` of a reply's details -> the exception it stands for."""
+_BY_STATUS: dict[int, Callable[[str], QueratorError]] = {
+    BAD_REQUEST: lambda m: InvalidArgument("request", m),
+    CLIENT_CONTENT_ERROR: lambda m: InvalidArgument("request", m),
+    UNAUTHORIZED: Unauthorized,
+    FORBIDDEN: Forbidden,
+}
+"""Replies without a known ``type`` (another server, a proxy) by status."""
+
+
+def error_of(code: int, body: Reply) -> QueratorError:
+    """The exception a reply stands for (the client side of the table)."""
+    build = _CLIENT_SIDE.get(body.details.get("type", ""))
+    if build is not None:
+        return build(body)
+    if code in _BY_STATUS:
+        return _BY_STATUS[code](body.message)
+    if code == RETRY_REQUEST or code >= INTERNAL_ERROR:
+        return Unavailable(f"{code} {body.code_text}: {body.message}")
+    return QueratorError(f"{code} {body.code_text}: {body.message}")

@@ -1,0 +1,161 @@
+"""Bodies of the workflow, schedule and dead-letter endpoints (querator's own).
+
+Answers reuse the library's models (``RunInfo``, ``ScheduleInfo``): the wire
+shape is the domain shape.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from querator.http.wire.items import StorageItem
+from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
+from querator.workflows.cron.api import ScheduleInfo
+from querator.workflows.inspection import RunInfo
+from querator.workflows.layout import RunStatus
+
+
+class StartRequest(WireModel):
+    """``/v1/workflows.start``: a run of a workflow the server knows (``--app``)."""
+
+    workflow: str
+    """The workflow's persisted name."""
+    args: list[Any] = Field(default_factory=list)
+    """Positional arguments (JSON values)."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments (JSON values)."""
+    idempotency_key: str | None = None
+    """Starting twice with one key starts one run (and answers its id)."""
+    queue: str | None = None
+    """The run's workflow queue (default: the workflow's)."""
+    delay: Duration | None = None
+    """Start the run after this long."""
+
+
+class RunReply(WireModel):
+    """The id of a run."""
+
+    run_id: str
+
+
+class RunRequest(WireModel):
+    """A call naming one run."""
+
+    run_id: str
+
+
+class CancelRequest(WireModel):
+    """``/v1/runs.cancel``."""
+
+    run_id: str
+    reason: str = ""
+
+
+class DoneReply(WireModel):
+    """Whether the call changed anything (False: the run had already ended, or
+    was not compensation_failed)."""
+
+    changed: bool
+
+
+class ListRunsRequest(WireModel):
+    """``/v1/runs.list``: runs newest first, filtered, paged by ``after``."""
+
+    status: RunStatus | None = None
+    workflow: str | None = None
+    since: datetime | None = None
+    """Only runs started at or after this instant (RFC 3339)."""
+    after: str | None = None
+    """The last run id of the previous page."""
+    limit: int = 100
+
+
+class ListRunsReply(WireModel):
+    """A page of runs (without their steps)."""
+
+    runs: list[RunInfo]
+
+
+class ResultRequest(WireModel):
+    """``/v1/runs.result``: wait up to ``request_timeout`` for the run to end (454 if not)."""
+
+    run_id: str
+    request_timeout: RequestTimeout = Field(default=0.0, validate_default=True)
+
+
+class ResultReply(WireModel):
+    """How the run ended."""
+
+    run_id: str
+    status: str
+    """``completed``, ``failed``, ``cancelled``, or a saga's ``compensated`` or
+    ``compensation_failed``."""
+    result: Any = None
+    """The result (JSON), when completed."""
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+class ScheduleRequest(WireModel):
+    """``/v1/schedules.create``: create or redefine a cron schedule."""
+
+    name: str
+    workflow: str
+    cron: str
+    tz: str = "UTC"
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    catchup: str = "skip"
+    catchup_window: Duration = 86_400.0
+    overlap: str = "skip"
+    jitter: Duration = 0.0
+    queue: str | None = None
+    start_at: Instant | None = None
+
+
+class ScheduleNameRequest(WireModel):
+    """A call naming one schedule."""
+
+    name: str
+
+
+class PauseRequest(WireModel):
+    """``/v1/schedules.pause``."""
+
+    name: str
+    note: str = ""
+
+
+class SchedulesReply(WireModel):
+    """Every schedule."""
+
+    schedules: list[ScheduleInfo]
+
+
+class DeadListRequest(WireModel):
+    """``/v1/dead.list``: the dead letters of a queue (its dead queue's items)."""
+
+    queue_name: QueueName
+    limit: int = 100
+
+
+class DeadRequeueRequest(WireModel):
+    """``/v1/dead.requeue``: send dead letters back (``ids``, or all when absent)."""
+
+    queue_name: QueueName
+    ids: list[str] | None = None
+
+
+class DeadListReply(WireModel):
+    """Dead letters in arrival order."""
+
+    items: list[StorageItem]
+
+
+class CountReply(WireModel):
+    """How many items the call moved."""
+
+    count: int

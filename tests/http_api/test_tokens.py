@@ -1,0 +1,138 @@
+"""Bearer tokens: created, listed and revoked with the CLI, stored hashed;
+401 and 403 as Querator; no non-loopback bind without a token."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from http_server import ROOT, serve
+from polling import wait_for
+
+from querator import Item, Querator
+from querator.errors import Forbidden, Unauthorized
+from querator.http import Querator as HttpQuerator
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``querator ARGS`` and return it (output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "querator.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+
+
+def create(store: str, name: str, scope: str) -> str:
+    done = cli("tokens", "create", name, "--scope", scope, "--url", store)
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip()
+    assert token.startswith("qrt_")
+    return token
+
+
+@pytest.fixture
+def tokens(tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """A store with three tokens made by the CLI: its URL and the tokens by scope."""
+    store = f"sqlite:///{tmp_path / 'tokens.db'}"
+    with Querator(store):
+        pass  # an empty store: tokens are created in it below
+    made = {"read": create(store, "dashboards", "read")}
+    made["write"] = create(store, "workers", "write")
+    made["admin"] = create(store, "ops", "admin")
+    return store, made
+
+
+def test_tokens_are_listed_and_stored_hashed(tokens: tuple[str, dict[str, str]]) -> None:
+    store, made = tokens
+    listed = cli("tokens", "list", "--url", store)
+    assert [line.split()[1:3] for line in listed.stdout.splitlines()[1:]] == [
+        ["read", "dashboards"],
+        ["write", "workers"],
+        ["admin", "ops"],
+    ]
+    with Querator(store) as q:
+        payloads = b"".join(item.payload for item in q.list_items("querator.tokens"))
+    for token in made.values():
+        assert token.rsplit("_", 1)[1].encode() not in payloads  # only hashes are stored
+        assert token.split("_")[1] in listed.stdout
+
+
+def test_tokens_guard_the_api_by_scope(tokens: tuple[str, dict[str, str]]) -> None:
+    store, made = tokens
+    with serve(store) as url:
+
+        def post(path: str, token: str | None, **body: object) -> httpx.Response:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            return httpx.post(f"{url}{path}", json=body, headers=headers, timeout=30)
+
+        missing = post("/v1/queues.list", None)
+        assert (missing.status_code, missing.json()["message"]) == (401, "authentication required")
+        wrong = post("/v1/queues.list", "qrt_nope_nope")
+        assert (wrong.status_code, wrong.json()["message"]) == (401, "api key is invalid")
+        scheme = httpx.post(f"{url}/v1/queues.list", json={}, headers={"Authorization": "x"})
+        assert scheme.json()["message"] == "invalid authorization header format"
+        assert post("/v1/queues.create", made["admin"], queue_name="jobs").status_code == 200
+        denied = post("/v1/queues.create", made["write"], queue_name="other")
+        assert denied.status_code == 403
+        assert denied.json()["message"].startswith("access denied; ")
+        assert post("/v1/queues.list", made["read"]).status_code == 200
+        produce = {"queue_name": "jobs", "request_timeout": "5s", "items": [{"utf8": "x"}]}
+        assert post("/v1/queue.produce", made["read"], **produce).status_code == 403
+        assert post("/v1/queue.produce", made["write"], **produce).status_code == 200
+        with HttpQuerator(url, token=made["read"]) as q:
+            assert q.stats("jobs").total == 1
+            with pytest.raises(Forbidden):
+                q.produce("jobs", [Item(payload=b"x")])
+        with HttpQuerator(url) as q, pytest.raises(Unauthorized):
+            q.stats("jobs")
+
+        token_id = made["write"].split("_")[1]
+        assert cli("tokens", "revoke", token_id, "--url", store).returncode == 0
+        wait_for(
+            lambda: post("/v1/queues.list", made["write"]).status_code == 401,
+            timeout=10,
+            message="a revoked token is refused",
+        )
+    assert cli("tokens", "revoke", token_id, "--url", store).returncode == 1
+
+
+def test_no_token_no_public_bind(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'open.db'}"
+    with Querator(store):
+        pass
+    started = time.monotonic()
+    done = cli("serve", "--dsn", store, "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 2
+    assert "not a loopback address and no token exists" in done.stderr
+    assert time.monotonic() - started < 30
+    create(store, "ops", "admin")
+    with serve(store, "--host", "0.0.0.0") as url:
+        assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+
+
+def test_only_admin_tokens_touch_the_token_records(tokens: tuple[str, dict[str, str]]) -> None:
+    store, made = tokens
+    forged = {"utf8": '{"id": "x", "name": "x", "scope": "admin", "secret_sha256": "00"}'}
+    with serve(store) as url:
+        for path, body in [
+            ("/v1/queue.produce", {"queue_name": "querator.tokens", "request_timeout": "5s",
+                                   "items": [forged]}),
+            ("/v1/queue.transact", {"produce": {"querator.tokens": [forged]}}),
+            ("/v1/storage/items.list", {"queue_name": "querator.tokens"}),
+        ]:  # fmt: skip
+            headers = {"Authorization": f"Bearer {made['write']}"}
+            response = httpx.post(f"{url}{path}", json=body, headers=headers, timeout=30)
+            assert response.status_code == 403, (path, response.text)
+        headers = {"Authorization": f"Bearer {made['admin']}"}
+        listed = httpx.post(f"{url}/v1/storage/items.list", headers=headers, timeout=30,
+                            json={"queue_name": "querator.tokens"})  # fmt: skip
+        assert len(listed.json()["items"]) == 3
