@@ -34,9 +34,6 @@ DEAD = "querator.webhooks.dead"
 ATTEMPTS = "querator.webhooks.attempts"
 ATTEMPT_PARTITIONS = 16
 """Attempt records are partitioned by endpoint: listing one endpoint's reads one partition."""
-LEASE_TIMEOUT = 10.0
-"""A delivery's lease; renewed every third of it while its attempt runs, so a
-killed worker's deliveries are retried within this many seconds."""
 DELIVERY_KIND = "querator.webhook.delivery"
 MESSAGE_KIND = "querator.webhook.message"
 ATTEMPT_KIND = "querator.webhook.attempt"
@@ -145,7 +142,7 @@ def queue_settings(settings: WebhookSettings) -> dict[str, QueueSettings]:
         MESSAGES: kept,
         ATTEMPTS: kept.model_copy(update={"partitions": ATTEMPT_PARTITIONS}),
         DELIVERIES: QueueSettings(
-            lease_timeout=LEASE_TIMEOUT,
+            lease_timeout=settings.lease_timeout,
             expire_timeout=MAX_DELAY + 86_400.0,
             dead_queue=DEAD,
         ),

@@ -13,8 +13,8 @@ Each attempt's outcome is committed with the completion of its delivery item
 in one transaction: the attempt record, and the next attempt (a new item due
 at its retry time) or the dead letter. The lease is renewed while the attempt
 runs. A worker killed mid-attempt loses nothing: the lease expires (within
-:data:`~querator.webhooks.layout.LEASE_TIMEOUT`) and the delivery is
-attempted again, with the same ``webhook-id``.
+the deliveries queue's ``lease_timeout``) and the delivery is attempted
+again, with the same ``webhook-id``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from querator.webhooks.layout import (
     ATTEMPTS,
     DEAD,
     DELIVERIES,
-    LEASE_TIMEOUT,
     Delivery,
     Outcome,
     ensure_queues,
@@ -117,6 +116,8 @@ class AsyncDeliveryWorker:
         self._stop_requested = False
         self._loop_token: EventLoopToken | None = None
         self._loop_thread = 0
+        self._lease = self.settings.lease_timeout
+        """The deliveries queue's lease_timeout (read from the queue when running)."""
 
     # -- lifecycle -------------------------------------------------------------
     def stop(self) -> None:
@@ -140,6 +141,7 @@ class AsyncDeliveryWorker:
         if self._stop_requested:
             self._stop.set()
         await ensure_queues(self.aq, self.settings)
+        self._lease = (await self.aq.get_queue(DELIVERIES)).settings.lease_timeout
         log.info("webhooks: worker %s delivering", self.client_id)
         try:
             async with anyio.create_task_group() as keeper:
@@ -326,8 +328,8 @@ class AsyncDeliveryWorker:
     # -- leases ----------------------------------------------------------------
     async def _renew_forever(self) -> None:
         while True:
-            await anyio.sleep(LEASE_TIMEOUT / 3)
-            soon = datetime.now(UTC) + timedelta(seconds=LEASE_TIMEOUT * 2 / 3)
+            await anyio.sleep(self._lease / 3)
+            soon = datetime.now(UTC) + timedelta(seconds=self._lease * 2 / 3)
             due = [h for h in self._held.values() if h.leased.lease_deadline <= soon]
             if not due:
                 continue
