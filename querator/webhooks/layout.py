@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from querator.queue.models import QueueSettings
+from querator.queue.models import Item, QueueSettings
 from querator.queue.service import AsyncQuerator
 from querator.queue.validation import MAX_DURATION
 from querator.webhooks.endpoints import Endpoint
@@ -105,6 +105,17 @@ class Attempt(Kept):
     outcome: Outcome
     next_at: datetime | None = None
     """When the next attempt is due (outcome ``retrying``)."""
+
+
+def delivery_item(delivery: Delivery, enqueue_at: datetime | None = None) -> Item:
+    """The item of ``delivery`` (a first attempt, a retry, a re-drive), due at ``enqueue_at``."""
+    return Item(
+        payload=delivery.model_dump_json().encode(),
+        kind=DELIVERY_KIND,
+        encoding="json",
+        reference=delivery.endpoint_id,
+        enqueue_at=enqueue_at,
+    )
 
 
 def message_id(idempotency_key: str | None) -> str:
