@@ -6,6 +6,7 @@ import json
 import logging
 import threading
 import time
+from functools import partial
 
 import pytest
 from polling import wait_for
@@ -266,3 +267,23 @@ def test_an_attempt_longer_than_the_lease_keeps_its_lease(q: Querator, receiver:
         thread.join(timeout=15)
     assert attempt.outcome is Outcome.DELIVERED and attempt.latency_ms >= 4000
     assert len(receiver.at("slow/4000")) == 1  # never re-leased and sent twice meanwhile
+
+
+@pytest.mark.parametrize("backend_name", ["memory"], indirect=True)
+def test_items_waiting_for_room_keep_their_leases(q: Querator, receiver: Receiver) -> None:
+    settings = FAST.model_copy(update={"timeout": 10.0})
+    hooks = Webhooks(q, settings)  # leases of 1.5 s; the third item waits about 2.4 s
+    hooks.add_endpoint(receiver.url("slow/1200"), max_in_flight=1)
+    sent = [hooks.send("a.b", {"n": n}) for n in range(3)]
+    worker = DeliveryWorker(q, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        for message in sent:
+            until_len(partial(hooks.attempts, message_id=message.id), 1, timeout=15)
+    finally:
+        worker.stop()
+        thread.join(timeout=15)
+    assert sorted(r.headers["webhook-id"] for r in receiver.at("slow/1200")) == sorted(
+        m.id for m in sent
+    )  # each sent once: no lease expired while its item waited
