@@ -22,6 +22,7 @@ from typing import Annotated
 import typer
 
 from querator.cli import AsJson, Url, _reporting, _store, _table, _when, app
+from querator.cli.worker import WORKER_STORE_WAIT
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
@@ -246,6 +247,10 @@ def worker(
     shutdown_grace: Annotated[
         float, typer.Option(help="Seconds in-flight attempts may finish after SIGTERM.")
     ] = 20.0,
+    wait_for_store: Annotated[
+        bool,
+        typer.Option(help="Wait for an unreachable store at start-up instead of failing."),
+    ] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Deliver webhooks until SIGTERM or SIGINT."""
@@ -256,7 +261,7 @@ def worker(
     )
     with _reporting():
         settings = WebhookSettings(timeout=timeout, allow_private=allow_private)
-        with QueueClient(url) as q:
+        with QueueClient(url, wait_for_store=WORKER_STORE_WAIT if wait_for_store else 0.0) as q:
             DeliveryWorker(
                 q, settings, concurrency=concurrency, shutdown_grace=shutdown_grace
             ).run()

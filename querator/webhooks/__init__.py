@@ -28,7 +28,8 @@ from querator.webhooks.inspection import FailedDelivery
 from querator.webhooks.layout import Attempt, Message, Outcome
 from querator.webhooks.settings import DEFAULT_SCHEDULE, WebhookSettings
 from querator.webhooks.signing import generate_secret, sign, verify
-from querator.webhooks.worker import AsyncDeliveryWorker, DeliveryWorker
+from querator.webhooks.sync_worker import DeliveryWorker
+from querator.webhooks.worker import AsyncDeliveryWorker
 
 __all__ = [
     "DEFAULT_SCHEDULE",

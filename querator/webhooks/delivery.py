@@ -129,7 +129,7 @@ class Sender:
             return Result(
                 None, time.monotonic() - began, error=f"timed out after {self.settings.timeout}s"
             )
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # any failure to deliver is a failed attempt, retried
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             return Result(None, time.monotonic() - began, error=error)
 

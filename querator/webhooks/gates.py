@@ -16,7 +16,8 @@ The expected wait comes from the endpoint's observed latency (a running
 average), or the age of its oldest attempt in flight when that is longer (an
 endpoint that hangs), or ``UNKNOWN_LATENCY`` before any attempt has ended.
 A deferral lasts about as long as the wait it avoids, plus one slot (the
-endpoint's average latency over its ``max_in_flight``, or its rate-limit
+endpoint's average latency — or, before any attempt ended, the age of its
+oldest attempt in flight — over its ``max_in_flight``, or its rate-limit
 interval) per item deferred before it, so deferred items come back spread
 out at about the pace the endpoint drains them.
 """
@@ -120,9 +121,11 @@ class Gate:
         """An item is deferred now, ``wait`` s being expected before there is room:
         the seconds to defer it by, spread behind the items deferred before it."""
         rate = endpoint.rate_limit or float("inf")
-        # unknown latency: assume a fast endpoint (one that is not comes back and
-        # is deferred again, by then with an estimate)
-        slot = max((self.latency or MIN_DEFER) / endpoint.max_in_flight, 1.0 / rate)
+        # no attempt ended yet: pace by the age of the oldest in flight (an endpoint
+        # that hangs is spread far), or assume a fast one (nothing in flight yet)
+        oldest = min(self.in_flight.values(), default=now)
+        pace = self.latency or max(now - oldest, MIN_DEFER)
+        slot = max(pace / endpoint.max_in_flight, 1.0 / rate)
         delay = min(max(wait, MIN_DEFER) + self._pending(now) * slot, MAX_DEFER)
         self.deferred.append(now + delay)
         return delay

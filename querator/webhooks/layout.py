@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from querator.queue.models import QueueSettings
+from querator.queue.models import Item, QueueSettings
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION
 from querator.webhooks.endpoints import Endpoint
@@ -34,9 +34,6 @@ DEAD = "querator.webhooks.dead"
 ATTEMPTS = "querator.webhooks.attempts"
 ATTEMPT_PARTITIONS = 16
 """Attempt records are partitioned by endpoint: listing one endpoint's reads one partition."""
-LEASE_TIMEOUT = 10.0
-"""A delivery's lease; renewed every third of it while its attempt runs, so a
-killed worker's deliveries are retried within this many seconds."""
 DELIVERY_KIND = "querator.webhook.delivery"
 MESSAGE_KIND = "querator.webhook.message"
 ATTEMPT_KIND = "querator.webhook.attempt"
@@ -110,6 +107,17 @@ class Attempt(Kept):
     """When the next attempt is due (outcome ``retrying``)."""
 
 
+def delivery_item(delivery: Delivery, enqueue_at: datetime | None = None) -> Item:
+    """The item of ``delivery`` (a first attempt, a retry, a re-drive), due at ``enqueue_at``."""
+    return Item(
+        payload=delivery.model_dump_json().encode(),
+        kind=DELIVERY_KIND,
+        encoding="json",
+        reference=delivery.endpoint_id,
+        enqueue_at=enqueue_at,
+    )
+
+
 def message_id(idempotency_key: str | None) -> str:
     """The message id: derived from the idempotency key, so the same key names
     the same message in every process; random without one."""
@@ -145,7 +153,7 @@ def queue_settings(settings: WebhookSettings) -> dict[str, QueueSettings]:
         MESSAGES: kept,
         ATTEMPTS: kept.model_copy(update={"partitions": ATTEMPT_PARTITIONS}),
         DELIVERIES: QueueSettings(
-            lease_timeout=LEASE_TIMEOUT,
+            lease_timeout=settings.lease_timeout,
             expire_timeout=MAX_DELAY + 86_400.0,
             dead_queue=DEAD,
         ),

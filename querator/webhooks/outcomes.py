@@ -19,6 +19,7 @@ from querator.webhooks.layout import (
     Delivery,
     Outcome,
     attempt_key,
+    delivery_item,
 )
 from querator.webhooks.schedule import next_delay, parse_retry_after
 from querator.webhooks.settings import WebhookSettings
@@ -49,17 +50,6 @@ class Decision:
     failing: bool | None = None
     """True: record that the endpoint started failing (unless it already was);
     False: it recovered; None: no change."""
-
-
-def delivery_item(delivery: Delivery, enqueue_at: datetime | None = None) -> Item:
-    """A delivery item for ``delivery`` (a retry, or a re-drive)."""
-    return Item(
-        payload=delivery.model_dump_json().encode(),
-        kind=DELIVERY_KIND,
-        encoding="json",
-        reference=delivery.endpoint_id,
-        enqueue_at=enqueue_at,
-    )
 
 
 def dead_item(delivery: Delivery, reason: str) -> Item:

@@ -7,8 +7,7 @@ import contextlib
 from querator.errors import Conflict
 from querator.queue.models import Item, Ref, StoredItem
 from querator.queue.service import AsyncQueueClient
-from querator.webhooks.layout import DEAD, DELIVERIES, Delivery, redrive_key
-from querator.webhooks.outcomes import delivery_item
+from querator.webhooks.layout import DEAD, DELIVERIES, Delivery, delivery_item, redrive_key
 
 __all__ = ["redrive_items"]
 

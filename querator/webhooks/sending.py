@@ -14,11 +14,11 @@ from querator.webhooks.endpoints import check_event_type, matches
 from querator.webhooks.errors import MessageNotFound, PayloadTooLarge
 from querator.webhooks.layout import (
     DELIVERIES,
-    DELIVERY_KIND,
     MESSAGE_KIND,
     MESSAGES,
     Delivery,
     Message,
+    delivery_item,
     delivery_key,
     message_id,
     message_key,
@@ -52,8 +52,8 @@ def encode_payload(payload: Any, limit: int) -> str:
     return text
 
 
-def delivery_item(message: Message, endpoint_id: str) -> Item:
-    """The first delivery item of ``message`` to ``endpoint_id``."""
+def first_delivery(message: Message, endpoint_id: str) -> Item:
+    """The first delivery item of ``message`` to ``endpoint_id`` (deduplicated)."""
     delivery = Delivery(
         message_id=message.id,
         endpoint_id=endpoint_id,
@@ -61,12 +61,8 @@ def delivery_item(message: Message, endpoint_id: str) -> Item:
         body=message.payload,
         ordering_key=message.ordering_key,
     )
-    return Item(
-        payload=delivery.model_dump_json().encode(),
-        kind=DELIVERY_KIND,
-        encoding="json",
-        reference=endpoint_id,
-        dedup_key=delivery_key(message.id, endpoint_id),
+    return delivery_item(delivery).model_copy(
+        update={"dedup_key": delivery_key(message.id, endpoint_id)}
     )
 
 
@@ -119,7 +115,7 @@ async def send(aq: AsyncQueueClient, prepared: Message) -> Message:
         e.id for e in await list_all(aq) if not e.disabled and matches(e.event_types, event_type)
     ]
     message = prepared.model_copy(update={"endpoints": tuple(targets)})
-    items = [delivery_item(message, endpoint_id) for endpoint_id in targets]
+    items = [first_delivery(message, endpoint_id) for endpoint_id in targets]
     record = Item(
         payload=message.model_dump_json().encode(),
         kind=MESSAGE_KIND,

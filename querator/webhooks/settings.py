@@ -44,6 +44,11 @@ class WebhookSettings(InputModel):
     """Seconds messages and attempt records are kept."""
     response_excerpt: int = Field(default=1024, ge=0, le=65_536)
     """Bytes of each response body kept in the attempts log."""
+    lease_timeout: float = Field(default=10.0, ge=1.0, le=600.0)
+    """Seconds a delivery's lease lasts (renewed every third of it while its
+    attempt runs): a killed worker's deliveries are attempted again after at
+    most this long. Applied when the deliveries queue is created; workers
+    read it from the queue."""
     ca_file: str | None = None
     """A PEM file of the certificate authorities HTTPS endpoints are checked
     against; None: the ``certifi`` bundle (the public web's)."""

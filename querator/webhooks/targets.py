@@ -19,7 +19,7 @@ import anyio
 from querator.errors import InvalidArgument
 from querator.webhooks.errors import TargetRefused
 
-__all__ = ["Target", "check_url", "lookup", "pick", "refusal", "resolve"]
+__all__ = ["Target", "check_url", "lookup", "pick", "refusal"]
 
 MAX_URL = 2_048
 METADATA = frozenset(
@@ -121,8 +121,3 @@ def pick(target: Target, addresses: list[Address], allow_private: bool) -> Addre
             if why is not None:
                 raise TargetRefused(target.url, str(address), why)
     return addresses[0]
-
-
-async def resolve(target: Target, allow_private: bool) -> Address:
-    """:func:`lookup` then :func:`pick`: the checked address to connect to."""
-    return pick(target, await lookup(target), allow_private)

@@ -13,8 +13,8 @@ Each attempt's outcome is committed with the completion of its delivery item
 in one transaction: the attempt record, and the next attempt (a new item due
 at its retry time) or the dead letter. The lease is renewed while the attempt
 runs. A worker killed mid-attempt loses nothing: the lease expires (within
-:data:`~querator.webhooks.layout.LEASE_TIMEOUT`) and the delivery is
-attempted again, with the same ``webhook-id``.
+the deliveries queue's ``lease_timeout``) and the delivery is attempted
+again, with the same ``webhook-id``.
 """
 
 from __future__ import annotations
@@ -23,14 +23,12 @@ import itertools
 import logging
 import os
 import secrets
-import signal
 import socket
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from types import FrameType
 
 import anyio
 from anyio.abc import TaskGroup
@@ -38,10 +36,9 @@ from anyio.lowlevel import EventLoopToken, current_token
 from pydantic import ValidationError
 
 from querator.errors import Conflict, QueratorError, RequestTimeout, Unavailable
-from querator.queue.client import QueueClient
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
-from querator.queue.validation import check_count, check_duration
+from querator.queue.validation import MAX_BATCH, check_count, check_duration
 from querator.webhooks.cache import EndpointCache
 from querator.webhooks.delivery import Sender
 from querator.webhooks.endpoints import Endpoint
@@ -50,7 +47,6 @@ from querator.webhooks.layout import (
     ATTEMPTS,
     DEAD,
     DELIVERIES,
-    LEASE_TIMEOUT,
     Delivery,
     Outcome,
     ensure_queues,
@@ -59,7 +55,7 @@ from querator.webhooks.outcomes import Decision, dead_item, decide
 from querator.webhooks.registry import change
 from querator.webhooks.settings import WebhookSettings
 
-__all__ = ["AsyncDeliveryWorker", "DeliveryWorker"]
+__all__ = ["DEFAULT_SHUTDOWN_GRACE", "AsyncDeliveryWorker"]
 
 log = logging.getLogger("querator.webhooks")
 
@@ -68,7 +64,8 @@ DEFAULT_SHUTDOWN_GRACE = 20.0
 
 @dataclass
 class _Held:
-    """A delivery whose attempt is running: the renewer keeps ``leased`` current."""
+    """A delivery in hand (waiting for room, or attempted): the renewer keeps
+    ``leased`` current."""
 
     leased: Leased
 
@@ -117,6 +114,8 @@ class AsyncDeliveryWorker:
         self._stop_requested = False
         self._loop_token: EventLoopToken | None = None
         self._loop_thread = 0
+        self._lease = self.settings.lease_timeout
+        """The deliveries queue's lease_timeout (read from the queue when running)."""
 
     # -- lifecycle -------------------------------------------------------------
     def stop(self) -> None:
@@ -140,6 +139,7 @@ class AsyncDeliveryWorker:
         if self._stop_requested:
             self._stop.set()
         await ensure_queues(self.aq, self.settings)
+        self._lease = (await self.aq.get_queue(DELIVERIES)).settings.lease_timeout
         log.info("webhooks: worker %s delivering", self.client_id)
         try:
             async with anyio.create_task_group() as keeper:
@@ -216,11 +216,25 @@ class AsyncDeliveryWorker:
         except ValidationError:
             await self.aq.retry(DELIVERIES, [leased], dead=True)
             return
+        # Renewed from now on, while the item waits for room and while it is attempted.
+        held = self._held[leased.id] = _Held(leased)
+        try:
+            await self._deliver(held, delivery)
+        finally:
+            self._held.pop(leased.id, None)
+
+    async def _release(self, held: _Held) -> Leased:
+        """The item's current version, once it is no longer renewed."""
+        self._held.pop(held.leased.id, None)
+        async with self._renewing:  # a renewal in progress gives the item a new version
+            return held.leased
+
+    async def _deliver(self, held: _Held, delivery: Delivery) -> None:
         endpoint = await self.cache.get(delivery.endpoint_id)
         if endpoint is None or endpoint.disabled:
             why = "deleted" if endpoint is None else f"disabled: {endpoint.disabled_reason}"
             dead = dead_item(delivery, f"endpoint {why}")
-            await self.aq.transact(complete=[leased], produce={DEAD: [dead]})
+            await self.aq.transact(complete=[await self._release(held)], produce={DEAD: [dead]})
             self.counts["dead"] += 1
             return
         gate = self.gates[endpoint.id]
@@ -229,10 +243,9 @@ class AsyncDeliveryWorker:
         wait = await self._admit(endpoint, key, token)
         if wait is not None:
             when = datetime.now(UTC) + timedelta(seconds=wait)
-            await self.aq.retry(DELIVERIES, [leased], retry_at=when)
+            await self.aq.retry(DELIVERIES, [await self._release(held)], retry_at=when)
             self.counts["deferred"] += 1
             return
-        held = self._held[leased.id] = _Held(leased)
         hold = 0.0
         try:
             result = await self._sender.attempt(endpoint, delivery)
@@ -243,11 +256,9 @@ class AsyncDeliveryWorker:
                 hold = decision.delay + 1.0
         finally:
             gate.done(token, time.monotonic(), key, hold)
-            self._held.pop(leased.id, None)
             self._wake_one(endpoint.id)
-        async with self._renewing:  # a renewal in progress gives the item a new version
-            pass
-        await self.aq.commit(complete=[held.leased], produce=decision.produce, silent=[ATTEMPTS])
+        done = await self._release(held)
+        await self.aq.commit(complete=[done], produce=decision.produce, silent=[ATTEMPTS])
         self.counts[decision.outcome.value] += 1
         if decision.disable is not None or decision.failing is not None:
             await self._mark(endpoint, decision)
@@ -326,64 +337,26 @@ class AsyncDeliveryWorker:
     # -- leases ----------------------------------------------------------------
     async def _renew_forever(self) -> None:
         while True:
-            await anyio.sleep(LEASE_TIMEOUT / 3)
-            soon = datetime.now(UTC) + timedelta(seconds=LEASE_TIMEOUT * 2 / 3)
+            await anyio.sleep(self._lease / 3)
+            soon = datetime.now(UTC) + timedelta(seconds=self._lease * 2 / 3)
             due = [h for h in self._held.values() if h.leased.lease_deadline <= soon]
-            if not due:
-                continue
             async with self._renewing:
-                for held in due:
-                    try:
-                        [held.leased] = await self.aq.renew(DELIVERIES, [held.leased])
-                    except Conflict:
-                        log.debug("webhooks: lease of %s lost", held.leased.id)
-                    except QueratorError as exc:
-                        log.warning("webhooks: could not renew %s: %s", held.leased.id, exc)
+                # released meanwhile: their owners commit them now
+                due = [h for h in due if self._held.get(h.leased.id) is h]
+                for start in range(0, len(due), MAX_BATCH):
+                    await self._renew(due[start : start + MAX_BATCH])
 
-
-class DeliveryWorker:
-    """The delivery worker on a sync :class:`QueueClient` (see :class:`AsyncDeliveryWorker`).
-
-    :meth:`run` blocks until :meth:`stop`, or SIGTERM/SIGINT when called in
-    the main thread.
-    """
-
-    def __init__(
-        self,
-        q: QueueClient,
-        settings: WebhookSettings | None = None,
-        *,
-        concurrency: int = 200,
-        client_id: str | None = None,
-        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
-        endpoint_ttl: float = 2.0,
-    ) -> None:
-        self.q = q
-        self.worker = AsyncDeliveryWorker(
-            q.aio,
-            settings,
-            concurrency=concurrency,
-            client_id=client_id,
-            shutdown_grace=shutdown_grace,
-            endpoint_ttl=endpoint_ttl,
-        )
-
-    def run(self) -> None:
-        """Deliver until :meth:`stop` (or SIGTERM/SIGINT in the main thread)."""
-        if threading.current_thread() is not threading.main_thread():
-            self.q.call(self.worker.arun)
-            return
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    async def _renew(self, due: list[_Held]) -> None:
+        """Renew ``due`` in one call; one by one if that fails (a lost lease)."""
         try:
-            self.q.call(self.worker.arun)
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        log.info("webhooks: worker %s: signal %d, stopping", self.worker.client_id, signum)
-        threading.Thread(target=self.stop, daemon=True).start()
-
-    def stop(self) -> None:
-        """Ask :meth:`run` to return after a graceful shutdown."""
-        self.worker.stop()
+            renewed = await self.aq.renew(DELIVERIES, [h.leased for h in due])
+        except QueratorError:
+            if len(due) > 1:
+                for held in due:
+                    await self._renew([held])
+            else:
+                log.debug("webhooks: could not renew %s (lease lost?)", due[0].leased.id)
+            return
+        by_id = {leased.id: leased for leased in renewed}
+        for held in due:
+            held.leased = by_id.get(held.leased.id, held.leased)

@@ -20,9 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 """The repository."""
 
 FAST = WebhookSettings(
-    schedule=(0.0, 0.1, 0.1), jitter=0.0, timeout=3.0, connect_timeout=1.0, allow_private=True
+    schedule=(0.0, 0.1, 0.1),
+    jitter=0.0,
+    timeout=3.0,
+    connect_timeout=1.0,
+    allow_private=True,
+    lease_timeout=1.5,
 )
-"""Three attempts 0.1 s apart; local targets allowed (the receiver is on 127.0.0.1)."""
+"""Three attempts 0.1 s apart; local targets allowed (the receiver is on 127.0.0.1);
+leases of 1.5 s (renewed every 0.5 s while an attempt runs)."""
 
 
 def until_len(fetch: Callable[[], T], count: int, timeout: float = 10.0) -> T:

@@ -6,6 +6,7 @@ import json
 import logging
 import threading
 import time
+from functools import partial
 
 import pytest
 from polling import wait_for
@@ -75,7 +76,7 @@ def test_failures_are_retried_with_the_same_webhook_id(
     assert [a.status_code for a in log] == [500, 500, 200]
     assert [a.attempt for a in log] == [0, 1, 2]
     assert hooks.attempts(endpoint_id=endpoint.id)[0].outcome is Outcome.DELIVERED
-    assert hooks.get_endpoint(endpoint.id).failing_since is None
+    wait_for(lambda: hooks.get_endpoint(endpoint.id).failing_since is None)  # after the commit
 
 
 def test_the_last_failure_dead_letters_and_redrive_delivers_again(
@@ -90,7 +91,7 @@ def test_the_last_failure_dead_letters_and_redrive_delivers_again(
     assert all(f.reason == "HTTP 500" and f.attempts == 3 for f in failed)
     log = hooks.attempts(message_id=first.id)
     assert [a.outcome for a in log] == [Outcome.RETRYING, Outcome.RETRYING, Outcome.DEAD]
-    assert hooks.get_endpoint(endpoint.id).failing_since is not None
+    wait_for(lambda: hooks.get_endpoint(endpoint.id).failing_since is not None)
 
     def delivered(message_id: str) -> list[Received]:
         return [r for r in receiver.at("flaky/3") if r.headers["webhook-id"] == message_id][3:]
@@ -248,3 +249,41 @@ def test_stop_lets_attempts_in_flight_finish_or_gives_them_back(
     assert not thread.is_alive()
     stats = q.stats(DELIVERIES)
     assert (stats.total, stats.leased) == (1, 0)  # given back, leasable now: not left to expire
+
+
+@pytest.mark.parametrize("backend_name", ["memory", "sqlite"], indirect=True)
+def test_an_attempt_longer_than_the_lease_keeps_its_lease(q: Querator, receiver: Receiver) -> None:
+    settings = FAST.model_copy(update={"timeout": 10.0})
+    hooks = Webhooks(q, settings)  # leases of 1.5 s: the 4 s attempt needs renewals
+    hooks.add_endpoint(receiver.url("slow/4000"))
+    message = hooks.send("a.b", {})
+    worker = DeliveryWorker(q, settings, concurrency=4)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        [attempt] = until_len(lambda: hooks.attempts(message_id=message.id), 1, timeout=15)
+    finally:
+        worker.stop()
+        thread.join(timeout=15)
+    assert attempt.outcome is Outcome.DELIVERED and attempt.latency_ms >= 4000
+    assert len(receiver.at("slow/4000")) == 1  # never re-leased and sent twice meanwhile
+
+
+@pytest.mark.parametrize("backend_name", ["memory"], indirect=True)
+def test_items_waiting_for_room_keep_their_leases(q: Querator, receiver: Receiver) -> None:
+    settings = FAST.model_copy(update={"timeout": 10.0})
+    hooks = Webhooks(q, settings)  # leases of 1.5 s; the third item waits about 2.4 s
+    hooks.add_endpoint(receiver.url("slow/1200"), max_in_flight=1)
+    sent = [hooks.send("a.b", {"n": n}) for n in range(3)]
+    worker = DeliveryWorker(q, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        for message in sent:
+            until_len(partial(hooks.attempts, message_id=message.id), 1, timeout=15)
+    finally:
+        worker.stop()
+        thread.join(timeout=15)
+    assert sorted(r.headers["webhook-id"] for r in receiver.at("slow/1200")) == sorted(
+        m.id for m in sent
+    )  # each sent once: no lease expired while its item waited
