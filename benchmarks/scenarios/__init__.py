@@ -15,6 +15,7 @@ from benchmarks.scenarios import (
     partitions,
     pgbench,
     produce,
+    run_listing,
     spark_stages,
     step_loop,
     workflows,
@@ -35,5 +36,6 @@ SCENARIOS: dict[str, Scenario] = {
     "spark_stages": spark_stages.run,
     "step_loop": step_loop.run,
     "parked": parked.run,
+    "run_listing": run_listing.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""
