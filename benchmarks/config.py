@@ -62,6 +62,8 @@ class Profile:
     """Runs parked on a durable sleep in the ``parked`` scenario."""
     parked_timeout: float = 300.0
     """Seconds the ``parked`` runs may take to reach their sleep."""
+    listing_sizes: tuple[int, ...] = (1_000, 10_000, 50_000)
+    """Runs stored when the ``run_listing`` pages are timed (the first is the base)."""
 
 
 FULL = Profile(
@@ -89,6 +91,7 @@ QUICK = Profile(
     pgbench_seconds=1,
     workflows=100,
     step_loop_sizes=(10, 100, 1_000),
+    listing_sizes=(1_000, 10_000),
 )
 TINY = Profile(
     name="tiny",
@@ -113,6 +116,7 @@ TINY = Profile(
     step_loop_timeout=60.0,
     parked_runs=20,
     parked_timeout=60.0,
+    listing_sizes=(50, 200),
 )
 """For the smoke test: every code path, on almost no data."""
 

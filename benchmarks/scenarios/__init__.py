@@ -15,6 +15,7 @@ from benchmarks.scenarios import (
     partitions,
     pgbench,
     produce,
+    run_listing,
     spark_stages,
     step_loop,
     webhooks,
@@ -37,5 +38,6 @@ SCENARIOS: dict[str, Scenario] = {
     "step_loop": step_loop.run,
     "parked": parked.run,
     "webhooks": webhooks.run,
+    "run_listing": run_listing.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""

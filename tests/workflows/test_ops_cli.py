@@ -328,3 +328,12 @@ def test_schedules_list_shows_orphans(tmp_path: Path, monkeypatch: pytest.Monkey
     assert line.endswith("failed ORPHAN")
     assert "ORPHAN greetings: no worker serves 'ops.greet'" in listed.stderr
     assert "chains" not in listed.stderr
+
+
+def test_an_unreachable_postgresql_is_one_line_naming_host_and_port() -> None:
+    url = "postgresql://root@127.0.0.1:1/none"
+    for args in (["runs", "list"], ["queues", "list"], ["schedules", "list"]):
+        done = cli(*args, "--url", url)
+        assert done.returncode == 1, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert "127.0.0.1" in line and "port 1" in line and "refused" in line.lower(), line

@@ -109,3 +109,24 @@ def test_stop_in_process_releases_after_the_grace(tmp_path: Path) -> None:
         finally:
             helper.stop()
             helper_thread.join(timeout=10)
+
+
+def test_sigint_is_logged_once_and_a_second_one_releases_the_item(
+    durable_url: str, tmp_path: Path
+) -> None:
+    log, hold = tmp_path / "steps.log", tmp_path / "hold"
+    hold.touch()
+    with Querator(durable_url) as q:
+        q.create_queue(WORK_QUEUE, LONG_LEASE)
+        start(q, napping, "k3", str(hold))
+        first = spawn_worker(durable_url, "first", log, "--grace", "60")
+        wait_for(lambda: logged(log, "start", "k3", "first"), timeout=20, message="first starts")
+        first.proc.send_signal(signal.SIGINT)
+        wait_for(lambda: "in hand" in first.stderr(), timeout=10, message="first stopping")
+        first.proc.send_signal(signal.SIGINT)  # impatient: release what is in hand now
+        assert first.wait() == 0, first.stderr()
+        err = first.stderr()
+        assert err.count("SIGINT, stopping") == 1, err
+        assert err.count("SIGINT again, releasing") == 1, err
+        assert "released item" in err and "Traceback" not in err
+        hold.unlink()

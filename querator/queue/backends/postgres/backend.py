@@ -426,7 +426,9 @@ class PostgresBackend:
     ) -> list[StoredItem]:
         """Items by dedup key in the range: an index range scan per partition."""
         partitions = queue.settings.partitions
-        statement = stmt.scan_keys_for(self._names, queue.queue_id, partitions, include_low)
+        statement = stmt.scan_keys_for(
+            self._names, queue.queue_id, partitions, include_low, high is not None
+        )
         params = {"low": low, "high": high, "limit": limit}
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params)

@@ -399,11 +399,13 @@ LOOKUP_BRANCH: Final = sql.SQL(
 
 SCAN_KEYS_BRANCH: Final = sql.SQL(
     "(SELECT {partition}::integer, {columns} FROM {table} AS t"
-    " WHERE t.dedup_key {low} %(low)s AND (%(high)s::text IS NULL OR t.dedup_key < %(high)s)"
+    " WHERE t.dedup_key {low} %(low)s{high}"
     " ORDER BY t.dedup_key LIMIT %(limit)s)"
 )
 """One partition's items by dedup key in a range (the key column is ``COLLATE "C"``:
-code point order, like Python's); UNION ALL per partition, merged by the caller."""
+code point order, like Python's); UNION ALL per partition, merged by the caller.
+The upper bound is in the statement only when there is one: both bounds must be
+index conditions, or a prefix with few keys reads the index to its end."""
 
 DELETE_ITEMS: Final = sql.SQL(
     """
@@ -711,15 +713,19 @@ def insert_unkeyed_for(names: Names, queue_id: int, partitions: tuple[int, ...])
 
 
 @functools.lru_cache(maxsize=1024)
-def scan_keys_for(names: Names, queue_id: int, partitions: int, include_low: bool) -> bytes:
+def scan_keys_for(
+    names: Names, queue_id: int, partitions: int, include_low: bool, bounded: bool
+) -> bytes:
     """:data:`SCAN_KEYS_BRANCH` over every partition of a queue, joined by UNION ALL."""
     low = sql.SQL(">=" if include_low else ">")
+    high = sql.SQL(" AND t.dedup_key < %(high)s" if bounded else "")
     statement = sql.SQL(" UNION ALL ").join(
         SCAN_KEYS_BRANCH.format(
             partition=sql.Literal(n),
             columns=ITEM_COLUMNS,
             table=names.partition(queue_id, n),
             low=low,
+            high=high,
         )
         for n in range(partitions)
     )
