@@ -23,6 +23,10 @@ querator dead purge QUEUE [ITEM_ID...] [--all]
 querator schedules list | show NAME | pause NAME | resume NAME | trigger NAME | delete NAME
 querator health [--max-age SECONDS]          # for probes: exit 1 when unhealthy
 querator migrate [--dry-run]                 # bring the store's schema to this version
+querator webhooks list | show | add | disable | enable | rotate-secret | delete | send
+querator webhooks attempts | failed | redrive | worker    # see docs/webhooks.md
+querator serve [--host 127.0.0.1] [--port 2319] [--app myapp.flows]   # the HTTP API
+querator tokens create | list | revoke       # bearer tokens of the HTTP API
 ```
 
 The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``.
