@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import signal
@@ -87,3 +88,91 @@ def stop(proc: subprocess.Popen[str]) -> None:
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()
+
+
+class Forks:
+    """``querator serve`` processes forked by one zygote (tests/server_zygote.py)
+    that has imported querator once: a server per test costs milliseconds of
+    start-up instead of a fresh interpreter's second."""
+
+    def __init__(self, scratch: Path) -> None:
+        self._scratch = scratch
+        self._count = 0
+        zygote = ROOT / "tests" / "server_zygote.py"
+        environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self._proc = subprocess.Popen(
+            [sys.executable, str(zygote)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=environ,
+        )
+        if '"ready"' not in _first_line(self._proc, time.monotonic() + STARTUP):
+            self.close()
+            raise RuntimeError("the server zygote did not start")
+
+    def close(self) -> None:
+        """End the zygote (its servers are stopped by their own tests)."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+    @contextmanager
+    def serve(self, dsn: str, *args: str) -> Iterator[str]:
+        """Like :func:`serve`, in a forked process."""
+        self._count += 1
+        out = self._scratch / f"server-{self._count}.out"
+        command = ["serve", "--dsn", dsn, "--port", "0", "--log-level", "warning", *args]
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps({"args": command, "out": str(out)}) + "\n")
+        self._proc.stdin.flush()
+        pid = int(json.loads(_first_line(self._proc, time.monotonic() + STARTUP))["pid"])
+        try:
+            yield self._wait_ready(pid, out)
+        finally:
+            _stop_pid(pid)
+
+    @staticmethod
+    def _wait_ready(pid: int, out: Path) -> str:
+        deadline = time.monotonic() + STARTUP
+        while time.monotonic() < deadline:
+            text = out.read_text() if out.exists() else ""
+            if "http://" in text:
+                url = text.splitlines()[0].strip().rsplit(" ", 1)[-1]
+                try:
+                    if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                        return url
+                except httpx.TransportError:
+                    pass
+            if not _alive(pid):
+                err = Path(f"{out}.err")
+                raise RuntimeError(f"forked server exited: {err.read_text()[-2000:]}")
+            time.sleep(0.01)
+        raise RuntimeError(f"forked server did not answer within {STARTUP}s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop_pid(pid: int) -> None:
+    """SIGTERM, then SIGKILL if the process is still there after 10 s."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import socket
 import sys
-from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -54,10 +54,14 @@ def serve(
     shutdown_grace: Annotated[
         float, typer.Option(help="Seconds open requests may finish after SIGTERM.")
     ] = 5.0,
+    workers: Annotated[
+        int, typer.Option(min=1, max=64, help="Server processes sharing the port.")
+    ] = 1,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT; prints the URL it listens on."""
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     from querator.http.app import create_app
     from querator.http.auth import list_tokens
@@ -80,29 +84,40 @@ def serve(
         sock.bind((host, port))
         sock.listen(2048)
         bound = sock.getsockname()[1]
-        api = create_app(dsn, functions=functions)
-        config = uvicorn.Config(
-            api,
-            log_level=log_level.lower(),
-            access_log=False,
-            timeout_graceful_shutdown=int(shutdown_grace) or None,
-            lifespan="on",
-        )
+        options: dict[str, Any] = {
+            "log_level": log_level.lower(),
+            "access_log": False,
+            "timeout_graceful_shutdown": int(shutdown_grace) or None,
+            "lifespan": "on",
+        }
         shown = f"[{host}]" if ":" in host else host
+        if workers > 1:
+            # each worker imports the app itself: it reads the store and --app here
+            os.environ[DSN_VARIABLE], os.environ[APP_VARIABLE] = dsn, target or ""
+            config = uvicorn.Config(
+                "querator.cli.serve:worker_app", factory=True, workers=workers, **options
+            )
+        else:
+            config = uvicorn.Config(create_app(dsn, functions=functions), **options)
         typer.echo(f"querator: serving {dsn.split('?')[0]} on http://{shown}:{bound}")
         sys.stdout.flush()
+        if workers > 1:
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            uvicorn.Server(config).run(sockets=[sock])
 
-        class Server(uvicorn.Server):
-            def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-                # tell the app first, so that open long polls answer before the
-                # connections close (a graceful shutdown waits for them)
-                begin = getattr(api.state, "begin_shutdown", None)
-                if begin is not None:
-                    begin()
-                super().handle_exit(sig, frame)
 
-        server = Server(config)
-        server.run(sockets=[sock])
+DSN_VARIABLE, APP_VARIABLE = "QUERATOR_SERVE_DSN", "QUERATOR_SERVE_APP"
+"""How ``querator serve --workers N`` hands the store and ``--app`` to its workers."""
+
+
+def worker_app() -> Any:
+    """The app of one worker process of ``querator serve --workers N``."""
+    from querator.http.app import create_app
+
+    target = os.environ.get(APP_VARIABLE, "")
+    functions = {f.name: f for f in load_functions(target)} if target else {}
+    return create_app(os.environ[DSN_VARIABLE], functions=functions)
 
 
 @tokens_app.command("create")

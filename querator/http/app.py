@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, TypeVar
 
 import anyio
@@ -122,6 +125,24 @@ class _Api:
         return await call(endpoint, state, body)
 
 
+def _stop_on_signals(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
+    """Chain SIGTERM and SIGINT (whose handlers the server installed) so that a
+    shutdown first answers the open long polls; the server's own graceful
+    shutdown then finds no request waiting. Only the main thread gets signals."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+        if not callable(previous):
+            continue
+
+        def chained(number: int, frame: FrameType | None, before: Any = previous) -> None:
+            loop.call_soon_threadsafe(state.stop)
+            before(number, frame)
+
+        signal.signal(sig, chained)
+
+
 def create_app(
     url: str,
     *,
@@ -137,8 +158,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncQueueClient(url, **(client_options or {})) as aq:
             state = api.state = ServerState(aq, TokenCheck(aq), dict(functions or {}))
-            loop = asyncio.get_running_loop()
-            app.state.begin_shutdown = lambda: loop.call_soon_threadsafe(state.stop)
+            _stop_on_signals(state, asyncio.get_running_loop())
             yield
 
     routes = [Route("/{path:path}", api.dispatch, methods=ALL_METHODS)]

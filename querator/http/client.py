@@ -22,10 +22,18 @@ from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.http import status
+from querator.http.bodies import (
+    info,
+    key_list,
+    leased_of,
+    refs,
+    settings_body,
+    stored_of,
+    wire_items,
+)
 from querator.http.durations import format_duration
 from querator.http.wire import admin as wa
 from querator.http.wire import queue as wq
-from querator.http.wire.items import LeaseItem, ProduceItem, StorageItem
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.models import (
     Item,
@@ -39,7 +47,7 @@ from querator.queue.models import (
 )
 from querator.queue.models import PartitionStats as LibraryPartitionStats
 from querator.queue.options import TransactOptions, check_options
-from querator.queue.plans import RefLike, refs_of
+from querator.queue.plans import RefLike
 from querator.queue.validation import (
     MAX_BATCH,
     check_batch,
@@ -58,42 +66,6 @@ DEFAULT_URL = "http://127.0.0.1:2319"
 """Where ``querator serve`` listens by default."""
 SHORTEST_POLL = LONG_POLL_MIN + 0.001
 """The ``request_timeout`` sent for ``timeout=0`` (the server's minimum is above 10 ms)."""
-SLACK = 30.0
-"""Seconds the HTTP read timeout adds to a long poll's own."""
-
-
-def leased_of(item: LeaseItem) -> Leased:
-    """A library Leased from its wire form."""
-    return Leased.model_validate(item.library_fields(item.bytes))
-
-
-def stored_of(item: StorageItem) -> StoredItem:
-    """A library StoredItem from its wire form."""
-    return StoredItem.model_validate(item.library_fields(item.payload))
-
-
-def _wire_items(field: str, items: Sequence[Item]) -> list[dict[str, Any]]:
-    if isinstance(items, Item | str | bytes) or not isinstance(items, Sequence):
-        raise InvalidArgument(field, "must be a list of querator.Item")
-    check_batch(field, len(items))
-    wire = []
-    for index, item in enumerate(items):
-        if not isinstance(item, Item):
-            raise InvalidArgument(
-                f"{field}[{index}]", f"must be a querator.Item, got {type(item).__name__}"
-            )
-        check_instant(f"{field}[{index}].enqueue_at", item.enqueue_at)
-        wire.append(ProduceItem.of(item).model_dump(mode="json", exclude_none=True))
-    return wire
-
-
-def _refs(queue: str | None, given: Sequence[object], field: str) -> list[dict[str, Any]]:
-    return [
-        {"queue_name": r.queue, "id": r.id, "version": r.version}
-        if queue is None
-        else {"id": r.id, "version": r.version}
-        for r in refs_of(queue, given, field)
-    ]
 
 
 class AsyncQuerator:
@@ -166,13 +138,13 @@ class AsyncQuerator:
         self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False
     ) -> QueueInfo:
         """See :meth:`querator.AsyncQuerator.create_queue`."""
-        body = {**_settings(check_name("name", name), settings), "exist_ok": exist_ok}
-        return _info(await self._post("/v1/queues.create", body, wa.CreateReply))
+        body = {**settings_body(check_name("name", name), settings), "exist_ok": exist_ok}
+        return info(await self._post("/v1/queues.create", body, wa.CreateReply))
 
     async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """See :meth:`querator.AsyncQuerator.update_queue`."""
-        body = _settings(check_name("name", name), settings)
-        return _info(await self._post("/v1/queues.update", body, wa.CreateReply))
+        body = settings_body(check_name("name", name), settings)
+        return info(await self._post("/v1/queues.update", body, wa.CreateReply))
 
     async def delete_queue(self, name: str) -> None:
         """See :meth:`querator.AsyncQuerator.delete_queue`."""
@@ -199,7 +171,7 @@ class AsyncQuerator:
         body = {
             "queue_name": check_name("queue", queue),
             "request_timeout": format_duration(self._timeout),
-            "items": _wire_items("items", items),
+            "items": wire_items("items", items),
         }
         return (await self._post("/v1/queue.produce", body, wq.ProduceReply)).ids
 
@@ -240,7 +212,7 @@ class AsyncQuerator:
 
     def _batch(self, queue: str, items: Sequence[RefLike]) -> list[dict[str, Any]]:
         check_batch("items", len(items))
-        return _refs(queue, items, "items")
+        return refs(queue, items, "items")
 
     async def retry(
         self,
@@ -293,18 +265,18 @@ class AsyncQuerator:
             raise InvalidArgument("silent", "must be a list of queue names, not one string")
         check_instant("retry_at", retry_at)
         body: dict[str, Any] = {
-            "complete": _refs(None, complete, "complete"),
-            "retry": _refs(None, retry, "retry"),
-            "renew": _refs(None, renew, "renew"),
-            "depends": _refs(None, depends, "depends"),
-            "produce": {q: _wire_items(f"produce[{q!r}]", i) for q, i in (produce or {}).items()},
+            "complete": refs(None, complete, "complete"),
+            "retry": refs(None, retry, "retry"),
+            "renew": refs(None, renew, "renew"),
+            "depends": refs(None, depends, "depends"),
+            "produce": {q: wire_items(f"produce[{q!r}]", i) for q, i in (produce or {}).items()},
             "produce_leased": {
-                q: _wire_items(f"produce_leased[{q!r}]", i)
+                q: wire_items(f"produce_leased[{q!r}]", i)
                 for q, i in (produce_leased or {}).items()
             },
             "retry_at": retry_at.isoformat() if retry_at else None,
             "client_id": client_id,
-            "lookup": {q: _keys(keys) for q, keys in (lookup or {}).items()},
+            "lookup": {q: key_list(keys) for q, keys in (lookup or {}).items()},
             "silent": list(silent),
         }
         if extend is not None:
@@ -367,7 +339,7 @@ class AsyncQuerator:
 
     async def lookup(self, queue: str, dedup_keys: Sequence[str]) -> dict[str, StoredItem]:
         """See :meth:`querator.AsyncQuerator.lookup`."""
-        body = {"queue_name": check_name("queue", queue), "dedup_keys": _keys(dedup_keys)}
+        body = {"queue_name": check_name("queue", queue), "dedup_keys": key_list(dedup_keys)}
         reply = await self._post("/v1/queue.lookup", body, wq.LookupReply)
         return {key: stored_of(item) for key, item in reply.items.items()}
 
@@ -397,31 +369,3 @@ class AsyncQuerator:
     async def run_maintenance(self) -> int:
         """See :meth:`querator.AsyncQuerator.run_maintenance`."""
         return (await self._post("/v1/queues.maintain", {}, wa.MaintenanceReply)).moved
-
-
-def _keys(keys: Sequence[str]) -> list[str]:
-    if isinstance(keys, str):
-        raise InvalidArgument("dedup_keys", "must be a list of keys, not one string")
-    return list(keys)
-
-
-def _settings(name: str, settings: QueueSettings | None) -> dict[str, Any]:
-    if settings is None:
-        settings = QueueSettings()
-    if not isinstance(settings, QueueSettings):
-        raise InvalidArgument("settings", f"must be QueueSettings, got {type(settings).__name__}")
-    return {
-        "queue_name": name,
-        "dead_queue": settings.dead_queue or "",
-        "reference": settings.reference,
-        "lease_timeout": format_duration(settings.lease_timeout),
-        "expire_timeout": format_duration(settings.expire_timeout),
-        "max_attempts": settings.max_attempts,
-        "requested_partitions": settings.partitions,
-    }
-
-
-def _info(reply: wa.CreateReply) -> QueueInfo:
-    if reply.queue is None:
-        raise Unavailable("the server's reply names no queue")
-    return reply.queue.library()

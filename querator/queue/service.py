@@ -63,6 +63,8 @@ class EmptyLook(NamedTuple):
     """The earliest ``available_at`` then (an item due, a lease expiring)."""
     at: float
     """When it looked (``anyio.current_time()``)."""
+    info: QueueInfo
+    """The queue's settings it looked with."""
 
 
 class AsyncQueueClient(QueueAdmin):
@@ -225,8 +227,9 @@ class AsyncQueueClient(QueueAdmin):
         backoff = 0.005
         while True:
             ticket = self._board.ticket(queue)
-            info = await self.queue_info(queue)
             known = self._empty_look(queue, ticket) if timeout > 0 else None
+            # a shared look that still holds needs no settings look-up either
+            info = known.info if known is not None else await self.queue_info(queue)
             if timeout > 0 and (self._drained.get(queue) is ticket or known is not None):
                 # A lease under this very ticket came back short, or another waiter
                 # found the queue empty under it moments ago, and nothing was
@@ -283,7 +286,7 @@ class AsyncQueueClient(QueueAdmin):
             leased = await self._lease_once(backend, info, client_id, size)
             if not leased:
                 next_at = await backend.next_available_at(info)
-                self._empty[queue] = EmptyLook(ticket, next_at, anyio.current_time())
+                self._empty[queue] = EmptyLook(ticket, next_at, anyio.current_time(), info)
             return leased
         finally:
             if self._looking.get(queue) == (ticket, done):

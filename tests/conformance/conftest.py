@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 import pytest
-from http_server import serve
+from http_server import Forks
 
 from querator import AsyncQuerator, Querator
 from querator.queue.client import QueueClient
@@ -26,13 +26,25 @@ def backend_name(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="session")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Forks]:
+    """The forker of this session's (this xdist worker's) test servers."""
+    forker = Forks(tmp_path_factory.mktemp("servers"))
+    yield forker
+    forker.close()
+
+
 @pytest.fixture
-def server_url(backend_name: str, backend_url: str) -> Iterator[str | None]:
-    """The base URL of the test's ``querator serve`` (None off the http backend)."""
+def server_url(
+    backend_name: str, backend_url: str, request: pytest.FixtureRequest
+) -> Iterator[str | None]:
+    """The base URL of the test's own ``querator serve`` over its own store
+    (None off the http backend)."""
     if backend_name != "http":
         yield None
         return
-    with serve(backend_url) as url:
+    forks: Forks = request.getfixturevalue("forks")
+    with forks.serve(backend_url) as url:
         yield url
 
 

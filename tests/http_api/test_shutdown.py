@@ -13,13 +13,16 @@ import pytest
 from http_server import launch
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize(
+    ("sig", "workers"), [(signal.SIGTERM, "1"), (signal.SIGINT, "1"), (signal.SIGTERM, "2")]
+)
 def test_a_signal_answers_open_long_polls_and_exits_cleanly(
-    tmp_path: Path, sig: signal.Signals
+    tmp_path: Path, sig: signal.Signals, workers: str
 ) -> None:
-    proc, url = launch(f"sqlite:///{tmp_path / 'stop.db'}")
+    proc, url = launch(f"sqlite:///{tmp_path / 'stop.db'}", "--workers", workers)
     try:
-        httpx.post(f"{url}/v1/queues.create", json={"queue_name": "idle"}, timeout=10)
+        created = httpx.post(f"{url}/v1/queues.create", json={"queue_name": "idle"}, timeout=10)
+        assert created.status_code == 200
         answers: list[httpx.Response] = []
         body = {"queue_name": "idle", "client_id": "c", "batch_size": 1, "request_timeout": "10m"}
 
