@@ -8,14 +8,17 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from typing_extensions import Unpack
+
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
 from querator.queue.ids import parse_id
 from querator.queue.models import StoredItem
+from querator.queue.options import check_options
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_duration, check_instant
 from querator.webhooks import registry
-from querator.webhooks.endpoints import Endpoint, EndpointOptions, SecretEntry
+from querator.webhooks.endpoints import Endpoint, EndpointFields, EndpointOptions, SecretEntry
 from querator.webhooks.errors import DeliveryNotFound
 from querator.webhooks.inspection import (
     FailedDelivery,
@@ -58,18 +61,7 @@ class AsyncWebhooks:
         return self.aq
 
     # -- endpoints -------------------------------------------------------------
-    async def add_endpoint(
-        self,
-        url: str,
-        *,
-        description: str = "",
-        event_types: list[str] | None = None,
-        secret: str | None = None,
-        rate_limit: float | None = None,
-        max_in_flight: int = 10,
-        headers: dict[str, str] | None = None,
-        ordered: bool = False,
-    ) -> Endpoint:
+    async def add_endpoint(self, url: str, **fields: Unpack[EndpointFields]) -> Endpoint:
         """Add an endpoint and return it (with its ``secret``, generated unless given).
 
         ``event_types`` filters what it gets (exact types, ``prefix.*``, ``*``;
@@ -77,14 +69,16 @@ class AsyncWebhooks:
         apply per delivery worker. ``headers`` are sent with every delivery.
         ``ordered`` delivers messages of one ``ordering_key`` one at a time.
         """
+        check_options("add_endpoint", fields, EndpointFields)
+        event_types, secret = fields.get("event_types"), fields.get("secret")
         options = EndpointOptions(
             url=url,
-            description=description,
+            description=fields.get("description", ""),
             event_types=None if event_types is None else tuple(event_types),
-            rate_limit=rate_limit,
-            max_in_flight=max_in_flight,
-            headers=headers or {},
-            ordered=ordered,
+            rate_limit=fields.get("rate_limit"),
+            max_in_flight=fields.get("max_in_flight", 10),
+            headers=fields.get("headers") or {},
+            ordered=fields.get("ordered", False),
         )
         if secret is not None:
             secret_key(secret)
@@ -273,30 +267,9 @@ class Webhooks:
     def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         return self.q.call(fn, *args, **kwargs)
 
-    def add_endpoint(
-        self,
-        url: str,
-        *,
-        description: str = "",
-        event_types: list[str] | None = None,
-        secret: str | None = None,
-        rate_limit: float | None = None,
-        max_in_flight: int = 10,
-        headers: dict[str, str] | None = None,
-        ordered: bool = False,
-    ) -> Endpoint:
+    def add_endpoint(self, url: str, **fields: Unpack[EndpointFields]) -> Endpoint:
         """See :meth:`AsyncWebhooks.add_endpoint`."""
-        return self._call(
-            self.aio.add_endpoint,
-            url,
-            description=description,
-            event_types=event_types,
-            secret=secret,
-            rate_limit=rate_limit,
-            max_in_flight=max_in_flight,
-            headers=headers,
-            ordered=ordered,
-        )
+        return self._call(self.aio.add_endpoint, url, **fields)
 
     def get_endpoint(self, endpoint_id: str) -> Endpoint:
         """See :meth:`AsyncWebhooks.get_endpoint`."""

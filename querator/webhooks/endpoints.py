@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -57,6 +57,25 @@ def _check_headers(value: dict[str, str]) -> dict[str, str]:
         if any(ch in text for ch in "\r\n\x00"):
             raise ValueError(f"the value of {name!r} must not contain CR, LF or NUL")
     return value
+
+
+class EndpointFields(TypedDict, total=False):
+    """The keyword options of ``add_endpoint`` (sync and async; defaults and checks:
+    :class:`EndpointOptions`)."""
+
+    description: str
+    event_types: list[str] | None
+    """Exact types, ``prefix.*`` or ``*``; None: everything."""
+    secret: str | None
+    """A ``whsec_`` secret (default: generated)."""
+    rate_limit: float | None
+    """Deliveries per second, per delivery worker (default: none)."""
+    max_in_flight: int
+    """Attempts at once, per delivery worker (default 10)."""
+    headers: dict[str, str] | None
+    """Sent with every delivery."""
+    ordered: bool
+    """Deliver the messages of one ``ordering_key`` one at a time."""
 
 
 class EndpointOptions(InputModel):
