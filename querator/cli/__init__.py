@@ -7,6 +7,7 @@ querator worker path/to/flows.py
 querator start shop.checkout --app myapp.flows --args '["o-1"]' [--key o-1] [--wait]
 querator runs list [--status failed] [--workflow shop.checkout] [--since 2h] [--limit 50]
 querator runs list --after RUN_ID            # the next page (newest first)
+querator runs reindex                        # index runs started before the run index existed
 querator runs show RUN_ID
 querator runs cancel RUN_ID [--reason TEXT]
 querator runs retry-compensation RUN_ID      # re-drive a compensation_failed saga

@@ -26,6 +26,7 @@ from querator.queue.client import QueueClient
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
+from querator.workflows.reindex import reindex_runs
 from querator.workflows.rerun import fork, resume
 from querator.workflows.runs import RunHandle, RunStatus
 
@@ -83,6 +84,15 @@ def _since(text: str | None) -> datetime | None:
             "--since", f"{text[:40]!r} is neither an age (30m, 2h, 7d) nor an ISO time"
         ) from None
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+@runs_app.command("reindex")
+def runs_reindex(url: Url = DEFAULT_URL) -> None:
+    """Write the run-index entries of runs started by a querator without the index
+    (they are not listed until then); safe to run again, and while workers run."""
+    with _reporting(), _store(url) as q:
+        seen = reindex_runs(q)
+    typer.echo(f"{seen} run(s) indexed")
 
 
 def _status(status: str | None) -> RunStatus | None:

@@ -297,6 +297,8 @@ def test_runs_list_filters_and_prints_a_json_array(tmp_path: Path) -> None:
     assert json.loads(future.stdout) == []
     bad = cli("runs", "list", "--url", url, "--since", "yesterday")
     assert bad.returncode == 2 and "--since" in bad.stderr
+    reindexed = cli("runs", "reindex", "--url", url)
+    assert reindexed.returncode == 0 and "2 run(s) indexed" in reindexed.stdout
 
 
 def test_bad_worker_options_are_one_line_before_anything_starts(tmp_path: Path) -> None:

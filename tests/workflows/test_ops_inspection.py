@@ -11,6 +11,7 @@ from querator.errors import InvalidArgument
 from querator.workflows import RunNotFound, WorkflowFailed, start, start_async
 from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
 from querator.workflows.layout import RESULTS_QUEUE
+from querator.workflows.reindex import reindex_runs
 
 from .conftest import RunWorker
 from .flows import Order, charge, checkout, flaky, flaky_flow, reserve, ship
@@ -125,3 +126,22 @@ async def test_async_forms(aq: AsyncQuerator) -> None:
     assert (listed.run_id, listed.status, listed.steps) == (run.run_id, "running", ())
     shown = await get_run_async(aq, run.run_id)
     assert shown.steps == () and shown.workflow == "t.checkout"
+
+
+def test_runs_without_index_entries_are_indexed_again(q: Querator, run_worker: RunWorker) -> None:
+    """A store written before the run index (simulated by deleting the entries):
+    nothing is listed until ``reindex_runs``; then every run, by its status."""
+    with run_worker(FLOWS):
+        done = start(q, checkout, Order(id="r1", cents=1))
+        done.result(timeout=20)
+    idle = start(q, checkout, Order(id="r2", cents=2))
+    entries = q.scan_keys(RESULTS_QUEUE, "index/", limit=1000)
+    q.delete_items(RESULTS_QUEUE, [item.id for item in entries])
+    assert list_runs(q) == []
+    assert reindex_runs(q) == 2
+    assert [r.run_id for r in list_runs(q)] == [idle.run_id, done.run_id]
+    assert [r.run_id for r in list_runs(q, status="completed")] == [done.run_id]
+    assert [r.run_id for r in list_runs(q, status="running")] == [idle.run_id]
+    count = len(q.scan_keys(RESULTS_QUEUE, "index/", limit=1000))
+    assert reindex_runs(q) == 2  # again: nothing written twice
+    assert len(q.scan_keys(RESULTS_QUEUE, "index/", limit=1000)) == count
