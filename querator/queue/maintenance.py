@@ -56,26 +56,38 @@ async def run_maintenance(backend: Backend, wake: Callable[[str], None]) -> int:
     """Dead-letter every exhausted or expired unheld item of every queue now.
 
     Returns how many items moved; ``wake`` is called with the name of each
-    dead queue that received some (its local waiters look again).
+    dead queue that received some (its local waiters look again). The queues
+    are read once, a page at a time, and dead queues are found among them (no
+    look-up per queue).
     """
-    moved = 0
+    queues: dict[str, QueueInfo] = {}
     pivot: str | None = None
     while True:
         page = await backend.list_queues(pivot, _QUEUES_PAGE + 1)
-        for info in page[:_QUEUES_PAGE]:
-            moved += await _dead_letter_queue(backend, info, wake)
+        queues.update((info.name, info) for info in page[:_QUEUES_PAGE])
         if len(page) <= _QUEUES_PAGE:
-            return moved
+            break
         pivot = page[_QUEUES_PAGE].name
+    moved = 0
+    for info in queues.values():
+        moved += await _dead_letter_queue(backend, info, queues, wake)
+    return moved
 
 
-async def _dead_letter_queue(backend: Backend, info: QueueInfo, wake: Callable[[str], None]) -> int:
+async def _dead_letter_queue(
+    backend: Backend,
+    info: QueueInfo,
+    queues: dict[str, QueueInfo],
+    wake: Callable[[str], None],
+) -> int:
     dead_name = info.settings.dead_queue
-    try:
-        dead = await backend.get_queue(dead_name) if dead_name else None
-    except QueueNotFound:
-        log.warning("querator: dead queue %r of %r is missing", dead_name, info.name)
-        return 0
+    dead = queues.get(dead_name) if dead_name else None
+    if dead_name and dead is None:
+        try:  # created after the listing
+            dead = await backend.get_queue(dead_name)
+        except QueueNotFound:
+            log.warning("querator: dead queue %r of %r is missing", dead_name, info.name)
+            return 0
     moved = 0
     while True:
         count = await backend.dead_letter_due(info, dead, MAINTENANCE_BATCH)
