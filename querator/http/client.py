@@ -45,7 +45,6 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
-from querator.queue.models import PartitionStats as LibraryPartitionStats
 from querator.queue.options import TransactOptions, check_options
 from querator.queue.plans import RefLike
 from querator.queue.validation import (
@@ -299,20 +298,7 @@ class AsyncQuerator:
     async def stats(self, queue: str) -> QueueStats:
         """See :meth:`querator.AsyncQuerator.stats`."""
         body = {"queue_name": check_name("queue", queue)}
-        reply = await self._post("/v1/queue.stats", body, wq.StatsReply)
-        partitions = [
-            LibraryPartitionStats(
-                partition=p.partition,
-                total=p.total,
-                leased=p.total_leased,
-                scheduled=p.scheduled,
-                dead_lettered=p.dead_lettered,
-                oldest_age=p.oldest_age,
-            )
-            for logical in reply.logical_queues
-            for p in logical.partitions
-        ]
-        return QueueStats(queue=reply.queue_name, partitions=partitions)
+        return (await self._post("/v1/queue.stats", body, wq.StatsReply)).to_stats()
 
     async def list_items(
         self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100

@@ -13,13 +13,14 @@ from querator.queue.client import QueueClient
 from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.inspection import run_infos_async
-from querator.workflows.layout import RECORD_KIND, RESULTS_QUEUE, RunMeta, index_items
+from querator.workflows.layout import RECORD_KIND, RESULTS_QUEUE, RunMeta, index_items, meta_key
 
 __all__ = ["reindex_runs", "reindex_runs_async"]
 
 PAGE = 250
 """Records read per page, and runs whose entries are written per transaction."""
-META_SUFFIX = "/meta"
+META_SUFFIX = meta_key("")
+"""What a meta record's key ends with (``{run}/meta``)."""
 
 
 async def reindex_runs_async(aq: AsyncQueueClient) -> int:

@@ -13,10 +13,8 @@ from querator.http.wire.queue import (
     CompleteRequest,
     LeaseReply,
     LeaseRequest,
-    LogicalStats,
     LookupReply,
     LookupRequest,
-    PartitionStats,
     ProduceReply,
     ProduceRequest,
     QueueRequest,
@@ -145,19 +143,7 @@ async def transact(aq: AsyncQueueClient, body: TransactRequest) -> TransactReply
 
 async def stats(aq: AsyncQueueClient, body: QueueRequest) -> StatsReply:
     """Counts per partition."""
-    found = await aq.stats(body.queue_name)
-    partitions = [
-        PartitionStats(
-            partition=p.partition,
-            total=p.total,
-            total_leased=p.leased,
-            scheduled=p.scheduled,
-            dead_lettered=p.dead_lettered,
-            oldest_age=p.oldest_age,
-        )
-        for p in found.partitions
-    ]
-    return StatsReply(queue_name=found.queue, logical_queues=[LogicalStats(partitions=partitions)])
+    return StatsReply.of(await aq.stats(body.queue_name))
 
 
 async def clear(aq: AsyncQueueClient, body: ClearRequest) -> ClearReply:

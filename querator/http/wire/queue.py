@@ -7,6 +7,8 @@ from pydantic import Field, field_validator
 
 from querator.http.wire.items import ItemRef, LeaseItem, ProduceItem, QueueItemRef, StorageItem
 from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
+from querator.queue.models import PartitionStats as LibraryPartitionStats
+from querator.queue.models import QueueStats
 from querator.queue.validation import MAX_BATCH
 
 
@@ -228,6 +230,38 @@ class StatsReply(WireModel):
 
     queue_name: str
     logical_queues: list[LogicalStats]
+
+    @classmethod
+    def of(cls, stats: QueueStats) -> StatsReply:
+        """The library's counts in Querator's shape."""
+        partitions = [
+            PartitionStats(
+                partition=p.partition,
+                total=p.total,
+                total_leased=p.leased,
+                scheduled=p.scheduled,
+                dead_lettered=p.dead_lettered,
+                oldest_age=p.oldest_age,
+            )
+            for p in stats.partitions
+        ]
+        return cls(queue_name=stats.queue, logical_queues=[LogicalStats(partitions=partitions)])
+
+    def to_stats(self) -> QueueStats:
+        """Back to the library's counts (every logical queue's partitions)."""
+        partitions = [
+            LibraryPartitionStats(
+                partition=p.partition,
+                total=p.total,
+                leased=p.total_leased,
+                scheduled=p.scheduled,
+                dead_lettered=p.dead_lettered,
+                oldest_age=p.oldest_age,
+            )
+            for logical in self.logical_queues
+            for p in logical.partitions
+        ]
+        return QueueStats(queue=self.queue_name, partitions=partitions)
 
 
 class ClearRequest(WireModel):
