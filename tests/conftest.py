@@ -19,6 +19,8 @@ import pytest
 from pg_schemas import drop_schema, with_query
 
 if TYPE_CHECKING:
+    from otel_sdk import Telemetry
+
     from querator import AsyncQuerator, Querator
 
 BACKENDS = ["memory", "sqlite", "postgres"]
@@ -97,3 +99,11 @@ def qname(request: pytest.FixtureRequest) -> str:
     """A queue name unique to this test (derive others from it: f"{qname}-dead")."""
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:60].strip("-")
     return f"{base}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def otel() -> Telemetry:
+    """The in-memory OpenTelemetry SDK (installed for the rest of this worker process)."""
+    from otel_sdk import install
+
+    return install()
