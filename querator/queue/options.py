@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
+from querator.clock import Clock
 from querator.errors import InvalidArgument
 from querator.queue.models import Item, Leased, Ref
 
@@ -31,6 +32,9 @@ class ClientOptions(TypedDict, total=False):
     """Seconds a queue's settings are cached (default 1)."""
     wait_for_store: float
     """Seconds opening keeps trying while the store is unreachable (default 0)."""
+    clock: Clock
+    """The clock every decision reads (default: the store's own; a
+    :class:`~querator.clock.ManualClock` lets tests step time)."""
 
 
 class TransactOptions(TypedDict, total=False):

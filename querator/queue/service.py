@@ -7,17 +7,22 @@ background event loop.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Collection, Mapping, Sequence
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import NamedTuple, Self
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 from typing_extensions import Unpack
 
+from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
@@ -94,7 +99,15 @@ class AsyncQueueClient(QueueAdmin):
             "maintenance_interval", options.get("maintenance_interval", 5.0)
         )
         cache_ttl = check_duration("cache_ttl", options.get("cache_ttl", 1.0))
-        backend = open_backend(url)
+        clock = options.get("clock", SYSTEM)
+        if not isinstance(clock, Clock):
+            raise InvalidArgument(
+                "clock", f"must be a querator.clock.Clock, got {type(clock).__name__}"
+            )
+        backend = open_backend(url, clock)
+        self.clock = clock
+        """The clock every decision of this client (and the workflows on it) reads."""
+        self._unsubscribe: Callable[[], None] | None = None
         self._wait_for_store = check_duration("wait_for_store", wait, allow_zero=True)
         super().__init__(backend, cache_ttl=cache_ttl)
         self._notified = options.get("notifications", True) and backend.supports_notify
@@ -132,6 +145,7 @@ class AsyncQueueClient(QueueAdmin):
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks = tasks
+        self._unsubscribe = self.clock.on_advance(self._woken_by_clock())
         tasks.start_soon(
             maintain_forever, self._backend, self._maintenance_interval, self.run_maintenance
         )
@@ -158,9 +172,27 @@ class AsyncQueueClient(QueueAdmin):
         tasks, self._tasks = self._tasks, None
         if tasks is None:
             return
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         tasks.cancel_scope.cancel()
         await tasks.__aexit__(None, None, None)
         await self._backend.close()
+
+    def _woken_by_clock(self) -> Callable[[], None]:
+        """A callback that wakes every waiter of this client from any thread (the
+        clock moved: items may have come due, leases expired)."""
+        token = anyio.lowlevel.current_token()
+        loop_thread = threading.get_ident()
+
+        def wake() -> None:
+            if threading.get_ident() == loop_thread:
+                self._board.wake_all()
+            else:
+                with contextlib.suppress(RuntimeError):  # the loop has ended
+                    anyio.from_thread.run_sync(self._board.wake_all, token=token)
+
+        return wake
 
     def _require_open(self) -> Backend:
         if self._tasks is None:
@@ -253,7 +285,7 @@ class AsyncQueueClient(QueueAdmin):
             wait = min(remaining, self._wait_cap)
             next_at = known.next_at if known else await backend.next_available_at(info)
             if next_at is not None:
-                due_in = (next_at - datetime.now(UTC)).total_seconds()
+                due_in = (next_at - self.clock.now()).total_seconds()
                 # Due already yet not leased (locked by a concurrent lease, or a
                 # clock skew): back off instead of spinning.
                 wait = min(wait, backoff if due_in <= 0 else due_in + 0.001)
@@ -302,7 +334,7 @@ class AsyncQueueClient(QueueAdmin):
             return None
         if anyio.current_time() - look.at >= self._wait_cap:
             return None
-        if look.next_at is not None and look.next_at <= datetime.now(UTC):
+        if look.next_at is not None and look.next_at <= self.clock.now():
             return None
         return look
 

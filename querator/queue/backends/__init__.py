@@ -11,6 +11,7 @@ URL                                            backend
 
 from __future__ import annotations
 
+from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument
 from querator.queue.backends.base import Backend
 
@@ -18,26 +19,26 @@ DEFAULT_URL = "sqlite:///querator.db"
 """Where ``Querator()`` keeps its data when given no URL: ``./querator.db``."""
 
 
-def open_backend(url: str) -> Backend:
-    """The backend named by ``url`` (not yet opened)."""
+def open_backend(url: str, clock: Clock = SYSTEM) -> Backend:
+    """The backend named by ``url`` (not yet opened), reading time from ``clock``."""
     if not isinstance(url, str):
         raise InvalidArgument("url", f"must be a string, got {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower()
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         from querator.queue.backends.postgres.backend import PostgresBackend
 
-        return PostgresBackend(url.replace("postgresql+psycopg:", "postgresql:", 1))
+        return PostgresBackend(url.replace("postgresql+psycopg:", "postgresql:", 1), clock=clock)
     if scheme == "sqlite":
         path = url.removeprefix("sqlite://")
         if not path.startswith("/") or path == "/":
             raise InvalidArgument("url", "SQLite URLs look like sqlite:///path/to/file.db")
         from querator.queue.backends.sqlite.backend import SqliteBackend
 
-        return SqliteBackend(path[1:])
+        return SqliteBackend(path[1:], clock)
     if url.rstrip("/") == "memory:":
         from querator.queue.backends.memory import MemoryBackend
 
-        return MemoryBackend()
+        return MemoryBackend(clock)
     raise InvalidArgument(
         "url", f"unknown scheme in {url!r}: use postgresql://, sqlite:/// or memory://"
     )

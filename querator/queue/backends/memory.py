@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from querator.clock import SYSTEM, Clock
 from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
 from querator.queue.backends.base import ItemKey, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
@@ -95,11 +96,17 @@ class MemoryBackend:
     supports_notify = True
     """No other process can write to this store, so local wakeups are complete."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM) -> None:
+        self._clock = clock
         self._queues: dict[str, QueueInfo] = {}
         self._parts: dict[int, list[_Partition]] = {}
         self._ids = itertools.count(1)
         self._last_maintenance = 0.0
+
+    def _time(self) -> float:
+        """The clock's instant as seconds since the epoch (the host's by default)."""
+        given = self._clock.given()
+        return time.time() if given is None else given.timestamp()
 
     async def open(self) -> None:
         """Nothing to connect to."""
@@ -122,7 +129,7 @@ class MemoryBackend:
         if name in self._queues:
             raise QueueExists(name)
         info = QueueInfo(
-            name=name, queue_id=next(self._ids), settings=settings, created_at=_ts(time.time())
+            name=name, queue_id=next(self._ids), settings=settings, created_at=_ts(self._time())
         )
         self._queues[name] = info
         self._parts[info.queue_id] = [_Partition() for _ in range(settings.partitions)]
@@ -171,7 +178,7 @@ class MemoryBackend:
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; a held dedup_key returns the existing id."""
         parts = self._partitions(queue)
-        return self._insert(queue, parts, items, time.time())
+        return self._insert(queue, parts, items, self._time())
 
     def _insert(
         self, queue: QueueInfo, parts: list[_Partition], items: Sequence[NewItem], now: float
@@ -215,7 +222,7 @@ class MemoryBackend:
     ) -> list[Leased]:
         """Lease up to ``limit`` items of one partition in (available_at, seq) order."""
         part = self._partitions(queue)[partition]
-        now = time.time()
+        now = self._time()
         deadline = now + queue.settings.lease_timeout
         leased: list[Leased] = []
         skipped: list[tuple[float, int]] = []
@@ -266,7 +273,7 @@ class MemoryBackend:
 
     async def next_available_at(self, queue: QueueInfo) -> datetime | None:
         """Earliest available_at among items that can still be leased."""
-        now = time.time()
+        now = self._time()
         best: float | None = None
         for part in self._partitions(queue):
             for row in part.rows.values():
@@ -280,7 +287,7 @@ class MemoryBackend:
     # -- transactions -------------------------------------------------------
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Check every key, then apply everything; nothing on any failure."""
-        now = time.time()
+        now = self._time()
         self._check(plan, now)
         for key in plan.complete:
             self._part(plan, key).remove(key.seq)
@@ -391,7 +398,7 @@ class MemoryBackend:
     # -- maintenance and inspection ------------------------------------------
     async def dead_letter_due(self, queue: QueueInfo, dead: QueueInfo | None, limit: int) -> int:
         """Move exhausted or expired unheld items to the dead queue."""
-        now = time.time()
+        now = self._time()
         moved = 0
         for index, part in enumerate(self._partitions(queue)):
             for row in list(part.rows.values()):
@@ -405,7 +412,7 @@ class MemoryBackend:
 
     async def claim_maintenance(self, interval: float) -> bool:
         """True at most once per ``interval`` seconds."""
-        now = time.time()
+        now = self._time()
         if now - self._last_maintenance < interval:
             return False
         self._last_maintenance = now
@@ -413,7 +420,7 @@ class MemoryBackend:
 
     async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
         """Counts per partition."""
-        now = time.time()
+        now = self._time()
         out = []
         for index, part in enumerate(self._partitions(queue)):
             rows = part.rows.values()
@@ -439,7 +446,7 @@ class MemoryBackend:
         scheduled_only: bool,
     ) -> list[StoredItem]:
         """Items of one partition with seq >= pivot_seq, by seq."""
-        now = time.time()
+        now = self._time()
         part = self._partitions(queue)[partition]
         out: list[StoredItem] = []
         for seq in sorted(part.rows):
@@ -494,7 +501,7 @@ class MemoryBackend:
 
     async def clear(self, queue: QueueInfo, destructive: bool) -> int:
         """Delete unheld items, or every item when destructive."""
-        now = time.time()
+        now = self._time()
         count = 0
         for part in self._partitions(queue):
             for row in list(part.rows.values()):

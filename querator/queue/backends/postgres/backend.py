@@ -13,6 +13,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
+from querator.clock import SYSTEM, Clock
 from querator.errors import (
     Conflict,
     ConflictReason,
@@ -101,7 +102,8 @@ OPEN_TIMEOUT = 10.0
 
 
 class PostgresBackend:
-    """Queues and items in one PostgreSQL schema; every time is the database's ``now()``.
+    """Queues and items in one PostgreSQL schema; every time is the database's ``now()``
+    unless ``clock`` gives another instant (a test's :class:`~querator.clock.ManualClock`).
 
     ``dsn`` may be a URL with a ``schema`` query parameter, which overrides the
     ``schema`` keyword, and ``pool_min``, ``pool_max`` (connections, default 1
@@ -118,6 +120,7 @@ class PostgresBackend:
         schema: str = "querator",
         min_size: int | None = None,
         max_size: int | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         target = split_dsn(dsn, schema)
         self._conninfo = target.conninfo
@@ -126,7 +129,8 @@ class PostgresBackend:
         self._max_size = max_size if max_size is not None else target.pool_max
         self._pool_timeout = target.pool_timeout
         self._pool: Pool | None = None
-        self._group = GroupCommit(self._connect, self._names)
+        self._clock = clock
+        self._group = GroupCommit(self._connect, self._names, clock)
         """Runs one-statement transactions, those of concurrent callers together."""
 
     @property
@@ -314,9 +318,9 @@ class PostgresBackend:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""
         if items and all(new.dedup_key is None for new in items):
             async with self._connect(queue.name) as conn:
-                return await insert_unkeyed(conn, self._names, queue, items)
+                return await insert_unkeyed(conn, self._names, queue, items, self._clock.given())
         async with self._transaction(queue.name) as conn:
-            return await insert_items(conn, self._names, queue, items)
+            return await insert_items(conn, self._names, queue, items, now=self._clock.given())
 
     async def lease(
         self, queue: QueueInfo, partition: int, client_id: str, limit: int
@@ -328,6 +332,7 @@ class PostgresBackend:
             "limit": limit,
             "lease_timeout": float(queue.settings.lease_timeout),
             "client_id": client_id,
+            "now": self._clock.given(),
         }
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params, binary=True)
@@ -341,15 +346,17 @@ class PostgresBackend:
             branches=self._union(stmt.NEXT_AVAILABLE_BRANCH, queue)
         )
         async with self._connect(queue.name) as conn:
-            cur = await conn.execute(statement, {"max_attempts": queue.settings.max_attempts})
+            params = {"max_attempts": queue.settings.max_attempts, "now": self._clock.given()}
+            cur = await conn.execute(statement, params)
             row = await cur.fetchone()
         return None if row is None else _as_datetime(row[0])
 
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check."""
+        now = self._clock.given()
         if one_table_complete(plan):
             async with self._connect() as conn:
-                if await complete_at_once(conn, self._names, plan):
+                if await complete_at_once(conn, self._names, plan, now):
                     return TransactResult.model_construct(
                         produced={}, renewed=[], leased={}, found={}
                     )
@@ -360,11 +367,11 @@ class PostgresBackend:
         if completes_only(plan):
             try:
                 async with self._transaction() as conn:
-                    return await run_transact(conn, self._names, plan, checked=True)
+                    return await run_transact(conn, self._names, plan, now=now, checked=True)
             except ChecksFailed:
                 pass  # rolled back: the locking path below names every failed check
         async with self._transaction() as conn:
-            return await run_transact(conn, self._names, plan)
+            return await run_transact(conn, self._names, plan, now=now)
 
     async def dead_letter_due(self, queue: QueueInfo, dead: QueueInfo | None, limit: int) -> int:
         """Move up to ``limit`` exhausted or expired, unheld items; returns how many."""
@@ -373,7 +380,11 @@ class PostgresBackend:
             for partition in range(queue.settings.partitions):
                 if moved >= limit:
                     break
-                params = {"max_attempts": queue.settings.max_attempts, "limit": limit - moved}
+                params = {
+                    "max_attempts": queue.settings.max_attempts,
+                    "limit": limit - moved,
+                    "now": self._clock.given(),
+                }
                 source = (queue, partition)
                 moved += await dead_letter(conn, self._names, source, dead, stmt.DUE_FOUND, params)
             if dead is not None and moved:
@@ -383,7 +394,8 @@ class PostgresBackend:
     async def claim_maintenance(self, interval: float) -> bool:
         """True for exactly one caller per ``interval`` seconds across all clients."""
         async with self._connect() as conn:
-            cur = await conn.execute(self._fill(stmt.CLAIM_MAINTENANCE), {"interval": interval})
+            params = {"interval": interval, "now": self._clock.given()}
+            cur = await conn.execute(self._fill(stmt.CLAIM_MAINTENANCE), params)
             return await cur.fetchone() is not None
 
     async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
@@ -391,7 +403,11 @@ class PostgresBackend:
         partitions = list(range(queue.settings.partitions))
         async with self._transaction(queue.name) as conn:
             await conn.execute(stmt.SCANS_ALLOWED)
-            cur = await conn.execute(self._union(stmt.STATS_BRANCH, queue), partitions)
+            branches = sql.SQL(" UNION ALL ").join(
+                stmt.STATS_BRANCH.format(table=self._table(queue, n), partition=sql.Literal(n))
+                for n in partitions
+            )
+            cur = await conn.execute(branches, {"now": self._clock.given()})
             found = [rows.partition_stats(row) for row in await cur.fetchall()]
         return sorted(found, key=lambda stats: stats.partition)
 
@@ -407,7 +423,12 @@ class PostgresBackend:
         statement = stmt.LIST_ITEMS.format(
             table=self._table(queue, partition), columns=stmt.ITEM_COLUMNS
         )
-        params = {"pivot": pivot_seq or 0, "limit": limit, "scheduled_only": scheduled_only}
+        params = {
+            "pivot": pivot_seq or 0,
+            "limit": limit,
+            "scheduled_only": scheduled_only,
+            "now": self._clock.given(),
+        }
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params)
             found = await cur.fetchall()
@@ -464,7 +485,8 @@ class PostgresBackend:
         async with self._transaction(queue.name) as conn:
             await conn.execute(stmt.SCANS_ALLOWED)
             for partition in range(queue.settings.partitions):
-                cur = await conn.execute(template.format(table=self._table(queue, partition)))
+                statement = template.format(table=self._table(queue, partition))
+                cur = await conn.execute(statement, {"now": self._clock.given()})
                 deleted += cur.rowcount
         return deleted
 

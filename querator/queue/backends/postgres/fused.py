@@ -32,6 +32,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import psycopg
@@ -121,8 +122,8 @@ class _Compiled:
     """Per looked-up queue: the keys every plan asks about."""
 
 
-def _compile(plans: Sequence[TxnPlan], names: stmt.Names) -> _Compiled:
-    params: dict[str, Any] = {"channel": names.channel}
+def _compile(plans: Sequence[TxnPlan], names: stmt.Names, now: datetime | None) -> _Compiled:
+    params: dict[str, Any] = {"channel": names.channel, "now": now}
     deletes = _deletes(plans, params)
     entries: list[Entry] = []
     for number, plan in enumerate(plans):
@@ -211,7 +212,7 @@ def _lookups(
 
 
 async def run_fused(
-    conn: Conn, names: stmt.Names, plans: Sequence[TxnPlan]
+    conn: Conn, names: stmt.Names, plans: Sequence[TxnPlan], now: datetime | None
 ) -> list[TransactResult] | None:
     """Apply :func:`fusable` plans together in one statement on an autocommit
     connection; their results, in order.
@@ -220,7 +221,7 @@ async def run_fused(
     mid-statement, or a table is gone) and nothing changed; run each plan
     alone, the slow way.
     """
-    compiled = _compile(plans, names)
+    compiled = _compile(plans, names, now)
     statement = statement_for(names, compiled.shape)
     values = [compiled.params[name] for name in statement.params]
     with driver_errors():
@@ -282,7 +283,12 @@ async def _results(
             assert plan.client_id is not None
             with driver_errors(entry.name):
                 got_items = await claim_ids(
-                    conn, names, plan.queues[entry.name], held, plan.client_id
+                    conn,
+                    names,
+                    plan.queues[entry.name],
+                    held,
+                    plan.client_id,
+                    compiled.params["now"],
                 )
             for item_id, item in zip(held, got_items, strict=True):
                 if item is not None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from querator.clock import Clock
 from querator.queue.backends.base import TxnPlan
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.fused import run_fused
@@ -47,10 +48,14 @@ class GroupCommit:
     """Runs :func:`fused.fusable` plans, grouping those that arrive together."""
 
     def __init__(
-        self, connect: Callable[[], AbstractAsyncContextManager[Conn]], names: stmt.Names
+        self,
+        connect: Callable[[], AbstractAsyncContextManager[Conn]],
+        names: stmt.Names,
+        clock: Clock,
     ) -> None:
         self._connect = connect
         self._names = names
+        self._clock = clock
         self._waiting: list[_Waiter] = []
         self._running: anyio.Event | None = None
         """Set when the group in flight ends (None: nothing in flight)."""
@@ -74,7 +79,7 @@ class GroupCommit:
             raise me.error
         if me.alone:
             async with self._connect() as conn:
-                results = await run_fused(conn, self._names, [plan])
+                results = await run_fused(conn, self._names, [plan], self._clock.given())
             return None if results is None else results[0]
         return me.result
 
@@ -91,7 +96,8 @@ class GroupCommit:
     async def _commit(self, group: list[_Waiter]) -> None:
         try:
             async with self._connect() as conn:
-                results = await run_fused(conn, self._names, [w.plan for w in group])
+                plans = [w.plan for w in group]
+                results = await run_fused(conn, self._names, plans, self._clock.given())
         except Exception as exc:
             for waiter in group:
                 waiter.error = exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from psycopg import AsyncConnection, sql
@@ -30,6 +31,7 @@ async def insert_items(
     queue: QueueInfo,
     items: Sequence[NewItem],
     *,
+    now: datetime | None,
     notify: bool = True,
     lease: LeaseOnInsert | None = None,
 ) -> list[str]:
@@ -40,13 +42,14 @@ async def insert_items(
     ``notify``, the queue's listeners are woken at commit (by the same statement).
     With ``lease``, each inserted item that is due now is inserted already
     leased to its client and added to its ``leased`` by id (dedup hits are not).
+    ``now`` is the client clock's instant (None: the database's).
     """
     ids: list[str | None] = [None] * len(items)
     plan = InsertPlan.of(items)
     woken = not notify
     for partition, pending in sorted(plan.by_partition.items()):
         await _insert_partition(
-            conn, names, queue, partition, items, pending, ids, not woken, lease
+            conn, names, queue, partition, items, pending, ids, not woken, lease, now
         )
         woken = True
     return plan.ids_in_order(ids)
@@ -68,13 +71,15 @@ async def _insert_partition(
     pending: list[int],
     ids: list[str | None],
     notify: bool,
-    lease: LeaseOnInsert | None = None,
+    lease: LeaseOnInsert | None,
+    now: datetime | None,
 ) -> None:
     """Insert ``items[i] for i in pending`` into one partition, filling ``ids``."""
     table = names.partition(queue.queue_id, partition)
     for _ in range(_DEDUP_ROUNDS):
         chunk = [items[i] for i in pending]
         params = insert_params(queue, chunk)
+        params["now"] = now
         if lease is None:
             params.update(channel=names.channel, queue=queue.name, notify=notify)
             statement = stmt.INSERT_ITEMS.format(table=table)
@@ -115,7 +120,7 @@ _CLIENT_ID = 2 + ITEM_POSITION["client_id"]
 
 
 async def insert_unkeyed(
-    conn: Conn, names: stmt.Names, queue: QueueInfo, items: Sequence[NewItem]
+    conn: Conn, names: stmt.Names, queue: QueueInfo, items: Sequence[NewItem], now: datetime | None
 ) -> list[str]:
     """Insert items that have no dedup key and wake listeners, as one statement.
 
@@ -129,6 +134,7 @@ async def insert_unkeyed(
         "expire_timeout": float(queue.settings.expire_timeout),
         "channel": names.channel,
         "queue": queue.name,
+        "now": now,
     }
     for partition, indexes in by_partition.items():
         columns = insert_params(queue, [items[i] for i in indexes])

@@ -171,12 +171,17 @@ QUEUES_WITH_DEAD_QUEUE: Final = sql.SQL(
 
 CLAIM_MAINTENANCE: Final = sql.SQL(
     """
-UPDATE {maintenance} SET last_run = now()
-WHERE last_run <= now() - make_interval(secs => %(interval)s::float8)
+UPDATE {maintenance} SET last_run = coalesce(%(now)s, now())
+WHERE last_run <= coalesce(%(now)s, now()) - make_interval(secs => %(interval)s::float8)
 RETURNING true
 """
 )
 """Returns a row for exactly one caller per interval (the row lock serialises)."""
+
+NOW: Final = "coalesce(%(now)s, now())"
+"""The instant a statement decides with: the client clock's when it gives one
+(bound as ``now``; a test's :class:`~querator.clock.ManualClock`), else the
+database's. Every statement that reads the time binds ``now``."""
 
 # -- items ------------------------------------------------------------------
 
@@ -194,17 +199,17 @@ def produced(prefix: str = "") -> dict[str, str]:
     return {
         **given_values("v"),
         "version": "1",
-        "available_at": "coalesce(v.available_at, now())",
+        "available_at": "coalesce(v.available_at, %(now)s, now())",
         "attempts": "0",
-        "expire_at": f"now() + make_interval(secs => %({prefix}expire_timeout)s::float8)",
+        "expire_at": f"{NOW} + make_interval(secs => %({prefix}expire_timeout)s::float8)",
     }
 
 
 def produced_leased(prefix: str, client_id: str) -> dict[str, str]:
     """:func:`produced`, each item due now leased at once to ``client_id`` for
     ``<prefix>lease_timeout`` seconds (one due later is inserted as produced)."""
-    lease = f"now() + make_interval(secs => %({prefix}lease_timeout)s::float8)"
-    due = "(v.available_at IS NULL OR v.available_at <= now())"
+    lease = f"{NOW} + make_interval(secs => %({prefix}lease_timeout)s::float8)"
+    due = f"(v.available_at IS NULL OR v.available_at <= {NOW})"
     return {
         **produced(prefix),
         "available_at": f"CASE WHEN {due} THEN {lease} ELSE v.available_at END",
@@ -314,8 +319,8 @@ PING: Final = sql.SQL("SELECT 1")
 """Checks that an idle listening connection is still alive."""
 
 _LEASE_SET: Final = """
-SET available_at = now() + make_interval(secs => %(lease_timeout)s::float8),
-    lease_deadline = now() + make_interval(secs => %(lease_timeout)s::float8),
+SET available_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_timeout)s::float8),
+    lease_deadline = coalesce(%(now)s, now()) + make_interval(secs => %(lease_timeout)s::float8),
     client_id = %(client_id)s,
     attempts = t.attempts + 1,
     version = t.version + 1
@@ -327,9 +332,9 @@ LEASE: Final = sql.SQL(
 WITH picked AS (
     SELECT seq, available_at AS lease_order
     FROM {table}
-    WHERE available_at <= now()
+    WHERE available_at <= coalesce(%(now)s, now())
       AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
-      AND expire_at > now()
+      AND expire_at > coalesce(%(now)s, now())
     ORDER BY available_at, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -348,9 +353,9 @@ CLAIM: Final = sql.SQL(
 UPDATE {table} AS t"""
     + _LEASE_SET
     + """WHERE t.seq = ANY(%(seqs)s::bigint[])
-  AND t.available_at <= now()
+  AND t.available_at <= coalesce(%(now)s, now())
   AND (%(max_attempts)s::integer = 0 OR t.attempts < %(max_attempts)s::integer)
-  AND t.expire_at > now()
+  AND t.expire_at > coalesce(%(now)s, now())
 RETURNING {columns}
 """
 )
@@ -360,7 +365,7 @@ NEXT_AVAILABLE_BRANCH: Final = sql.SQL(
     """
 SELECT min(available_at) AS available_at FROM {table}
 WHERE (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
-  AND expire_at > now()
+  AND expire_at > coalesce(%(now)s, now())
 """
 )
 """Earliest availability of one partition's live items; branches join by UNION ALL."""
@@ -370,21 +375,22 @@ NEXT_AVAILABLE: Final = sql.SQL("SELECT min(available_at) FROM ({branches}) AS m
 
 STATS_BRANCH: Final = sql.SQL(
     """
-SELECT %s::integer, count(*),
-       count(*) FILTER (WHERE lease_deadline > now()),
-       count(*) FILTER (WHERE available_at > now() AND lease_deadline IS NULL),
+SELECT {partition}::integer, count(*),
+       count(*) FILTER (WHERE lease_deadline > coalesce(%(now)s, now())),
+       count(*) FILTER (WHERE available_at > coalesce(%(now)s, now()) AND lease_deadline IS NULL),
        count(*) FILTER (WHERE source_id IS NOT NULL),
-       extract(epoch FROM now() - min(created_at))::float8
+       extract(epoch FROM coalesce(%(now)s, now()) - min(created_at))::float8
 FROM {table}
 """
 )
-"""Counts of one partition (its number bound positionally); branches join by UNION ALL."""
+"""Counts of one partition (its number a literal); branches join by UNION ALL."""
 
 LIST_ITEMS: Final = sql.SQL(
     """
 SELECT {columns} FROM {table} AS t
 WHERE t.seq >= %(pivot)s
-  AND (NOT %(scheduled_only)s OR (t.available_at > now() AND t.lease_deadline IS NULL))
+  AND (NOT %(scheduled_only)s
+       OR (t.available_at > coalesce(%(now)s, now()) AND t.lease_deadline IS NULL))
 ORDER BY t.seq
 LIMIT %(limit)s
 """
@@ -419,7 +425,7 @@ RETURNING t.seq
 """Deletes items by seq, locking them in seq order; returns the seqs found."""
 
 CLEAR_UNHELD: Final = sql.SQL(
-    "DELETE FROM {table} WHERE lease_deadline IS NULL OR lease_deadline <= now()"
+    "DELETE FROM {table} WHERE lease_deadline IS NULL OR lease_deadline <= coalesce(%(now)s, now())"
 )
 """Deletes every item of a partition that no live lease holds."""
 
@@ -430,7 +436,7 @@ CLEAR_ALL: Final = sql.SQL("DELETE FROM {table}")
 
 LOCK_ITEMS: Final = sql.SQL(
     """
-SELECT seq, version, coalesce(lease_deadline > now(), false), attempts
+SELECT seq, version, coalesce(lease_deadline > coalesce(%(now)s, now()), false), attempts
 FROM {table}
 WHERE seq = ANY(%(seqs)s::bigint[])
 ORDER BY seq
@@ -448,7 +454,7 @@ COMPLETE_CHECKED: Final = sql.SQL(
 WITH gone AS (
     DELETE FROM {table} AS t
     USING unnest(%(seqs)s::bigint[], %(versions)s::integer[]) AS w(seq, version)
-    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > now()
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > coalesce(%(now)s, now())
     RETURNING t.seq
 )
 SELECT CASE WHEN count(*) = %(count)s::bigint THEN count(*) ELSE {schema}.check_failed() END
@@ -471,7 +477,7 @@ RETRY_ITEMS: Final = sql.SQL(
     """
 UPDATE {table} AS t
 SET version = t.version + 1, lease_deadline = NULL, client_id = NULL,
-    available_at = coalesce(v.retry_at, now())
+    available_at = coalesce(v.retry_at, coalesce(%(now)s, now()))
 FROM unnest(%(seqs)s::bigint[], %(retry_at)s::timestamptz[]) AS v(seq, retry_at)
 WHERE t.seq = v.seq
 """
@@ -482,8 +488,8 @@ RENEW_ITEMS: Final = sql.SQL(
     """
 UPDATE {table} AS t
 SET version = t.version + 1,
-    lease_deadline = now() + make_interval(secs => v.extend),
-    available_at = now() + make_interval(secs => v.extend)
+    lease_deadline = coalesce(%(now)s, now()) + make_interval(secs => v.extend),
+    available_at = coalesce(%(now)s, now()) + make_interval(secs => v.extend)
 FROM unnest(%(seqs)s::bigint[], %(extend)s::float8[]) AS v(seq, extend)
 WHERE t.seq = v.seq
 RETURNING {columns}
@@ -499,9 +505,9 @@ DUE_GIVEN: Final = sql.SQL("SELECT unnest(%(seqs)s::bigint[]) AS seq")
 _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
     {
         "version": "1",
-        "available_at": "now()",
+        "available_at": "coalesce(%(now)s, now())",
         "attempts": "0",
-        "expire_at": "now() + make_interval(secs => %(expire_timeout)s::float8)",
+        "expire_at": "coalesce(%(now)s, now()) + make_interval(secs => %(expire_timeout)s::float8)",
         **{column: f"m.{column}" for column in MOVED},
         "source_id": "%(id_prefix)s || m.seq::text",
     }
@@ -512,10 +518,10 @@ DUE_FOUND: Final = sql.SQL(
 SELECT seq FROM {source}
 WHERE """
     + SWEEP_KEY
-    + """ <= now()
-  AND available_at <= now()
+    + """ <= coalesce(%(now)s, now())
+  AND available_at <= coalesce(%(now)s, now())
   AND ((%(max_attempts)s::integer > 0 AND attempts >= %(max_attempts)s::integer)
-       OR expire_at <= now())
+       OR expire_at <= coalesce(%(now)s, now()))
 ORDER BY """
     + SWEEP_KEY
     + """
@@ -561,7 +567,7 @@ FUSED_DELETE: Final = """
 d{n} AS (
     DELETE FROM {{d{n}}} AS t
     USING unnest(%(d{n}_seqs)s::bigint[], %(d{n}_versions)s::integer[]) AS w(seq, version)
-    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > now()
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > coalesce(%(now)s, now())
     RETURNING t.seq
 )"""
 """Completes held items of one table whose (seq, version) match, as

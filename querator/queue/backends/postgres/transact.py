@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import NamedTuple, TypeVar
 
 import psycopg
@@ -50,14 +51,16 @@ def one_table_complete(plan: TxnPlan) -> bool:
     )
 
 
-async def complete_at_once(conn: Conn, names: stmt.Names, plan: TxnPlan) -> bool:
+async def complete_at_once(
+    conn: Conn, names: stmt.Names, plan: TxnPlan, now: datetime | None
+) -> bool:
     """Run a :func:`one_table_complete` plan as one autocommit statement.
 
     Returns False when some check failed; then nothing changed and
     :func:`run_transact` reports the reasons.
     """
     try:
-        await _complete_checked(conn, names, list(plan.complete))
+        await _complete_checked(conn, names, list(plan.complete), now)
     except ChecksFailed:
         return False
     return True
@@ -77,32 +80,35 @@ def completes_only(plan: TxnPlan) -> bool:
 
 
 async def run_transact(
-    conn: Conn, names: stmt.Names, plan: TxnPlan, *, checked: bool = False
+    conn: Conn, names: stmt.Names, plan: TxnPlan, *, now: datetime | None, checked: bool = False
 ) -> TransactResult:
     """Apply ``plan`` inside the caller's open transaction, or raise Conflict.
 
     ``checked`` (for a :func:`completes_only` plan): delete each table's items
     with one statement that checks versions and leases itself, instead of
     locking and checking first; a failed check raises :class:`ChecksFailed`.
+    ``now`` is the client clock's instant (None: the database's).
     """
     wake: set[str] = set()
     if checked:
         locked: dict[str, Locked] = {}
         for keys in _by_table(plan.complete, lambda key: key).values():
-            await _complete_checked(conn, names, keys)
+            await _complete_checked(conn, names, keys, now)
     else:
-        locked = await _lock_and_check(conn, names, plan)
+        locked = await _lock_and_check(conn, names, plan, now)
         for (queue_id, partition), keys in _by_table(plan.complete, lambda key: key).items():
             with driver_errors(keys[0].queue):
                 table = names.partition(queue_id, partition)
                 await conn.execute(stmt.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
-    await _retry(conn, names, plan, locked, wake)
-    renewed = await _renew(conn, names, plan)
+    await _retry(conn, names, plan, locked, wake, now)
+    renewed = await _renew(conn, names, plan, now)
     produced: dict[str, list[str]] = {}
     for name, items in plan.produce:
         info = _queue_of(plan, name)
         with driver_errors(name):
-            ids = await insert_items(conn, names, info, items, notify=name not in plan.silent)
+            ids = await insert_items(
+                conn, names, info, items, now=now, notify=name not in plan.silent
+            )
             produced.setdefault(name, []).extend(ids)
     leased: dict[str, list[Leased | None]] = {}
     for name, items in plan.claim:
@@ -111,10 +117,10 @@ async def run_transact(
         with driver_errors(name):
             fresh: dict[str, Leased] = {}
             lease = LeaseOnInsert(plan.client_id, fresh)
-            ids = await insert_items(conn, names, info, items, notify=False, lease=lease)
+            ids = await insert_items(conn, names, info, items, now=now, notify=False, lease=lease)
             held = [item_id for item_id in dict.fromkeys(ids) if item_id not in fresh]
             if held:  # dedup hits (and items scheduled later): lease what is leasable
-                claimed = await claim_ids(conn, names, info, held, plan.client_id)
+                claimed = await claim_ids(conn, names, info, held, plan.client_id, now)
                 for item_id, item in zip(held, claimed, strict=True):
                     if item is not None:
                         fresh[item_id] = item
@@ -137,7 +143,12 @@ def _queue_of(plan: TxnPlan, name: str) -> QueueInfo:
 
 
 async def claim_ids(
-    conn: Conn, names: stmt.Names, queue: QueueInfo, ids: list[str], client_id: str
+    conn: Conn,
+    names: stmt.Names,
+    queue: QueueInfo,
+    ids: list[str],
+    client_id: str,
+    now: datetime | None,
 ) -> list[Leased | None]:
     """Lease the just-produced ``ids`` that are leasable now; None for the others."""
     by_partition = seqs_by_partition(ids)
@@ -149,6 +160,7 @@ async def claim_ids(
             "lease_timeout": float(queue.settings.lease_timeout),
             "client_id": client_id,
             "max_attempts": queue.settings.max_attempts,
+            "now": now,
         }
         cur = await conn.execute(stmt.CLAIM.format(table=table, columns=stmt.ITEM_COLUMNS), params)
         for row in await cur.fetchall():
@@ -157,7 +169,9 @@ async def claim_ids(
     return [found.get(item_id) for item_id in ids]
 
 
-async def _complete_checked(conn: Conn, names: stmt.Names, keys: list[ItemKey]) -> None:
+async def _complete_checked(
+    conn: Conn, names: stmt.Names, keys: list[ItemKey], now: datetime | None
+) -> None:
     """Delete held items of one table at their versions, all or :class:`ChecksFailed`."""
     keys = sorted(keys, key=lambda key: key.seq)
     first = keys[0]
@@ -165,6 +179,7 @@ async def _complete_checked(conn: Conn, names: stmt.Names, keys: list[ItemKey]) 
         "seqs": int_array(key.seq for key in keys),
         "versions": int_array(key.version for key in keys),
         "count": len(keys),
+        "now": now,
     }
     with driver_errors(first.queue):
         try:
@@ -179,7 +194,9 @@ DEADLOCK_STATE = "40P01"
 """deadlock_detected: the locking path, which locks in one order, cannot meet it."""
 
 
-async def _lock_and_check(conn: Conn, names: stmt.Names, plan: TxnPlan) -> dict[str, Locked]:
+async def _lock_and_check(
+    conn: Conn, names: stmt.Names, plan: TxnPlan, now: datetime | None
+) -> dict[str, Locked]:
     """Lock every referenced row in ``ItemKey.lock_order``; raise Conflict listing failures."""
     checks = [(key, True) for key in plan.complete]
     checks += [(op.key, True) for op in plan.retry]
@@ -191,7 +208,8 @@ async def _lock_and_check(conn: Conn, names: stmt.Names, plan: TxnPlan) -> dict[
     for (queue_id, partition), keys in _by_table(valid, lambda key: key).items():
         with driver_errors(keys[0].queue):
             table = names.partition(queue_id, partition)
-            cur = await conn.execute(stmt.LOCK_ITEMS.format(table=table), {"seqs": _seqs(keys)})
+            args = {"seqs": _seqs(keys), "now": now}
+            cur = await conn.execute(stmt.LOCK_ITEMS.format(table=table), args)
             found = {row[0]: Locked(*row[1:]) for row in await cur.fetchall()}
         for key in keys:
             if key.seq in found:
@@ -234,7 +252,12 @@ def _seqs(keys: Iterable[ItemKey]) -> str:
 
 
 async def _retry(
-    conn: Conn, names: stmt.Names, plan: TxnPlan, locked: dict[str, Locked], wake: set[str]
+    conn: Conn,
+    names: stmt.Names,
+    plan: TxnPlan,
+    locked: dict[str, Locked],
+    wake: set[str],
+    now: datetime | None,
 ) -> None:
     """Release retried items, or dead-letter those marked dead or out of attempts."""
     for (queue_id, partition), ops in _by_table(plan.retry, lambda op: op.key).items():
@@ -250,6 +273,7 @@ async def _retry(
                 args = {
                     "seqs": int_array(op.key.seq for op in again),
                     "retry_at": [op.retry_at for op in again],
+                    "now": now,
                 }
                 table = names.partition(queue_id, partition)
                 await conn.execute(stmt.RETRY_ITEMS.format(table=table), args)
@@ -257,7 +281,7 @@ async def _retry(
         if dead_ops:
             dead = _dead_queue_of(info, plan)
             with driver_errors(dead.name if dead else info.name):
-                params = {"seqs": int_array(op.key.seq for op in dead_ops)}
+                params = {"seqs": int_array(op.key.seq for op in dead_ops), "now": now}
                 moved = await dead_letter(
                     conn, names, (info, partition), dead, stmt.DUE_GIVEN, params
                 )
@@ -271,7 +295,9 @@ def _dead_queue_of(info: QueueInfo, plan: TxnPlan) -> QueueInfo | None:
     return None if name is None else plan.queues.get(name)
 
 
-async def _renew(conn: Conn, names: stmt.Names, plan: TxnPlan) -> list[Leased]:
+async def _renew(
+    conn: Conn, names: stmt.Names, plan: TxnPlan, now: datetime | None
+) -> list[Leased]:
     """Extend leases; the renewed items come back in the plan's order."""
     renewed: dict[str, Leased] = {}
     for (queue_id, partition), ops in _by_table(plan.renew, lambda op: op.key).items():
@@ -279,6 +305,7 @@ async def _renew(conn: Conn, names: stmt.Names, plan: TxnPlan) -> list[Leased]:
         args = {
             "seqs": int_array(op.key.seq for op in ops),
             "extend": [float(op.extend) for op in ops],
+            "now": now,
         }
         with driver_errors(info.name):
             table = names.partition(queue_id, partition)

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from querator.clock import SYSTEM, Clock
 from querator.errors import Unavailable
 from querator.queue.backends.base import NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
@@ -48,9 +49,10 @@ class SqliteBackend:
     supports_notify: bool
     """True where UNIX sockets carry wakeups between processes."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, clock: Clock = SYSTEM) -> None:
         self.path = path
         """The database file; created (with its directory) on :meth:`open`."""
+        self._clock = clock
         self._wakeup = Wakeup(path)
         self.supports_notify = self._wakeup.supported
         self._store: Store | None = None
@@ -76,7 +78,7 @@ class SqliteBackend:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
             raise Unavailable(f"cannot create {directory!r}: {exc}") from exc
-        store = Store(self.path, self._wakeup.notify)
+        store = Store(self.path, self._wakeup.notify, self._clock)
         try:
             store.run(partial(self._prepare, apply=True), write=True)
         except BaseException:
@@ -92,7 +94,7 @@ class SqliteBackend:
         do) without opening the backend."""
 
         def run() -> SchemaReport:
-            store = Store(self.path, lambda queues: None)
+            store = Store(self.path, lambda queues: None, self._clock)
             try:
                 return store.run(partial(self._prepare, apply=apply), write=True)
             finally:

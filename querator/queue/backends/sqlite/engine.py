@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from querator.clock import SYSTEM, Clock
 from querator.errors import QueueNotFound, Unavailable
-from querator.queue.backends.sqlite.rows import Txn, now_us
+from querator.queue.backends.sqlite.rows import Txn, now_us, to_us
 
 __all__ = ["BUSY_RETRIES", "BUSY_TIMEOUT", "Store", "is_missing_table"]
 
@@ -81,10 +82,13 @@ def is_missing_table(exc: sqlite3.OperationalError) -> bool:
 class Store:
     """Runs operations in transactions on pooled connections and wakes queues after commit."""
 
-    def __init__(self, path: str, notify: Callable[[Iterable[str]], None]) -> None:
+    def __init__(
+        self, path: str, notify: Callable[[Iterable[str]], None], clock: Clock = SYSTEM
+    ) -> None:
         self.path = path
         """The database file."""
         self._notify = notify
+        self._clock = clock
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -123,7 +127,8 @@ class Store:
         conn = self._acquire()
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            txn = Txn(conn, now_us())
+            given = self._clock.given()
+            txn = Txn(conn, now_us() if given is None else to_us(given))
             result = op(txn)
             conn.execute("COMMIT")
         except BaseException:

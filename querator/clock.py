@@ -1,0 +1,148 @@
+"""The clock a client reads: the store's own by default, or one a test steps.
+
+Every instant querator decides with (an item is due, a lease has expired, a
+durable sleep is over, a cron tick has come, a run's deadline has passed) comes
+from the client's clock. The default :class:`SystemClock` leaves time to the
+store (PostgreSQL's ``now()``, the host clock for SQLite and memory) and to the
+host clock in Python. A :class:`ManualClock` is given to every statement as the
+instant to use instead (SQL coalesces it with the database clock, as River
+does), so a test moves time forward by a day without sleeping:
+
+```python
+from querator import Item, Querator, QueueSettings
+from querator.clock import ManualClock
+
+clock = ManualClock()
+with Querator("memory://", clock=clock) as q:
+    q.create_queue("later", QueueSettings())
+    q.produce("later", [Item(payload=b"x", enqueue_at=clock.now().replace(year=2100))])
+    print(q.stats("later").scheduled)
+    clock.advance(days=75 * 366)
+    [item] = q.lease("later", client_id="test", timeout=5)
+    print(item.payload)
+```
+
+```text
+1
+b'x'
+```
+
+Advancing wakes every waiting consumer of every client that uses the clock.
+Only durations of calls (a lease's ``timeout``, a worker's poll) stay in real
+time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from querator.errors import InvalidArgument
+
+__all__ = ["Clock", "ManualClock", "SystemClock"]
+
+
+class Clock:
+    """What a clock offers querator; :class:`SystemClock` and :class:`ManualClock` are the two."""
+
+    def now(self) -> datetime:
+        """The current instant (timezone-aware UTC)."""
+        raise NotImplementedError
+
+    def given(self) -> datetime | None:
+        """The instant statements use instead of the store's clock (``None``: the store's)."""
+        raise NotImplementedError
+
+    def on_advance(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` (from the advancing thread) whenever time jumps; returns an unsubscribe."""
+        raise NotImplementedError
+
+
+class SystemClock(Clock):
+    """Real time: the store's clock in statements, the host's in Python (the default)."""
+
+    def now(self) -> datetime:
+        """The host's current instant."""
+        return datetime.now(UTC)
+
+    def given(self) -> None:
+        """Always ``None``: statements read the store's own clock."""
+        return None
+
+    def on_advance(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Real time never jumps: nothing to subscribe to."""
+        return _nothing
+
+
+def _nothing() -> None:
+    return None
+
+
+SYSTEM = SystemClock()
+"""The one system clock every client uses unless given another."""
+
+
+class ManualClock(Clock):
+    """A clock that stands still until :meth:`advance` or :meth:`set` moves it (for tests).
+
+    It starts at ``start`` (default: the real time at creation). Thread-safe;
+    one clock may be shared by several clients, which then all see the same
+    instant. It never goes backwards.
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = _aware("start", start) if start is not None else datetime.now(UTC)
+        self._lock = threading.Lock()
+        self._wakes: list[Callable[[], None]] = []
+
+    def now(self) -> datetime:
+        """The clock's instant."""
+        return self._now
+
+    def given(self) -> datetime:
+        """The clock's instant: statements use it instead of the store's clock."""
+        return self._now
+
+    def advance(
+        self, seconds: float = 0.0, *, minutes: float = 0.0, hours: float = 0.0, days: float = 0.0
+    ) -> datetime:
+        """Move forward by the sum of the given amounts; returns the new instant."""
+        step = timedelta(seconds=seconds, minutes=minutes, hours=hours, days=days)
+        if step < timedelta(0):
+            raise InvalidArgument("seconds", "a clock never goes backwards: give a positive step")
+        return self.set(self._now + step)
+
+    def set(self, when: datetime) -> datetime:
+        """Move to ``when`` (not earlier than now); returns it."""
+        when = _aware("when", when)
+        with self._lock:
+            if when < self._now:
+                raise InvalidArgument(
+                    "when", f"{when.isoformat()} is before the clock's {self._now.isoformat()}"
+                )
+            self._now = when
+            wakes = list(self._wakes)
+        for wake in wakes:
+            wake()
+        return when
+
+    def on_advance(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` after every move; returns the function that stops it."""
+        with self._lock:
+            self._wakes.append(wake)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if wake in self._wakes:
+                    self._wakes.remove(wake)
+
+        return unsubscribe
+
+
+def _aware(name: str, value: datetime) -> datetime:
+    if not isinstance(value, datetime):
+        raise InvalidArgument(name, f"must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        raise InvalidArgument(name, "must be timezone-aware (e.g. datetime.now(UTC))")
+    return value.astimezone(UTC)
