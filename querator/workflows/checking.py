@@ -72,7 +72,7 @@ async def check_replay_async(
         raise InvalidArgument(
             "functions", f"run {run_id} is a {meta.workflow!r} run: pass that workflow"
         )
-    live = new_live(run_id, wf, history)
+    live = new_live(run_id, wf, history, aq.clock)
     try:
         message = await resume(aq, live)
     finally:

@@ -28,11 +28,12 @@ import hashlib
 import re
 import traceback
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from querator.clock import stamp
 from querator.queue.models import Item, QueueSettings
 from querator.queue.validation import MAX_DURATION
 from querator.records import StoredModel
@@ -113,7 +114,7 @@ class CancelRecord(StoredModel):
     """``{run}/cancel``: cancellation was asked for."""
 
     reason: str = ""
-    requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    requested_at: datetime = Field(default_factory=stamp)
 
 
 class StepRecord(StoredModel):
@@ -124,7 +125,7 @@ class StepRecord(StoredModel):
     result: str | None = None
     error: ErrorInfo | None = None
     attempts: int = 0
-    finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime = Field(default_factory=stamp)
     until: datetime | None = None
     """Durable timers (step ``querator.sleep``): the instant the sleep ends."""
 
@@ -135,7 +136,7 @@ class RunRecord(StoredModel):
     ok: bool
     result: str | None = None
     error: ErrorInfo | None = None
-    finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime = Field(default_factory=stamp)
     cancelled: bool = False
     """True when the run ended by cancellation (``error`` says why)."""
     status: RunStatus | None = None
@@ -163,7 +164,7 @@ class ProgressRecord(StoredModel):
     """Reports of the step call so far, minus one: the newest record wins."""
     progress: dict[str, Any]
     """What the step reported (JSON)."""
-    updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = Field(default_factory=stamp)
 
 
 class WakePayload(StoredModel):
@@ -241,7 +242,7 @@ class CompensatingRecord(StoredModel):
     """Why the saga is compensated (the body's error, a timeout, a cancellation)."""
     cancelled: bool = False
     plan: tuple[CompensationEntry, ...] = ()
-    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    started_at: datetime = Field(default_factory=stamp)
 
 
 class CompensationFailedRecord(StoredModel):
@@ -250,14 +251,14 @@ class CompensationFailedRecord(StoredModel):
     index: int
     name: str
     error: ErrorInfo | None = None
-    failed_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    failed_at: datetime = Field(default_factory=stamp)
 
 
 class RedriveRecord(StoredModel):
     """``{run}/redrive/{g}``: ``retry_compensation`` answered ``{run}/cfailed/{g}``."""
 
     index: int
-    requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    requested_at: datetime = Field(default_factory=stamp)
 
 
 class ResumeRecord(StoredModel):
@@ -265,7 +266,7 @@ class ResumeRecord(StoredModel):
 
     position: int | None
     """The first failed step's position (None: only the body's end is undone)."""
-    requested_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    requested_at: datetime = Field(default_factory=stamp)
 
 
 RESUME_TAG = "resume"

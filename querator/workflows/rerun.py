@@ -17,7 +17,6 @@ Sagas are not resumed (their compensations have run; fork them instead).
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
@@ -58,7 +57,7 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
     if finished.saga or history.compensating:
         raise InvalidArgument("run_id", f"run {run_id} is a saga: fork it instead")
     failed = [p for p, record in history.records.items() if not record.ok]
-    request = ResumeRecord(position=min(failed) if failed else None)
+    request = ResumeRecord(position=min(failed) if failed else None, requested_at=aq.clock.now())
     produce = {
         RESULTS_QUEUE: [
             record_item(resume_key(run_id), request, run_id),
@@ -83,7 +82,7 @@ async def fork_async(aq: AsyncQueueClient, run_id: str, from_step: int) -> Async
         raise InvalidArgument("from_step", f"must be within 0 … {reached} for run {run_id}")
     new_id = new_run_id(None)
     copied = RunMeta(
-        workflow=meta.workflow, args=meta.args, queue=meta.queue, started_at=datetime.now(UTC)
+        workflow=meta.workflow, args=meta.args, queue=meta.queue, started_at=aq.clock.now()
     )
     produce = start_items(new_id, copied)
     kept = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Coroutine
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, Generic, overload
 
 import anyio
@@ -131,7 +131,11 @@ class AsyncRunHandle(Generic[R]):
         if keys[0] not in found:
             raise RunNotFound(self.run_id)
         meta = RunMeta.model_validate_json(found[keys[0]].payload)
-        record = record_item(cancel_key(self.run_id), CancelRecord(reason=reason), self.run_id)
+        record = record_item(
+            cancel_key(self.run_id),
+            CancelRecord(reason=reason, requested_at=self.aq.clock.now()),
+            self.run_id,
+        )
         await self.aq.transact(
             produce={RESULTS_QUEUE: [record], meta.queue: [wake_item(self.run_id, "cancel")]}
         )
@@ -286,7 +290,7 @@ async def start_async(
             if other != fn.name:
                 raise IdempotencyConflict(idempotency_key, run_id, other, fn.name)
             return handle
-    now = datetime.now(UTC)
+    now = aq.clock.now()
     deadline = None
     if fn.timeout is not None:
         deadline = now + timedelta(seconds=delay + fn.timeout)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import anyio.from_thread
@@ -75,7 +75,7 @@ class StepContext:
         None: it may go on. A compensation is never asked to stop."""
         if self.compensation:
             return None
-        if deadline is not None and datetime.now(UTC) >= deadline:
+        if deadline is not None and self.aq.clock.now() >= deadline:
             return WorkflowCancelled(self.run_id, f"deadline passed; step {self.step!r} cancelled")
         keys = [cancel_key(self.run_id), aborted_key(self.run_id), compensating_key(self.run_id)]
         found = anyio.from_thread.run(self.aq.lookup, RESULTS_QUEUE, keys, token=self.token)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 from polling import wait_for
 
 from querator import Querator
+from querator.clock import ManualClock
 from querator.errors import InvalidArgument
 from querator.workflows import RunHandle
 from querator.workflows.cron.api import (
@@ -32,17 +34,17 @@ from .cron_flows import decorated, plain, record, runs_per_tick
 START = datetime(2026, 3, 28, 23, 0, tzinfo=UTC)
 
 
-class Clock:
-    """A settable clock for schedulers."""
+@pytest.fixture
+def clock() -> ManualClock:
+    """The clock of this test's clients, standing at :data:`START`."""
+    return ManualClock(START)
 
-    def __init__(self, at: datetime = START) -> None:
-        self.at = at
 
-    def __call__(self) -> datetime:
-        return self.at
-
-    def advance(self, **delta: float) -> None:
-        self.at += timedelta(**delta)
+@pytest.fixture
+def q(backend_url: str, clock: ManualClock) -> Iterator[Querator]:
+    """A client of the store under test on :func:`clock` (its worker and schedulers too)."""
+    with Querator(backend_url, clock=clock) as client:
+        yield client
 
 
 def define(q: Querator, name: str = "hourly", /, **options: object) -> None:
@@ -68,10 +70,11 @@ def test_cron_definition_rejects_bad_values(q: Querator) -> None:
     assert list_schedules(q) == []
 
 
-def test_cron_fires_each_tick_once_with_the_tick(q: Querator, run_worker: RunWorker) -> None:
+def test_cron_fires_each_tick_once_with_the_tick(
+    q: Querator, run_worker: RunWorker, clock: ManualClock
+) -> None:
     define(q, tz="Europe/Berlin")
-    clock = Clock()
-    scheduler = Scheduler(q, now=clock)
+    scheduler = Scheduler(q)
     assert len(scheduler.run_once()) == 1  # start_at is inclusive: 23:00
     for _ in range(5):
         clock.advance(minutes=30)
@@ -85,19 +88,18 @@ def test_cron_fires_each_tick_once_with_the_tick(q: Querator, run_worker: RunWor
         "2026-03-29T01:00:00+00:00",
     ]
     assert set(counts.values()) == {1}
-    info = get_schedule(q, "hourly", now=clock())
+    info = get_schedule(q, "hourly")
     assert info.next_fire == datetime(2026, 3, 29, 2, tzinfo=UTC)
     assert info.last_run_status == "running"
     with run_worker([record]):
         handle = RunHandle(q, info.last_run_id or "", record)
         assert handle.result(timeout=10) == "x@2026-03-29T01:00:00+00:00"
-    assert get_schedule(q, "hourly", now=clock()).last_run_status == "completed"
+    assert get_schedule(q, "hourly").last_run_status == "completed"
 
 
 def test_cron_first_pass_counts_start_at_tick(q: Querator) -> None:
     define(q)
-    clock = Clock()
-    assert len(Scheduler(q, now=clock).run_once()) == 1  # the 23:00 tick
+    assert len(Scheduler(q).run_once()) == 1  # the 23:00 tick
 
 
 @pytest.mark.parametrize(
@@ -111,26 +113,28 @@ def test_cron_first_pass_counts_start_at_tick(q: Querator) -> None:
         ),
     ],
 )
-def test_cron_catchup_after_downtime(q: Querator, catchup: str, expected: list[str]) -> None:
+def test_cron_catchup_after_downtime(
+    q: Querator, catchup: str, expected: list[str], clock: ManualClock
+) -> None:
     define(q, catchup=catchup)
-    clock = Clock()
-    Scheduler(q, now=clock).run_once()
+    Scheduler(q).run_once()
     clock.advance(hours=5, minutes=10)  # down from 23:00 to 04:10: 00..04 missed
-    Scheduler(q, now=clock).run_once()
+    Scheduler(q).run_once()
     assert sorted(runs_per_tick(q)) == expected
 
 
-def test_cron_overlap_skip_and_buffer(q: Querator, run_worker: RunWorker) -> None:
+def test_cron_overlap_skip_and_buffer(
+    q: Querator, run_worker: RunWorker, clock: ManualClock
+) -> None:
     define(q, "skipper", overlap="skip")
     define(q, "buffer", overlap="buffer_one")
-    clock = Clock()
-    scheduler = Scheduler(q, now=clock)
+    scheduler = Scheduler(q)
     assert len(scheduler.run_once()) == 2  # 23:00 of both; nobody runs them
     clock.advance(hours=1)
     assert scheduler.run_once() == []  # previous still running
     clock.advance(hours=1)
     scheduler.run_once()
-    infos = {i.name: i for i in list_schedules(q, now=clock())}
+    infos = {i.name: i for i in list_schedules(q)}
     assert infos["buffer"].buffered == 1 and infos["skipper"].buffered == 0
     with run_worker([record]):
         wait_for(lambda: all(s.last_run_status == "completed" for s in list_schedules(q)))
@@ -142,11 +146,12 @@ def test_cron_overlap_skip_and_buffer(q: Querator, run_worker: RunWorker) -> Non
     assert "2026-03-29T01:00:00+00:00" not in counts
 
 
-def test_cron_overlap_cancel_and_terminate_other(q: Querator, run_worker: RunWorker) -> None:
+def test_cron_overlap_cancel_and_terminate_other(
+    q: Querator, run_worker: RunWorker, clock: ManualClock
+) -> None:
     define(q, "cancel", overlap="cancel_other")
     define(q, "terminate", overlap="terminate_other")
-    clock = Clock()
-    scheduler = Scheduler(q, now=clock)
+    scheduler = Scheduler(q)
     first: dict[str, str | None] = {get_schedule(q, n).name: None for n in ("cancel", "terminate")}
     assert len(scheduler.run_once()) == 2
     first = {i.name: i.last_run_id for i in list_schedules(q)}
@@ -165,13 +170,12 @@ def test_cron_overlap_cancel_and_terminate_other(q: Querator, run_worker: RunWor
 
 def test_cron_pause_resume_delete_trigger(q: Querator, run_worker: RunWorker) -> None:
     define(q)
-    clock = Clock()
-    scheduler = Scheduler(q, now=clock)
+    scheduler = Scheduler(q)
     pause_schedule(q, "hourly", note="maintenance")
     assert scheduler.run_once() == []
     info = get_schedule(q, "hourly")
     assert info.paused and info.next_fire is None and info.note == "maintenance"
-    handle = trigger_schedule(q, "hourly", now=clock())
+    handle = trigger_schedule(q, "hourly")
     resume_schedule(q, "hourly")
     assert len(scheduler.run_once()) == 1  # the 23:00 tick is on time
     with run_worker([record]):
@@ -183,13 +187,12 @@ def test_cron_pause_resume_delete_trigger(q: Querator, run_worker: RunWorker) ->
         pause_schedule(q, "hourly")
 
 
-def test_cron_redefinition_keeps_progress(q: Querator) -> None:
+def test_cron_redefinition_keeps_progress(q: Querator, clock: ManualClock) -> None:
     define(q)
-    clock = Clock()
-    Scheduler(q, now=clock).run_once()
+    Scheduler(q).run_once()
     schedule(q, "hourly", record, cron="30 * * * *", args=("y",), overlap="allow_all")
     clock.advance(minutes=31)
-    Scheduler(q, now=clock).run_once()
+    Scheduler(q).run_once()
     assert sorted(runs_per_tick(q)) == ["2026-03-28T23:00:00+00:00", "2026-03-28T23:30:00+00:00"]
     assert get_schedule(q, "hourly").cron == "30 * * * *"
 
@@ -206,11 +209,16 @@ def test_cron_decorated_workflow_registers_its_schedule(q: Querator) -> None:
     )
 
 
-def test_cron_many_schedulers_never_double_fire(backend_url: str, q: Querator) -> None:
+def test_cron_many_schedulers_never_double_fire(
+    backend_url: str, q: Querator, clock: ManualClock
+) -> None:
     define(q, "busy", cron="*/10 * * * *", catchup="all", overlap="allow_all")
-    clock = Clock()
-    clients = [Querator(backend_url) for _ in range(4)] if backend_url != "memory://" else [q] * 4
-    schedulers = [Scheduler(c, now=clock) for c in clients]
+    clients = (
+        [Querator(backend_url, clock=clock) for _ in range(4)]
+        if backend_url != "memory://"
+        else [q] * 4
+    )
+    schedulers = [Scheduler(c) for c in clients]
     barrier = threading.Barrier(len(schedulers))
     errors: list[BaseException] = []
 
@@ -240,11 +248,10 @@ def test_cron_many_schedulers_never_double_fire(backend_url: str, q: Querator) -
 
 
 def test_a_schedule_of_a_workflow_the_worker_does_not_run_is_told_once(
-    q: Querator, caplog: pytest.LogCaptureFixture
+    q: Querator, caplog: pytest.LogCaptureFixture, clock: ManualClock
 ) -> None:
     define(q)
-    clock = Clock()
-    scheduler = Scheduler(q, [plain], now=clock)  # this process runs t.plain only
+    scheduler = Scheduler(q, [plain])  # this process runs t.plain only
     with caplog.at_level(logging.ERROR, logger="querator.workflows"):
         assert len(scheduler.run_once()) == 1  # fired all the same: another pool may run it
         clock.advance(minutes=60)
@@ -266,7 +273,7 @@ def test_a_schedule_written_by_a_newer_version_is_fired_and_keeps_its_new_fields
     newer["spec"]["priority"] = "high"
     assert q.call(write, q.aio, current, ScheduleState.model_validate(newer))
     assert [s.name for s in list_schedules(q)] == ["hourly"]
-    assert len(Scheduler(q, now=Clock()).run_once()) == 1  # the 23:00 tick fired
+    assert len(Scheduler(q).run_once()) == 1  # the 23:00 tick fired
     after = q.call(read_one, q.aio, "hourly")
     assert after is not None and after.state.last_tick == START
     stored = json.loads(after.item.payload)

@@ -193,17 +193,17 @@ async def upsert_async(aq: AsyncQueueClient, spec: ScheduleSpec, start_at: datet
         current = await read_one(aq, spec.name)
         if current is not None and current.state.spec == spec and start_at is None:
             return False
-        state = _new_state(current, spec, start_at)
+        state = _new_state(current, spec, start_at, aq.clock.now())
         if await write(aq, current, state):
             return True
     raise InvalidArgument("name", f"schedule {spec.name!r} kept changing; try again")
 
 
 def _new_state(
-    current: Stored | None, spec: ScheduleSpec, start_at: datetime | None
+    current: Stored | None, spec: ScheduleSpec, start_at: datetime | None, now: datetime
 ) -> ScheduleState:
     if current is None:
-        return ScheduleState(spec=spec, start_at=start_at or datetime.now(UTC))
+        return ScheduleState(spec=spec, start_at=start_at or now, updated_at=now)
     update: dict[str, Any] = {"spec": spec}
     if start_at is not None:
         update.update(start_at=start_at, last_tick=None)
@@ -322,32 +322,29 @@ async def _info(aq: AsyncQueueClient, state: ScheduleState, now: datetime) -> Sc
     )
 
 
-async def list_schedules_async(
-    aq: AsyncQueueClient, now: datetime | None = None
-) -> list[ScheduleInfo]:
+async def list_schedules_async(aq: AsyncQueueClient) -> list[ScheduleInfo]:
     """See :func:`list_schedules`."""
-    when = now or datetime.now(UTC)
+    when = aq.clock.now()
     return [await _info(aq, stored.state, when) for stored in await read_all(aq)]
 
 
-def list_schedules(q: QueueClient, now: datetime | None = None) -> list[ScheduleInfo]:
-    """Every schedule by name, with its next fire time and its last run's status."""
-    return list(q.call(list_schedules_async, q.aio, now))
+def list_schedules(q: QueueClient) -> list[ScheduleInfo]:
+    """Every schedule by name, with its next fire time (from the client's clock)
+    and its last run's status."""
+    return list(q.call(list_schedules_async, q.aio))
 
 
-async def get_schedule_async(
-    aq: AsyncQueueClient, name: str, now: datetime | None = None
-) -> ScheduleInfo:
+async def get_schedule_async(aq: AsyncQueueClient, name: str) -> ScheduleInfo:
     """See :func:`get_schedule`."""
     current = await read_one(aq, name)
     if current is None:
         raise InvalidArgument("name", f"no schedule {name!r}")
-    return await _info(aq, current.state, now or datetime.now(UTC))
+    return await _info(aq, current.state, aq.clock.now())
 
 
-def get_schedule(q: QueueClient, name: str, now: datetime | None = None) -> ScheduleInfo:
+def get_schedule(q: QueueClient, name: str) -> ScheduleInfo:
     """One schedule (InvalidArgument if there is none)."""
-    result: ScheduleInfo = q.call(get_schedule_async, q.aio, name, now)
+    result: ScheduleInfo = q.call(get_schedule_async, q.aio, name)
     return result
 
 
@@ -368,7 +365,7 @@ async def start_tick(
         encoded = json.loads(args)
         encoded["tick"] = tick.astimezone(UTC).isoformat()
         args = json.dumps(encoded, separators=(",", ":"))
-    now = datetime.now(UTC)
+    now = aq.clock.now()
     deadline = None
     if spec.timeout is not None:
         deadline = now + timedelta(seconds=min(delay + spec.timeout, MAX_DURATION))
@@ -379,22 +376,20 @@ async def start_tick(
     return run_id
 
 
-async def trigger_schedule_async(
-    aq: AsyncQueueClient, name: str, now: datetime | None = None
-) -> AsyncRunHandle:
+async def trigger_schedule_async(aq: AsyncQueueClient, name: str) -> AsyncRunHandle:
     """See :func:`trigger_schedule`."""
     current = await read_one(aq, name)
     if current is None:
         raise InvalidArgument("name", f"no schedule {name!r}")
-    tick = now or datetime.now(UTC)
+    tick = aq.clock.now()
     key = "trigger:" + tick_key(name, tick)
     run_id = await start_tick(aq, current.state.spec, tick, key)
     await _update(aq, name, lambda s: s.model_copy(update={"last_run_id": run_id}))
     return AsyncRunHandle(aq, run_id)
 
 
-def trigger_schedule(q: QueueClient, name: str, now: datetime | None = None) -> RunHandle:
-    """Start a run of ``name`` now (tick = now), whatever its cron, pause or
-    overlap policy; returns its :class:`RunHandle`."""
-    handle = q.call(trigger_schedule_async, q.aio, name, now)
+def trigger_schedule(q: QueueClient, name: str) -> RunHandle:
+    """Start a run of ``name`` now (tick = the client clock's now), whatever its
+    cron, pause or overlap policy; returns its :class:`RunHandle`."""
+    handle = q.call(trigger_schedule_async, q.aio, name)
     return RunHandle(q, handle.run_id)

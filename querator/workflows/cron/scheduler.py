@@ -8,15 +8,16 @@ starts one run however many schedulers fire it) and records its progress with a
 compare-and-set write (:mod:`querator.workflows.cron.store`). A scheduler
 whose write loses simply reads again next pass.
 
-Its notion of time is the ``now`` callable (injectable for tests).
+Its notion of time is its client's clock (``Querator(..., clock=ManualClock())``
+in tests: :mod:`querator.clock`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -56,10 +57,6 @@ REFRESH_AFTER = timedelta(days=30)
 """A record older than this is rewritten, so an idle schedule never expires with its queue."""
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class AsyncScheduler:
     """Fires due ticks of every schedule in the store (see the module doc).
 
@@ -67,7 +64,7 @@ class AsyncScheduler:
     registered (created or redefined) as schedules named after the workflow
     when :meth:`arun` starts (or on :meth:`register`). ``interval`` bounds the
     time between passes (the scheduler otherwise sleeps until the next tick or
-    a schedule change). ``now`` returns the scheduler's current time (aware).
+    a schedule change). Time is the client's clock (:attr:`now`).
     """
 
     def __init__(
@@ -75,7 +72,6 @@ class AsyncScheduler:
         aq: AsyncQueueClient,
         functions: Iterable[Any] = (),
         *,
-        now: Callable[[], datetime] | None = None,
         interval: float = 5.0,
     ) -> None:
         self.aq = aq
@@ -85,7 +81,8 @@ class AsyncScheduler:
         """The workflows this scheduler's process runs (empty: a scheduler alone,
         which fires every schedule without judging)."""
         self._orphans_told: set[str] = set()
-        self.now = now or _utcnow
+        self.now = aq.clock.now
+        """The client's clock: it decides which ticks are due."""
         self.interval = check_duration("interval", interval)
         self._stop_requested = False
         self._stop: anyio.Event | None = None
@@ -170,7 +167,7 @@ class AsyncScheduler:
         )
 
     async def _refresh(self, stored: Stored) -> None:
-        if stored.item.created_at < datetime.now(UTC) - REFRESH_AFTER:
+        if stored.item.created_at < self.now() - REFRESH_AFTER:
             await write(self.aq, stored, stored.state)
 
     def _next_due(self, states: list[ScheduleState]) -> float:
@@ -245,11 +242,10 @@ class Scheduler:
         q: QueueClient,
         functions: Iterable[Any] = (),
         *,
-        now: Callable[[], datetime] | None = None,
         interval: float = 5.0,
     ) -> None:
         self.q = q
-        self.scheduler = AsyncScheduler(q.aio, functions, now=now, interval=interval)
+        self.scheduler = AsyncScheduler(q.aio, functions, interval=interval)
 
     def register(self) -> None:
         """See :meth:`AsyncScheduler.register`."""

@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 from pydantic import Field
 
+from querator.clock import stamp
 from querator.errors import InvalidArgument
 from querator.records import StoredModel
 
@@ -128,7 +129,7 @@ class ScheduleState(StoredModel):
     """Bumped by every write: the highest generation is the current record."""
     token: str = ""
     """Random per write: tells a writer whether its write won."""
-    updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = Field(default_factory=stamp)
 
 
 def local_to_utc(wall: datetime, zone: tzinfo) -> datetime:

@@ -25,7 +25,6 @@ import contextlib
 import logging
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
@@ -135,7 +134,7 @@ async def write(aq: AsyncQueueClient, current: Stored | None, state: ScheduleSta
     slot = SLOTS[0] if current is None or current.slot == SLOTS[1] else SLOTS[1]
     gen = 0 if current is None else current.state.gen + 1
     new = state.model_copy(
-        update={"gen": gen, "token": secrets.token_hex(8), "updated_at": datetime.now(UTC)}
+        update={"gen": gen, "token": secrets.token_hex(8), "updated_at": aq.clock.now()}
     )
     key = slot_key(state.spec.name, slot)
     item = Item(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import anyio
 
@@ -186,7 +186,7 @@ async def transact_creating(
         except Unavailable as exc:
             backoff = backoff or Backoff()
             delay = backoff.next()
-            if not _lease_left(complete, delay):
+            if not _lease_left(complete, delay, aq.clock.now()):
                 raise  # the lease ends first: whoever leases the item next decides
             COMMITS.lost(exc)
             await anyio.sleep(delay)
@@ -210,13 +210,13 @@ COMMITS = Outage(log, "querator: workflow commits")
 """Commits that failed with Unavailable are retried (see :func:`transact_creating`)."""
 
 
-def _lease_left(complete: list[Leased], delay: float) -> bool:
-    """Whether every item being completed is still leased ``delay`` seconds from
-    now (a commit is fenced by the items' versions: repeating it is safe while
+def _lease_left(complete: list[Leased], delay: float, now: datetime) -> bool:
+    """Whether every item being completed is still leased ``delay`` seconds after
+    ``now`` (a commit is fenced by the items' versions: repeating it is safe while
     they are held; an item with no lease, or none to complete, is not retried)."""
     if not complete:
         return False
-    soon = datetime.now(UTC) + timedelta(seconds=delay)
+    soon = now + timedelta(seconds=delay)
     return all(item.lease_deadline is not None and item.lease_deadline > soon for item in complete)
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
+from querator.clock import SYSTEM, Clock
 from querator.queue.models import Item
 from querator.workflows.codec import Codec
 from querator.workflows.engine.fiber import Evicted, park
@@ -215,6 +216,8 @@ class RunContext:
     """Set when the body diverged from the stored history."""
     closed: bool = False
     """Set when the body is torn down: every call raises :class:`Evicted`."""
+    clock: Clock = SYSTEM
+    """The client's clock: durable timers and child deadlines count from it."""
 
     def add(self, position: int, record: StepRecord, created: datetime | None = None) -> None:
         """Record the outcome at ``position`` (before resuming the body)."""
@@ -343,13 +346,13 @@ class RunContext:
         record = self._stored(position, SLEEP_STEP)
         if record is None:
             park(Sleep(position, until, new=True))
-        elif record.until is not None and datetime.now(UTC) < record.until:
+        elif record.until is not None and self.clock.now() < record.until:
             park(Sleep(position, record.until, new=False))
         self._check()
 
     def sleep(self, seconds: float) -> None:
         """:meth:`sleep_until` ``now + seconds`` (computed the first time only)."""
-        self.sleep_until(datetime.now(UTC) + timedelta(seconds=seconds))
+        self.sleep_until(self.clock.now() + timedelta(seconds=seconds))
 
     def child(
         self,
@@ -364,7 +367,7 @@ class RunContext:
         position = self._next()
         record = self._stored(position, name)
         if record is None:
-            now = datetime.now(UTC)
+            now = self.clock.now()
             meta = RunMeta(
                 workflow=name,
                 args=codec.encode_args(args, kwargs),

@@ -3,7 +3,7 @@ body, which runs a saga's replay must advance."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from querator.queue.models import Leased
@@ -82,7 +82,7 @@ def ending(live: LiveRun, message: Request | Finished | RunRecord) -> tuple[bool
         if is_saga and not final.ok:
             return True, None
     else:
-        final = timed_out(live.run_id, live.meta.deadline, datetime.now(UTC))
+        final = timed_out(live.run_id, live.meta.deadline, ctx.clock.now())
         if final is not None and is_saga:
             return True, None
     if final is not None and is_saga:
@@ -105,15 +105,15 @@ def resumes_on(live: LiveRun, request: Request | Finished | None, position: int)
 def satisfied(live: LiveRun, request: Request) -> bool:
     """Whether ``request`` has what it waits for."""
     if isinstance(request, Sleep):
-        return datetime.now(UTC) >= request.until
+        return live.ctx.clock.now() >= request.until
     return all(p in live.ctx.records for p in waited_positions(request))
 
 
-def needs_saga_path(wf: WorkflowFunction[..., Any], history: History) -> bool:
-    """A saga compensating, cancelled or past its deadline is advanced by replay."""
+def needs_saga_path(wf: WorkflowFunction[..., Any], history: History, now: datetime) -> bool:
+    """A saga compensating, cancelled or past its deadline (at ``now``) is advanced by replay."""
     if not isinstance(wf, SagaFunction):
         return False
-    return history.compensating or ended_early("", history, datetime.now(UTC)) is not None
+    return history.compensating or ended_early("", history, now) is not None
 
 
 def tag_position(wake: Leased) -> int:

@@ -35,7 +35,6 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 from querator.errors import Conflict
@@ -244,12 +243,12 @@ class Engine:
         if meta is None or history.finished is not None:
             return None
         wf = self.served.workflows.get(meta.workflow)
-        if wf is None or needs_saga_path(wf, history):
+        if wf is None or needs_saga_path(wf, history, self.aq.clock.now()):
             return None
-        if ended_early(run_id, history, datetime.now(UTC)) is not None:
+        if ended_early(run_id, history, self.aq.clock.now()) is not None:
             return None
         self.counts["replayed"] += 1
-        live = new_live(run_id, wf, history)
+        live = new_live(run_id, wf, history, self.aq.clock)
         return live, await resume(self.aq, live)
 
     # -- wakes ---------------------------------------------------------------------
@@ -262,7 +261,7 @@ class Engine:
         keys = [result_key(run_id), cancel_key(run_id), compensating_key(run_id)]
         found = await self.aq.lookup(RESULTS_QUEUE, keys + [step_key(run_id, p) for p in waits])
         if any(key in found for key in keys) or timed_out(
-            run_id, live.meta.deadline, datetime.now(UTC)
+            run_id, live.meta.deadline, self.aq.clock.now()
         ):
             await self.live.drop(live)  # ended, cancelled or compensating: from what is stored
             await self._wake_miss(wake, WakePayload(run_id=run_id))
@@ -289,7 +288,7 @@ class Engine:
         run_id, meta = payload.run_id, payload.meta
         wf = self.served.workflows.get(meta.workflow) if meta is not None else None
         if meta is not None and wf is not None:
-            live = new_live(run_id, wf, started(meta))
+            live = new_live(run_id, wf, started(meta), self.aq.clock)
             message = await resume(self.aq, live)
             if isinstance(message, StepCall | Gather):
                 await self._drive(live, wake, {}, message)
@@ -307,16 +306,16 @@ class Engine:
         wf = self.served.workflows.get(history.meta.workflow)
         if wf is None:
             raise unknown_workflow(run_id, history.meta)
-        if needs_saga_path(wf, history):
+        if needs_saga_path(wf, history, self.aq.clock.now()):
             await self._saga(wake, run_id, wf, history)
             return
-        final = ended_early(run_id, history, datetime.now(UTC))
+        final = ended_early(run_id, history, self.aq.clock.now())
         if final is not None:
             log_final(run_id, final)
             await commit_held(self.aq, wake, final_items(run_id, history.meta, final))
             return
         self.counts["replayed"] += 1
-        live = new_live(run_id, wf, history)
+        live = new_live(run_id, wf, history, self.aq.clock)
         await self._drive(live, wake, {}, None)
 
     # -- driving a body -----------------------------------------------------------
@@ -333,7 +332,7 @@ class Engine:
         step it hands this worker, until it parks on something else or ends."""
         while True:
             if message is None:
-                late = timed_out(live.run_id, live.meta.deadline, datetime.now(UTC))
+                late = timed_out(live.run_id, live.meta.deadline, self.aq.clock.now())
                 # Past its deadline, the body is not resumed: the run times out.
                 message = late if late is not None else await resume(self.aq, live)
             chained = await self._commit_request(live, held, produce, message)

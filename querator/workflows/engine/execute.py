@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -88,7 +88,7 @@ async def _defer(aq: AsyncQueueClient, current: Leased, payload: StepPayload, de
             "prior_attempts": payload.prior_attempts + current.attempts - 1,
         }
     )
-    at = datetime.now(UTC) + timedelta(seconds=defer.seconds)
+    at = aq.clock.now() + timedelta(seconds=defer.seconds)
     log.info(
         "run %s step %s@%d deferred by %.3fs",
         payload.run_id,
@@ -130,7 +130,7 @@ async def _failed(
     if not decision.retry:
         info = error_info(error, with_traceback=True)
         return StepRecord(step=step.name, ok=False, error=info, attempts=attempt)
-    retry_at = datetime.now(UTC) + timedelta(seconds=decision.delay)
+    retry_at = aq.clock.now() + timedelta(seconds=decision.delay)
     try:
         await aq.retry(current.queue, [current], retry_at=retry_at)
     except Conflict as exc:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from querator.clock import Clock
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import Produce
 from querator.workflows.engine.context import (
@@ -51,12 +52,19 @@ SLOW_BODY = 0.1
 (it runs on the worker's event loop: it should only orchestrate)."""
 
 
-def new_live(run_id: str, wf: WorkflowFunction[..., Any], history: History) -> LiveRun:
-    """A body over ``history``, not started yet."""
+def new_live(
+    run_id: str, wf: WorkflowFunction[..., Any], history: History, clock: Clock
+) -> LiveRun:
+    """A body over ``history``, not started yet, reading time from ``clock``."""
     meta = history.meta
     assert meta is not None
     ctx = RunContext(
-        run_id, meta.queue, dict(history.records), dict(history.created), known=history.known
+        run_id,
+        meta.queue,
+        dict(history.records),
+        dict(history.created),
+        known=history.known,
+        clock=clock,
     )
     return LiveRun(run_id, wf, meta, ctx, body_fiber(wf, ctx, meta.args))
 
@@ -113,8 +121,8 @@ async def evaluate(
     A cancelled or timed-out run ends without its body, except a saga's: its
     body is replayed without dispatching anything, to learn what to compensate.
     """
-    abort = ended_early(run_id, history, datetime.now(UTC))
-    live = new_live(run_id, wf, history)
+    abort = ended_early(run_id, history, aq.clock.now())
+    live = new_live(run_id, wf, history, aq.clock)
     ctx = live.ctx
     if abort is not None and not isinstance(wf, SagaFunction):
         return Evaluation(abort, ctx.records, ctx.compensable, ctx.created)

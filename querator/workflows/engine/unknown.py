@@ -12,7 +12,7 @@ or the run fails with ``UnknownWorkflow`` — and completes the item.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from querator.errors import Conflict
 from querator.queue.models import Item, Leased
@@ -74,7 +74,7 @@ async def leave_for_others(aq: AsyncQueueClient, leased: Leased, error: UnknownN
     try:
         if leased.attempts < UNKNOWN_NAME_LEASES:
             delay = min(60.0, UNKNOWN_NAME_DELAY * 2 ** (leased.attempts - 1))
-            retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+            retry_at = aq.clock.now() + timedelta(seconds=delay)
             await aq.retry(leased.queue, [leased], retry_at=retry_at)
             log.warning("%s; left for another worker (lease %d)", error, leased.attempts)
         else:

@@ -17,6 +17,7 @@ from anyio.lowlevel import EventLoopToken, current_token
 from pydantic import ValidationError
 from typing_extensions import Unpack
 
+from querator.clock import using
 from querator.errors import Conflict, RequestTimeout, Unavailable
 from querator.queue.client import QueueClient
 from querator.queue.models import Item, Leased
@@ -177,6 +178,10 @@ class AsyncWorker:
 
     async def arun(self) -> None:
         """Serve until :meth:`stop`, then shut down gracefully (see the class doc)."""
+        with using(self.aq.clock):  # records are stamped on the client's clock
+            await self._serve()
+
+    async def _serve(self) -> None:
         self._slots = anyio.Condition()
         self._stop = anyio.Event()
         self._hurry = anyio.Event()

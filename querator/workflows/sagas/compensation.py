@@ -167,7 +167,7 @@ async def redrive(aq: AsyncQueueClient, run_id: str) -> bool:
         return False
     g = len(state.redrives)
     meta = RunMeta.model_validate_json(found[meta_key(run_id)].payload)
-    record = RedriveRecord(index=state.failed[g].index)
+    record = RedriveRecord(index=state.failed[g].index, requested_at=aq.clock.now())
     await aq.transact(
         produce={
             RESULTS_QUEUE: [record_item(redrive_key(run_id, g), record, run_id)],

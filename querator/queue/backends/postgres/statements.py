@@ -202,6 +202,7 @@ def produced(prefix: str = "") -> dict[str, str]:
         "available_at": "coalesce(v.available_at, %(now)s, now())",
         "attempts": "0",
         "expire_at": f"{NOW} + make_interval(secs => %({prefix}expire_timeout)s::float8)",
+        "created_at": NOW,
     }
 
 
@@ -505,11 +506,12 @@ DUE_GIVEN: Final = sql.SQL("SELECT unnest(%(seqs)s::bigint[]) AS seq")
 _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
     {
         "version": "1",
-        "available_at": "coalesce(%(now)s, now())",
+        "available_at": NOW,
         "attempts": "0",
-        "expire_at": "coalesce(%(now)s, now()) + make_interval(secs => %(expire_timeout)s::float8)",
+        "expire_at": f"{NOW} + make_interval(secs => %(expire_timeout)s::float8)",
         **{column: f"m.{column}" for column in MOVED},
         "source_id": "%(id_prefix)s || m.seq::text",
+        "created_at": NOW,
     }
 )
 
