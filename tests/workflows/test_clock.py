@@ -3,7 +3,6 @@ at once, and what the runs record is stamped on that clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -54,19 +53,6 @@ def retrying() -> int:
 def slow() -> str:
     sleep(86400)
     return note("too late")
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    """The clock of the test's client and worker."""
-    return ManualClock(START)
-
-
-@pytest.fixture
-def cq(backend_url: str, clock: ManualClock) -> Iterator[Querator]:
-    """A client on the store under test, reading ``clock``."""
-    with Querator(backend_url, clock=clock) as client:
-        yield client
 
 
 def _retry_waits(q: Querator, run_id: str) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -35,16 +34,9 @@ START = datetime(2026, 3, 28, 23, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    """The clock of this test's clients, standing at :data:`START`."""
-    return ManualClock(START)
-
-
-@pytest.fixture
-def q(backend_url: str, clock: ManualClock) -> Iterator[Querator]:
-    """A client of the store under test on :func:`clock` (its worker and schedulers too)."""
-    with Querator(backend_url, clock=clock) as client:
-        yield client
+def q(cq: Querator) -> Querator:
+    """The store's client on the test's manual clock (see conftest.py)."""
+    return cq
 
 
 def define(q: Querator, name: str = "hourly", /, **options: object) -> None:
