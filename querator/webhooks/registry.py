@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from querator.errors import InvalidArgument, Unavailable
@@ -39,7 +39,7 @@ async def check_target(url: str, settings: WebhookSettings) -> None:
 
 async def add(aq: AsyncQueueClient, options: EndpointOptions, secret: str | None) -> Endpoint:
     """Store a new endpoint (its options, secret and target already checked)."""
-    now = datetime.now(UTC)
+    now = aq.clock.now()
     endpoint = Endpoint(
         id="ep_" + secrets.token_hex(12),
         secrets=(SecretEntry(secret=secret or generate_secret()),),
@@ -67,7 +67,7 @@ async def _read(aq: AsyncQueueClient, endpoint_id: str) -> Stored[Endpoint]:
 async def get(aq: AsyncQueueClient, endpoint_id: str) -> Endpoint:
     """The endpoint ``endpoint_id``; :class:`EndpointNotFound` if there is none."""
     stored = await _read(aq, endpoint_id)
-    if datetime.now(UTC) - stored.item.created_at > REFRESH_AFTER:
+    if aq.clock.now() - stored.item.created_at > REFRESH_AFTER:
         await ENDPOINT_SLOTS.write(aq, endpoint_id, stored, stored.record)
     return stored.record
 
@@ -76,7 +76,7 @@ async def list_all(aq: AsyncQueueClient) -> list[Endpoint]:
     """Every endpoint, by id."""
     await ENDPOINT_SLOTS.ensure(aq)
     found = await ENDPOINT_SLOTS.read_all(aq)
-    now = datetime.now(UTC)
+    now = aq.clock.now()
     for stored in found:
         if now - stored.item.created_at > REFRESH_AFTER:
             await ENDPOINT_SLOTS.write(aq, stored.record.id, stored, stored.record)
@@ -93,7 +93,7 @@ async def change(
         edited = edit(current.record)
         if edited is None:
             return current.record
-        edited = edited.model_copy(update={"updated_at": datetime.now(UTC)})
+        edited = edited.model_copy(update={"updated_at": aq.clock.now()})
         stored = await ENDPOINT_SLOTS.write(aq, endpoint_id, current, edited)
         if stored is not None:
             return stored.record

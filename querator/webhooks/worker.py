@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import anyio
 from anyio.abc import TaskGroup
@@ -242,14 +242,14 @@ class AsyncDeliveryWorker:
         token = next(self._tokens)
         wait = await self._admit(endpoint, key, token)
         if wait is not None:
-            when = datetime.now(UTC) + timedelta(seconds=wait)
+            when = self.aq.clock.now() + timedelta(seconds=wait)
             await self.aq.retry(DELIVERIES, [await self._release(held)], retry_at=when)
             self.counts["deferred"] += 1
             return
         hold = 0.0
         try:
             result = await self._sender.attempt(endpoint, delivery)
-            decision = decide(self.settings, endpoint, delivery, result, datetime.now(UTC))
+            decision = decide(self.settings, endpoint, delivery, result, self.aq.clock.now())
             if decision.pause:
                 gate.block(time.monotonic() + decision.pause)
             if decision.delay is not None and key is not None:
@@ -311,7 +311,7 @@ class AsyncDeliveryWorker:
         if endpoint.id in self._marking:
             return
         self._marking.add(endpoint.id)
-        now = datetime.now(UTC)
+        now = self.aq.clock.now()
 
         def edit(current: Endpoint) -> Endpoint | None:
             if decision.disable is not None and not current.disabled:
@@ -338,7 +338,7 @@ class AsyncDeliveryWorker:
     async def _renew_forever(self) -> None:
         while True:
             await anyio.sleep(self._lease / 3)
-            soon = datetime.now(UTC) + timedelta(seconds=self._lease * 2 / 3)
+            soon = self.aq.clock.now() + timedelta(seconds=self._lease * 2 / 3)
             due = [h for h in self._held.values() if h.leased.lease_deadline <= soon]
             async with self._renewing:
                 # released meanwhile: their owners commit them now
