@@ -56,7 +56,12 @@ def new_live(run_id: str, wf: WorkflowFunction[..., Any], history: History) -> L
     meta = history.meta
     assert meta is not None
     ctx = RunContext(
-        run_id, meta.queue, dict(history.records), dict(history.created), known=history.known
+        run_id,
+        meta.queue,
+        dict(history.records),
+        dict(history.created),
+        known=history.known,
+        trace=meta.trace,
     )
     return LiveRun(run_id, wf, meta, ctx, body_fiber(wf, ctx, meta.args))
 
@@ -131,5 +136,5 @@ async def evaluate(
         done.request = message
         done.awaited = awaited_steps(message)
         if abort is None:
-            done.produce = request_items(run_id, ctx.workflow_queue, message)
+            done.produce = request_items(run_id, ctx.workflow_queue, message, ctx.trace)
     return done
