@@ -19,12 +19,12 @@ from pathlib import Path
 
 from otlp_receiver import ReceivedSpan, otlp_receiver
 from polling import wait_for
+from workflows.ops_procs import WorkerProc
 
 from querator import Querator, QueueSettings, telemetry
 from querator.workflows import RunHandle
 from querator.workflows.layout import RESULTS_QUEUE, RunMeta, meta_key
 
-from workflows.ops_procs import WorkerProc
 from .traced_app import WORK_QUEUE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -58,9 +58,7 @@ def _run_flaky(q: Querator, key: str) -> tuple[str, str]:
     return run.run_id, format(caller.get_span_context().trace_id, "032x")
 
 
-def test_key_value_lines_carry_the_run_step_attempt_and_trace(
-    q: Querator, otel: Telemetry
-) -> None:
+def test_key_value_lines_carry_the_run_step_attempt_and_trace(q: Querator, otel: Telemetry) -> None:
     stream, handler = _capture("kv")
     try:
         run_id, trace_id = _run_flaky(q, "logs-kv")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from otel_sdk import Telemetry
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, NumberDataPoint
+from otel_sdk import Telemetry
 from worker_threads import serving
 
 from querator import Querator
@@ -56,9 +56,7 @@ def _delta(before: dict[Key, float], after: dict[Key, float]) -> dict[Key, float
 
 
 def _key(name: str, **attributes: object) -> Key:
-    return name, frozenset(
-        (f"querator.{k.replace('_', '.')}", v) for k, v in attributes.items()
-    )
+    return name, frozenset((f"querator.{k.replace('_', '.')}", v) for k, v in attributes.items())
 
 
 @pytest.fixture

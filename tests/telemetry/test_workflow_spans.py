@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from otel_sdk import Telemetry
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
+from otel_sdk import Telemetry
 from worker_threads import serving
 
 from querator import AsyncQuerator, Querator, telemetry
@@ -40,7 +40,7 @@ def _parent_id(span: ReadableSpan) -> int | None:
 
 def _span_id(span: ReadableSpan) -> int:
     assert span.context is not None
-    return span.context.span_id
+    return int(span.context.span_id)
 
 
 def test_a_run_is_one_trace_under_the_callers_span(q: Querator, otel: Telemetry) -> None:
@@ -113,9 +113,8 @@ def test_a_failed_attempt_records_its_error(q: Querator, otel: Telemetry) -> Non
 def test_a_saga_makes_a_span_per_compensation(q: Querator, otel: Telemetry) -> None:
     with telemetry.tracer().start_as_current_span("caller") as caller:
         run = q.start(trip, ["car", "hotel", "bad"])
-    with serving(Worker(q, [trip], poll_timeout=1.0)):
-        with pytest.raises(SagaFailed):
-            run.result(timeout=20)
+    with serving(Worker(q, [trip], poll_timeout=1.0)), pytest.raises(SagaFailed):
+        run.result(timeout=20)
     trace_id = caller.get_span_context().trace_id
     [start] = _traced(otel, trace_id, "start ")
     steps = _traced(otel, trace_id, "step ")
