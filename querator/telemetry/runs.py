@@ -26,13 +26,15 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from querator.telemetry import extract, inject, tracer, workflow_metrics
+from querator.telemetry import extract, inject, workflow_metrics
+from querator.telemetry import tracer as _new_tracer
 
 __all__ = [
     "ATTEMPT",
@@ -58,12 +60,17 @@ POSITION = "querator.step.position"
 ATTEMPT = "querator.step.attempt"
 QUEUE = "querator.queue"
 OUTCOME = "querator.step.outcome"
-"""``completed``, ``failed`` (for good), ``retried``, ``deferred`` or ``lost``
-(the lease was lost while the attempt ran)."""
+"""``completed``, ``failed`` (for good), ``retried``, ``deferred`` or
+``interrupted`` (the attempt raised out of the worker: it is stopping, or the
+store became unreachable; another attempt follows once the lease expires)."""
 EXISTING = "querator.run.existing"
 """On ``start`` spans: the idempotency key named a run that already existed."""
 UNTIL = "querator.sleep.until"
 SLEEP_SPAN = "sleep"
+
+
+tracer = cache(_new_tracer)
+"""querator's tracer, made once (a proxy that follows the SDK once it is set)."""
 
 
 @dataclass
@@ -118,7 +125,7 @@ class Attempt:
 
     def __init__(self, span: trace.Span) -> None:
         self.span = span
-        self.outcome = "lost"
+        self.outcome = "interrupted"
 
     def ended(self, outcome: str, error: BaseException | None = None) -> None:
         """The attempt's outcome (see :data:`OUTCOME`) and the error it raised, if any."""
