@@ -159,7 +159,10 @@ def step_attempt(
     attempt_ = Attempt(span)
     began = time.perf_counter()
     try:
-        with trace.use_span(span, end_on_exit=True, record_exception=False):
+        if span.is_recording():
+            with trace.use_span(span, end_on_exit=True, record_exception=False):
+                yield attempt_
+        else:  # no SDK: nothing reads the current span (the run's context stays current)
             yield attempt_
     finally:
         workflow_metrics.step_ended(step, queue, attempt_.outcome, time.perf_counter() - began)
