@@ -24,12 +24,12 @@ import json
 import logging
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import IO, Any, Literal
+from typing import IO, Any, ClassVar, Literal
 
 from opentelemetry import trace
 
@@ -61,20 +61,41 @@ _STANDARD = frozenset(
 """Attributes every LogRecord has: the others came with ``extra=`` or a filter."""
 
 
-@contextmanager
-def log_fields(**fields: object) -> Iterator[None]:
+class _Fields:
+    __slots__ = ("fields", "token")
+
+    def __init__(self, fields: Mapping[str, object]) -> None:
+        self.fields = fields
+        self.token: Token[Mapping[str, object]] | None = None
+
+    def __enter__(self) -> None:
+        self.token = FIELDS.set({**FIELDS.get(), **self.fields})
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.token is not None
+        FIELDS.reset(self.token)
+
+
+_NOTHING = nullcontext()
+
+
+def log_fields(**fields: object) -> AbstractContextManager[None]:
     """Add ``fields`` to every log record made inside (in this context and the
-    threads and tasks it starts), on top of the fields already set."""
-    token = FIELDS.set({**FIELDS.get(), **fields})
-    try:
-        yield
-    finally:
-        FIELDS.reset(token)
+    threads and tasks it starts), on top of the fields already set; read by
+    :class:`ContextFilter` (until one exists, this does nothing)."""
+    return _Fields(fields) if ContextFilter.made else _NOTHING
 
 
 class ContextFilter(logging.Filter):
     """Adds the context's fields (:func:`log_fields`) and the current span's
     trace and span ids to each record (never overriding ``extra=`` fields)."""
+
+    made: ClassVar[bool] = False
+    """True once a filter exists: until then nothing reads :func:`log_fields`' fields."""
+
+    def __init__(self, name: str = "") -> None:
+        super().__init__(name)
+        ContextFilter.made = True
 
     def filter(self, record: logging.LogRecord) -> bool:
         for key, value in FIELDS.get().items():

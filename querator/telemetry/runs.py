@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -103,29 +103,67 @@ def starting(workflow: str, queue: str) -> Iterator[Started]:
         yield started
 
 
-@contextmanager
-def joined(carrier: Mapping[str, str]) -> Iterator[None]:
+class _Joined:
+    """The context manager :func:`joined` returns when there is a context to attach."""
+
+    __slots__ = ("ctx", "token")
+
+    def __init__(self, ctx: otel_context.Context) -> None:
+        self.ctx = ctx
+        self.token: object = None
+
+    def __enter__(self) -> None:
+        self.token = otel_context.attach(self.ctx)
+
+    def __exit__(self, *exc: object) -> None:
+        otel_context.detach(self.token)  # type: ignore[arg-type]
+
+
+_NOTHING = nullcontext()
+
+
+def joined(carrier: Mapping[str, str]) -> AbstractContextManager[None]:
     """Make the run whose trace context ``carrier`` holds (an item's headers, a
-    run's stored context) the current context: what is traced inside joins it."""
+    run's stored context) the current context: what is traced inside joins it.
+
+    Nothing happens when ``carrier`` holds no trace context (no SDK at start)."""
     ctx = extract(carrier)
-    if ctx is None:
-        yield
-        return
-    token = otel_context.attach(ctx)
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
+    return _NOTHING if ctx is None else _Joined(ctx)
 
 
 class Attempt:
-    """One step attempt being run: say how it ended with :meth:`ended`."""
+    """The span of one step attempt, current inside ``with`` when it records; say
+    how the attempt ended with :meth:`ended`. Its duration and outcome are also
+    counted (see :mod:`.workflow_metrics`)."""
 
-    __slots__ = ("outcome", "span")
+    __slots__ = ("began", "outcome", "queue", "span", "step", "token")
 
-    def __init__(self, span: trace.Span) -> None:
+    def __init__(self, span: trace.Span, step: str, queue: str) -> None:
         self.span = span
+        self.step = step
+        self.queue = queue
         self.outcome = "interrupted"
+        self.began = 0.0
+        self.token: object = None
+
+    def __enter__(self) -> Attempt:
+        if self.span.is_recording():
+            self.token = otel_context.attach(trace.set_span_in_context(self.span))
+        self.began = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
+        took = time.perf_counter() - self.began
+        workflow_metrics.step_ended(self.step, self.queue, self.outcome, took)
+        if self.token is None:
+            return  # not recording: nothing to end
+        otel_context.detach(self.token)  # type: ignore[arg-type]
+        span = self.span
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
+        span.end()
 
     def ended(self, outcome: str, error: BaseException | None = None) -> None:
         """The attempt's outcome (see :data:`OUTCOME`) and the error it raised, if any."""
@@ -139,7 +177,6 @@ class Attempt:
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
 
 
-@contextmanager
 def step_attempt(
     run_id: str,
     step: str,
@@ -147,25 +184,15 @@ def step_attempt(
     attempt: int,
     queue: str,
     compensation: bool = False,
-) -> Iterator[Attempt]:
-    """The span of one attempt of a step (or compensation), current inside; its
-    duration and outcome are also counted (see :mod:`.workflow_metrics`)."""
+) -> Attempt:
+    """The span of one attempt of a step (or compensation), to use with ``with``."""
     name = f"compensate {step}" if compensation else f"step {step}"
     span = tracer().start_span(name, kind=SpanKind.CONSUMER)
     if span.is_recording():
         span.set_attributes(
             {RUN_ID: run_id, STEP: step, POSITION: position, ATTEMPT: attempt, QUEUE: queue}
         )
-    attempt_ = Attempt(span)
-    began = time.perf_counter()
-    try:
-        if span.is_recording():
-            with trace.use_span(span, end_on_exit=True, record_exception=False):
-                yield attempt_
-        else:  # no SDK: nothing reads the current span (the run's context stays current)
-            yield attempt_
-    finally:
-        workflow_metrics.step_ended(step, queue, attempt_.outcome, time.perf_counter() - began)
+    return Attempt(span, step, queue)
 
 
 def slept(
