@@ -7,6 +7,8 @@ import io
 import json
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -118,3 +120,15 @@ def test_fields_and_extras_of_any_logger() -> None:
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(InvalidArgument, match="format"):
         configure_logging("xml", stream=io.StringIO(), logger="tests.logs")  # type: ignore[arg-type]
+
+
+def test_the_worker_command_refuses_an_unknown_log_format() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "querator.cli", "worker", "x.y", "--log-format", "xml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--log-format" in done.stderr and "'xml' is not one of kv, json" in done.stderr
