@@ -17,6 +17,7 @@ from querator.cli import (
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
+from querator.telemetry.logs import FORMATS, configure_logging
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import (
     DEFAULT_SHUTDOWN_GRACE,
@@ -45,11 +46,17 @@ def worker(
         typer.Option(help="Wait for an unreachable store at start-up instead of failing."),
     ] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_format: Annotated[
+        str,
+        typer.Option(help="Log lines as key=value pairs (kv) or JSON objects (json)."),
+    ] = "kv",
 ) -> None:
     """Serve the workflows of MODULE and the steps they call (and the steps of
     MODULE) until SIGTERM or SIGINT."""
     with _reporting():  # bad options: one line, before anything is imported or opened
         level = _log_level(log_level)
+        if log_format not in FORMATS:
+            raise InvalidArgument("--log-format", f"{log_format[:40]!r} is not one of kv, json")
         options: WorkerOptions = {
             "concurrency": concurrency,
             "client_id": client_id,
@@ -60,11 +67,7 @@ def worker(
             check_worker_options(options)
         except InvalidArgument as exc:  # named as the command line spells it
             raise InvalidArgument("--" + exc.field.replace("_", "-"), exc.rule) from None
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    configure_logging(log_format, level, sys.stderr)
     with _reporting():
         functions = load_functions(target)
         names = ", ".join(sorted(f.name for f in functions))

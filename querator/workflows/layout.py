@@ -28,6 +28,7 @@ import hashlib
 import re
 import traceback
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -108,6 +109,9 @@ class RunMeta(StoredModel):
     """The run fails with ``WorkflowTimeout`` once replayed past this (``timeout=``)."""
     parent: ParentLink | None = None
     """Set on child runs: the parent's record to write when the child ends."""
+    trace: dict[str, str] = Field(default_factory=dict)
+    """The run's trace context (W3C ``traceparent``/``tracestate``; empty when not
+    traced): the headers of its items carry it, so every worker joins the trace."""
 
 
 class CancelRecord(StoredModel):
@@ -359,12 +363,17 @@ def record_item(key: str, record: BaseModel, run_id: str) -> Item:
 
 
 def wake_item(
-    run_id: str, tag: str, at: datetime | None = None, meta: RunMeta | None = None
+    run_id: str,
+    tag: str,
+    at: datetime | None = None,
+    meta: RunMeta | None = None,
+    trace: Mapping[str, str] | None = None,
 ) -> Item:
     """A wake task due at ``at`` (None: now).
 
     ``tag`` (``start``, ``cancel``, ``deadline`` or a position) keeps each
-    wakeup distinct; ``meta``: see :attr:`WakePayload.meta`.
+    wakeup distinct; ``meta``: see :attr:`WakePayload.meta`; ``trace``: the
+    run's trace context (:attr:`RunMeta.trace`), for the item's headers.
     """
     return Item(
         payload=WakePayload(run_id=run_id, meta=meta).model_dump_json().encode(),
@@ -373,11 +382,15 @@ def wake_item(
         reference=run_id,
         dedup_key=f"{run_id}/wake/{tag}",
         enqueue_at=at,
+        headers=dict(trace) if trace else {},
     )
 
 
-def step_item(payload: StepPayload, at: datetime | None = None) -> Item:
-    """The item that runs one step call, due at ``at`` (None: now)."""
+def step_item(
+    payload: StepPayload, at: datetime | None = None, trace: Mapping[str, str] | None = None
+) -> Item:
+    """The item that runs one step call, due at ``at`` (None: now); ``trace``:
+    the run's trace context, for the item's headers."""
     key = f"{payload.record_key()}/step"
     if payload.deferrals:
         key += f"/d{payload.deferrals}"
@@ -388,6 +401,7 @@ def step_item(payload: StepPayload, at: datetime | None = None) -> Item:
         reference=payload.run_id,
         dedup_key=key,
         enqueue_at=at,
+        headers=dict(trace) if trace else {},
     )
 
 
@@ -405,9 +419,12 @@ def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, lis
     (carrying the meta when the run has no deadline), its deadline wake."""
     first = meta.started_at + timedelta(seconds=delay) if delay > 0 else None
     if meta.deadline is None:
-        wakes = [wake_item(run_id, "start", first, meta)]
+        wakes = [wake_item(run_id, "start", first, meta, meta.trace)]
     else:
-        wakes = [wake_item(run_id, "start", first), wake_item(run_id, "deadline", meta.deadline)]
+        wakes = [
+            wake_item(run_id, "start", first, trace=meta.trace),
+            wake_item(run_id, "deadline", meta.deadline, trace=meta.trace),
+        ]
     records = [record_item(meta_key(run_id), meta, run_id)]
     records += index_items(run_id, meta, "running", new=True)
     return {RESULTS_QUEUE: records, meta.queue: wakes}

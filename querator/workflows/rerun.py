@@ -21,6 +21,7 @@ import logging
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
 from querator.queue.service import AsyncQueueClient
+from querator.telemetry.runs import starting
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.history import load_history
 from querator.workflows.errors import RunNotFound
@@ -63,7 +64,7 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
             record_item(resume_key(run_id), request, run_id),
             *index_items(run_id, history.meta, "running"),
         ],
-        history.meta.queue: [wake_item(run_id, RESUME_TAG)],
+        history.meta.queue: [wake_item(run_id, RESUME_TAG, trace=history.meta.trace)],
     }
     await transact_creating(aq, [], produce)
     log.info("run %s resumed from position %s", run_id, request.position)
@@ -81,17 +82,23 @@ async def fork_async(aq: AsyncQueueClient, run_id: str, from_step: int) -> Async
     if not 0 <= from_step <= reached:
         raise InvalidArgument("from_step", f"must be within 0 … {reached} for run {run_id}")
     new_id = new_run_id(None)
-    copied = RunMeta(
-        workflow=meta.workflow, args=meta.args, queue=meta.queue, started_at=aq.clock.now()
-    )
-    produce = start_items(new_id, copied)
-    kept = [
-        record_item(step_key(new_id, p), record, new_id)
-        for p, record in sorted(history.records.items())
-        if p < from_step
-    ]
-    produce[RESULTS_QUEUE] = [*produce[RESULTS_QUEUE], *kept]
-    await transact_creating(aq, [], produce)
+    with starting(meta.workflow, meta.queue) as started:
+        copied = RunMeta(
+            workflow=meta.workflow,
+            args=meta.args,
+            queue=meta.queue,
+            started_at=aq.clock.now(),
+            trace=started.carrier,
+        )
+        produce = start_items(new_id, copied)
+        kept = [
+            record_item(step_key(new_id, p), record, new_id)
+            for p, record in sorted(history.records.items())
+            if p < from_step
+        ]
+        produce[RESULTS_QUEUE] = [*produce[RESULTS_QUEUE], *kept]
+        await transact_creating(aq, [], produce)
+        started.created(new_id, meta.workflow, existing=False)
     log.info("run %s forked from position %d into run %s", run_id, from_step, new_id)
     return AsyncRunHandle(aq, new_id)
 

@@ -16,6 +16,7 @@ from querator.queue.client import QueueClient
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration, check_name
+from querator.telemetry import runs as runs_telemetry
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.errors import (
     IdempotencyConflict,
@@ -131,14 +132,10 @@ class AsyncRunHandle(Generic[R]):
         if keys[0] not in found:
             raise RunNotFound(self.run_id)
         meta = RunMeta.model_validate_json(found[keys[0]].payload)
-        record = record_item(
-            cancel_key(self.run_id),
-            CancelRecord(reason=reason, requested_at=self.aq.clock.now()),
-            self.run_id,
-        )
-        await self.aq.transact(
-            produce={RESULTS_QUEUE: [record], meta.queue: [wake_item(self.run_id, "cancel")]}
-        )
+        cancel = CancelRecord(reason=reason, requested_at=self.aq.clock.now())
+        record = record_item(cancel_key(self.run_id), cancel, self.run_id)
+        wake = wake_item(self.run_id, "cancel", trace=meta.trace)
+        await self.aq.transact(produce={RESULTS_QUEUE: [record], meta.queue: [wake]})
         return True
 
     async def result(self, timeout: float | None = None) -> R:
@@ -269,13 +266,35 @@ async def start_async(
     **kwargs: Any,
 ) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
+    wf_queue = _check_start(fn, idempotency_key, queue, delay)
+    with runs_telemetry.starting(fn.name, wf_queue) as started:
+        return await _create(aq, fn, args, kwargs, idempotency_key, wf_queue, delay, started)
+
+
+def _check_start(
+    fn: WorkflowFunction[..., Any], idempotency_key: str | None, queue: str | None, delay: float
+) -> str:
+    """The run's workflow queue, once the options are checked."""
     if not isinstance(fn, WorkflowFunction):
         raise InvalidArgument("fn", f"{fn!r} is not a @workflow function")
     if idempotency_key is not None and not idempotency_key:
         raise InvalidArgument("idempotency_key", "must not be empty")
-    wf_queue = check_name("queue", queue or fn.queue or WORKFLOW_QUEUE)
     if delay:
         check_duration("delay", delay)
+    return check_name("queue", queue or fn.queue or WORKFLOW_QUEUE)
+
+
+async def _create(
+    aq: AsyncQueueClient,
+    fn: WorkflowFunction[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    idempotency_key: str | None,
+    wf_queue: str,
+    delay: float,
+    started: runs_telemetry.Started,
+) -> AsyncRunHandle[Any]:
+    """Store a new run (unless ``idempotency_key`` names one), traced by ``started``."""
     args_text = fn.codec.encode_args(args, kwargs)
     run_id = new_run_id(idempotency_key)
     handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
@@ -289,17 +308,24 @@ async def start_async(
             other = RunMeta.model_validate_json(stored.payload).workflow
             if other != fn.name:
                 raise IdempotencyConflict(idempotency_key, run_id, other, fn.name)
+            started.created(run_id, fn.name, existing=True)
             return handle
     now = aq.clock.now()
     deadline = None
     if fn.timeout is not None:
         deadline = now + timedelta(seconds=delay + fn.timeout)
     meta = RunMeta(
-        workflow=fn.name, args=args_text, queue=wf_queue, started_at=now, deadline=deadline
+        workflow=fn.name,
+        args=args_text,
+        queue=wf_queue,
+        started_at=now,
+        deadline=deadline,
+        trace=started.carrier,
     )
     # One transaction; the queues are created the first time only (a fresh
     # run id needs no lookup: its records cannot exist yet).
     await transact_creating(aq, [], start_items(run_id, meta, delay))
+    started.created(run_id, fn.name, existing=False)
     return handle
 
 
@@ -353,14 +379,9 @@ def start(
     Arguments that cannot be serialised raise
     :class:`~querator.errors.InvalidArgument` here.
     """
-    handle = q.call(
-        start_async,
-        q.aio,
-        fn,
-        *args,
-        idempotency_key=idempotency_key,
-        queue=queue,
-        delay=delay,
-        **kwargs,
-    )
+    wf_queue = _check_start(fn, idempotency_key, queue, delay)
+    # The span is opened here, in the caller's thread, so its parent is the
+    # caller's current span (the client's event loop runs in another thread).
+    with runs_telemetry.starting(fn.name, wf_queue) as started:
+        handle = q.call(_create, q.aio, fn, args, kwargs, idempotency_key, wf_queue, delay, started)
     return RunHandle(q, handle.run_id, fn)

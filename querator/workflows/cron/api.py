@@ -22,6 +22,7 @@ from querator.queue.options import check_options
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION, check_duration, check_name
 from querator.records import View
+from querator.telemetry.runs import Started, starting
 from querator.workflows.cron.schedules import (
     CatchupPolicy,
     OverlapPolicy,
@@ -355,9 +356,23 @@ async def start_tick(
 
     Starting twice with one key starts one run (the key derives the run id).
     """
+    with starting(spec.workflow, spec.queue) as started:
+        run_id = await _start_tick(aq, spec, tick, key, delay, started)
+    return run_id
+
+
+async def _start_tick(
+    aq: AsyncQueueClient,
+    spec: ScheduleSpec,
+    tick: datetime,
+    key: str,
+    delay: float,
+    started: Started,
+) -> str:
     run_id = new_run_id(key)
     await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
     if meta_key(run_id) in await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)]):
+        started.created(run_id, spec.workflow, existing=True)
         return run_id
     await ensure_work_queue(aq, spec.queue)
     args = spec.args
@@ -370,9 +385,15 @@ async def start_tick(
     if spec.timeout is not None:
         deadline = now + timedelta(seconds=min(delay + spec.timeout, MAX_DURATION))
     meta = RunMeta(
-        workflow=spec.workflow, args=args, queue=spec.queue, started_at=now, deadline=deadline
+        workflow=spec.workflow,
+        args=args,
+        queue=spec.queue,
+        started_at=now,
+        deadline=deadline,
+        trace=started.carrier,
     )
     await aq.transact(produce=start_items(run_id, meta, delay))
+    started.created(run_id, spec.workflow, existing=False)
     return run_id
 
 

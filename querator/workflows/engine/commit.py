@@ -14,6 +14,7 @@ from querator.errors import Conflict, QueueNotFound, Unavailable
 from querator.queue.models import Item, Leased, TransactResult
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
+from querator.telemetry import workflow_metrics
 from querator.workflows.layout import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
@@ -36,6 +37,7 @@ from querator.workflows.layout import (
 __all__ = [
     "Claim",
     "Produce",
+    "commit_final",
     "commit_held",
     "commit_wake",
     "ensure_work_queue",
@@ -93,7 +95,7 @@ def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> Produce:
         )
         key = step_key(parent.run_id, parent.position)
         produce[RESULTS_QUEUE].append(record_item(key, record, parent.run_id))
-        produce[parent.queue] = [wake_item(parent.run_id, str(parent.position))]
+        produce[parent.queue] = [wake_item(parent.run_id, str(parent.position), trace=meta.trace)]
     return produce
 
 
@@ -106,6 +108,21 @@ def log_final(run_id: str, final: RunRecord) -> None:
         error = final.error
         reason = f"{error.type}: {error.message}" if error else "no error stored"
         log.warning("run %s %s: %s", run_id, status, reason)
+
+
+async def commit_final(
+    aq: AsyncQueueClient,
+    held: Leased,
+    produce: Produce,
+    run_id: str,
+    meta: RunMeta,
+    final: RunRecord,
+) -> None:
+    """End the run with ``final``: its final items (and ``produce``) committed
+    with ``held`` completed; logged, and counted once committed."""
+    log_final(run_id, final)
+    if await commit_held(aq, held, merge_items(produce, final_items(run_id, meta, final))):
+        workflow_metrics.run_ended(meta.workflow, final.final_status())
 
 
 def not_colliding(held: Leased, produce: Produce) -> Produce:
@@ -235,5 +252,6 @@ async def commit_wake(
     aq: AsyncQueueClient, held: Leased, payload: StepPayload, produce: Produce | None = None
 ) -> None:
     """Complete a step item with ``produce`` and a wake task for its run."""
-    wake = {payload.workflow_queue: [wake_item(payload.run_id, payload.wake_tag())]}
+    wake_ = wake_item(payload.run_id, payload.wake_tag(), trace=held.headers)
+    wake = {payload.workflow_queue: [wake_]}
     await commit_held(aq, held, merge_items(produce or {}, wake))

@@ -11,7 +11,7 @@ however many steps it takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -120,11 +120,13 @@ class Gather:
 
 @dataclass(frozen=True, slots=True)
 class Sleep:
-    """A durable timer at ``position``: resume at ``until``; ``new``: store its record."""
+    """A durable timer at ``position``: resume at ``until``; ``new``: store its record;
+    ``since``: when it began (its span's start)."""
 
     position: int
     until: datetime
     new: bool
+    since: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,15 +169,18 @@ def awaited_steps(request: Request | None) -> list[tuple[str, int]]:
     return []
 
 
-def request_items(run_id: str, workflow_queue: str, request: Request) -> dict[str, list[Item]]:
-    """What committing ``request`` produces (items per queue)."""
+def request_items(
+    run_id: str, workflow_queue: str, request: Request, trace: Mapping[str, str] | None = None
+) -> dict[str, list[Item]]:
+    """What committing ``request`` produces (items per queue; ``trace``: the run's
+    trace context, for their headers)."""
     produce: dict[str, list[Item]] = {}
     if isinstance(request, StepCall):
-        produce[request.queue] = [step_item(request.payload)]
+        produce[request.queue] = [step_item(request.payload, trace=trace)]
     elif isinstance(request, Gather):
         if request.dispatch:
             for queue, payload in request.members:
-                produce.setdefault(queue, []).append(step_item(payload))
+                produce.setdefault(queue, []).append(step_item(payload, trace=trace))
     elif isinstance(request, Sleep):
         if request.new:
             stored = StepRecord(step=SLEEP_STEP, ok=True, result="null", until=request.until)
@@ -183,7 +188,8 @@ def request_items(run_id: str, workflow_queue: str, request: Request) -> dict[st
             produce[RESULTS_QUEUE] = [record_item(key, stored, run_id)]
         # Produced again on a replay only to survive a wake that came early
         # (another wake, or clocks that disagree): dedup keeps one.
-        produce[workflow_queue] = [wake_item(run_id, str(request.position), request.until)]
+        wake = wake_item(run_id, str(request.position), request.until, trace=trace)
+        produce[workflow_queue] = [wake]
     else:
         produce = start_items(request.run_id, request.meta)
     return produce
@@ -214,6 +220,8 @@ class RunContext:
     """Step calls met so far that declare a compensation, by position."""
     fatal: NonDeterminism | None = None
     """Set when the body diverged from the stored history."""
+    trace: dict[str, str] = field(default_factory=dict)
+    """The run's trace context (:attr:`RunMeta.trace`): its child runs share it."""
     closed: bool = False
     """Set when the body is torn down: every call raises :class:`Evicted`."""
     clock: Clock = SYSTEM
@@ -345,9 +353,9 @@ class RunContext:
         position = self._next()
         record = self._stored(position, SLEEP_STEP)
         if record is None:
-            park(Sleep(position, until, new=True))
+            park(Sleep(position, until, new=True, since=self.clock.now()))
         elif record.until is not None and self.clock.now() < record.until:
-            park(Sleep(position, record.until, new=False))
+            park(Sleep(position, record.until, new=False, since=record.finished_at))
         self._check()
 
     def sleep(self, seconds: float) -> None:
@@ -375,6 +383,7 @@ class RunContext:
                 started_at=now,
                 deadline=now + timedelta(seconds=timeout) if timeout is not None else None,
                 parent=ParentLink(run_id=self.run_id, position=position, queue=self.workflow_queue),
+                trace=self.trace,
             )
             request = Child(position, child_run_id(self.run_id, position), meta)
             self._wait([position], request)

@@ -3,6 +3,7 @@ body, which runs a saga's replay must advance."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +21,7 @@ from querator.workflows.engine.history import History
 from querator.workflows.engine.live import LiveRun
 from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.layout import ErrorInfo, RunRecord, error_info
+from querator.workflows.layout import SLEEP_STEP, ErrorInfo, RunRecord, error_info
 from querator.workflows.sagas.core import SagaFunction
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "satisfied",
     "tag_position",
     "timed_out",
+    "timer_ended",
 ]
 
 
@@ -114,6 +116,29 @@ def needs_saga_path(wf: WorkflowFunction[..., Any], history: History, now: datet
     if not isinstance(wf, SagaFunction):
         return False
     return history.compensating or ended_early("", history, now) is not None
+
+
+@dataclass(frozen=True)
+class TimerEnd:
+    """A durable timer a wake ends: stored at ``since``, due at ``until``."""
+
+    position: int
+    since: datetime
+    until: datetime
+
+
+def timer_ended(wake: Leased, history: History, now: datetime) -> TimerEnd | None:
+    """The durable timer ``wake`` ends now (its tag names the timer's position,
+    whose record is a sleep that is due), else None."""
+    tag = (wake.dedup_key or "").removesuffix("/r").rpartition("/")[2]
+    if not tag.isdigit():
+        return None
+    record = history.records.get(int(tag))
+    if record is None or record.step != SLEEP_STEP or record.until is None:
+        return None
+    if record.until > now:
+        return None
+    return TimerEnd(int(tag), record.finished_at, record.until)
 
 
 def tag_position(wake: Leased) -> int:

@@ -40,18 +40,21 @@ from typing import Any
 from querator.errors import Conflict
 from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQueueClient
+from querator.telemetry import workflow_metrics
+from querator.telemetry.logs import log_fields
+from querator.telemetry.runs import joined, slept
 from querator.workflows.engine.commit import (
     Produce,
+    commit_final,
     commit_held,
     commit_wake,
-    final_items,
-    log_final,
     merge_items,
     not_colliding,
     split_claim,
     transact_creating,
 )
 from querator.workflows.engine.context import (
+    Child,
     Gather,
     Request,
     Sleep,
@@ -67,6 +70,7 @@ from querator.workflows.engine.decisions import (
     satisfied,
     tag_position,
     timed_out,
+    timer_ended,
 )
 from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.fiber import Finished
@@ -135,6 +139,12 @@ class Engine:
     async def wake(self, wake: Leased, payload: WakePayload) -> None:
         """Advance the run a wake task names."""
         run_id = payload.run_id
+        with joined(wake.headers), log_fields(run_id=run_id):
+            await self._wake(wake, payload)
+        await self.live.trim()
+
+    async def _wake(self, wake: Leased, payload: WakePayload) -> None:
+        run_id = payload.run_id
         async with self._locked(run_id, wake) as held:
             wake = held[0]
             live = self.live.get(run_id)
@@ -142,13 +152,17 @@ class Engine:
                 await self._wake_live(wake, live)
             else:
                 await self._wake_miss(wake, payload)
-        await self.live.trim()
 
     async def step(self, leased: Leased, payload: StepPayload) -> None:
         """Run a step item leased from its queue, then advance its run."""
+        with joined(leased.headers), log_fields(run_id=payload.run_id):
+            await self._step(leased, payload)
+        await self.live.trim()
+
+    async def _step(self, leased: Leased, payload: StepPayload) -> None:
         step = self.served.step(payload.step, leased.queue)
         if step is None:
-            raise unknown_step(payload)
+            raise unknown_step(payload, leased.headers)
         found = await self.aq.lookup(RESULTS_QUEUE, payload.start_keys())
         if self.runner.skipped(payload, found):
             await commit_wake(self.aq, leased, payload)
@@ -168,7 +182,6 @@ class Engine:
             return
         current, record = ran
         await self._after_step(current, payload, record)
-        await self.live.trim()
 
     async def close(self) -> None:
         """Tear every live body down (the worker stops)."""
@@ -274,13 +287,16 @@ class Engine:
                 )
         if satisfied(live, request):
             self.counts["resumed"] += 1
+            if isinstance(request, Sleep):
+                since = request.since or request.until
+                slept(run_id, request.position, since, request.until, live.meta.trace)
             await self._drive(live, wake, {}, None)
             return
         # Not there yet (a wake for another member, or one that came early): a
         # timer's wake is produced again (a no-op, but for an early wake).
         produce: Produce = {}
         if isinstance(request, Sleep):
-            again = wake_item(run_id, str(request.position), request.until)
+            again = wake_item(run_id, str(request.position), request.until, trace=live.meta.trace)
             produce = {live.ctx.workflow_queue: [again]}
         await commit_held(self.aq, wake, produce)
 
@@ -303,6 +319,9 @@ class Engine:
             return
         if history.meta is None:
             raise Poison(f"run {run_id} has no stored meta record")
+        timer = timer_ended(wake, history, self.aq.clock.now())
+        if timer is not None:
+            slept(run_id, timer.position, timer.since, timer.until, history.meta.trace)
         wf = self.served.workflows.get(history.meta.workflow)
         if wf is None:
             raise unknown_workflow(run_id, history.meta)
@@ -311,8 +330,7 @@ class Engine:
             return
         final = ended_early(run_id, history, self.aq.clock.now())
         if final is not None:
-            log_final(run_id, final)
-            await commit_held(self.aq, wake, final_items(run_id, history.meta, final))
+            await commit_final(self.aq, wake, {}, run_id, history.meta, final)
             return
         self.counts["replayed"] += 1
         live = new_live(run_id, wf, history, self.aq.clock)
@@ -406,7 +424,7 @@ class Engine:
         if to_saga:
             await self.live.drop(live)
             if produce:  # store the step's record first; the wake compensates
-                wake = {live.ctx.workflow_queue: [wake_item(run_id, "saga")]}
+                wake = {live.ctx.workflow_queue: [wake_item(run_id, "saga", trace=live.meta.trace)]}
                 await commit_held(self.aq, held, merge_items(produce, wake))
             else:
                 history = await load_history(self.aq, run_id, live.ctx.position)
@@ -414,14 +432,11 @@ class Engine:
             return None
         if final is not None:
             await self.live.drop(live)
-            log_final(run_id, final)
-            await commit_held(
-                self.aq, held, merge_items(produce, final_items(run_id, live.meta, final))
-            )
+            await commit_final(self.aq, held, produce, run_id, live.meta, final)
             return None
         assert not isinstance(message, Finished | RunRecord)
         request = message
-        items = request_items(run_id, live.ctx.workflow_queue, request)
+        items = request_items(run_id, live.ctx.workflow_queue, request, live.meta.trace)
         payloads = {}
         if isinstance(request, StepCall):
             payloads = {items[request.queue][0].dedup_key or "": request.payload}
@@ -449,14 +464,20 @@ class Engine:
         except BaseException:
             await self.live.drop(live)
             raise
-        live.request = request
-        self.live.keep(live)
+        self._parked(live, request)
         if claim is None or result is None:
             return None
         [leased] = result.leased.get(claim.queue, [None])
         if leased is None:
             return None  # produced, but not leasable now: the queue hands it out
         return leased, claim.payload, result.found.get(RESULTS_QUEUE, {})
+
+    def _parked(self, live: LiveRun, request: Request) -> None:
+        """Keep ``live``, parked on ``request`` (committed)."""
+        live.request = request
+        self.live.keep(live)
+        if isinstance(request, Child):
+            workflow_metrics.run_started(request.meta.workflow)
 
     async def _saga(
         self, held: Leased, run_id: str, wf: WorkflowFunction[..., Any], history: History
@@ -468,7 +489,7 @@ class Engine:
             return await evaluate(self.aq, run_id, wf, history)
 
         final, produce = await saga_advance(self.aq, run_id, history.meta, body)
-        if final is not None:
-            log_final(run_id, final)
-            produce = merge_items(produce, final_items(run_id, history.meta, final))
-        await commit_held(self.aq, held, produce)
+        if final is None:
+            await commit_held(self.aq, held, produce)
+        else:
+            await commit_final(self.aq, held, produce, run_id, history.meta, final)

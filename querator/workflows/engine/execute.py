@@ -15,6 +15,8 @@ import anyio
 from querator.errors import Conflict, InvalidArgument
 from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQueueClient
+from querator.telemetry.logs import log_fields
+from querator.telemetry.runs import Attempt, joined, step_attempt
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.renewal import Renewer
 from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
@@ -97,7 +99,8 @@ async def _defer(aq: AsyncQueueClient, current: Leased, payload: StepPayload, de
         defer.seconds,
     )
     try:
-        await transact_creating(aq, [current], {current.queue: [step_item(later, at)]})
+        item = step_item(later, at, trace=current.headers)
+        await transact_creating(aq, [current], {current.queue: [item]})
     except Conflict as exc:
         log.warning(
             "run %s step %s: deferral lost its lease: %s", payload.run_id, payload.step, exc
@@ -175,36 +178,50 @@ class StepRunner:
         record to store (a success, or a failure for good), or None when the
         attempt was retried or deferred (or its lease lost meanwhile)."""
         run_id, position = payload.run_id, payload.position
-        log.info(
-            "run %s step %s@%d: attempt %d",
-            run_id,
-            step.name,
-            position,
-            payload.prior_attempts + leased.attempts,
-            extra={"run_id": run_id, "step": step.name, "position": position},
-        )
-        context = StepContext(
-            aq=self.aq,
-            run_id=run_id,
-            position=position,
-            step=step.name,
-            attempt=payload.prior_attempts + leased.attempts,
-            record_key=payload.record_key(),
-            compensation=payload.slot is not None,
-            resources=self.resources,
-            token=self._token(),
-        )
-        current, outcome = await _run_kept(
-            self.aq, self.renewer, leased, step, payload.args, context
-        )
+        attempt = payload.prior_attempts + leased.attempts
+        compensation = payload.slot is not None
+        with (
+            joined(leased.headers),
+            step_attempt(run_id, step.name, position, attempt, leased.queue, compensation) as span,
+            log_fields(step=step.name, position=position, attempt=attempt),
+        ):
+            log.info("run %s step %s@%d: attempt %d", run_id, step.name, position, attempt)
+            context = StepContext(
+                aq=self.aq,
+                run_id=run_id,
+                position=position,
+                step=step.name,
+                attempt=attempt,
+                record_key=payload.record_key(),
+                compensation=compensation,
+                resources=self.resources,
+                token=self._token(),
+            )
+            current, outcome = await _run_kept(
+                self.aq, self.renewer, leased, step, payload.args, context
+            )
+            return await self._outcome(current, payload, step, outcome, span)
+
+    async def _outcome(
+        self,
+        current: Leased,
+        payload: StepPayload,
+        step: StepFunction[..., Any],
+        outcome: str | BaseException,
+        span: Attempt,
+    ) -> tuple[Leased, StepRecord] | None:
+        """What the attempt's ``outcome`` means (see :meth:`run`), noted on ``span``."""
         if isinstance(outcome, Defer):
+            span.ended("deferred")
             await _defer(self.aq, current, payload, outcome)
             return None
         if isinstance(outcome, BaseException):
             record = await _failed(self.aq, current, payload, step, outcome)
+            span.ended("retried" if record is None else "failed", outcome)
             if record is None:
                 return None
             return current, record
+        span.ended("completed")
         attempts = payload.prior_attempts + current.attempts
-        log.info("run %s step %s@%d completed", run_id, step.name, position)
+        log.info("run %s step %s@%d completed", payload.run_id, step.name, payload.position)
         return current, StepRecord(step=step.name, ok=True, result=outcome, attempts=attempts)

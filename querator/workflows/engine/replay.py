@@ -65,6 +65,7 @@ def new_live(
         dict(history.created),
         known=history.known,
         clock=clock,
+        trace=meta.trace,
     )
     return LiveRun(run_id, wf, meta, ctx, body_fiber(wf, ctx, meta.args))
 
@@ -139,5 +140,5 @@ async def evaluate(
         done.request = message
         done.awaited = awaited_steps(message)
         if abort is None:
-            done.produce = request_items(run_id, ctx.workflow_queue, message)
+            done.produce = request_items(run_id, ctx.workflow_queue, message, ctx.trace)
     return done

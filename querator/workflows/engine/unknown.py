@@ -12,6 +12,7 @@ or the run fails with ``UnknownWorkflow`` — and completes the item.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
 
 from querator.errors import Conflict
@@ -49,15 +50,15 @@ class UnknownName(WorkflowError):
         self.give_up = give_up
 
 
-def unknown_step(payload: StepPayload) -> UnknownName:
-    """The error for a step item naming a step this worker does not know."""
+def unknown_step(payload: StepPayload, headers: Mapping[str, str]) -> UnknownName:
+    """The error for a step item (with ``headers``) naming a step this worker does not know."""
     message = f"no worker serves step {payload.step!r} (run {payload.run_id})"
     record = StepRecord(
         step=payload.step, ok=False, error=ErrorInfo(type="UnknownStep", message=message)
     )
     give_up = {
         RESULTS_QUEUE: [record_item(payload.record_key(), record, payload.run_id)],
-        payload.workflow_queue: [wake_item(payload.run_id, payload.wake_tag())],
+        payload.workflow_queue: [wake_item(payload.run_id, payload.wake_tag(), trace=headers)],
     }
     return UnknownName(message, give_up)
 

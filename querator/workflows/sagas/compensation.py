@@ -126,7 +126,7 @@ def compensation_items(
             entry.step,
             entry.position,
         )
-        return {entry.queue: [step_item(payload)]}, None
+        return {entry.queue: [step_item(payload, trace=meta.trace)]}, None
     if isinstance(move, Stuck):
         entry = comp.plan[move.index]
         record = CompensationFailedRecord(index=move.index, name=entry.name, error=move.error)
@@ -171,7 +171,7 @@ async def redrive(aq: AsyncQueueClient, run_id: str) -> bool:
     await aq.transact(
         produce={
             RESULTS_QUEUE: [record_item(redrive_key(run_id, g), record, run_id)],
-            meta.queue: [wake_item(run_id, f"redrive{g}")],
+            meta.queue: [wake_item(run_id, f"redrive{g}", trace=meta.trace)],
         }
     )
     log.info("saga %s: compensation %s re-driven", run_id, state.failed[g].name)
