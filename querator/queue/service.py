@@ -8,6 +8,7 @@ background event loop.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -21,12 +22,13 @@ from typing_extensions import Unpack
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
-from querator.queue.backends.base import Backend, NewItem
+from querator.queue.backends.base import Backend, Lease, NewItem
 from querator.queue.ids import parse_id
 from querator.queue.maintenance import maintain_forever, run_maintenance
 from querator.queue.models import (
     Item,
     Leased,
+    QueueGauges,
     QueueInfo,
     QueueStats,
     Ref,
@@ -47,6 +49,7 @@ from querator.queue.validation import (
     key_range,
 )
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
+from querator.telemetry import messaging, queue_gauges, queue_metrics
 
 log = logging.getLogger("querator")
 
@@ -108,6 +111,8 @@ class AsyncQueueClient(QueueAdmin):
         self._looking: dict[str, tuple[anyio.Event, anyio.Event]] = {}
         """Queue -> (ticket, done) of the waiting lease looking at it now."""
         self._spreader = Spreader()
+        self._clock = queue_metrics.LeaseClock()
+        self._gauges = queue_gauges.GaugeSource(self)
         self._tasks: TaskGroup | None = None
         self._listening = False
 
@@ -135,6 +140,8 @@ class AsyncQueueClient(QueueAdmin):
         tasks.start_soon(
             maintain_forever, self._backend, self._maintenance_interval, self.run_maintenance
         )
+        tasks.start_soon(self._gauges.serve, _gauges_failed)
+        queue_gauges.register(self._gauges)
 
     async def _open_backend(self) -> None:
         """Open the backend, retrying while it is unavailable for ``wait_for_store``."""
@@ -158,6 +165,7 @@ class AsyncQueueClient(QueueAdmin):
         tasks, self._tasks = self._tasks, None
         if tasks is None:
             return
+        queue_gauges.unregister(self._gauges)
         tasks.cancel_scope.cancel()
         await tasks.__aexit__(None, None, None)
         await self._backend.close()
@@ -204,8 +212,11 @@ class AsyncQueueClient(QueueAdmin):
         """
         backend = self._require_open()
         info = await self.queue_info(queue)
-        routed = route_items(info, items, self._spreader)
-        ids = await backend.produce(info, routed)
+        with messaging.sending("produce", {queue: len(items)}) as send:
+            routed = route_items(info, items, self._spreader, trace=send.carrier(queue))
+            ids = await backend.produce(info, routed)
+            send.produced({queue: ids})
+        queue_metrics.count([(queue, len(ids))], "produced")
         self._board.wake(queue)
         return ids
 
@@ -226,6 +237,7 @@ class AsyncQueueClient(QueueAdmin):
         deadline = anyio.current_time() + timeout
         backoff = 0.005
         while True:
+            started = messaging.now_ns()
             ticket = self._board.ticket(queue)
             known = self._empty_look(queue, ticket) if timeout > 0 else None
             # a shared look that still holds needs no settings look-up either
@@ -246,7 +258,7 @@ class AsyncQueueClient(QueueAdmin):
                     self._drained[queue] = ticket
                 else:
                     self._drained.pop(queue, None)
-                return leased
+                return self._took(queue, client_id, leased, started)
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
@@ -267,9 +279,19 @@ class AsyncQueueClient(QueueAdmin):
             if not woken and wait >= remaining and self._notified:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
+    def _took(
+        self, queue: str, client_id: str, leases: list[Lease], started_ns: int
+    ) -> list[Leased]:
+        """The items of a lease that found some, once its telemetry is recorded."""
+        items = [lease.item for lease in leases]
+        messaging.received(queue, client_id, items, started_ns)
+        queue_metrics.waited(queue, (lease.waited for lease in leases))
+        self._clock.leased((item.id for item in items), time.monotonic())
+        return items
+
     async def _look_shared(
         self, backend: Backend, info: QueueInfo, ticket: anyio.Event, client_id: str, size: int
-    ) -> list[Leased]:
+    ) -> list[Lease]:
         """A waiting lease's look: lease, and when nothing came, note the earliest
         ``available_at`` as the queue's :class:`EmptyLook`. While one waiter looks
         under a ticket the others wait for it and use its look: a thousand
@@ -309,8 +331,8 @@ class AsyncQueueClient(QueueAdmin):
     @staticmethod
     async def _lease_once(
         backend: Backend, info: QueueInfo, client_id: str, batch_size: int
-    ) -> list[Leased]:
-        leased: list[Leased] = []
+    ) -> list[Lease]:
+        leased: list[Lease] = []
         for partition in lease_order(info.settings.partitions):
             leased += await backend.lease(info, partition, client_id, batch_size - len(leased))
             if len(leased) >= batch_size:
@@ -463,27 +485,43 @@ class AsyncQueueClient(QueueAdmin):
             if info.settings.dead_queue:
                 queues[info.settings.dead_queue] = await self.queue_info(info.settings.dead_queue)
 
-        def routed(
-            field: str, by_queue: Mapping[str, Sequence[Item]]
-        ) -> list[tuple[str, Sequence[NewItem]]]:
-            return [
-                (name, route_items(queues[name], items, self._spreader, f"{field}[{name!r}]"))
-                for name, items in by_queue.items()
-            ]
+        batches = {name: len(items) for name, items in produce.items() if items}
+        for name, items in claimed.items():
+            batches[name] = batches.get(name, 0) + len(items)
+        with messaging.sending("transact", batches) as send:
 
-        plan = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
-        if claimed:
-            claims = routed("produce_leased", claimed)
-            plan = replace(plan, claim=claims, client_id=client_id)
-        if lookup or silent:
-            plan = replace(plan, lookup=list(lookup.items()), silent=silent)
-        result = await backend.transact(plan)
+            def routed(
+                field: str, by_queue: Mapping[str, Sequence[Item]]
+            ) -> list[tuple[str, Sequence[NewItem]]]:
+                return [
+                    (
+                        name,
+                        route_items(
+                            queues[name],
+                            items,
+                            self._spreader,
+                            f"{field}[{name!r}]",
+                            send.carrier(name),
+                        ),
+                    )
+                    for name, items in by_queue.items()
+                ]
+
+            plan = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
+            if claimed:
+                claims = routed("produce_leased", claimed)
+                plan = replace(plan, claim=claims, client_id=client_id)
+            if lookup or silent:
+                plan = replace(plan, lookup=list(lookup.items()), silent=silent)
+            result = await backend.transact(plan)
+            send.produced(result.produced)
+        self._count(groups, result)
         missing = [name for name in lookup if name not in result.found]
         if missing:
             found = dict(result.found)
             for name in missing:
-                items = await backend.lookup(queues[name], lookup[name])
-                found[name] = {item.dedup_key: item for item in items if item.dedup_key}
+                held = await backend.lookup(queues[name], lookup[name])
+                found[name] = {item.dedup_key: item for item in held if item.dedup_key}
             result = result.model_copy(update={"found": found})
         # Local waiters wake where something may have become leasable: completes,
         # renews and items leased to the caller make nothing new available.
@@ -498,12 +536,48 @@ class AsyncQueueClient(QueueAdmin):
             self._board.wake(name)
         return result
 
+    def _count(self, groups: Mapping[str, Sequence[Ref]], result: TransactResult) -> None:
+        """The counters and lease latencies of an applied transaction."""
+        now = time.monotonic()
+        completes, retries = groups.get("complete", ()), groups.get("retry", ())
+        if completes:
+            queue_metrics.count(
+                queue_metrics.per_queue([r.queue for r in completes]).items(), "completed"
+            )
+            self._clock.finished(((r.queue, r.id) for r in completes), now, done=True)
+        if retries:
+            queue_metrics.count(
+                queue_metrics.per_queue([r.queue for r in retries]).items(), "retried"
+            )
+            self._clock.finished(((r.queue, r.id) for r in retries), now, done=False)
+        produced = [(name, len(ids)) for name, ids in result.produced.items()]
+        produced += [(name, len(got)) for name, got in result.leased.items()]
+        queue_metrics.count(produced, "produced")
+        for got in result.leased.values():
+            self._clock.leased((item.id for item in got if item is not None), now)
+
     # -- inspection ---------------------------------------------------------
     async def stats(self, queue: str) -> QueueStats:
         """Counts per partition: total, leased, scheduled, dead-lettered, oldest age."""
         backend = self._require_open()
         info = await self.queue_info(queue)
         return QueueStats(queue=queue, partitions=await backend.stats(info))
+
+    async def gauges(self, queue: str, *, limit: int = queue_gauges.LIMIT) -> QueueGauges:
+        """Cheap counts per partition for metrics: depth, leased, scheduled and the
+        age of the oldest leasable item, each read with a probe of at most ``limit``
+        rows per partition (exact below it; see :class:`PartitionGauges` for the
+        estimates past it). :meth:`stats` counts exactly and reads every row."""
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        check_count("limit", limit, 1, 1_000_000)
+        return QueueGauges(queue=queue, partitions=await backend.gauges(info, limit))
+
+    async def publish_gauges(self) -> None:
+        """Read every queue's gauges for the metric instruments now (they are
+        otherwise read at most every 10 s, after a metric collection asked)."""
+        self._require_open()
+        await self._gauges.refresh()
 
     async def list_items(
         self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
@@ -587,3 +661,7 @@ class AsyncQueueClient(QueueAdmin):
         force the moves (tests, operations).
         """
         return await run_maintenance(self._require_open(), self._board.wake)
+
+
+def _gauges_failed(exc: Exception) -> None:
+    log.warning("querator: reading the queue gauges failed: %s", exc)

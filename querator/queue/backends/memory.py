@@ -18,11 +18,12 @@ from typing import Any
 import anyio
 
 from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
-from querator.queue.backends.base import ItemKey, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import ItemKey, Lease, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
     Leased,
+    PartitionGauges,
     PartitionStats,
     QueueInfo,
     QueueSettings,
@@ -212,12 +213,12 @@ class MemoryBackend:
 
     async def lease(
         self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Leased]:
+    ) -> list[Lease]:
         """Lease up to ``limit`` items of one partition in (available_at, seq) order."""
         part = self._partitions(queue)[partition]
         now = time.time()
         deadline = now + queue.settings.lease_timeout
-        leased: list[Leased] = []
+        leased: list[Lease] = []
         skipped: list[tuple[float, int]] = []
         while len(leased) < limit and (top := part.valid_top()) is not None and top[0] <= now:
             heapq.heappop(part.heap)
@@ -225,7 +226,9 @@ class MemoryBackend:
             if not _leasable(row, queue.settings, now):
                 skipped.append(top)
                 continue
-            leased.append(self._lease_row(queue, partition, part, row, client_id, deadline))
+            waited = now - row.available_at
+            item = self._lease_row(queue, partition, part, row, client_id, deadline)
+            leased.append(Lease(item, waited))
         for entry in skipped:
             heapq.heappush(part.heap, entry)
         return leased
@@ -426,6 +429,25 @@ class MemoryBackend:
                     scheduled=sum(r.available_at > now and r.lease_deadline is None for r in rows),
                     dead_lettered=sum(r.source_id is not None for r in rows),
                     oldest_age=None if oldest is None else max(0.0, now - oldest),
+                )
+            )
+        return out
+
+    async def gauges(self, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
+        """Counts per partition; exact (the rows are in this process)."""
+        now = time.time()
+        out = []
+        for index, part in enumerate(self._partitions(queue)):
+            rows = part.rows.values()
+            heads = [r.available_at for r in rows if _leasable(r, queue.settings, now)]
+            out.append(
+                PartitionGauges(
+                    partition=index,
+                    depth=len(rows),
+                    leased=sum(r.held(now) for r in rows),
+                    scheduled=sum(r.available_at > now and r.lease_deadline is None for r in rows),
+                    oldest_age=max(0.0, now - min(heads)) if heads else None,
+                    exact=True,
                 )
             )
         return out
