@@ -38,6 +38,7 @@ from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.models import (
     Item,
     Leased,
+    QueueGauges,
     QueueInfo,
     QueueSettings,
     QueueStats,
@@ -314,6 +315,14 @@ class AsyncQuerator:
         )
 
     # -- inspection ---------------------------------------------------------
+    async def gauges(self, queue: str, *, limit: int = 10_000) -> QueueGauges:
+        """See :meth:`querator.AsyncQuerator.gauges`."""
+        body = {
+            "queue_name": check_name("queue", queue),
+            "limit": check_count("limit", limit, 1, 1_000_000),
+        }
+        return (await self._post("/v1/queue.gauges", body, wq.GaugesReply)).to_gauges()
+
     async def stats(self, queue: str) -> QueueStats:
         """See :meth:`querator.AsyncQuerator.stats`."""
         body = {"queue_name": check_name("queue", queue)}

@@ -167,6 +167,10 @@ class QueueClient:
         """See :meth:`AsyncQueueClient.gauges`."""
         return self._call(self._async.gauges, queue, limit=limit)
 
+    def publish_gauges(self) -> None:
+        """See :meth:`AsyncQueueClient.publish_gauges`."""
+        self._call(self._async.publish_gauges)
+
     def list_items(
         self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
     ) -> list[StoredItem]:

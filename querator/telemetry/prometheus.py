@@ -33,7 +33,9 @@ class Exposition:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.reader = PrometheusMetricReader(disable_target_info=True, registry=self.registry)
+        self.reader = PrometheusMetricReader(
+            disable_target_info=True, scope_info_enabled=False, registry=self.registry
+        )
 
     def text(self) -> bytes:
         """Every querator instrument (and any other of the provider) as Prometheus text."""

@@ -434,20 +434,25 @@ class MemoryBackend:
         return out
 
     async def gauges(self, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
-        """Counts per partition; exact (the rows are in this process)."""
+        """Counts per partition, probed like the SQL stores' (leased and scheduled
+        among the first ``limit`` items not yet available); the depth is exact."""
         now = time.time()
         out = []
         for index, part in enumerate(self._partitions(queue)):
             rows = part.rows.values()
             heads = [r.available_at for r in rows if _leasable(r, queue.settings, now)]
+            waiting = sorted(
+                (r for r in rows if r.available_at > now), key=lambda r: r.available_at
+            )
+            held = sum(r.lease_deadline is not None for r in waiting[:limit])
             out.append(
                 PartitionGauges(
                     partition=index,
                     depth=len(rows),
-                    leased=sum(r.held(now) for r in rows),
-                    scheduled=sum(r.available_at > now and r.lease_deadline is None for r in rows),
+                    leased=held,
+                    scheduled=min(len(waiting), limit) - held,
                     oldest_age=max(0.0, now - min(heads)) if heads else None,
-                    exact=True,
+                    exact=len(rows) < limit and len(waiting) < limit,
                 )
             )
         return out
