@@ -3,9 +3,10 @@ backend (over HTTP too: the HTTP client makes the client-side spans itself)."""
 
 from __future__ import annotations
 
-from otel_sdk import Telemetry
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
+from otel_sdk import Telemetry
 
 from querator import Item, Querator, telemetry
 from querator.telemetry.messaging import process
@@ -111,10 +112,8 @@ def test_an_empty_wait_makes_no_receive_span(q: Querator, qname: str, otel: Tele
     from querator.errors import RequestTimeout
 
     make_queue(q, qname)
-    try:
+    with pytest.raises(RequestTimeout):
         q.lease(qname, client_id="w1", timeout=0.05)
-    except RequestTimeout:
-        pass
     assert not [s for s in otel.finished() if s.name == f"receive {qname}"]
 
 

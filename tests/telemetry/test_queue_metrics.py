@@ -6,9 +6,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from otel_sdk import Telemetry
-from telemetry.metric_points import points, value
 
 from querator import Item, Querator, QueueSettings
+from telemetry.metric_points import points, value
 
 
 def test_a_known_workload_reads_back_from_the_instruments(
