@@ -50,6 +50,7 @@ from querator.queue.validation import (
 )
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
 from querator.telemetry import messaging, queue_gauges, queue_metrics
+from querator.telemetry.switches import metering
 
 log = logging.getLogger("querator")
 
@@ -216,7 +217,8 @@ class AsyncQueueClient(QueueAdmin):
             routed = route_items(info, items, self._spreader, trace=send.carrier(queue))
             ids = await backend.produce(info, routed)
             send.produced({queue: ids})
-        queue_metrics.count([(queue, len(ids))], "produced")
+        if metering():
+            queue_metrics.count([(queue, len(ids))], "produced")
         self._board.wake(queue)
         return ids
 
@@ -285,8 +287,9 @@ class AsyncQueueClient(QueueAdmin):
         """The items of a lease that found some, once its telemetry is recorded."""
         items = [lease.item for lease in leases]
         messaging.received(queue, client_id, items, started_ns)
-        queue_metrics.waited(queue, (lease.waited for lease in leases))
-        self._clock.leased((item.id for item in items), time.monotonic())
+        if metering():
+            queue_metrics.waited(queue, (lease.waited for lease in leases))
+            self._clock.leased((item.id for item in items), time.monotonic())
         return items
 
     async def _look_shared(
@@ -538,6 +541,8 @@ class AsyncQueueClient(QueueAdmin):
 
     def _count(self, groups: Mapping[str, Sequence[Ref]], result: TransactResult) -> None:
         """The counters and lease latencies of an applied transaction."""
+        if not metering():
+            return
         now = time.monotonic()
         completes, retries = groups.get("complete", ()), groups.get("retry", ())
         if completes:

@@ -18,8 +18,8 @@ header written, no item copied.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Final, Literal, Protocol
 
@@ -28,6 +28,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from querator.telemetry import extract, span_context, tracer
+from querator.telemetry.switches import tracing
 
 SYSTEM: Final = "messaging.system"
 DESTINATION: Final = "messaging.destination.name"
@@ -78,10 +79,25 @@ def attributes(
 
 
 class Sending:
-    """The ``send`` spans of one produce or transaction, one per destination queue."""
+    """The ``send`` spans of one produce or transaction, one per destination queue:
+    a context manager (``with sending(...) as send:``) whose spans end with it."""
 
     def __init__(self, spans: dict[str, Span]) -> None:
         self._spans = spans
+
+    def __enter__(self) -> Sending:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for span in self._spans.values():
+            if exc is not None:
+                _fail(span, exc)
+            span.end()
 
     def carrier(self, queue: str) -> dict[str, str] | None:
         """The headers that carry ``queue``'s send span (None when not recording):
@@ -101,10 +117,15 @@ class Sending:
                 span.set_attribute(MESSAGE_ID, got[0])
 
 
-@contextmanager
-def sending(operation: str, batches: Mapping[str, int]) -> Iterator[Sending]:
-    """Open a ``send {queue}`` PRODUCER span per queue of ``batches`` (queue ->
-    item count) for the block; the spans end with it, recording its error."""
+_IDLE = Sending({})
+"""What :func:`sending` returns with no SDK: no spans, nothing to end."""
+
+
+def sending(operation: str, batches: Mapping[str, int]) -> Sending:
+    """A ``send {queue}`` PRODUCER span per queue of ``batches`` (queue -> item
+    count), started now, for a ``with`` block; they end with it, recording its error."""
+    if not tracing():
+        return _IDLE
     spans: dict[str, Span] = {}
     for queue, count in batches.items():
         span = _tracer.start_span(f"send {queue}", kind=SpanKind.PRODUCER)
@@ -112,21 +133,15 @@ def sending(operation: str, batches: Mapping[str, int]) -> Iterator[Sending]:
             break
         span.set_attributes(attributes("send", operation, queue, count))
         spans[queue] = span
-    try:
-        yield Sending(spans)
-    except BaseException as exc:
-        for span in spans.values():
-            _fail(span, exc)
-        raise
-    finally:
-        for span in spans.values():
-            span.end()
+    return Sending(spans)
 
 
 def received(queue: str, client_id: str, items: Sequence[Message], started_ns: int) -> None:
     """Record a ``receive {queue}`` span for a lease that returned ``items``: it
     began at ``started_ns`` (the look that found them) and ends now, linked to
     each item's producer context."""
+    if not tracing():
+        return
     span = _tracer.start_span(f"receive {queue}", kind=SpanKind.CLIENT, start_time=started_ns)
     if not span.is_recording():
         return
@@ -161,6 +176,8 @@ class process(AbstractContextManager[Span]):  # used like a function: ``with pro
         self._token: object = None
 
     def __enter__(self) -> Span:
+        if not tracing():
+            return trace.INVALID_SPAN
         item = self._item
         parent = extract(item.headers)
         span = _tracer.start_span(
@@ -182,7 +199,8 @@ class process(AbstractContextManager[Span]):  # used like a function: ``with pro
         tb: TracebackType | None,
     ) -> None:
         span, self._span = self._span, None
-        assert span is not None, "process: __exit__ without __enter__"
+        if span is None:  # no SDK: nothing was started
+            return
         otel_context.detach(self._token)  # type: ignore[arg-type]
         if exc is not None:
             _fail(span, exc)
