@@ -323,6 +323,11 @@ class AsyncQuerator:
         }
         return (await self._post("/v1/queue.gauges", body, wq.GaugesReply)).to_gauges()
 
+    async def publish_gauges(self) -> None:
+        """Not over HTTP: the server reads its store's gauges for its own metrics
+        (``GET /metrics``); a client of it keeps none. Raises UsageError."""
+        raise UsageError("publish_gauges: the server publishes the gauges, at GET /metrics")
+
     async def stats(self, queue: str) -> QueueStats:
         """See :meth:`querator.AsyncQuerator.stats`."""
         body = {"queue_name": check_name("queue", queue)}

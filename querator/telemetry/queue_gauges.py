@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 import anyio
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from querator.errors import QueueNotFound
 from querator.telemetry import meter
 from querator.telemetry.queue_metrics import QUEUE
 
@@ -67,8 +68,6 @@ class GaugeSource:
 
     async def refresh(self) -> Snapshot:
         """Read every queue's gauges now (queues deleted meanwhile are skipped)."""
-        from querator.errors import QueueNotFound
-
         queues: dict[str, QueueGauges] = {}
         dead: dict[str, str] = {}
         pivot: str | None = None
