@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from otel_sdk import Telemetry
 from opentelemetry.trace import StatusCode
+from otel_sdk import Telemetry
 
 from querator import AsyncQuerator, Item, Querator, telemetry
 from querator.telemetry.messaging import process
