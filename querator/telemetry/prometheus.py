@@ -24,6 +24,8 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
+from querator.telemetry.switches import metering
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Prometheus text exposition format's content type."""
 
@@ -50,6 +52,8 @@ def install() -> Exposition | None:
     """The process's exposition: made with the global ``MeterProvider`` when the
     application set none; None when it had set its own (once per process)."""
     with _lock:
+        if not _installed and metering():
+            _installed.append(None)  # the application's own SDK
         if not _installed:
             exposition = Exposition()
             provider = MeterProvider(metric_readers=[exposition.reader])

@@ -3,12 +3,14 @@ one trace, and ``GET /metrics`` serves the instruments as Prometheus text."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
-from http_server import serve
+from http_server import ROOT, serve
 from otel_sdk import Telemetry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -81,3 +83,23 @@ def test_metrics_serves_the_instruments_as_prometheus_text(served: str, qname: s
     assert metrics["querator_queue_lease_wait_seconds_count"][q] == 3
     assert 0 <= metrics["querator_queue_oldest_age_seconds"][q] < 60
     assert re.search(r"^# TYPE querator_queue_lease_wait_seconds histogram$", response.text, re.M)
+
+
+SDK_AT_STARTUP = """
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+metrics.set_meter_provider(MeterProvider())
+"""
+
+
+def test_metrics_says_where_they_go_when_the_application_has_its_own_sdk(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text(SDK_AT_STARTUP)
+    path = os.pathsep.join([str(ROOT), str(tmp_path)])
+    with serve("memory://", env={"PYTHONPATH": path}) as url:
+        response = httpx.get(f"{url}/metrics", timeout=30)
+        health = httpx.get(f"{url}/health", timeout=30)
+    assert health.status_code == 200
+    assert response.status_code == 404
+    assert "PrometheusMetricReader" in response.text
