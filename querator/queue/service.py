@@ -22,7 +22,7 @@ from typing_extensions import Unpack
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
-from querator.queue.backends.base import Backend, Lease, NewItem
+from querator.queue.backends.base import Backend, Leases, NewItem
 from querator.queue.ids import parse_id
 from querator.queue.maintenance import maintain_forever, run_maintenance
 from querator.queue.models import (
@@ -56,6 +56,10 @@ log = logging.getLogger("querator")
 
 NOTIFIED_WAIT_CAP = 60.0
 """Longest single wait when cross-process wakeups are on (a safety net)."""
+
+
+NOTHING = Leases([], [])
+"""A look that leased nothing (never appended to)."""
 
 
 class EmptyLook(NamedTuple):
@@ -249,14 +253,14 @@ class AsyncQueueClient(QueueAdmin):
                 # found the queue empty under it moments ago, and nothing was
                 # produced or retried since: go straight to waiting (the timer
                 # below still covers items that come due or whose lease expires).
-                leased = []
+                leased = NOTHING
             elif timeout > 0:
                 leased = await self._look_shared(backend, info, ticket, client_id, batch_size)
                 known = self._empty_look(queue, ticket)
             else:
                 leased = await self._lease_once(backend, info, client_id, batch_size)
-            if leased:
-                if len(leased) < batch_size:
+            if leased.items:
+                if len(leased.items) < batch_size:
                     self._drained[queue] = ticket
                 else:
                     self._drained.pop(queue, None)
@@ -281,20 +285,18 @@ class AsyncQueueClient(QueueAdmin):
             if not woken and wait >= remaining and self._notified:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
-    def _took(
-        self, queue: str, client_id: str, leases: list[Lease], started_ns: int
-    ) -> list[Leased]:
+    def _took(self, queue: str, client_id: str, leases: Leases, started_ns: int) -> list[Leased]:
         """The items of a lease that found some, once its telemetry is recorded."""
-        items = [lease.item for lease in leases]
+        items = leases.items
         messaging.received(queue, client_id, items, started_ns)
         if metering():
-            queue_metrics.waited(queue, (lease.waited for lease in leases))
+            queue_metrics.waited(queue, leases.waited)
             self._clock.leased((item.id for item in items), time.monotonic())
         return items
 
     async def _look_shared(
         self, backend: Backend, info: QueueInfo, ticket: anyio.Event, client_id: str, size: int
-    ) -> list[Lease]:
+    ) -> Leases:
         """A waiting lease's look: lease, and when nothing came, note the earliest
         ``available_at`` as the queue's :class:`EmptyLook`. While one waiter looks
         under a ticket the others wait for it and use its look: a thousand
@@ -304,12 +306,12 @@ class AsyncQueueClient(QueueAdmin):
         if looking is not None and looking[0] is ticket:
             await looking[1].wait()
             if self._empty_look(queue, ticket) is not None:
-                return []
+                return NOTHING
         done = anyio.Event()
         self._looking[queue] = (ticket, done)
         try:
             leased = await self._lease_once(backend, info, client_id, size)
-            if not leased:
+            if not leased.items:
                 next_at = await backend.next_available_at(info)
                 self._empty[queue] = EmptyLook(ticket, next_at, anyio.current_time(), info)
             return leased
@@ -334,11 +336,16 @@ class AsyncQueueClient(QueueAdmin):
     @staticmethod
     async def _lease_once(
         backend: Backend, info: QueueInfo, client_id: str, batch_size: int
-    ) -> list[Lease]:
-        leased: list[Lease] = []
+    ) -> Leases:
+        leased = Leases([], [])
         for partition in lease_order(info.settings.partitions):
-            leased += await backend.lease(info, partition, client_id, batch_size - len(leased))
-            if len(leased) >= batch_size:
+            got = await backend.lease(info, partition, client_id, batch_size - len(leased.items))
+            if not leased.items:
+                leased = got
+            else:
+                leased.items.extend(got.items)
+                leased.waited.extend(got.waited)
+            if len(leased.items) >= batch_size:
                 break
         return leased
 

@@ -69,13 +69,13 @@ class NewItem:
     dedup_key: str | None = None
 
 
-class Lease(NamedTuple):
-    """One item a lease took, and how long it had been waiting for it."""
+class Leases(NamedTuple):
+    """The items one lease took, and how long each had been waiting for it."""
 
-    item: Leased
-    waited: float
-    """Seconds from the item's ``available_at`` before this lease to the lease
-    (the store's clock): the lease-wait metric's observation."""
+    items: list[Leased]
+    waited: list[float]
+    """Per item, in order: seconds from its ``available_at`` before this lease to
+    the lease (the store's clock), the lease-wait metric's observation."""
 
 
 class ItemKey(NamedTuple):
@@ -222,9 +222,7 @@ class Backend(Protocol):
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""
 
-    async def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Lease]:
+    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
         """Lease up to ``limit`` leasable items of one partition, in order."""
 
     async def next_available_at(self, queue: QueueInfo) -> datetime | None:

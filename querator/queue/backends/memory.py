@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
-from querator.queue.backends.base import ItemKey, Lease, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import ItemKey, Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
@@ -211,24 +211,21 @@ class MemoryBackend:
             part.dedup[row.dedup_key] = row.seq
         part.push(row)
 
-    async def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Lease]:
+    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
         """Lease up to ``limit`` items of one partition in (available_at, seq) order."""
         part = self._partitions(queue)[partition]
         now = time.time()
         deadline = now + queue.settings.lease_timeout
-        leased: list[Lease] = []
+        leased = Leases([], [])
         skipped: list[tuple[float, int]] = []
-        while len(leased) < limit and (top := part.valid_top()) is not None and top[0] <= now:
+        while len(leased.items) < limit and (top := part.valid_top()) is not None and top[0] <= now:
             heapq.heappop(part.heap)
             row = part.rows[top[1]]
             if not _leasable(row, queue.settings, now):
                 skipped.append(top)
                 continue
-            waited = now - row.available_at
-            item = self._lease_row(queue, partition, part, row, client_id, deadline)
-            leased.append(Lease(item, waited))
+            leased.waited.append(now - row.available_at)
+            leased.items.append(self._lease_row(queue, partition, part, row, client_id, deadline))
         for entry in skipped:
             heapq.heappush(part.heap, entry)
         return leased

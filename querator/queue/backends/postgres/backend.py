@@ -21,7 +21,7 @@ from querator.errors import (
     QueueNotFound,
     Unavailable,
 )
-from querator.queue.backends.base import Lease, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import register as register_arrays
@@ -319,9 +319,7 @@ class PostgresBackend:
         async with self._transaction(queue.name) as conn:
             return await insert_items(conn, self._names, queue, items)
 
-    async def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Lease]:
+    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
         """Lease up to ``limit`` leasable items of one partition, in order."""
         statement = stmt.lease_for(self._names, queue.queue_id, partition)
         params = {
@@ -335,11 +333,11 @@ class PostgresBackend:
             found = await cur.fetchall()
         found.sort(key=lambda row: (row[0], row[1]))
         timeout = float(queue.settings.lease_timeout)
-        leases = []
+        leases = Leases([], [])
         for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
             item = rows.item(Leased, queue, partition, row[1:])
-            waited = (item.lease_deadline - row[0]).total_seconds() - timeout
-            leases.append(Lease(item, waited))
+            leases.items.append(item)
+            leases.waited.append((item.lease_deadline - row[0]).total_seconds() - timeout)
         return leases
 
     async def next_available_at(self, queue: QueueInfo) -> datetime | None:

@@ -19,7 +19,7 @@ from typing import TypeVar
 import anyio.to_thread
 
 from querator.errors import Unavailable
-from querator.queue.backends.base import Lease, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.backends.sqlite import items as item_ops
 from querator.queue.backends.sqlite import queues as queue_ops
@@ -148,9 +148,7 @@ class SqliteBackend:
         op = partial(item_ops.produce_items, queue=queue, items=items)
         return await self._call(op, write=True, queue=queue.name)
 
-    async def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Lease]:
+    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
         """Lease up to ``limit`` leasable items of one partition, in order."""
         op = partial(
             item_ops.lease, queue=queue, partition=partition, client_id=client_id, limit=limit

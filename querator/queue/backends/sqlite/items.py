@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from querator.errors import Conflict, ConflictReason
-from querator.queue.backends.base import InsertPlan, Lease, NewItem
+from querator.queue.backends.base import InsertPlan, Leases, NewItem
 from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.rows import (
     ItemRow,
@@ -91,16 +91,14 @@ def produce_items(txn: Txn, queue: QueueInfo, items: Sequence[NewItem]) -> list[
 # -- lease --------------------------------------------------------------------
 
 
-def lease(txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int) -> list[Lease]:
+def lease(txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
     """Lease up to ``limit`` leasable items of one partition, by ``(available_at, seq)``."""
     now = txn.now
     bound = stmt.attempts_bound(queue.settings.max_attempts)
     query = stmt.leasable(queue.queue_id, partition)
     rows = [ItemRow(*row) for row in txn.conn.execute(query, (now, now, bound, limit))]
     leased = _lease_rows(txn, queue, partition, client_id, rows)
-    return [
-        Lease(item, (now - row.available_at) / 1e6) for item, row in zip(leased, rows, strict=True)
-    ]
+    return Leases(leased, [(now - row.available_at) / 1e6 for row in rows])
 
 
 def claim(txn: Txn, queue: QueueInfo, ids: Sequence[str], client_id: str) -> list[Leased | None]:
