@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import TracebackType
@@ -22,7 +22,7 @@ from typing_extensions import Unpack
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
-from querator.queue.backends.base import Backend, Leases, NewItem
+from querator.queue.backends.base import Backend, Leases, NewItem, TxnPlan
 from querator.queue.ids import parse_id
 from querator.queue.maintenance import maintain_forever, run_maintenance
 from querator.queue.models import (
@@ -50,7 +50,15 @@ from querator.queue.validation import (
 )
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
 from querator.telemetry import messaging, queue_gauges, queue_metrics
-from querator.telemetry.switches import metering
+from querator.telemetry.switches import metering, observing
+
+Carrier = Callable[[str], Mapping[str, str] | None]
+"""Per destination queue, the trace context its produced items get (or None)."""
+
+
+def _no_trace(queue: str) -> None:
+    return None
+
 
 log = logging.getLogger("querator")
 
@@ -217,13 +225,25 @@ class AsyncQueueClient(QueueAdmin):
         """
         backend = self._require_open()
         info = await self.queue_info(queue)
+        if observing():
+            ids = await self._produce_observed(backend, info, items)
+        else:
+            ids = await backend.produce(info, route_items(info, items, self._spreader))
+        self._board.wake(queue)
+        return ids
+
+    async def _produce_observed(
+        self, backend: Backend, info: QueueInfo, items: Sequence[Item]
+    ) -> list[str]:
+        """:meth:`produce`'s store call in its send span (its context in the items'
+        headers), and its count."""
+        queue = info.name
         with messaging.sending("produce", {queue: len(items)}) as send:
             routed = route_items(info, items, self._spreader, trace=send.carrier(queue))
             ids = await backend.produce(info, routed)
             send.produced({queue: ids})
         if metering():
             queue_metrics.count([(queue, len(ids))], "produced")
-        self._board.wake(queue)
         return ids
 
     async def lease(
@@ -243,7 +263,7 @@ class AsyncQueueClient(QueueAdmin):
         deadline = anyio.current_time() + timeout
         backoff = 0.005
         while True:
-            started = messaging.now_ns()
+            started = time.time_ns()
             ticket = self._board.ticket(queue)
             known = self._empty_look(queue, ticket) if timeout > 0 else None
             # a shared look that still holds needs no settings look-up either
@@ -264,7 +284,9 @@ class AsyncQueueClient(QueueAdmin):
                     self._drained[queue] = ticket
                 else:
                     self._drained.pop(queue, None)
-                return self._took(queue, client_id, leased, started)
+                return (
+                    self._took(queue, client_id, leased, started) if observing() else leased.items
+                )
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
@@ -337,7 +359,7 @@ class AsyncQueueClient(QueueAdmin):
     async def _lease_once(
         backend: Backend, info: QueueInfo, client_id: str, batch_size: int
     ) -> Leases:
-        leased = Leases([], [])
+        leased = NOTHING  # replaced by the first partition's, never appended to
         for partition in lease_order(info.settings.partitions):
             got = await backend.lease(info, partition, client_id, batch_size - len(leased.items))
             if not leased.items:
@@ -495,11 +517,7 @@ class AsyncQueueClient(QueueAdmin):
             if info.settings.dead_queue:
                 queues[info.settings.dead_queue] = await self.queue_info(info.settings.dead_queue)
 
-        batches = {name: len(items) for name, items in produce.items() if items}
-        for name, items in claimed.items():
-            batches[name] = batches.get(name, 0) + len(items)
-        with messaging.sending("transact", batches) as send:
-
+        def plan(carrier: Carrier) -> TxnPlan:
             def routed(
                 field: str, by_queue: Mapping[str, Sequence[Item]]
             ) -> list[tuple[str, Sequence[NewItem]]]:
@@ -507,25 +525,23 @@ class AsyncQueueClient(QueueAdmin):
                     (
                         name,
                         route_items(
-                            queues[name],
-                            items,
-                            self._spreader,
-                            f"{field}[{name!r}]",
-                            send.carrier(name),
+                            queues[name], items, self._spreader, f"{field}[{name!r}]", carrier(name)
                         ),
                     )
                     for name, items in by_queue.items()
                 ]
 
-            plan = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
+            made = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
             if claimed:
-                claims = routed("produce_leased", claimed)
-                plan = replace(plan, claim=claims, client_id=client_id)
+                made = replace(made, claim=routed("produce_leased", claimed), client_id=client_id)
             if lookup or silent:
-                plan = replace(plan, lookup=list(lookup.items()), silent=silent)
-            result = await backend.transact(plan)
-            send.produced(result.produced)
-        self._count(groups, result)
+                made = replace(made, lookup=list(lookup.items()), silent=silent)
+            return made
+
+        if observing():
+            result = await self._transact_observed(backend, groups, produce, claimed, plan)
+        else:
+            result = await backend.transact(plan(_no_trace))
         missing = [name for name in lookup if name not in result.found]
         if missing:
             found = dict(result.found)
@@ -533,8 +549,19 @@ class AsyncQueueClient(QueueAdmin):
                 held = await backend.lookup(queues[name], lookup[name])
                 found[name] = {item.dedup_key: item for item in held if item.dedup_key}
             result = result.model_copy(update={"found": found})
-        # Local waiters wake where something may have become leasable: completes,
-        # renews and items leased to the caller make nothing new available.
+        self._wake_after(queues, groups, produce, result, silent)
+        return result
+
+    def _wake_after(
+        self,
+        queues: Mapping[str, QueueInfo],
+        groups: Mapping[str, Sequence[Ref]],
+        produce: Mapping[str, Sequence[Item]],
+        result: TransactResult,
+        silent: frozenset[str],
+    ) -> None:
+        """Wake local waiters where a transaction may have made something leasable:
+        completes, renews and items leased to the caller make nothing new available."""
         woken = {name for name, items in produce.items() if items}
         for ref in groups.get("retry", ()):
             woken.add(ref.queue)
@@ -544,12 +571,29 @@ class AsyncQueueClient(QueueAdmin):
         woken |= {name for name, got in result.leased.items() if None in got}
         for name in woken - silent:
             self._board.wake(name)
+
+    async def _transact_observed(
+        self,
+        backend: Backend,
+        groups: Mapping[str, Sequence[Ref]],
+        produce: Mapping[str, Sequence[Item]],
+        claimed: Mapping[str, Sequence[Item]],
+        plan: Callable[[Carrier], TxnPlan],
+    ) -> TransactResult:
+        """:meth:`_transact`'s store call with a send span per destination queue
+        (their contexts in the produced items' headers) and its metrics."""
+        batches = {name: len(items) for name, items in produce.items() if items}
+        for name, items in claimed.items():
+            batches[name] = batches.get(name, 0) + len(items)
+        with messaging.sending("transact", batches) as send:
+            result = await backend.transact(plan(send.carrier))
+            send.produced(result.produced)
+        if metering():
+            self._count(groups, result)
         return result
 
     def _count(self, groups: Mapping[str, Sequence[Ref]], result: TransactResult) -> None:
         """The counters and lease latencies of an applied transaction."""
-        if not metering():
-            return
         now = time.monotonic()
         completes, retries = groups.get("complete", ()), groups.get("retry", ())
         if completes:

@@ -46,3 +46,9 @@ def metering() -> bool:
         return False
     _metering.append(True)
     return True
+
+
+def observing() -> bool:
+    """True when either is configured: the hot paths' one question, asked once per
+    call (the no-SDK path then runs no other telemetry code)."""
+    return tracing() or metering()
