@@ -6,6 +6,12 @@ Run as a script so that it measures whichever querator is first on PYTHONPATH
 ``sitecustomize``): ``python benchmarks/telemetry_cost.py memory:// 3000``.
 Prints one JSON line: µs of process CPU per call of each operation (the median
 of 5 rounds), for one item per call and for 100 items per call.
+
+``python benchmarks/telemetry_cost.py URL CYCLES BATCH`` only runs CYCLES
+produce-lease-complete cycles of BATCH items, printing nothing: the loop to
+count instructions of under ``valgrind --tool=callgrind`` (run it with two
+CYCLES; the difference cancels the interpreter's start-up). ``TMP`` in URL is
+replaced by a temporary directory (``sqlite:///TMP/q.db``).
 """
 
 from __future__ import annotations
@@ -53,5 +59,18 @@ def main(url: str, calls: int) -> None:
     print(json.dumps(found))
 
 
+def cycles(url: str, count: int, batch: int) -> None:
+    """``count`` produce-lease-complete cycles of ``batch`` items, untimed."""
+    with tempfile.TemporaryDirectory() as tmp, Querator(url.replace("TMP", tmp)) as q:
+        q.create_queue("cycles")
+        items = [Item(payload=b"x" * 64) for _ in range(batch)]
+        for _ in range(count):
+            q.produce("cycles", items)
+            q.complete("cycles", q.lease("cycles", client_id="w", batch_size=batch))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    if len(sys.argv) > 3:
+        cycles(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        main(sys.argv[1], int(sys.argv[2]))

@@ -48,7 +48,23 @@ def metering() -> bool:
     return True
 
 
+_UNSET_READABLE = hasattr(trace, "_TRACER_PROVIDER") and hasattr(
+    metrics_internal, "_METER_PROVIDER"
+)
+"""Whether this API version keeps its providers in the globals read below (it
+does since 1.0; if a version does not, :func:`observing` asks the slow way)."""
+
+
 def observing() -> bool:
     """True when either is configured: the hot paths' one question, asked once per
-    call (the no-SDK path then runs no other telemetry code)."""
+    call (the no-SDK path then runs no other telemetry code). One call, with
+    no other inside it while nothing is set."""
+    if _tracing or _metering:
+        return True
+    if (
+        _UNSET_READABLE
+        and trace._TRACER_PROVIDER is None
+        and metrics_internal._METER_PROVIDER is None
+    ):
+        return False
     return tracing() or metering()
