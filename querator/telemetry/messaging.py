@@ -10,9 +10,10 @@
 * ``process {queue}`` (CONSUMER) around the handling of one item: the public
   :func:`process`, whose parent is the item's producer context.
 
-With no SDK configured the tracer's spans are not recording, and every helper
-here returns after one ``is_recording()`` check: no attribute is built, no
-header written, no item copied.
+With no ``TracerProvider`` configured every helper here returns after one
+check (:func:`querator.telemetry.switches.tracing`): no span is started, no
+attribute built, no header written, no item copied; the queue service does not
+even call them then (:func:`~querator.telemetry.switches.observing`).
 """
 
 from __future__ import annotations
