@@ -102,8 +102,11 @@ def qname(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def otel() -> Telemetry:
-    """The in-memory OpenTelemetry SDK (installed for the rest of this worker process)."""
+def otel() -> Iterator[Telemetry]:
+    """The in-memory OpenTelemetry SDK (installed for the rest of this worker
+    process), sampling every span until the test ends."""
     from otel_sdk import install
 
-    return install()
+    telemetry = install()
+    yield telemetry
+    telemetry.sampling.on = False

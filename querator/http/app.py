@@ -20,17 +20,19 @@ from typing import Any, TypeVar
 import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from querator.errors import QueratorError, Unavailable
 from querator.http import status
 from querator.http.auth import TOKENS_QUEUE, TokenCheck, queues_named
 from querator.http.endpoints import ENDPOINTS
-from querator.http.metrics import prometheus_text
+from querator.http.metrics import metrics_response
 from querator.http.openapi import DOCS_PAGE, openapi_document
 from querator.http.rpc import BadRequest, Endpoint, call, error_response, read_body
 from querator.queue.service import AsyncQueueClient
+from querator.telemetry import prometheus
+from querator.telemetry.requests import joined
 
 T = TypeVar("T")
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -92,7 +94,7 @@ class _Api:
         return JSONResponse({"status": "pass"})
 
     async def metrics(self, state: ServerState) -> Response:
-        return PlainTextResponse(await prometheus_text(state.aq))
+        return await metrics_response(state.aq)
 
     async def openapi(self, state: ServerState) -> Response:
         return JSONResponse(self.document)
@@ -122,7 +124,8 @@ class _Api:
             return error_response(exc.body)
         except QueratorError as exc:
             return error_response(status.error_reply(exc))
-        return await call(endpoint, state, body)
+        with joined(request.headers):
+            return await call(endpoint, state, body)
 
 
 def _stop_on_signals(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
@@ -156,6 +159,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        prometheus.install()  # before the first instrument records: /metrics shows all
         async with AsyncQueueClient(url, **(client_options or {})) as aq:
             state = api.state = ServerState(aq, TokenCheck(aq), dict(functions or {}))
             _stop_on_signals(state, asyncio.get_running_loop())

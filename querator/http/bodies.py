@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from querator.errors import InvalidArgument, Unavailable
@@ -25,8 +25,11 @@ def stored_of(item: StorageItem) -> StoredItem:
     return StoredItem.model_validate(item.library_fields(item.payload))
 
 
-def wire_items(field: str, items: Sequence[Item]) -> list[dict[str, Any]]:
-    """Produce items as JSON, after the library's checks of them."""
+def wire_items(
+    field: str, items: Sequence[Item], trace: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Produce items as JSON, after the library's checks of them; ``trace`` (the
+    producer span's context) joins the headers of items without a ``traceparent``."""
     if isinstance(items, Item | str | bytes) or not isinstance(items, Sequence):
         raise InvalidArgument(field, "must be a list of querator.Item")
     check_batch(field, len(items))
@@ -37,7 +40,10 @@ def wire_items(field: str, items: Sequence[Item]) -> list[dict[str, Any]]:
                 f"{field}[{index}]", f"must be a querator.Item, got {type(item).__name__}"
             )
         check_instant(f"{field}[{index}].enqueue_at", item.enqueue_at)
-        wire.append(ProduceItem.of(item).model_dump(mode="json", exclude_none=True))
+        body = ProduceItem.of(item).model_dump(mode="json", exclude_none=True)
+        if trace is not None and "traceparent" not in item.headers:
+            body["headers"] = {**item.headers, **trace}
+        wire.append(body)
     return wire
 
 

@@ -38,6 +38,7 @@ from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.models import (
     Item,
     Leased,
+    QueueGauges,
     QueueInfo,
     QueueSettings,
     QueueStats,
@@ -56,6 +57,7 @@ from querator.queue.validation import (
     check_name,
     key_range,
 )
+from querator.telemetry import inject, messaging
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -119,8 +121,12 @@ class AsyncQuerator:
         http = self._http
         if http is None:
             raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
+        headers: dict[str, str] = {}
+        inject(headers)  # the server's spans join the caller's trace
         try:
-            response = await http.post(path, json=body, timeout=self._timeout + wait)
+            response = await http.post(
+                path, json=body, timeout=self._timeout + wait, headers=headers or None
+            )
         except httpx.TransportError as exc:
             raise Unavailable(f"{self._url}{path}: {type(exc).__name__}: {exc}") from exc
         if response.status_code != status.OK:
@@ -167,12 +173,15 @@ class AsyncQuerator:
     # -- items --------------------------------------------------------------
     async def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
         """See :meth:`querator.AsyncQuerator.produce`."""
-        body = {
-            "queue_name": check_name("queue", queue),
-            "request_timeout": format_duration(self._timeout),
-            "items": wire_items("items", items),
-        }
-        return (await self._post("/v1/queue.produce", body, wq.ProduceReply)).ids
+        with messaging.sending("produce", {queue: len(items)}) as send:
+            body = {
+                "queue_name": check_name("queue", queue),
+                "request_timeout": format_duration(self._timeout),
+                "items": wire_items("items", items, send.carrier(queue)),
+            }
+            ids = (await self._post("/v1/queue.produce", body, wq.ProduceReply)).ids
+            send.produced({queue: ids})
+        return ids
 
     async def lease(
         self, queue: str, *, client_id: str, batch_size: int = 1, timeout: float = 0.0
@@ -185,6 +194,7 @@ class AsyncQuerator:
         check_duration("timeout", timeout, allow_zero=True)
         deadline = anyio.current_time() + timeout
         while True:
+            started = messaging.now_ns()
             wait = min(max(deadline - anyio.current_time(), SHORTEST_POLL), LONG_POLL_MAX)
             body = {
                 "queue_name": queue,
@@ -198,7 +208,9 @@ class AsyncQuerator:
                 if anyio.current_time() + LONG_POLL_MIN >= deadline:
                     raise
                 continue
-            return [leased_of(item) for item in reply.items]
+            leased = [leased_of(item) for item in reply.items]
+            messaging.received(queue, client_id, leased, started)
+            return leased
 
     async def complete(self, queue: str, items: Sequence[RefLike]) -> None:
         """See :meth:`querator.AsyncQuerator.complete`."""
@@ -263,24 +275,32 @@ class AsyncQuerator:
         if isinstance(silent, str):
             raise InvalidArgument("silent", "must be a list of queue names, not one string")
         check_instant("retry_at", retry_at)
-        body: dict[str, Any] = {
-            "complete": refs(None, complete, "complete"),
-            "retry": refs(None, retry, "retry"),
-            "renew": refs(None, renew, "renew"),
-            "depends": refs(None, depends, "depends"),
-            "produce": {q: wire_items(f"produce[{q!r}]", i) for q, i in (produce or {}).items()},
-            "produce_leased": {
-                q: wire_items(f"produce_leased[{q!r}]", i)
-                for q, i in (produce_leased or {}).items()
-            },
-            "retry_at": retry_at.isoformat() if retry_at else None,
-            "client_id": client_id,
-            "lookup": {q: key_list(keys) for q, keys in (lookup or {}).items()},
-            "silent": list(silent),
-        }
-        if extend is not None:
-            body["extend"] = format_duration(check_duration("extend", extend))
-        reply = await self._post("/v1/queue.transact", body, wq.TransactReply)
+        batches = {q: len(i) for q, i in (produce or {}).items() if i}
+        for q, i in (produce_leased or {}).items():
+            batches[q] = batches.get(q, 0) + len(i)
+        with messaging.sending("transact", batches) as send:
+            body: dict[str, Any] = {
+                "complete": refs(None, complete, "complete"),
+                "retry": refs(None, retry, "retry"),
+                "renew": refs(None, renew, "renew"),
+                "depends": refs(None, depends, "depends"),
+                "produce": {
+                    q: wire_items(f"produce[{q!r}]", i, send.carrier(q))
+                    for q, i in (produce or {}).items()
+                },
+                "produce_leased": {
+                    q: wire_items(f"produce_leased[{q!r}]", i, send.carrier(q))
+                    for q, i in (produce_leased or {}).items()
+                },
+                "retry_at": retry_at.isoformat() if retry_at else None,
+                "client_id": client_id,
+                "lookup": {q: key_list(keys) for q, keys in (lookup or {}).items()},
+                "silent": list(silent),
+            }
+            if extend is not None:
+                body["extend"] = format_duration(check_duration("extend", extend))
+            reply = await self._post("/v1/queue.transact", body, wq.TransactReply)
+            send.produced(reply.produced)
         return TransactResult(
             produced=reply.produced,
             renewed=[leased_of(item) for item in reply.renewed],
@@ -295,6 +315,19 @@ class AsyncQuerator:
         )
 
     # -- inspection ---------------------------------------------------------
+    async def gauges(self, queue: str, *, limit: int = 10_000) -> QueueGauges:
+        """See :meth:`querator.AsyncQuerator.gauges`."""
+        body = {
+            "queue_name": check_name("queue", queue),
+            "limit": check_count("limit", limit, 1, 1_000_000),
+        }
+        return (await self._post("/v1/queue.gauges", body, wq.GaugesReply)).to_gauges()
+
+    async def publish_gauges(self) -> None:
+        """Not over HTTP: the server reads its store's gauges for its own metrics
+        (``GET /metrics``); a client of it keeps none. Raises UsageError."""
+        raise UsageError("publish_gauges: the server publishes the gauges, at GET /metrics")
+
     async def stats(self, queue: str) -> QueueStats:
         """See :meth:`querator.AsyncQuerator.stats`."""
         body = {"queue_name": check_name("queue", queue)}

@@ -51,6 +51,8 @@ QUEUE_ENDPOINTS = [
              on_queue(queue.transact), WRITE, 5 * MB, "Atomic transaction"),
     Endpoint("/v1/queue.stats", wq.QueueRequest, wq.StatsReply,
              on_queue(queue.stats), READ, 512, "Queue statistics"),
+    Endpoint("/v1/queue.gauges", wq.GaugesRequest, wq.GaugesReply,
+             on_queue(queue.gauges), READ, 512, "Bounded queue counts for metrics"),
     Endpoint("/v1/queue.clear", wq.ClearRequest, wq.ClearReply,
              on_queue(queue.clear), ADMIN, 512, "Clear a queue"),
     Endpoint("/v1/queue.lookup", wq.LookupRequest, wq.LookupReply,

@@ -1,39 +1,29 @@
-"""``GET /metrics``: queue depths in the Prometheus text format (a first cut:
-one stats call per queue, at scrape time)."""
+"""``GET /metrics``: querator's OpenTelemetry instruments as Prometheus text.
+
+The gauges are read from the store for each scrape (bounded probes, see
+:mod:`querator.telemetry.queue_gauges`); counters and histograms are this
+server's own (the produces, leases and completes it served).
+"""
 
 from __future__ import annotations
 
+import anyio
+from starlette.responses import PlainTextResponse, Response
+
 from querator.queue.service import AsyncQueueClient
+from querator.telemetry import prometheus
 
-PAGE = 500
-GAUGES = (
-    ("querator_queue_items", "total", "Items in the queue."),
-    ("querator_queue_leased", "leased", "Items under a live lease."),
-    ("querator_queue_scheduled", "scheduled", "Items not yet due."),
-    ("querator_queue_dead_lettered", "dead_lettered", "Items that arrived by dead-lettering."),
+NOT_HERE = (
+    "# querator: this process's OpenTelemetry SDK was configured by the application;\n"
+    "# its metrics go through that SDK's exporters (add a PrometheusMetricReader to it).\n"
 )
-"""Metric name, QueueStats property, help text."""
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-async def prometheus_text(aq: AsyncQueueClient) -> str:
-    """Every queue's item, leased, scheduled and dead-lettered counts."""
-    rows: dict[str, list[str]] = {name: [] for name, _, _ in GAUGES}
-    pivot: str | None = None
-    while True:
-        page = await aq.list_queues(pivot, PAGE + 1)
-        for info in page[:PAGE]:
-            stats = await aq.stats(info.name)
-            label = f'{{queue="{_label(info.name)}"}}'
-            for name, field, _ in GAUGES:
-                rows[name].append(f"{name}{label} {getattr(stats, field)}")
-        if len(page) <= PAGE:
-            break
-        pivot = page[PAGE].name
-    lines = []
-    for name, _, help_text in GAUGES:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", *rows[name]]
-    return "\n".join(lines) + "\n"
+async def metrics_response(aq: AsyncQueueClient) -> Response:
+    """The Prometheus text of every instrument, with the gauges read now."""
+    exposition = prometheus.install()
+    if exposition is None:
+        return PlainTextResponse(NOT_HERE, status_code=404)
+    await aq.publish_gauges()
+    text = await anyio.to_thread.run_sync(exposition.text)
+    return Response(text, media_type=prometheus.CONTENT_TYPE)

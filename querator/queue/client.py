@@ -18,6 +18,7 @@ from querator.queue.loop_thread import LoopThread
 from querator.queue.models import (
     Item,
     Leased,
+    QueueGauges,
     QueueInfo,
     QueueSettings,
     QueueStats,
@@ -161,6 +162,14 @@ class QueueClient:
     def stats(self, queue: str) -> QueueStats:
         """See :meth:`AsyncQueueClient.stats`."""
         return self._call(self._async.stats, queue)
+
+    def gauges(self, queue: str, *, limit: int = 10_000) -> QueueGauges:
+        """See :meth:`AsyncQueueClient.gauges`."""
+        return self._call(self._async.gauges, queue, limit=limit)
+
+    def publish_gauges(self) -> None:
+        """See :meth:`AsyncQueueClient.publish_gauges`."""
+        self._call(self._async.publish_gauges)
 
     def list_items(
         self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100

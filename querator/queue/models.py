@@ -17,7 +17,9 @@ from querator.records import InputModel, View
 __all__ = [
     "Item",
     "Leased",
+    "PartitionGauges",
     "PartitionStats",
+    "QueueGauges",
     "QueueInfo",
     "QueueSettings",
     "QueueStats",
@@ -209,6 +211,60 @@ class QueueStats(View):
     def dead_lettered(self) -> int:
         """Dead-lettered arrivals in all partitions."""
         return sum(p.dead_lettered for p in self.partitions)
+
+
+class PartitionGauges(View):
+    """Cheap counts for one partition at one instant: every probe reads at most
+    ``limit`` rows (an index range or the table's first rows), never the table."""
+
+    partition: int
+    depth: int
+    """Items in the partition: counted when fewer than the limit, else the store's
+    estimate (PostgreSQL: the planner's row estimate, scaled to the table's
+    current size; SQLite: the span of item seqs, an upper bound; memory: exact)."""
+    leased: int
+    """Items under a live lease, counted among the first ``limit`` items not yet
+    available (held or scheduled); a lower bound when that probe was full."""
+    scheduled: int
+    """Items not leased and not yet due, counted like ``leased``."""
+    oldest_age: float | None
+    """Seconds since the first leasable item became available (the head of the
+    lease order); None when nothing is leasable."""
+    exact: bool
+    """True when no probe reached the limit: every count above is exact."""
+
+
+class QueueGauges(View):
+    """Per-partition gauges for a queue (see :class:`PartitionGauges`)."""
+
+    queue: str
+    partitions: list[PartitionGauges]
+
+    @property
+    def depth(self) -> int:
+        """Items in all partitions (exact or estimated, see ``exact``)."""
+        return sum(p.depth for p in self.partitions)
+
+    @property
+    def leased(self) -> int:
+        """Items under a live lease in all partitions."""
+        return sum(p.leased for p in self.partitions)
+
+    @property
+    def scheduled(self) -> int:
+        """Scheduled items in all partitions."""
+        return sum(p.scheduled for p in self.partitions)
+
+    @property
+    def oldest_age(self) -> float | None:
+        """The longest any leasable item has waited, in seconds; None when none is."""
+        ages = [p.oldest_age for p in self.partitions if p.oldest_age is not None]
+        return max(ages, default=None)
+
+    @property
+    def exact(self) -> bool:
+        """True when every partition's counts are exact."""
+        return all(p.exact for p in self.partitions)
 
 
 class TransactResult(View):

@@ -29,9 +29,16 @@ MAX_HEADERS = 64
 
 
 def route_items(
-    info: QueueInfo, items: Sequence[Item], spreader: Spreader, field: str = "items"
+    info: QueueInfo,
+    items: Sequence[Item],
+    spreader: Spreader,
+    field: str = "items",
+    trace: Mapping[str, str] | None = None,
 ) -> list[NewItem]:
-    """Validate ``items`` and assign each a partition of ``info``'s queue."""
+    """Validate ``items`` and assign each a partition of ``info``'s queue.
+
+    ``trace`` (the producer span's context as headers) is added to the headers
+    of every item that carries no ``traceparent`` of its own."""
     check_batch(field, len(items))
     partitions = info.settings.partitions
     routed = []
@@ -57,7 +64,9 @@ def route_items(
                 kind=item.kind,
                 encoding=item.encoding,
                 reference=item.reference,
-                headers=item.headers,
+                headers=item.headers
+                if trace is None or "traceparent" in item.headers
+                else {**item.headers, **trace},
                 available_at=item.enqueue_at,
                 dedup_key=item.dedup_key,
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -26,12 +27,13 @@ from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
-from querator.queue.backends.base import Backend, NewItem
+from querator.queue.backends.base import Backend, Leases, NewItem, TxnPlan
 from querator.queue.ids import parse_id
 from querator.queue.maintenance import maintain_forever, run_maintenance
 from querator.queue.models import (
     Item,
     Leased,
+    QueueGauges,
     QueueInfo,
     QueueStats,
     Ref,
@@ -52,11 +54,25 @@ from querator.queue.validation import (
     key_range,
 )
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
+from querator.telemetry import messaging, queue_gauges, queue_metrics
+from querator.telemetry.switches import metering, observing
+
+Carrier = Callable[[str], Mapping[str, str] | None]
+"""Per destination queue, the trace context its produced items get (or None)."""
+
+
+def _no_trace(queue: str) -> None:
+    return None
+
 
 log = logging.getLogger("querator")
 
 NOTIFIED_WAIT_CAP = 60.0
 """Longest single wait when cross-process wakeups are on (a safety net)."""
+
+
+NOTHING = Leases([], [])
+"""A look that leased nothing (never appended to)."""
 
 
 class EmptyLook(NamedTuple):
@@ -121,6 +137,8 @@ class AsyncQueueClient(QueueAdmin):
         self._looking: dict[str, tuple[anyio.Event, anyio.Event]] = {}
         """Queue -> (ticket, done) of the waiting lease looking at it now."""
         self._spreader = Spreader()
+        self._lease_times = queue_metrics.LeaseClock()
+        self._gauges = queue_gauges.GaugeSource(self)
         self._tasks: TaskGroup | None = None
         self._listening = False
 
@@ -149,6 +167,8 @@ class AsyncQueueClient(QueueAdmin):
         tasks.start_soon(
             maintain_forever, self._backend, self._maintenance_interval, self.run_maintenance
         )
+        tasks.start_soon(self._gauges.serve, _gauges_failed)
+        queue_gauges.register(self._gauges)
 
     async def _open_backend(self) -> None:
         """Open the backend, retrying while it is unavailable for ``wait_for_store``."""
@@ -175,6 +195,7 @@ class AsyncQueueClient(QueueAdmin):
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        queue_gauges.unregister(self._gauges)
         tasks.cancel_scope.cancel()
         await tasks.__aexit__(None, None, None)
         await self._backend.close()
@@ -236,9 +257,25 @@ class AsyncQueueClient(QueueAdmin):
         """
         backend = self._require_open()
         info = await self.queue_info(queue)
-        routed = route_items(info, items, self._spreader)
-        ids = await backend.produce(info, routed)
+        if observing():
+            ids = await self._produce_observed(backend, info, items)
+        else:
+            ids = await backend.produce(info, route_items(info, items, self._spreader))
         self._board.wake(queue)
+        return ids
+
+    async def _produce_observed(
+        self, backend: Backend, info: QueueInfo, items: Sequence[Item]
+    ) -> list[str]:
+        """:meth:`produce`'s store call in its send span (its context in the items'
+        headers), and its count."""
+        queue = info.name
+        with messaging.sending("produce", {queue: len(items)}) as send:
+            routed = route_items(info, items, self._spreader, trace=send.carrier(queue))
+            ids = await backend.produce(info, routed)
+            send.produced({queue: ids})
+        if metering():
+            queue_metrics.count([(queue, len(ids))], "produced")
         return ids
 
     async def lease(
@@ -258,6 +295,7 @@ class AsyncQueueClient(QueueAdmin):
         deadline = anyio.current_time() + timeout
         backoff = 0.005
         while True:
+            started = time.time_ns()
             ticket = self._board.ticket(queue)
             known = self._empty_look(queue, ticket) if timeout > 0 else None
             # a shared look that still holds needs no settings look-up either
@@ -267,18 +305,20 @@ class AsyncQueueClient(QueueAdmin):
                 # found the queue empty under it moments ago, and nothing was
                 # produced or retried since: go straight to waiting (the timer
                 # below still covers items that come due or whose lease expires).
-                leased = []
+                leased = NOTHING
             elif timeout > 0:
                 leased = await self._look_shared(backend, info, ticket, client_id, batch_size)
                 known = self._empty_look(queue, ticket)
             else:
                 leased = await self._lease_once(backend, info, client_id, batch_size)
-            if leased:
-                if len(leased) < batch_size:
+            if leased.items:
+                if len(leased.items) < batch_size:
                     self._drained[queue] = ticket
                 else:
                     self._drained.pop(queue, None)
-                return leased
+                return (
+                    self._took(queue, client_id, leased, started) if observing() else leased.items
+                )
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
@@ -299,9 +339,18 @@ class AsyncQueueClient(QueueAdmin):
             if not woken and wait >= remaining and self._notified:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
+    def _took(self, queue: str, client_id: str, leases: Leases, started_ns: int) -> list[Leased]:
+        """The items of a lease that found some, once its telemetry is recorded."""
+        items = leases.items
+        messaging.received(queue, client_id, items, started_ns)
+        if metering():
+            queue_metrics.waited(queue, leases.waited)
+            self._lease_times.leased((item.id for item in items), time.monotonic())
+        return items
+
     async def _look_shared(
         self, backend: Backend, info: QueueInfo, ticket: anyio.Event, client_id: str, size: int
-    ) -> list[Leased]:
+    ) -> Leases:
         """A waiting lease's look: lease, and when nothing came, note the earliest
         ``available_at`` as the queue's :class:`EmptyLook`. While one waiter looks
         under a ticket the others wait for it and use its look: a thousand
@@ -311,12 +360,12 @@ class AsyncQueueClient(QueueAdmin):
         if looking is not None and looking[0] is ticket:
             await looking[1].wait()
             if self._empty_look(queue, ticket) is not None:
-                return []
+                return NOTHING
         done = anyio.Event()
         self._looking[queue] = (ticket, done)
         try:
             leased = await self._lease_once(backend, info, client_id, size)
-            if not leased:
+            if not leased.items:
                 next_at = await backend.next_available_at(info)
                 self._empty[queue] = EmptyLook(ticket, next_at, anyio.current_time(), info)
             return leased
@@ -341,11 +390,16 @@ class AsyncQueueClient(QueueAdmin):
     @staticmethod
     async def _lease_once(
         backend: Backend, info: QueueInfo, client_id: str, batch_size: int
-    ) -> list[Leased]:
-        leased: list[Leased] = []
+    ) -> Leases:
+        leased = NOTHING  # replaced by the first partition's, never appended to
         for partition in lease_order(info.settings.partitions):
-            leased += await backend.lease(info, partition, client_id, batch_size - len(leased))
-            if len(leased) >= batch_size:
+            got = await backend.lease(info, partition, client_id, batch_size - len(leased.items))
+            if not leased.items:
+                leased = got
+            else:
+                leased.items.extend(got.items)
+                leased.waited.extend(got.waited)
+            if len(leased.items) >= batch_size:
                 break
         return leased
 
@@ -495,30 +549,51 @@ class AsyncQueueClient(QueueAdmin):
             if info.settings.dead_queue:
                 queues[info.settings.dead_queue] = await self.queue_info(info.settings.dead_queue)
 
-        def routed(
-            field: str, by_queue: Mapping[str, Sequence[Item]]
-        ) -> list[tuple[str, Sequence[NewItem]]]:
-            return [
-                (name, route_items(queues[name], items, self._spreader, f"{field}[{name!r}]"))
-                for name, items in by_queue.items()
-            ]
+        def plan(carrier: Carrier) -> TxnPlan:
+            def routed(
+                field: str, by_queue: Mapping[str, Sequence[Item]]
+            ) -> list[tuple[str, Sequence[NewItem]]]:
+                return [
+                    (
+                        name,
+                        route_items(
+                            queues[name], items, self._spreader, f"{field}[{name!r}]", carrier(name)
+                        ),
+                    )
+                    for name, items in by_queue.items()
+                ]
 
-        plan = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
-        if claimed:
-            claims = routed("produce_leased", claimed)
-            plan = replace(plan, claim=claims, client_id=client_id)
-        if lookup or silent:
-            plan = replace(plan, lookup=list(lookup.items()), silent=silent)
-        result = await backend.transact(plan)
+            made = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
+            if claimed:
+                made = replace(made, claim=routed("produce_leased", claimed), client_id=client_id)
+            if lookup or silent:
+                made = replace(made, lookup=list(lookup.items()), silent=silent)
+            return made
+
+        if observing():
+            result = await self._transact_observed(backend, groups, produce, claimed, plan)
+        else:
+            result = await backend.transact(plan(_no_trace))
         missing = [name for name in lookup if name not in result.found]
         if missing:
             found = dict(result.found)
             for name in missing:
-                items = await backend.lookup(queues[name], lookup[name])
-                found[name] = {item.dedup_key: item for item in items if item.dedup_key}
+                held = await backend.lookup(queues[name], lookup[name])
+                found[name] = {item.dedup_key: item for item in held if item.dedup_key}
             result = result.model_copy(update={"found": found})
-        # Local waiters wake where something may have become leasable: completes,
-        # renews and items leased to the caller make nothing new available.
+        self._wake_after(queues, groups, produce, result, silent)
+        return result
+
+    def _wake_after(
+        self,
+        queues: Mapping[str, QueueInfo],
+        groups: Mapping[str, Sequence[Ref]],
+        produce: Mapping[str, Sequence[Item]],
+        result: TransactResult,
+        silent: frozenset[str],
+    ) -> None:
+        """Wake local waiters where a transaction may have made something leasable:
+        completes, renews and items leased to the caller make nothing new available."""
         woken = {name for name, items in produce.items() if items}
         for ref in groups.get("retry", ()):
             woken.add(ref.queue)
@@ -528,7 +603,46 @@ class AsyncQueueClient(QueueAdmin):
         woken |= {name for name, got in result.leased.items() if None in got}
         for name in woken - silent:
             self._board.wake(name)
+
+    async def _transact_observed(
+        self,
+        backend: Backend,
+        groups: Mapping[str, Sequence[Ref]],
+        produce: Mapping[str, Sequence[Item]],
+        claimed: Mapping[str, Sequence[Item]],
+        plan: Callable[[Carrier], TxnPlan],
+    ) -> TransactResult:
+        """:meth:`_transact`'s store call with a send span per destination queue
+        (their contexts in the produced items' headers) and its metrics."""
+        batches = {name: len(items) for name, items in produce.items() if items}
+        for name, items in claimed.items():
+            batches[name] = batches.get(name, 0) + len(items)
+        with messaging.sending("transact", batches) as send:
+            result = await backend.transact(plan(send.carrier))
+            send.produced(result.produced)
+        if metering():
+            self._count(groups, result)
         return result
+
+    def _count(self, groups: Mapping[str, Sequence[Ref]], result: TransactResult) -> None:
+        """The counters and lease latencies of an applied transaction."""
+        now = time.monotonic()
+        completes, retries = groups.get("complete", ()), groups.get("retry", ())
+        if completes:
+            queue_metrics.count(
+                queue_metrics.per_queue([r.queue for r in completes]).items(), "completed"
+            )
+            self._lease_times.finished(((r.queue, r.id) for r in completes), now, done=True)
+        if retries:
+            queue_metrics.count(
+                queue_metrics.per_queue([r.queue for r in retries]).items(), "retried"
+            )
+            self._lease_times.finished(((r.queue, r.id) for r in retries), now, done=False)
+        produced = [(name, len(ids)) for name, ids in result.produced.items()]
+        produced += [(name, len(got)) for name, got in result.leased.items()]
+        queue_metrics.count(produced, "produced")
+        for got in result.leased.values():
+            self._lease_times.leased((item.id for item in got if item is not None), now)
 
     # -- inspection ---------------------------------------------------------
     async def stats(self, queue: str) -> QueueStats:
@@ -536,6 +650,22 @@ class AsyncQueueClient(QueueAdmin):
         backend = self._require_open()
         info = await self.queue_info(queue)
         return QueueStats(queue=queue, partitions=await backend.stats(info))
+
+    async def gauges(self, queue: str, *, limit: int = queue_gauges.LIMIT) -> QueueGauges:
+        """Cheap counts per partition for metrics: depth, leased, scheduled and the
+        age of the oldest leasable item, each read with a probe of at most ``limit``
+        rows per partition (exact below it; see :class:`PartitionGauges` for the
+        estimates past it). :meth:`stats` counts exactly and reads every row."""
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        check_count("limit", limit, 1, 1_000_000)
+        return QueueGauges(queue=queue, partitions=await backend.gauges(info, limit))
+
+    async def publish_gauges(self) -> None:
+        """Read every queue's gauges for the metric instruments now (they are
+        otherwise read at most every 10 s, after a metric collection asked)."""
+        self._require_open()
+        await self._gauges.refresh()
 
     async def list_items(
         self, queue: str, *, partition: int = 0, pivot: str | None = None, limit: int = 100
@@ -619,3 +749,7 @@ class AsyncQueueClient(QueueAdmin):
         force the moves (tests, operations).
         """
         return await run_maintenance(self._require_open(), self._board.wake)
+
+
+def _gauges_failed(exc: Exception) -> None:
+    log.warning("querator: reading the queue gauges failed: %s", exc)

@@ -39,6 +39,7 @@ from querator.errors import Conflict, QueratorError, RequestTimeout, Unavailable
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_BATCH, check_count, check_duration
+from querator.telemetry import messaging, webhook_metrics
 from querator.webhooks.cache import EndpointCache
 from querator.webhooks.delivery import Sender
 from querator.webhooks.endpoints import Endpoint
@@ -219,7 +220,8 @@ class AsyncDeliveryWorker:
         # Renewed from now on, while the item waits for room and while it is attempted.
         held = self._held[leased.id] = _Held(leased)
         try:
-            await self._deliver(held, delivery)
+            async with messaging.process(leased):
+                await self._deliver(held, delivery)
         finally:
             self._held.pop(leased.id, None)
 
@@ -236,6 +238,7 @@ class AsyncDeliveryWorker:
             dead = dead_item(delivery, f"endpoint {why}")
             await self.aq.transact(complete=[await self._release(held)], produce={DEAD: [dead]})
             self.counts["dead"] += 1
+            webhook_metrics.attempted("dead", None)
             return
         gate = self.gates[endpoint.id]
         key = delivery.ordering_key if endpoint.ordered else None
@@ -260,6 +263,7 @@ class AsyncDeliveryWorker:
         done = await self._release(held)
         await self.aq.commit(complete=[done], produce=decision.produce, silent=[ATTEMPTS])
         self.counts[decision.outcome.value] += 1
+        webhook_metrics.attempted(decision.outcome.value, result.latency)
         if decision.disable is not None or decision.failing is not None:
             await self._mark(endpoint, decision)
 

@@ -11,6 +11,8 @@ from querator.http.wire.queue import (
     ClearReply,
     ClearRequest,
     CompleteRequest,
+    GaugesReply,
+    GaugesRequest,
     LeaseReply,
     LeaseRequest,
     LookupReply,
@@ -144,6 +146,11 @@ async def transact(aq: AsyncQueueClient, body: TransactRequest) -> TransactReply
 async def stats(aq: AsyncQueueClient, body: QueueRequest) -> StatsReply:
     """Counts per partition."""
     return StatsReply.of(await aq.stats(body.queue_name))
+
+
+async def gauges(aq: AsyncQueueClient, body: GaugesRequest) -> GaugesReply:
+    """Bounded counts per partition, for metrics."""
+    return GaugesReply.of(await aq.gauges(body.queue_name, limit=body.limit))
 
 
 async def clear(aq: AsyncQueueClient, body: ClearRequest) -> ClearReply:

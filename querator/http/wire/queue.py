@@ -7,8 +7,9 @@ from pydantic import Field, field_validator
 
 from querator.http.wire.items import ItemRef, LeaseItem, ProduceItem, QueueItemRef, StorageItem
 from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
+from querator.queue.models import PartitionGauges as LibraryPartitionGauges
 from querator.queue.models import PartitionStats as LibraryPartitionStats
-from querator.queue.models import QueueStats
+from querator.queue.models import QueueGauges, QueueStats
 from querator.queue.validation import MAX_BATCH
 
 
@@ -262,6 +263,57 @@ class StatsReply(WireModel):
             for p in logical.partitions
         ]
         return QueueStats(queue=self.queue_name, partitions=partitions)
+
+
+class GaugesRequest(WireModel):
+    """``/v1/queue.gauges``: cheap counts for metrics."""
+
+    queue_name: QueueName
+    limit: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Rows a probe of one partition reads at most; counts are exact below it."""
+
+
+class PartitionGauges(WireModel):
+    """The bounded counts of one partition (see the library's ``PartitionGauges``)."""
+
+    partition: int
+    depth: int
+    leased: int
+    scheduled: int
+    oldest_age: Duration | None
+    exact: bool
+
+
+class GaugesReply(WireModel):
+    """``/v1/queue.gauges``."""
+
+    queue_name: str
+    partitions: list[PartitionGauges]
+
+    @classmethod
+    def of(cls, gauges: QueueGauges) -> GaugesReply:
+        """The library's gauges on the wire."""
+        return cls(
+            queue_name=gauges.queue,
+            partitions=[PartitionGauges(**p.model_dump()) for p in gauges.partitions],
+        )
+
+    def to_gauges(self) -> QueueGauges:
+        """Back to the library's gauges."""
+        return QueueGauges(
+            queue=self.queue_name,
+            partitions=[
+                LibraryPartitionGauges(
+                    partition=p.partition,
+                    depth=p.depth,
+                    leased=p.leased,
+                    scheduled=p.scheduled,
+                    oldest_age=p.oldest_age,
+                    exact=p.exact,
+                )
+                for p in self.partitions
+            ],
+        )
 
 
 class ClearRequest(WireModel):

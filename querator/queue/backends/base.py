@@ -42,6 +42,7 @@ from typing import NamedTuple, Protocol
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.models import (
     Leased,
+    PartitionGauges,
     PartitionStats,
     QueueInfo,
     QueueSettings,
@@ -66,6 +67,15 @@ class NewItem:
     available_at: datetime | None = None
     """None means the store's now."""
     dedup_key: str | None = None
+
+
+class Leases(NamedTuple):
+    """The items one lease took, and how long each had been waiting for it."""
+
+    items: list[Leased]
+    waited: list[float]
+    """Per item, in order: seconds from its ``available_at`` before this lease to
+    the lease (the store's clock), the lease-wait metric's observation."""
 
 
 class ItemKey(NamedTuple):
@@ -212,9 +222,7 @@ class Backend(Protocol):
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""
 
-    async def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Leased]:
+    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
         """Lease up to ``limit`` leasable items of one partition, in order."""
 
     async def next_available_at(self, queue: QueueInfo) -> datetime | None:
@@ -231,6 +239,12 @@ class Backend(Protocol):
 
     async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
         """Counts per partition."""
+
+    async def gauges(self, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
+        """Cheap counts per partition for metrics: each probe reads at most
+        ``limit`` rows through an index (or the table's first rows), and the
+        oldest leasable item is the first row of the lease order. Counts past
+        ``limit`` are the store's estimate (see :class:`PartitionGauges`)."""
 
     async def list_items(
         self,

@@ -19,11 +19,12 @@ import anyio
 
 from querator.clock import SYSTEM, Clock
 from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
-from querator.queue.backends.base import ItemKey, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import ItemKey, Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
     Leased,
+    PartitionGauges,
     PartitionStats,
     QueueInfo,
     QueueSettings,
@@ -217,22 +218,21 @@ class MemoryBackend:
             part.dedup[row.dedup_key] = row.seq
         part.push(row)
 
-    async def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Leased]:
+    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
         """Lease up to ``limit`` items of one partition in (available_at, seq) order."""
         part = self._partitions(queue)[partition]
         now = self._time()
         deadline = now + queue.settings.lease_timeout
-        leased: list[Leased] = []
+        leased = Leases([], [])
         skipped: list[tuple[float, int]] = []
-        while len(leased) < limit and (top := part.valid_top()) is not None and top[0] <= now:
+        while len(leased.items) < limit and (top := part.valid_top()) is not None and top[0] <= now:
             heapq.heappop(part.heap)
             row = part.rows[top[1]]
             if not _leasable(row, queue.settings, now):
                 skipped.append(top)
                 continue
-            leased.append(self._lease_row(queue, partition, part, row, client_id, deadline))
+            leased.waited.append(now - row.available_at)
+            leased.items.append(self._lease_row(queue, partition, part, row, client_id, deadline))
         for entry in skipped:
             heapq.heappush(part.heap, entry)
         return leased
@@ -433,6 +433,30 @@ class MemoryBackend:
                     scheduled=sum(r.available_at > now and r.lease_deadline is None for r in rows),
                     dead_lettered=sum(r.source_id is not None for r in rows),
                     oldest_age=None if oldest is None else max(0.0, now - oldest),
+                )
+            )
+        return out
+
+    async def gauges(self, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
+        """Counts per partition, probed like the SQL stores' (leased and scheduled
+        among the first ``limit`` items not yet available); the depth is exact."""
+        now = self._time()
+        out = []
+        for index, part in enumerate(self._partitions(queue)):
+            rows = part.rows.values()
+            heads = [r.available_at for r in rows if _leasable(r, queue.settings, now)]
+            waiting = sorted(
+                (r for r in rows if r.available_at > now), key=lambda r: r.available_at
+            )
+            held = sum(r.lease_deadline is not None for r in waiting[:limit])
+            out.append(
+                PartitionGauges(
+                    partition=index,
+                    depth=len(rows),
+                    leased=held,
+                    scheduled=min(len(waiting), limit) - held,
+                    oldest_age=max(0.0, now - min(heads)) if heads else None,
+                    exact=len(rows) < limit and len(waiting) < limit,
                 )
             )
         return out

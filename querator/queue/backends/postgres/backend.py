@@ -22,7 +22,7 @@ from querator.errors import (
     QueueNotFound,
     Unavailable,
 )
-from querator.queue.backends.base import NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import register as register_arrays
@@ -51,6 +51,7 @@ from querator.queue.backends.postgres.transact import (
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.models import (
     Leased,
+    PartitionGauges,
     PartitionStats,
     QueueInfo,
     QueueSettings,
@@ -322,9 +323,7 @@ class PostgresBackend:
         async with self._transaction(queue.name) as conn:
             return await insert_items(conn, self._names, queue, items, now=self._clock.given())
 
-    async def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Leased]:
+    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
         """Lease up to ``limit`` leasable items of one partition, in order."""
         statement = stmt.lease_for(self._names, queue.queue_id, partition)
         params = {
@@ -338,7 +337,13 @@ class PostgresBackend:
             cur = await conn.execute(statement, params, binary=True)
             found = await cur.fetchall()
         found.sort(key=lambda row: (row[0], row[1]))
-        return [rows.item(Leased, queue, partition, row[1:]) for row in found]
+        timeout = float(queue.settings.lease_timeout)
+        leases = Leases([], [])
+        for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
+            item = rows.item(Leased, queue, partition, row[1:])
+            leases.items.append(item)
+            leases.waited.append((item.lease_deadline - row[0]).total_seconds() - timeout)
+        return leases
 
     async def next_available_at(self, queue: QueueInfo) -> datetime | None:
         """Earliest ``available_at`` of any item that could become leasable, or None."""
@@ -410,6 +415,26 @@ class PostgresBackend:
             cur = await conn.execute(branches, {"now": self._clock.given()})
             found = [rows.partition_stats(row) for row in await cur.fetchall()]
         return sorted(found, key=lambda stats: stats.partition)
+
+    async def gauges(self, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
+        """Bounded probes per partition (the planner's estimate past ``limit``)."""
+        branches = sql.SQL(" UNION ALL ").join(
+            stmt.GAUGES_BRANCH.format(
+                partition=sql.Literal(n),
+                table=self._table(queue, n),
+                regclass=sql.Literal(f"{self._names.schema}.q{queue.queue_id}_p{n}"),
+            )
+            for n in range(queue.settings.partitions)
+        )
+        params = {
+            "limit": limit,
+            "max_attempts": queue.settings.max_attempts,
+            "now": self._clock.given(),
+        }
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(branches, params)
+            found = [rows.partition_gauges(row, limit) for row in await cur.fetchall()]
+        return sorted(found, key=lambda gauges: gauges.partition)
 
     async def list_items(
         self,

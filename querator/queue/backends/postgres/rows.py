@@ -8,7 +8,13 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from querator.queue.ids import format_id
-from querator.queue.models import PartitionStats, QueueInfo, QueueSettings, StoredItem
+from querator.queue.models import (
+    PartitionGauges,
+    PartitionStats,
+    QueueInfo,
+    QueueSettings,
+    StoredItem,
+)
 
 ItemT = TypeVar("ItemT", bound=StoredItem)
 
@@ -111,6 +117,22 @@ ITEM_FIELDS = frozenset(
      "dedup_key", "source_id", "created_at")
 )  # fmt: skip
 """The fields :func:`item` fills."""
+
+
+def partition_gauges(row: Row, limit: int) -> PartitionGauges:
+    """Map a row of ``statements.GAUGES_BRANCH``: past ``limit`` items the depth is
+    the planner's estimate (never below the count; the count when there is none)."""
+    partition, counted, waiting, held, oldest_age, estimate = row
+    full = counted >= limit or waiting >= limit
+    depth = counted if counted < limit else max(counted, round(estimate or 0))
+    return PartitionGauges.model_construct(
+        partition=partition,
+        depth=depth,
+        leased=held,
+        scheduled=waiting - held,
+        oldest_age=None if oldest_age is None else max(0.0, oldest_age),
+        exact=not full,
+    )
 
 
 def partition_stats(row: Row) -> PartitionStats:

@@ -386,6 +386,35 @@ FROM {table}
 )
 """Counts of one partition (its number a literal); branches join by UNION ALL."""
 
+GAUGES_BRANCH: Final = sql.SQL(
+    """
+SELECT {partition}::integer, c.n, w.total, w.held,
+       extract(epoch FROM coalesce(%(now)s, now()) - h.head)::float8,
+       (SELECT CASE WHEN p.reltuples < 0 THEN NULL
+                    WHEN p.relpages = 0 THEN p.reltuples
+                    ELSE p.reltuples / p.relpages
+                         * (pg_relation_size(p.oid) / current_setting('block_size')::float8)
+               END
+        FROM pg_class AS p WHERE p.oid = to_regclass({regclass}))
+FROM (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT %(limit)s) AS s) AS c,
+     (SELECT count(*) AS total, count(s.lease_deadline) AS held
+      FROM (SELECT lease_deadline FROM {table} WHERE available_at > coalesce(%(now)s, now())
+            ORDER BY available_at LIMIT %(limit)s) AS s) AS w,
+     (SELECT min(s.available_at) AS head
+      FROM (SELECT available_at FROM {table}
+            WHERE available_at <= coalesce(%(now)s, now())
+              AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
+              AND expire_at > coalesce(%(now)s, now())
+            ORDER BY available_at, seq LIMIT 1) AS s) AS h
+"""
+)
+"""Bounded probes of one partition (branches join by UNION ALL): items counted up
+to the limit; how many of the first ``limit`` items not yet available there are,
+and how many of them are held (the available index's range above now); the
+head of the lease order; and the planner's row estimate (``reltuples`` per page
+times the table's current pages, as the planner scales it; NULL before the
+table was first analyzed)."""
+
 LIST_ITEMS: Final = sql.SQL(
     """
 SELECT {columns} FROM {table} AS t

@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from querator.clock import SYSTEM, Clock
 from querator.errors import Unavailable
-from querator.queue.backends.base import NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.backends.sqlite import items as item_ops
 from querator.queue.backends.sqlite import queues as queue_ops
@@ -30,7 +30,7 @@ from querator.queue.backends.sqlite.rows import Txn, from_us
 from querator.queue.backends.sqlite.transact import transact
 from querator.queue.backends.sqlite.wakeup import Wakeup
 from querator.queue.models import (
-    Leased,
+    PartitionGauges,
     PartitionStats,
     QueueInfo,
     QueueSettings,
@@ -150,9 +150,7 @@ class SqliteBackend:
         op = partial(item_ops.produce_items, queue=queue, items=items)
         return await self._call(op, write=True, queue=queue.name)
 
-    async def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int
-    ) -> list[Leased]:
+    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
         """Lease up to ``limit`` leasable items of one partition, in order."""
         op = partial(
             item_ops.lease, queue=queue, partition=partition, client_id=client_id, limit=limit
@@ -182,6 +180,11 @@ class SqliteBackend:
     async def stats(self, queue: QueueInfo) -> list[PartitionStats]:
         """Counts per partition."""
         return await self._call(partial(item_ops.stats, queue=queue), write=False, queue=queue.name)
+
+    async def gauges(self, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
+        """Bounded probes per partition (the seq span past ``limit``)."""
+        op = partial(item_ops.gauges, queue=queue, limit=limit)
+        return await self._call(op, write=False, queue=queue.name)
 
     async def list_items(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from querator.errors import Conflict, ConflictReason
-from querator.queue.backends.base import InsertPlan, NewItem
+from querator.queue.backends.base import InsertPlan, Leases, NewItem
 from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.rows import (
     ItemRow,
@@ -22,7 +22,7 @@ from querator.queue.backends.sqlite.rows import (
     stored_item,
 )
 from querator.queue.ids import format_id, seqs_by_partition
-from querator.queue.models import Leased, PartitionStats, QueueInfo, StoredItem
+from querator.queue.models import Leased, PartitionGauges, PartitionStats, QueueInfo, StoredItem
 
 __all__ = [
     "claim",
@@ -30,6 +30,7 @@ __all__ = [
     "dead_letter",
     "dead_letter_due",
     "delete_items",
+    "gauges",
     "lease",
     "list_items",
     "lookup",
@@ -90,13 +91,14 @@ def produce_items(txn: Txn, queue: QueueInfo, items: Sequence[NewItem]) -> list[
 # -- lease --------------------------------------------------------------------
 
 
-def lease(txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int) -> list[Leased]:
+def lease(txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
     """Lease up to ``limit`` leasable items of one partition, by ``(available_at, seq)``."""
     now = txn.now
     bound = stmt.attempts_bound(queue.settings.max_attempts)
     query = stmt.leasable(queue.queue_id, partition)
     rows = [ItemRow(*row) for row in txn.conn.execute(query, (now, now, bound, limit))]
-    return _lease_rows(txn, queue, partition, client_id, rows)
+    leased = _lease_rows(txn, queue, partition, client_id, rows)
+    return Leases(leased, [(now - row.available_at) / 1e6 for row in rows])
 
 
 def claim(txn: Txn, queue: QueueInfo, ids: Sequence[str], client_id: str) -> list[Leased | None]:
@@ -195,6 +197,31 @@ def dead_letter_due(txn: Txn, queue: QueueInfo, dead: QueueInfo | None, limit: i
 
 
 # -- inspection and deletion --------------------------------------------------
+
+
+def gauges(txn: Txn, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
+    """Bounded probes per partition (see :func:`.statements.gauges`): past ``limit``
+    items the depth is the span of seqs, an upper bound (exact while items leave
+    in the order they came)."""
+    now = txn.now
+    bound = stmt.attempts_bound(queue.settings.max_attempts)
+    result: list[PartitionGauges] = []
+    for partition in range(queue.settings.partitions):
+        query = stmt.gauges(queue.queue_id, partition)
+        row = txn.conn.execute(query, (limit, now, limit, now, now, bound)).fetchone()
+        counted, span, waiting, held, head = row
+        full = counted >= limit or waiting >= limit
+        result.append(
+            PartitionGauges.model_construct(
+                partition=partition,
+                depth=counted if counted < limit else max(counted, span or 0),
+                leased=held,
+                scheduled=waiting - held,
+                oldest_age=None if head is None else max(0.0, (now - head) / 1e6),
+                exact=not full,
+            )
+        )
+    return result
 
 
 def stats(txn: Txn, queue: QueueInfo) -> list[PartitionStats]:

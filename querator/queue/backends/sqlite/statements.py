@@ -38,6 +38,7 @@ __all__ = [
     "complete",
     "dead_due",
     "delete_seqs",
+    "gauges",
     "insert_item",
     "leasable",
     "leasable_seqs",
@@ -233,6 +234,25 @@ def stats(queue_id: int, partition: int) -> str:
         " coalesce(sum(lease_deadline IS NOT NULL AND lease_deadline > ?), 0),"
         " coalesce(sum(available_at > ? AND lease_deadline IS NULL), 0),"
         f" count(source_id), min(created_at) FROM {table_name(queue_id, partition)}"
+    )
+
+
+def gauges(queue_id: int, partition: int) -> str:
+    """Bounded probes of one partition: items counted up to ``?``; the seq span;
+    how many of the first ``?`` items not yet available (now) there are, and how
+    many of them are held; the ``available_at`` of the first leasable item (now,
+    now, attempts bound). Parameters: limit, now, limit, now, now, bound."""
+    table = table_name(queue_id, partition)
+    return (
+        "SELECT c.n, s.span, w.total, w.held, h.head FROM"
+        f" (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT ?)) AS c,"
+        f" (SELECT max(seq) - min(seq) + 1 AS span FROM {table}) AS s,"
+        " (SELECT count(*) AS total, coalesce(sum(lease_deadline IS NOT NULL), 0) AS held"
+        f" FROM (SELECT lease_deadline FROM {table} WHERE available_at > ?"
+        " ORDER BY available_at LIMIT ?)) AS w,"
+        " (SELECT min(available_at) AS head FROM (SELECT available_at"
+        f" FROM {table} WHERE available_at <= ? AND expire_at > ? AND attempts < ?"
+        " ORDER BY available_at, seq LIMIT 1)) AS h"
     )
 
 
