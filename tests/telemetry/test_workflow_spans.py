@@ -75,8 +75,10 @@ def test_no_sdk_parent_means_a_run_of_its_own(q: Querator, otel: Telemetry) -> N
     trace = RunMeta.model_validate_json(stored.payload).trace
     found = telemetry.span_context(trace)
     assert found is not None
-    [start] = _traced(otel, found.trace_id)
+    traced = _traced(otel, found.trace_id)  # the start span and its send spans
+    [start] = [span for span in traced if span.name.startswith("start ")]
     assert start.parent is None and start.name == "start tel.three"
+    assert all(span.parent is not None for span in traced if span is not start)
 
 
 def test_replays_make_no_step_spans(q: Querator, otel: Telemetry) -> None:
