@@ -422,7 +422,7 @@ class PostgresBackend:
             stmt.GAUGES_BRANCH.format(
                 partition=sql.Literal(n),
                 table=self._table(queue, n),
-                regclass=sql.Literal(f"{self._names.schema}.q{queue.queue_id}_p{n}"),
+                regclass=sql.Literal(self._table(queue, n).as_string(None)),
             )
             for n in range(queue.settings.partitions)
         )
