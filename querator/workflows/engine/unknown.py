@@ -18,6 +18,7 @@ from datetime import timedelta
 from querator.errors import Conflict
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
+from querator.telemetry import workflow_metrics
 from querator.workflows.engine.commit import final_items, transact_creating
 from querator.workflows.errors import WorkflowError
 from querator.workflows.layout import (
@@ -42,12 +43,16 @@ UNKNOWN_NAME_DELAY = 0.5
 class UnknownName(WorkflowError):
     """The item names a workflow or step this worker does not serve.
 
-    ``give_up`` holds what to write when no worker turned out to know it.
+    ``give_up`` holds what to write when no worker turned out to know it;
+    ``ends`` names the workflow whose run that write ends (None: a step's).
     """
 
-    def __init__(self, message: str, give_up: dict[str, list[Item]]) -> None:
+    def __init__(
+        self, message: str, give_up: dict[str, list[Item]], ends: str | None = None
+    ) -> None:
         super().__init__(message)
         self.give_up = give_up
+        self.ends = ends
 
 
 def unknown_step(payload: StepPayload, headers: Mapping[str, str]) -> UnknownName:
@@ -67,7 +72,7 @@ def unknown_workflow(run_id: str, meta: RunMeta) -> UnknownName:
     """The error for a wake task of a run whose workflow this worker does not know."""
     message = f"no worker serves workflow {meta.workflow!r} (run {run_id})"
     final = RunRecord(ok=False, error=ErrorInfo(type="UnknownWorkflow", message=message))
-    return UnknownName(message, final_items(run_id, meta, final))
+    return UnknownName(message, final_items(run_id, meta, final), ends=meta.workflow)
 
 
 async def leave_for_others(aq: AsyncQueueClient, leased: Leased, error: UnknownName) -> None:
@@ -80,6 +85,8 @@ async def leave_for_others(aq: AsyncQueueClient, leased: Leased, error: UnknownN
             log.warning("%s; left for another worker (lease %d)", error, leased.attempts)
         else:
             await transact_creating(aq, [leased], error.give_up)
+            if error.ends is not None:
+                workflow_metrics.run_ended(error.ends, "failed")
             log.error(
                 "%s after %d leases; the error is in the run's history", error, leased.attempts
             )
