@@ -27,6 +27,7 @@ time.
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -37,20 +38,20 @@ from querator.errors import InvalidArgument
 __all__ = ["Clock", "ManualClock", "SystemClock", "stamp", "using"]
 
 
-class Clock:
+class Clock(ABC):
     """What a clock offers querator; :class:`SystemClock` and :class:`ManualClock` are the two."""
 
+    @abstractmethod
     def now(self) -> datetime:
         """The current instant (timezone-aware UTC)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def given(self) -> datetime | None:
         """The instant statements use instead of the store's clock (``None``: the store's)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def on_advance(self, wake: Callable[[], None]) -> Callable[[], None]:
         """Call ``wake`` (from the advancing thread) whenever time jumps; returns an unsubscribe."""
-        raise NotImplementedError
 
 
 class SystemClock(Clock):
