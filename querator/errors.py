@@ -13,6 +13,7 @@ QueratorError                 base of everything querator raises
 ├── UsageError                the API was used in a way that cannot work (closed client,
 │                             a sync call inside a running event loop)
 ├── SchemaTooNew              the store's schema is newer than this querator knows
+├── LockLost                  a lock's permit was lost before its release (querator.locks)
 └── WorkflowError             (querator.workflows.errors: the workflow layer's own)
     ├── StepFailed            a step failed for good; carries its error type and message
     ├── NonDeterminism        replay met a different step than the history holds
@@ -40,6 +41,7 @@ __all__ = [
     "ConflictReason",
     "Forbidden",
     "InvalidArgument",
+    "LockLost",
     "QueratorError",
     "QueueExists",
     "QueueNotFound",
@@ -153,4 +155,20 @@ class SchemaTooNew(QueratorError):
             f"the {store} has schema version {store_version}, which needs a querator that knows"
             f" version {required_version} or newer; this querator knows versions up to"
             f" {known_version}: upgrade querator"
+        )
+
+
+class LockLost(QueratorError):
+    """A permit of a lock or semaphore was lost while held: its lease expired
+    before a renewal reached the store (a pause, an outage), so another holder
+    may have had it since. Raised by the release; ``token`` is the fencing token
+    the holder had, which any store guarded by it now refuses.
+    """
+
+    def __init__(self, name: str, token: int) -> None:
+        self.name = name
+        self.token = token
+        super().__init__(
+            f"the permit of {name!r} with fencing token {token} was lost while held: its"
+            " lease expired before it was renewed, so another holder may have had it"
         )

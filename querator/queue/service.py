@@ -11,11 +11,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
-from typing import NamedTuple, Self
+from typing import Any, NamedTuple, Self
 
 import anyio
 import anyio.from_thread
@@ -214,6 +214,13 @@ class AsyncQueueClient(QueueAdmin):
                     anyio.from_thread.run_sync(self._board.wake_all, token=token)
 
         return wake
+
+    def run_in_background(self, service: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``await service()`` as a background task of this client until it
+        closes (the lock renewer); call it on the client's own event loop."""
+        if self._tasks is None:
+            raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
+        self._tasks.start_soon(service)
 
     def _require_open(self) -> Backend:
         if self._tasks is None:

@@ -1,0 +1,105 @@
+"""Semaphores and locks for ordinary code, on :class:`~querator.Querator`: each
+call runs :class:`~querator.locks.AsyncSemaphore`'s code on the client's loop."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from querator.errors import LockLost
+from querator.locks.names import DEFAULT_LEASE
+from querator.locks.permit import Permit
+from querator.locks.semaphore import AsyncSemaphore
+from querator.queue.client import QueueClient
+
+
+class Semaphore:
+    """A semaphore of ``limit`` permits named ``name``, shared by every client of
+    the store (see :class:`~querator.locks.AsyncSemaphore`, whose arguments it
+    takes). It is created, or brought to ``limit``, when constructed.
+
+    ``with sem.acquire(timeout=5) as permit:`` holds a permit for the block,
+    renewed by the client's loop thread while the block runs.
+    """
+
+    def __init__(
+        self,
+        q: QueueClient,
+        name: str,
+        limit: int,
+        *,
+        lease: float = DEFAULT_LEASE,
+        client_id: str | None = None,
+    ) -> None:
+        self._async = AsyncSemaphore(q.aio, name, limit, lease=lease, client_id=client_id)
+        self._q = q
+        q.call(self._async.create)
+
+    @property
+    def name(self) -> str:
+        """The semaphore's name."""
+        return self._async.name
+
+    @property
+    def limit(self) -> int:
+        """How many holders it admits at once."""
+        return self._async.limit
+
+    @property
+    def client_id(self) -> str:
+        """This holder's id, as listings show it."""
+        return self._async.client_id
+
+    def acquire(self, timeout: float | None = None) -> Acquire:
+        """``with sem.acquire(timeout) as permit:`` (see :meth:`AsyncSemaphore.acquire`)."""
+        return Acquire(self, timeout)
+
+    def acquire_permit(self, timeout: float | None = None) -> Permit:
+        """Take a permit and keep it renewed until :meth:`release`."""
+        return self._q.call(self._async.acquire_permit, timeout)
+
+    def release(self, permit: Permit) -> None:
+        """Give ``permit`` back (see :meth:`AsyncSemaphore.release`)."""
+        self._q.call(self._async.release, permit)
+
+
+class Lock(Semaphore):
+    """A lock: a semaphore of one permit (see :class:`Semaphore`)."""
+
+    def __init__(
+        self,
+        q: QueueClient,
+        name: str,
+        *,
+        lease: float = DEFAULT_LEASE,
+        client_id: str | None = None,
+    ) -> None:
+        super().__init__(q, name, 1, lease=lease, client_id=client_id)
+
+
+class Acquire:
+    """What :meth:`Semaphore.acquire` returns: ``with`` it."""
+
+    def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
+        self._semaphore = semaphore
+        self._timeout = timeout
+        self._permit: Permit | None = None
+
+    def __enter__(self) -> Permit:
+        self._permit = self._semaphore.acquire_permit(self._timeout)
+        return self._permit
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        permit, self._permit = self._permit, None
+        if permit is None:
+            return
+        try:
+            self._semaphore.release(permit)
+        except LockLost as lost:
+            if exc is None:
+                raise
+            exc.add_note(str(lost))
