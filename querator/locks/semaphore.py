@@ -54,7 +54,7 @@ class AsyncSemaphore:
         """How many holders it admits at once."""
         self.lease = check_lease(lease)
         """Seconds a permit's lease lasts between renewals."""
-        self.client_id = store.check_owner(client_id or default_client_id())
+        self.client_id = store.check_owner(default_client_id() if client_id is None else client_id)
         """This holder's id, as listings show it."""
         self._aq = q
         self._created = False
