@@ -17,6 +17,7 @@ querator runs replay RUN_ID... --app myapp.flows   # check new code against stor
 querator runs replay --running --app myapp.flows   # ... against every running run
 querator queues list
 querator queues stats NAME
+querator locks list [--json]                 # semaphores and locks: limit, free, holders
 querator dead list QUEUE [--limit N]         # dead letters of QUEUE (its dead_queue), with a count
 querator dead show QUEUE ITEM_ID
 querator dead requeue QUEUE [ITEM_ID...] [--all]   # back into QUEUE
@@ -197,6 +198,7 @@ def main() -> None:
 
 
 # The commands register themselves on the apps above when imported.
+from querator.cli import locks as locks  # noqa: E402
 from querator.cli import migrate as migrate  # noqa: E402
 from querator.cli import queues as queues  # noqa: E402
 from querator.cli import runs as runs  # noqa: E402

@@ -1,0 +1,41 @@
+"""``querator locks``: semaphores and locks, with who holds them."""
+
+from __future__ import annotations
+
+import typer
+
+from querator.cli import AsJson, Url, _json_list, _reporting, _store, _table, _when, app
+from querator.locks import list_semaphores
+from querator.queue.backends import DEFAULT_URL
+
+locks_app = typer.Typer(no_args_is_help=True, help="Locks and semaphores.")
+app.add_typer(locks_app, name="locks")
+
+
+@locks_app.command("list")
+def locks_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """Every semaphore with its limit, free permits and holders (client id, since
+    when, permit, version: at least the holder's fencing token). Waiters are not
+    recorded by the store: a semaphore with no free permit may have some."""
+    with _reporting(), _store(url) as q:
+        found = list_semaphores(q)
+    if as_json:
+        _json_list(found)
+        return
+    rows = [["NAME", "LIMIT", "FREE", "HOLDER", "SINCE", "PERMIT", "VERSION", "LEASE_DEADLINE"]]
+    for info in found:
+        head = [info.name, str(info.limit), str(info.free)]
+        if not info.holders:
+            rows.append([*head, "-", "-", "-", "-", "-"])
+        for holder in info.holders:
+            rows.append(
+                [
+                    *head,
+                    holder.client_id,
+                    _when(holder.since),
+                    str(holder.permit),
+                    str(holder.version),
+                    _when(holder.lease_deadline),
+                ]
+            )
+    _table(rows)

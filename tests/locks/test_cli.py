@@ -1,0 +1,48 @@
+"""``querator locks list``, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from querator import Querator
+from querator.locks import Lock, Semaphore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "querator.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+        check=False,
+    )
+
+
+def test_locks_list_shows_holders(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    with Querator(url) as q:
+        Lock(q, "idle")
+        sem = Semaphore(q, "pool", 3, client_id="worker-7")
+        permit = sem.acquire_permit(0)
+        table = cli("locks", "list", "--url", url)
+        listed = cli("locks", "list", "--url", url, "--json")
+        sem.release(permit)
+    assert table.returncode == 0, table.stderr
+    header, idle, pool = table.stdout.splitlines()
+    assert header.split()[:4] == ["NAME", "LIMIT", "FREE", "HOLDER"]
+    assert idle.split()[:4] == ["idle", "1", "1", "-"]
+    assert pool.split()[:4] == ["pool", "3", "2", "worker-7"]
+    assert listed.returncode == 0, listed.stderr
+    pool_json = json.loads(listed.stdout)[1]
+    [holder] = pool_json["holders"]
+    assert (holder["client_id"], holder["permit"]) == ("worker-7", permit.index)
+    assert holder["version"] >= permit.token and holder["since"]
+    assert pool_json["waiters"] is None
