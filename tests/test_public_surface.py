@@ -57,6 +57,26 @@ def test_every_public_name_and_method_has_a_docstring() -> None:
     assert missing == []
 
 
+def test_locks_exports() -> None:
+    import querator.locks
+
+    assert sorted(querator.locks.__all__) == [
+        "Acquire",
+        "AsyncAcquire",
+        "AsyncLock",
+        "AsyncSemaphore",
+        "Holder",
+        "Lock",
+        "Permit",
+        "Semaphore",
+        "SemaphoreInfo",
+        "list_semaphores",
+        "list_semaphores_async",
+    ]
+    for name in querator.locks.__all__:
+        assert getattr(querator.locks, name).__doc__, name
+
+
 def test_sync_and_async_clients_offer_the_same_methods() -> None:
     def public(cls: type) -> set[str]:
         return {
@@ -66,6 +86,7 @@ def test_sync_and_async_clients_offer_the_same_methods() -> None:
         }
 
     sync_only = {"close", "call"}  # call: run a coroutine function on the client's loop
-    # watch: waiting on wakeups is an async affair; commit: the engine's transact
-    async_only = {"open", "close", "watch", "commit"}
+    # watch: waiting on wakeups is an async affair; commit: the engine's transact;
+    # run_in_background: a service's task (the lock renewer) on the client's loop
+    async_only = {"open", "close", "watch", "commit", "run_in_background"}
     assert public(querator.Querator) - sync_only == public(querator.AsyncQuerator) - async_only

@@ -11,9 +11,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from querator.http.handlers import admin, queue, workflows
+from querator.http.handlers import admin, locks, queue, workflows
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
+from querator.http.wire import locks as wl
 from querator.http.wire import queue as wq
 from querator.http.wire import workflows as ww
 from querator.workflows.inspection import RunInfo
@@ -114,5 +115,17 @@ WORKFLOW_ENDPOINTS = [
 ]  # fmt: skip
 """Workflows, schedules and dead letters (querator's own)."""
 
-ENDPOINTS = [*QUEUE_ENDPOINTS, *WORKFLOW_ENDPOINTS]
+LOCK_ENDPOINTS = [
+    Endpoint("/v1/locks.acquire", wl.AcquireRequest, wl.PermitReply,
+             locks.acquire, WRITE, 4 * KB, "Take a permit of a lock or semaphore (long poll)"),
+    Endpoint("/v1/locks.renew", wl.HeldRequest, wl.PermitReply,
+             on_queue(locks.renew), WRITE, 4 * KB, "Extend a held permit's lease"),
+    Endpoint("/v1/locks.release", wl.HeldRequest, wq.Reply,
+             on_queue(locks.release), WRITE, 4 * KB, "Give a held permit back"),
+    Endpoint("/v1/locks.list", wq.Empty, wl.SemaphoresReply,
+             on_queue(locks.list_locks), READ, 512, "Semaphores with their holders"),
+]  # fmt: skip
+"""Locks and semaphores (querator's own)."""
+
+ENDPOINTS = [*QUEUE_ENDPOINTS, *WORKFLOW_ENDPOINTS, *LOCK_ENDPOINTS]
 """Every RPC the server answers."""

@@ -17,6 +17,7 @@ from querator.errors import (
     ConflictReason,
     Forbidden,
     InvalidArgument,
+    LockLost,
     QueratorError,
     QueueExists,
     QueueNotFound,
@@ -93,6 +94,11 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
         lambda e: (f"invalid queue; '{e.queue}' already exists", {"queue": e.queue}),
     ),
     (Conflict, CONFLICT, _conflict),
+    (
+        LockLost,
+        CONFLICT,
+        lambda e: (f"permit lost; {e}", {"name": e.name, "token": str(e.token)}),
+    ),
     (RequestTimeout, RETRY_REQUEST, lambda e: (REQUEST_TIMEOUT_MESSAGE, {})),
     (Unavailable, RETRY_REQUEST, lambda e: (_unavailable(e), {})),
     (Unauthorized, UNAUTHORIZED, lambda e: (str(e), {})),
@@ -123,6 +129,7 @@ _CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
         {key: ConflictReason(value) for key, value in r.details.items() if key != "type"}
     ),
     "RequestTimeout": lambda r: RequestTimeout(r.message),
+    "LockLost": lambda r: LockLost(r.details.get("name", ""), _whole(r.details.get("token"))),
     "Unauthorized": lambda r: Unauthorized(r.message),
     "Forbidden": lambda r: Forbidden(r.message),
 }
@@ -134,6 +141,10 @@ _BY_STATUS: dict[int, Callable[[str], QueratorError]] = {
     FORBIDDEN: Forbidden,
 }
 """Replies without a known ``type`` (another server, a proxy) by status."""
+
+
+def _whole(text: str | None) -> int:
+    return int(text) if text and text.isdigit() else 0
 
 
 def error_of(code: int, body: Reply) -> QueratorError:

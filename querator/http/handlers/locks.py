@@ -1,0 +1,55 @@
+"""Handlers of ``/v1/locks.*``: each calls :mod:`querator.locks.store`, which
+the library's semaphores call too (no background renewal here: the HTTP
+client renews by itself)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from querator.errors import QueueNotFound
+from querator.http.wire.locks import (
+    AcquireRequest,
+    HeldRequest,
+    PermitReply,
+    SemaphoresReply,
+)
+from querator.http.wire.queue import Empty, Reply
+from querator.locks import store
+from querator.locks.listing import list_semaphores_async
+from querator.locks.names import index_of, queue_of
+from querator.queue.service import AsyncQueueClient
+
+
+async def acquire(state: Any, body: AcquireRequest) -> PermitReply:
+    """Take a free permit, waiting up to ``request_timeout`` (454 when none was)."""
+    aq: AsyncQueueClient = state.aq
+    if body.limit is not None:
+        await store.ensure(aq, body.name, body.limit, body.lease)
+    else:
+        try:
+            await aq.queue_info(queue_of(body.name))
+        except QueueNotFound:
+            await store.ensure(aq, body.name, 1, body.lease)
+    leased = await state.unless_stopping(
+        lambda: store.acquire(aq, body.name, body.client_id, body.request_timeout)
+    )
+    return PermitReply.of(body.name, index_of(leased.dedup_key), leased, leased.version)
+
+
+async def renew(aq: AsyncQueueClient, body: HeldRequest) -> PermitReply:
+    """Extend a held permit's lease (409 LockLost when it was lost)."""
+    renewed = await store.renew(aq, body.name, body.id, body.version)
+    token = body.version if body.token is None else body.token
+    return PermitReply.of(body.name, body.permit, renewed, token)
+
+
+async def release(aq: AsyncQueueClient, body: HeldRequest) -> Reply:
+    """Give a held permit back: free at once (409 LockLost when it was lost)."""
+    token = body.version if body.token is None else body.token
+    await store.release(aq, body.name, body.id, body.version, body.permit, token)
+    return Reply()
+
+
+async def list_locks(aq: AsyncQueueClient, body: Empty) -> SemaphoresReply:
+    """Every semaphore with its limit, free permits and holders."""
+    return SemaphoresReply(semaphores=await list_semaphores_async(aq))
