@@ -64,6 +64,10 @@ class Profile:
     """Seconds the ``parked`` runs may take to reach their sleep."""
     listing_sizes: tuple[int, ...] = (1_000, 10_000, 50_000)
     """Runs stored when the ``run_listing`` pages are timed (the first is the base)."""
+    lock_seconds: float = 3.0
+    """Length of each acquire + release window of the ``locks`` scenario."""
+    lock_contenders: int = 8
+    """Processes contending for a semaphore of 2 in the ``locks`` scenario."""
 
 
 FULL = Profile(
@@ -117,6 +121,8 @@ TINY = Profile(
     parked_runs=20,
     parked_timeout=60.0,
     listing_sizes=(50, 200),
+    lock_seconds=0.5,
+    lock_contenders=3,
 )
 """For the smoke test: every code path, on almost no data."""
 

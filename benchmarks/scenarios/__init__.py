@@ -11,6 +11,7 @@ from benchmarks.scenarios import (
     e2e,
     embedded,
     idle,
+    locks,
     parked,
     partitions,
     pgbench,
@@ -39,5 +40,6 @@ SCENARIOS: dict[str, Scenario] = {
     "parked": parked.run,
     "webhooks": webhooks.run,
     "run_listing": run_listing.run,
+    "locks": locks.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""

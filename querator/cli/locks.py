@@ -15,14 +15,14 @@ app.add_typer(locks_app, name="locks")
 @locks_app.command("list")
 def locks_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """Every semaphore with its limit, free permits and holders (client id, since
-    when, permit, version: at least the holder's fencing token). Waiters are not
+    when, permit, token now: at least the holder's fencing token). Waiters are not
     recorded by the store: a semaphore with no free permit may have some."""
     with _reporting(), _store(url) as q:
         found = list_semaphores(q)
     if as_json:
         _json_list(found)
         return
-    rows = [["NAME", "LIMIT", "FREE", "HOLDER", "SINCE", "PERMIT", "VERSION", "LEASE_DEADLINE"]]
+    rows = [["NAME", "LIMIT", "FREE", "HOLDER", "SINCE", "PERMIT", "TOKEN", "LEASE_DEADLINE"]]
     for info in found:
         head = [info.name, str(info.limit), str(info.free)]
         if not info.holders:
@@ -34,7 +34,7 @@ def locks_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
                     holder.client_id,
                     _when(holder.since),
                     str(holder.permit),
-                    str(holder.version),
+                    str(holder.token),
                     _when(holder.lease_deadline),
                 ]
             )

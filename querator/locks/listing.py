@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from querator.locks.names import MAX_LIMIT, QUEUE_PREFIX, index_of, limit_of, name_of
+from querator.locks.names import MAX_LIMIT, QUEUE_PREFIX, index_of, limit_of, name_of, token_of
 from querator.locks.store import holder_of
 from querator.queue.client import QueueClient
 from querator.queue.models import QueueInfo
@@ -24,8 +24,9 @@ class Holder(View):
     """When the holder took it (the holder's clock)."""
     permit: int
     """Which permit (0 to limit - 1; at or past the limit: to be removed on release)."""
-    version: int
-    """The permit's version now: the holder's fencing token, plus one per renewal."""
+    token: int
+    """The permit's fencing token now: the holder's token, plus one per renewal
+    (each renewal changes the permit's version)."""
     lease_deadline: datetime
     """When the permit comes back unless renewed."""
 
@@ -80,7 +81,7 @@ async def _described(aq: AsyncQueueClient, info: QueueInfo) -> SemaphoreInfo:
                     client_id=owner,
                     since=since,
                     permit=index_of(item.dedup_key),
-                    version=item.version,
+                    token=token_of(item.payload, item.version),
                     lease_deadline=item.lease_deadline,
                 )
             )

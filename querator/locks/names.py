@@ -6,6 +6,12 @@
 - Each permit is one item of that queue, ``dedup_key`` ``permit-<i>`` for
   ``0 <= i < limit``: producing the permits again adds nothing, so creation is
   idempotent and two processes creating one semaphore get the same permits.
+- A permit's fencing token is ``base + version``: ``base`` (0 at first, in the
+  payload as JSON) carries the tokens of a permit across its renewal as a new
+  item: a release within :data:`RENEW_ITEM_WITHIN` of the item's ``expire_at``
+  completes it and produces its successor (same dedup key, ``base`` = the
+  old version) in one transaction, so permits in use never expire and tokens
+  never go back.
 - A permit whose index is at or past the limit (the limit was lowered) is
   surplus: it is completed (removed) when its holder releases it, or when an
   acquirer leases it, instead of being given back.
@@ -15,8 +21,10 @@ Pure code: no I/O.
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from datetime import timedelta
 
 from querator.errors import InvalidArgument
 from querator.queue.models import Item, QueueInfo, QueueSettings
@@ -32,6 +40,8 @@ MAX_LIMIT = MAX_BATCH
 """The most permits one semaphore may have."""
 DEFAULT_LEASE = 15.0
 """Seconds a permit's lease lasts between renewals, unless the semaphore says."""
+RENEW_ITEM_WITHIN = timedelta(days=183)
+"""A permit released this close to its item's expiry is replaced by a new item."""
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _REFERENCE = re.compile(r"semaphore limit=(\d+)")
 _PERMIT_KEY = re.compile(r"permit-(\d+)")
@@ -102,6 +112,28 @@ def limit_of(info: QueueInfo) -> int:
 def permits(limit: int) -> list[Item]:
     """The permit items of a semaphore of ``limit`` (produce them: keys dedup)."""
     return [Item(kind=PERMIT_KIND, dedup_key=f"permit-{index}") for index in range(limit)]
+
+
+def successor(dedup_key: str | None, version: int, base: int) -> Item:
+    """The item that replaces a permit item whose expiry nears (its tokens go on)."""
+    payload = json.dumps({"base": base + version}).encode()
+    return Item(kind=PERMIT_KIND, dedup_key=dedup_key, payload=payload, encoding="json")
+
+
+def base_of(payload: bytes) -> int:
+    """The token base a permit item carries (0 for the first item of a permit)."""
+    if not payload:
+        return 0
+    try:
+        base = json.loads(payload).get("base", 0)
+    except (ValueError, AttributeError):
+        return 0
+    return base if isinstance(base, int) and base >= 0 else 0
+
+
+def token_of(payload: bytes, version: int) -> int:
+    """A permit item's fencing token at ``version``."""
+    return base_of(payload) + version
 
 
 def index_of(dedup_key: str | None) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from querator.locks.names import index_of
+from querator.locks.names import index_of, token_of
 from querator.locks.store import holder_of
 from querator.queue.models import Leased
 
@@ -26,8 +26,9 @@ class Permit:
     def __init__(self, name: str, leased: Leased, lease: float, started: float) -> None:
         self.name = name
         """The semaphore's name."""
-        self.token = leased.version
-        """The fencing token: the permit item's version when it was leased."""
+        self.token = token_of(leased.payload, leased.version)
+        """The fencing token: the permit item's version when it was leased (plus
+        the tokens of the items it replaced, after a year of use)."""
         self._current = leased
         self._lease = lease
         self._lost = False

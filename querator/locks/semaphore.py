@@ -96,10 +96,7 @@ class AsyncSemaphore:
             permit._released = True
             if lost:
                 raise LockLost(permit.name, permit.token)
-            held = permit._current
-            await store.release(
-                self._aq, self.name, held.id, held.version, permit.index, permit.token
-            )
+            await store.release(self._aq, self.name, permit._current, permit.index, permit.token)
 
 
 class AsyncLock(AsyncSemaphore):

@@ -13,6 +13,8 @@ import anyio
 
 from querator.errors import Conflict, InvalidArgument, LockLost, RequestTimeout
 from querator.locks.names import (
+    RENEW_ITEM_WITHIN,
+    base_of,
     check_lease,
     check_limit,
     index_of,
@@ -20,6 +22,7 @@ from querator.locks.names import (
     permits,
     queue_of,
     settings_for,
+    successor,
 )
 from querator.queue.models import Leased, QueueInfo, Ref
 from querator.queue.service import AsyncQueueClient
@@ -112,18 +115,28 @@ async def renew(aq: AsyncQueueClient, name: str, item_id: str, version: int) -> 
 
 
 async def release(
-    aq: AsyncQueueClient, name: str, item_id: str, version: int, index: int, token: int
+    aq: AsyncQueueClient, name: str, held: Ref | Leased, index: int, token: int
 ) -> None:
     """Give held permit number ``index`` back (free at once, at the tail), or
     remove it when it is past the limit. :class:`~querator.errors.LockLost` when
-    it was lost meanwhile (``token`` is the fencing token it was taken with)."""
+    it was lost meanwhile (``token`` is the fencing token it was taken with).
+    A permit item near its expiry (known when ``held`` is the :class:`Leased`
+    item) is replaced by its successor in the same transaction."""
     queue = queue_of(name)
-    ref = Ref(queue, item_id, version)
+    ref = Ref(queue, held.id, held.version)
     surplus = not 0 <= index < limit_of(await aq.queue_info(queue))
     try:
         if surplus:
             await aq.complete(queue, [ref])
+        elif isinstance(held, Leased) and _expiring(aq, held):
+            base = base_of(held.payload)
+            after = successor(held.dedup_key, held.version, base)
+            await aq.transact(complete=[ref], produce={queue: [after]})
         else:
             await aq.retry(queue, [ref])
     except Conflict:
         raise LockLost(name, token) from None
+
+
+def _expiring(aq: AsyncQueueClient, held: Leased) -> bool:
+    return held.expire_at - aq.clock.now() < RENEW_ITEM_WITHIN

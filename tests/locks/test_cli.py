@@ -44,5 +44,5 @@ def test_locks_list_shows_holders(tmp_path: Path) -> None:
     pool_json = json.loads(listed.stdout)[1]
     [holder] = pool_json["holders"]
     assert (holder["client_id"], holder["permit"]) == ("worker-7", permit.index)
-    assert holder["version"] >= permit.token and holder["since"]
+    assert holder["token"] >= permit.token and holder["since"]
     assert pool_json["waiters"] is None

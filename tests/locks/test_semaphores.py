@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import anyio
 import pytest
 from polling import wait_for
 
 from querator import AsyncQuerator, Querator
+from querator.clock import ManualClock
 from querator.errors import LockLost, RequestTimeout
 from querator.locks import AsyncLock, AsyncSemaphore, Lock, Semaphore, list_semaphores
 
@@ -87,7 +89,7 @@ def test_listing_shows_holders(q: Querator) -> None:
     [info] = list_semaphores(q)
     [holder] = info.holders
     assert (holder.client_id, holder.permit) == ("me.1", permit.index)
-    assert holder.version >= permit.token
+    assert holder.token >= permit.token
     assert holder.since is not None and abs(holder.since.timestamp() - before) < 5
     assert (info.permits, info.free, info.waiters) == (2, 1, None)
     sem.release(permit)
@@ -96,8 +98,8 @@ def test_listing_shows_holders(q: Querator) -> None:
 def test_a_held_permit_is_renewed_past_its_lease(q: Querator) -> None:
     lock = Lock(q, "long", lease=0.3)
     with lock.acquire(timeout=1) as permit:
-        first_version = list_semaphores(q)[0].holders[0].version
-        wait_for(lambda: list_semaphores(q)[0].holders[0].version >= first_version + 3)
+        first_token = list_semaphores(q)[0].holders[0].token
+        wait_for(lambda: list_semaphores(q)[0].holders[0].token >= first_token + 3)
         assert not permit.lost
         with pytest.raises(RequestTimeout):
             lock.acquire_permit(0)
@@ -145,3 +147,23 @@ async def test_async_semaphore(aq: AsyncQuerator) -> None:
     assert most == 2
     async with AsyncLock(aq, "async-lock").acquire(0) as permit:
         assert permit.token > 0 and not permit.lost
+
+
+def test_a_permit_in_use_outlives_its_items_expiry_and_its_tokens_go_on(
+    backend_url: str,
+) -> None:
+    clock = ManualClock()
+    with Querator(backend_url, clock=clock) as q:
+        lock = Lock(q, "yearly")
+        tokens = []
+        for _ in range(3):  # held and released every few months, for more than a year
+            with lock.acquire(0) as permit:
+                tokens.append(permit.token)
+            clock.advance(days=150)
+            q.run_maintenance()  # what would dead-letter (delete) an expired item
+        [item] = q.list_items("querator.lock.yearly")
+        assert item.expire_at > clock.now() + timedelta(days=200)
+        with lock.acquire(0) as permit:
+            tokens.append(permit.token)
+        assert tokens == sorted(set(tokens)), "tokens only grow, across successor items"
+        assert list_semaphores(q)[0].permits == 1

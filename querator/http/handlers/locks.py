@@ -16,7 +16,8 @@ from querator.http.wire.locks import (
 from querator.http.wire.queue import Empty, Reply
 from querator.locks import store
 from querator.locks.listing import list_semaphores_async
-from querator.locks.names import index_of, queue_of
+from querator.locks.names import index_of, queue_of, token_of
+from querator.queue.models import Ref
 from querator.queue.service import AsyncQueueClient
 
 
@@ -33,7 +34,8 @@ async def acquire(state: Any, body: AcquireRequest) -> PermitReply:
     leased = await state.unless_stopping(
         lambda: store.acquire(aq, body.name, body.client_id, body.request_timeout)
     )
-    return PermitReply.of(body.name, index_of(leased.dedup_key), leased, leased.version)
+    token = token_of(leased.payload, leased.version)
+    return PermitReply.of(body.name, index_of(leased.dedup_key), leased, token)
 
 
 async def renew(aq: AsyncQueueClient, body: HeldRequest) -> PermitReply:
@@ -46,7 +48,8 @@ async def renew(aq: AsyncQueueClient, body: HeldRequest) -> PermitReply:
 async def release(aq: AsyncQueueClient, body: HeldRequest) -> Reply:
     """Give a held permit back: free at once (409 LockLost when it was lost)."""
     token = body.version if body.token is None else body.token
-    await store.release(aq, body.name, body.id, body.version, body.permit, token)
+    held = Ref(queue_of(body.name), body.id, body.version)
+    await store.release(aq, body.name, held, body.permit, token)
     return Reply()
 
 
