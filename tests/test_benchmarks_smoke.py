@@ -28,7 +28,7 @@ def test_harness_runs_querator_and_the_plain_loop(
     document = runner.run(
         runner.Options(
             profile="tiny",
-            scenarios=("produce", "drain", "idle", "embedded", "step_loop", "parked"),
+            scenarios=("produce", "drain", "idle", "embedded", "step_loop", "parked", "locks"),
             systems=("querator", "plain"),
             install=False,
             results_dir=tmp_path,
@@ -43,6 +43,7 @@ def test_harness_runs_querator_and_the_plain_loop(
     assert ("drain", "querator-threads") in measured
     assert ("embedded", "querator") in measured  # in-process: SQLite file and in-memory
     assert {("step_loop", "querator"), ("parked", "querator")} <= measured  # worker processes
+    assert {("locks", "querator"), ("locks", "pg advisory lock")} <= measured
     assert not [n for n in document["notes"] if "FAILED" in n]
     saved = json.loads((tmp_path / "latest.json").read_text())
     assert saved["profile"] == "tiny" and saved["measurements"]

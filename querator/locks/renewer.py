@@ -31,7 +31,9 @@ def renewer_of(aq: AsyncQueueClient) -> PermitRenewer:
     renewer = _RENEWERS.get(aq)
     if renewer is None:
         renewer = _RENEWERS[aq] = PermitRenewer(aq)
+    if not renewer.running:  # first use, or the client was closed and opened again
         aq.run_in_background(renewer.run)
+        renewer.running = True
     return renewer
 
 
@@ -45,6 +47,8 @@ class PermitRenewer:
         self._changed = anyio.Event()
         self._busy = anyio.Lock()
         self._outage = Outage(log, "lock renewals")
+        self.running = False
+        """True while :meth:`run` runs (as a background task of the client)."""
 
     def keep(self, permit: Permit) -> None:
         """Start renewing ``permit``."""
@@ -59,6 +63,12 @@ class PermitRenewer:
 
     async def run(self) -> None:
         """Renew what is due (with what is nearly due), then sleep until the next."""
+        try:
+            await self._serve()
+        finally:
+            self.running = False
+
+    async def _serve(self) -> None:
         while True:
             now = time.monotonic()
             due = [p for p in self._held if p._due - p._lease / 6 <= now]

@@ -167,3 +167,22 @@ def test_a_permit_in_use_outlives_its_items_expiry_and_its_tokens_go_on(
             tokens.append(permit.token)
         assert tokens == sorted(set(tokens)), "tokens only grow, across successor items"
         assert list_semaphores(q)[0].permits == 1
+
+
+@pytest.mark.anyio
+async def test_renewals_go_on_after_the_client_is_opened_again(
+    shared_url: str, anyio_backend: str
+) -> None:
+    aq = AsyncQuerator(shared_url)
+    await aq.open()
+    lock = AsyncLock(aq, "reopened", lease=0.3)
+    async with lock.acquire(0):
+        pass
+    await aq.close()
+    await aq.open()
+    try:
+        async with lock.acquire(0) as permit:
+            await anyio.sleep(0.6)  # two leases long: renewals must keep it
+            assert not permit.lost
+    finally:
+        await aq.close()
