@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from querator.errors import LockLost
 from querator.locks.names import DEFAULT_LEASE
 from querator.locks.permit import Permit
-from querator.locks.semaphore import AsyncSemaphore
+from querator.locks.semaphore import AsyncAcquire, AsyncSemaphore
 from querator.queue.client import QueueClient
 
 
@@ -51,7 +50,7 @@ class Semaphore:
 
     def acquire(self, timeout: float | None = None) -> Acquire:
         """``with sem.acquire(timeout) as permit:`` (see :meth:`AsyncSemaphore.acquire`)."""
-        return Acquire(self, timeout)
+        return Acquire(self._q, self._async.acquire(timeout))
 
     def acquire_permit(self, timeout: float | None = None) -> Permit:
         """Take a permit and keep it renewed until :meth:`release`."""
@@ -77,16 +76,15 @@ class Lock(Semaphore):
 
 
 class Acquire:
-    """What :meth:`Semaphore.acquire` returns: ``with`` it."""
+    """What :meth:`Semaphore.acquire` returns: ``with`` it (it runs
+    :class:`~querator.locks.AsyncAcquire` on the client's loop)."""
 
-    def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
-        self._semaphore = semaphore
-        self._timeout = timeout
-        self._permit: Permit | None = None
+    def __init__(self, q: QueueClient, acquiring: AsyncAcquire) -> None:
+        self._q = q
+        self._acquiring = acquiring
 
     def __enter__(self) -> Permit:
-        self._permit = self._semaphore.acquire_permit(self._timeout)
-        return self._permit
+        return self._q.call(self._acquiring.__aenter__)
 
     def __exit__(
         self,
@@ -94,12 +92,4 @@ class Acquire:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        permit, self._permit = self._permit, None
-        if permit is None:
-            return
-        try:
-            self._semaphore.release(permit)
-        except LockLost as lost:
-            if exc is None:
-                raise
-            exc.add_note(str(lost))
+        self._q.call(self._acquiring.__aexit__, exc_type, exc, tb)
