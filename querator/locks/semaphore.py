@@ -80,7 +80,9 @@ class AsyncSemaphore:
         renewer = renewer_of(self._aq)
         started = time.monotonic()
         leased = await store.acquire(self._aq, self.name, self.client_id, timeout)
-        permit = Permit(self.name, leased, self.lease, started)
+        # the lease the store gave (another process may have set another since)
+        lease = (await self._aq.queue_info(leased.queue)).settings.lease_timeout
+        permit = Permit(self.name, leased, lease, started)
         renewer.keep(permit)
         return permit
 

@@ -50,11 +50,10 @@ async def ensure(aq: AsyncQueueClient, name: str, limit: object, lease: object) 
 def check_owner(client_id: object) -> str:
     """``client_id`` if it is a valid holder id (a queue client id of at most
     :data:`MAX_OWNER` characters)."""
-    check_name("client_id", client_id)
-    assert isinstance(client_id, str)
-    if len(client_id) > MAX_OWNER:
+    owner = check_name("client_id", client_id)
+    if len(owner) > MAX_OWNER:
         raise InvalidArgument("client_id", f"must be at most {MAX_OWNER} characters")
-    return client_id
+    return owner
 
 
 def lease_client_id(owner: str, since: datetime) -> str:
