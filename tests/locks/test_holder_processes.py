@@ -10,7 +10,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from subprocess import Popen
 
 from polling import wait_for
 
@@ -98,16 +101,24 @@ def test_never_more_than_n_holders_with_kills(shared_url: str, tmp_path: Path) -
     print(f"{len(records) // 2} holds by 3 processes, 5 SIGKILLs, at most 2 at once")
 
 
+@contextmanager
+def holding(url: str, name: str, log: Path, store: Path) -> Iterator[tuple[Popen[bytes], int]]:
+    """A ``hold`` holder process of lock ``name``, once it holds: (process, token)."""
+    holder = spawn("hold", url, name, 1, log, store)
+    try:
+        line = wait_for(lambda: lines(log), timeout=30, message=f"the holder of {name} holds")
+        yield holder, int(line[0][1])
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_killed_holders_permit_comes_back_and_its_late_write_is_refused(
     shared_url: str, tmp_path: Path
 ) -> None:
-    store_path = tmp_path / "fenced.db"
-    store = FencedStore(store_path)
-    first = tmp_path / "first.log"
-    holder = spawn("hold", shared_url, "guard", 1, first, store_path)
-    try:
-        line = wait_for(lambda: lines(first), timeout=30, message="the first holder holds")
-        dead_token = int(line[0][1])
+    store = FencedStore(tmp_path / "fenced.db")
+    log = tmp_path / "killed.log"
+    with holding(shared_url, "guard", log, tmp_path / "fenced.db") as (holder, dead_token):
         holder.send_signal(signal.SIGKILL)
         holder.wait()
         killed_at = time.monotonic()
@@ -117,25 +128,18 @@ def test_a_killed_holders_permit_comes_back_and_its_late_write_is_refused(
                 waited = time.monotonic() - killed_at
                 assert permit.token > dead_token
                 assert store.write("guarded", permit.token, "second")
-            # the dead holder's write, arriving late (a packet in flight): refused
-            assert not store.write("guarded", dead_token, "late")
-        assert store.read("guarded") == (permit.token, "second")
-        # it came back when the lease lapsed: neither at once nor never
-        assert LEASE / 3 < waited < LEASE + 10
-    finally:
-        holder.kill()
-        holder.wait()
-        store.close()
+    # the dead holder's write, arriving late (a packet in flight): refused
+    assert not store.write("guarded", dead_token, "late")
+    assert store.read("guarded") == (permit.token, "second")
+    # it came back when the lease lapsed: neither at once nor never
+    assert LEASE / 3 < waited < LEASE + 10
+    store.close()
 
 
 def test_a_paused_holder_learns_its_permit_was_lost(shared_url: str, tmp_path: Path) -> None:
-    store_path = tmp_path / "fenced.db"
-    store = FencedStore(store_path)
+    store = FencedStore(tmp_path / "fenced.db")
     log = tmp_path / "paused.log"
-    holder = spawn("hold", shared_url, "paused", 1, log, store_path)
-    try:
-        line = wait_for(lambda: lines(log), timeout=30, message="the holder holds")
-        paused_token = int(line[0][1])
+    with holding(shared_url, "paused", log, tmp_path / "fenced.db") as (holder, paused_token):
         holder.send_signal(signal.SIGSTOP)  # a long GC pause, a frozen VM
         with Querator(shared_url) as q:
             lock = Semaphore(q, "paused", 1, lease=LEASE)
@@ -145,9 +149,6 @@ def test_a_paused_holder_learns_its_permit_was_lost(shared_url: str, tmp_path: P
         Path(f"{log}.go").touch()
         holder.send_signal(signal.SIGCONT)
         assert holder.wait(30) == 0
-    finally:
-        holder.kill()
-        holder.wait()
     assert [" ".join(words) for words in lines(log)[1:]] == [
         "lost True",
         "write False",

@@ -186,3 +186,17 @@ async def test_renewals_go_on_after_the_client_is_opened_again(
             assert not permit.lost
     finally:
         await aq.close()
+
+
+def test_one_renewer_keeps_many_permits(q: Querator) -> None:
+    sem = Semaphore(q, "many", 40, lease=0.3)
+    held = [sem.acquire_permit(0) for _ in range(40)]
+    first = {h.permit: h.token for h in list_semaphores(q)[0].holders}
+    wait_for(
+        lambda: all(h.token >= first[h.permit] + 2 for h in list_semaphores(q)[0].holders),
+        message="every permit renewed twice",
+    )
+    assert not any(permit.lost for permit in held)
+    for permit in held:
+        sem.release(permit)
+    assert list_semaphores(q)[0].free == 40
