@@ -87,10 +87,14 @@ class PermitRenewer:
                     try:
                         result = await self._aq.transact(renew=[p._current for p in batch])
                     except Conflict as exc:
-                        for permit in batch:
-                            if permit._current.id in exc.reasons:
-                                self._lose(permit)
-                        continue
+                        refused = [p for p in batch if p._current.id in exc.reasons]
+                        for permit in refused:
+                            self._lose(permit)
+                        if refused:
+                            continue  # renew the others at once
+                        log.warning("querator: renewing permits failed: %s", exc)
+                        self._later(batch)
+                        return
                     except Unavailable as exc:
                         self._outage.lost(exc)
                         self._later(batch)

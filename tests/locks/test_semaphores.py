@@ -10,9 +10,9 @@ import anyio
 import pytest
 from polling import wait_for
 
-from querator import AsyncQuerator, Querator
+from querator import AsyncQuerator, Querator, Ref
 from querator.clock import ManualClock
-from querator.errors import LockLost, RequestTimeout
+from querator.errors import Conflict, LockLost, RequestTimeout
 from querator.locks import AsyncLock, AsyncSemaphore, Lock, Semaphore, list_semaphores
 
 
@@ -200,3 +200,22 @@ def test_one_renewer_keeps_many_permits(q: Querator) -> None:
     for permit in held:
         sem.release(permit)
     assert list_semaphores(q)[0].free == 40
+
+
+def test_a_renewal_the_store_refuses_marks_the_permit_lost(q: Querator) -> None:
+    lock = Lock(q, "taken", lease=0.5)
+    permit = lock.acquire_permit(0)
+
+    def free_it_behind_the_holders_back() -> bool:
+        [item] = q.list_items("querator.lock.taken")
+        try:  # an operator's forced release: the version is all a change checks
+            q.retry("querator.lock.taken", [Ref("querator.lock.taken", item.id, item.version)])
+        except Conflict:
+            return False  # renewed meanwhile: look again
+        return True
+
+    wait_for(free_it_behind_the_holders_back)
+    wait_for(lambda: permit._lost, message="the renewer found the permit gone")
+    assert permit.lost
+    with pytest.raises(LockLost):
+        lock.release(permit)
