@@ -3,12 +3,23 @@ call runs :class:`~querator.locks.AsyncSemaphore`'s code on the client's loop.""
 
 from __future__ import annotations
 
+import asyncio
 from types import TracebackType
 
+from querator.errors import UsageError
 from querator.locks.names import DEFAULT_LEASE
 from querator.locks.permit import Permit
 from querator.locks.semaphore import AsyncAcquire, AsyncSemaphore
 from querator.queue.client import QueueClient
+
+
+def _outside_loops(call: str, instead: str) -> None:
+    """UsageError naming the async twin when called inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise UsageError(f"{call} called inside a running event loop; use {instead} instead")
 
 
 class Semaphore:
@@ -31,6 +42,7 @@ class Semaphore:
     ) -> None:
         self._async = AsyncSemaphore(q.aio, name, limit, lease=lease, client_id=client_id)
         self._q = q
+        _outside_loops("Semaphore()", "AsyncSemaphore(...) and `await sem.create()`")
         q.call(self._async.create)
 
     @property
@@ -54,10 +66,12 @@ class Semaphore:
 
     def acquire_permit(self, timeout: float | None = None) -> Permit:
         """Take a permit and keep it renewed until :meth:`release`."""
+        _outside_loops("Semaphore.acquire_permit()", "`await AsyncSemaphore.acquire_permit()`")
         return self._q.call(self._async.acquire_permit, timeout)
 
     def release(self, permit: Permit) -> None:
         """Give ``permit`` back (see :meth:`AsyncSemaphore.release`)."""
+        _outside_loops("Semaphore.release()", "`await AsyncSemaphore.release()`")
         self._q.call(self._async.release, permit)
 
 
@@ -84,6 +98,7 @@ class Acquire:
         self._acquiring = acquiring
 
     def __enter__(self) -> Permit:
+        _outside_loops("Semaphore.acquire()", "`async with AsyncSemaphore.acquire()`")
         return self._q.call(self._acquiring.__aenter__)
 
     def __exit__(

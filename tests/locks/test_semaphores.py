@@ -12,7 +12,7 @@ from polling import wait_for
 
 from querator import AsyncQuerator, Querator, Ref
 from querator.clock import ManualClock
-from querator.errors import Conflict, LockLost, RequestTimeout
+from querator.errors import Conflict, LockLost, RequestTimeout, UsageError
 from querator.locks import AsyncLock, AsyncSemaphore, Lock, Semaphore, list_semaphores
 
 
@@ -219,3 +219,15 @@ def test_a_renewal_the_store_refuses_marks_the_permit_lost(q: Querator) -> None:
     assert permit.lost
     with pytest.raises(LockLost):
         lock.release(permit)
+
+
+@pytest.mark.anyio
+async def test_the_sync_semaphore_inside_an_event_loop_names_its_async_twin(
+    anyio_backend: str,
+) -> None:
+    q = Querator("memory://")
+    try:
+        with pytest.raises(UsageError, match="use AsyncSemaphore"):
+            Lock(q, "in-loop")
+    finally:
+        q.close()
