@@ -45,6 +45,7 @@ __all__ = [
     "log_final",
     "merge_items",
     "not_colliding",
+    "parent_items",
     "split_claim",
     "transact_creating",
 ]
@@ -88,15 +89,25 @@ def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> Produce:
     """The run's result record, and for a child run its parent's record and wake."""
     produce = {RESULTS_QUEUE: [record_item(result_key(run_id), final, run_id)]}
     produce[RESULTS_QUEUE] += index_items(run_id, meta, final.final_status())
+    return merge_items(produce, parent_items(meta, final))
+
+
+def parent_items(meta: RunMeta, final: RunRecord) -> Produce:
+    """For a child run that ended with ``final``: its parent's record of it and the
+    parent's wake (nothing for a run without a parent). Produced again when a wake
+    finds the child ended, so a parent whose record was removed (a resume) gets it
+    back instead of waiting for an end that already happened."""
     parent = meta.parent
-    if parent is not None:
-        record = StepRecord(
-            step=meta.workflow, ok=final.ok, result=final.result, error=final.error, attempts=1
-        )
-        key = step_key(parent.run_id, parent.position)
-        produce[RESULTS_QUEUE].append(record_item(key, record, parent.run_id))
-        produce[parent.queue] = [wake_item(parent.run_id, str(parent.position), trace=meta.trace)]
-    return produce
+    if parent is None:
+        return {}
+    record = StepRecord(
+        step=meta.workflow, ok=final.ok, result=final.result, error=final.error, attempts=1
+    )
+    key = step_key(parent.run_id, parent.position)
+    return {
+        RESULTS_QUEUE: [record_item(key, record, parent.run_id)],
+        parent.queue: [wake_item(parent.run_id, str(parent.position), trace=meta.trace)],
+    }
 
 
 def log_final(run_id: str, final: RunRecord) -> None:

@@ -50,6 +50,7 @@ from querator.workflows.engine.commit import (
     commit_wake,
     merge_items,
     not_colliding,
+    parent_items,
     split_claim,
     transact_creating,
 )
@@ -315,7 +316,7 @@ class Engine:
         self.counts["looked_up"] += 1
         history = await load_history(self.aq, run_id, tag_position(wake))
         if history.finished is not None:
-            await commit_held(self.aq, wake, {})
+            await commit_held(self.aq, wake, await self._end_again(history))
             return
         if history.meta is None:
             raise Poison(f"run {run_id} has no stored meta record")
@@ -335,6 +336,17 @@ class Engine:
         self.counts["replayed"] += 1
         live = new_live(run_id, wf, history, self.aq.clock)
         await self._drive(live, wake, {}, None)
+
+    async def _end_again(self, history: History) -> Produce:
+        """A child run that ended, whose parent lacks its record of it (a resume of
+        the parent removed it): that record again, and the parent's wake."""
+        parent = history.meta.parent if history.meta is not None else None
+        if parent is None or history.meta is None or history.finished is None:
+            return {}
+        key = step_key(parent.run_id, parent.position)
+        if await self.aq.lookup(RESULTS_QUEUE, [key]):
+            return {}
+        return parent_items(history.meta, history.finished)
 
     # -- driving a body -----------------------------------------------------------
 
