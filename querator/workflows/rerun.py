@@ -79,6 +79,8 @@ async def _resume_children(aq: AsyncQueueClient, run_id: str, failed: list[int])
     """Resume the child runs that failed at these positions of ``run_id`` (a child
     that is a saga is left as it ended: the parent takes its outcome again)."""
     children = {child_run_id(run_id, p) for p in failed}
+    if not children:
+        return
     found = await aq.lookup(RESULTS_QUEUE, [meta_key(c) for c in sorted(children)])
     for child in sorted(children):
         if meta_key(child) in found:
