@@ -7,6 +7,8 @@ the run index (:mod:`querator.workflows.run_index`), by status, workflow and
 start time, a page at a time (``after``): a page costs the same however many
 runs are stored.
 
+    from querator.workflows import get_run, list_runs
+
     for info in list_runs(q, status="failed", workflow="shop.checkout", limit=20):
         print(info.run_id, info.started_at, info.error_type)
     detail = get_run(q, info.run_id)          # with .steps
