@@ -4,9 +4,11 @@ and produces what comes next, and the step item a worker may hand itself."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import TypeVar, cast
 
 import anyio
 
@@ -15,6 +17,8 @@ from querator.queue.models import Item, Leased, TransactResult
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry import workflow_metrics
+from querator.telemetry.runs import RUN_ID, starting
+from querator.workflows.engine.context import Child
 from querator.workflows.layout import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
@@ -37,6 +41,7 @@ from querator.workflows.layout import (
 __all__ = [
     "Claim",
     "Produce",
+    "child_started",
     "commit_final",
     "commit_held",
     "commit_wake",
@@ -49,6 +54,8 @@ __all__ = [
     "split_claim",
     "transact_creating",
 ]
+
+R = TypeVar("R")
 
 log = logging.getLogger("querator.workflows")
 
@@ -108,6 +115,24 @@ def parent_items(meta: RunMeta, final: RunRecord) -> Produce:
         RESULTS_QUEUE: [record_item(key, record, parent.run_id)],
         parent.queue: [wake_item(parent.run_id, str(parent.position), trace=meta.trace)],
     }
+
+
+@contextmanager
+def child_started(parent_trace: Mapping[str, str], request: R) -> Iterator[R]:
+    """For a :class:`Child` request: its ``start`` span (a child of the parent
+    run's trace context ``parent_trace``), current while the request is
+    committed, and the request with the child's meta carrying the span's context
+    (the child's spans nest under it). Other requests pass through."""
+    if not isinstance(request, Child):
+        yield request
+        return
+    meta = request.meta
+    with starting(meta.workflow, meta.queue, parent=parent_trace) as started:
+        if started.span.is_recording():
+            started.span.set_attribute(RUN_ID, request.run_id)
+        if started.carrier:
+            meta = meta.model_copy(update={"trace": started.carrier})
+        yield cast(R, replace(request, meta=meta))
 
 
 def log_final(run_id: str, final: RunRecord) -> None:

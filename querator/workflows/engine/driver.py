@@ -45,6 +45,7 @@ from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import joined, slept
 from querator.workflows.engine.commit import (
     Produce,
+    child_started,
     commit_final,
     commit_held,
     commit_wake,
@@ -447,7 +448,14 @@ class Engine:
             await commit_final(self.aq, held, produce, run_id, live.meta, final)
             return None
         assert not isinstance(message, Finished | RunRecord)
-        request = message
+        with child_started(live.meta.trace, message) as request:
+            return await self._commit_next(live, held, produce, request)
+
+    async def _commit_next(
+        self, live: LiveRun, held: Leased, produce: Produce, request: Request
+    ) -> tuple[Leased, StepPayload, dict[str, StoredItem]] | None:
+        """:meth:`_commit_request` of what comes next in the run (not its end)."""
+        run_id = live.run_id
         items = request_items(run_id, live.ctx.workflow_queue, request, live.meta.trace)
         payloads = {}
         if isinstance(request, StepCall):
