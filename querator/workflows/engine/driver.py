@@ -94,6 +94,7 @@ from querator.workflows.layout import (
     aborted_key,
     cancel_key,
     compensating_key,
+    meta_key,
     record_item,
     result_key,
     step_key,
@@ -339,13 +340,15 @@ class Engine:
         await self._drive(live, wake, {}, None)
 
     async def _end_again(self, history: History) -> Produce:
-        """A child run that ended, whose parent lacks its record of it (a resume of
-        the parent removed it): that record again, and the parent's wake."""
+        """A child run that ended, whose parent is stored, has not ended and lacks
+        its record of the child (a resume of the parent removed it): that record
+        again, and the parent's wake."""
         parent = history.meta.parent if history.meta is not None else None
         if parent is None or history.meta is None or history.finished is None:
             return {}
-        key = step_key(parent.run_id, parent.position)
-        if await self.aq.lookup(RESULTS_QUEUE, [key]):
+        keys = [step_key(parent.run_id, parent.position), result_key(parent.run_id)]
+        found = await self.aq.lookup(RESULTS_QUEUE, [*keys, meta_key(parent.run_id)])
+        if any(key in found for key in keys) or meta_key(parent.run_id) not in found:
             return {}
         return parent_items(history.meta, history.finished)
 
