@@ -65,11 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="never touch docs/benchmarks.md (default: only full runs update it)",
     )
-    commands.add_parser("clean", help="drop throwaway databases left by killed runs")
+    commands.add_parser(
+        "clean", help="drop throwaway databases left by killed runs (never a running one's)"
+    )
     args = parser.parse_args(argv)
     if args.command == "clean":
-        for name in pg.leftover_databases():
-            pg.drop_database(name)
+        for name in pg.drop_leftovers():
             print(f"dropped {name}")
         return 0
     profile = args.profile or ("quick" if args.quick else "full")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
@@ -11,6 +12,19 @@ PGBENCH = "/usr/lib/postgresql/15/bin/pgbench"
 """pgbench from the PostgreSQL packages: the database's own ceiling."""
 DB_PREFIX = "qbench_"
 """Every throwaway database of a run starts with this (and is dropped at its end)."""
+_PREFIX_TAIL = re.compile(r"[a-z0-9_]{0,20}")
+
+
+def db_prefix() -> str:
+    """The prefix of this run's throwaway databases: ``QUERATOR_BENCH_DB_PREFIX``
+    (which must start with ``qbench_``; a test keeps its own apart) or ``qbench_``."""
+    prefix = os.environ.get("QUERATOR_BENCH_DB_PREFIX", DB_PREFIX)
+    if not prefix.startswith(DB_PREFIX) or not _PREFIX_TAIL.fullmatch(prefix[len(DB_PREFIX) :]):
+        raise ValueError(
+            f"QUERATOR_BENCH_DB_PREFIX must be {DB_PREFIX!r} and up to 20 of [a-z0-9_], "
+            f"got {prefix!r}"
+        )
+    return prefix
 
 
 def server_dsn() -> str:

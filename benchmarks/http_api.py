@@ -60,7 +60,7 @@ waiting lease, so its cost is counted."""
 @contextmanager
 def server(dsn: str, workers: int = 1) -> Iterator[tuple[str, int]]:
     """A ``querator serve --workers N`` on ``dsn``: its URL and (main) pid."""
-    command = [sys.executable, "-m", "querator.cli", "serve", "--dsn", dsn, "--port", "0",
+    command = [sys.executable, "-m", "querator.cli", "serve", "--url", dsn, "--port", "0",
                "--log-level", "warning", "--workers", str(workers)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)

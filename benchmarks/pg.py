@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from benchmarks.config import DB_PREFIX, server_dsn
+from benchmarks.config import db_prefix, server_dsn
 
 
 def with_database(dsn: str, database: str) -> str:
@@ -26,16 +27,33 @@ def admin() -> psycopg.Connection[Any]:
     return psycopg.connect(server_dsn(), autocommit=True)
 
 
+LOCK_CLASS = 0x71626368
+"""The first key of the advisory locks that mark throwaway databases in use."""
+
+
+def _lock_key(name: str) -> int:
+    """The second key of ``name``'s advisory lock (a signed 32-bit digest)."""
+    digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
+    return digest - 2**32 if digest >= 2**31 else digest
+
+
 @contextmanager
 def throwaway_database(label: str) -> Iterator[str]:
-    """Create a fresh database for one system; yields its DSN; drops it afterwards."""
-    name = f"{DB_PREFIX}{label}_{os.getpid()}_{secrets.token_hex(3)}"
-    with admin() as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(server_dsn(), name)
-    finally:
-        drop_database(name)
+    """Create a fresh database for one system; yields its DSN; drops it afterwards.
+
+    While it exists, a session of the home database holds an advisory lock named
+    after it (taken before the database is created): ``python -m benchmarks
+    clean`` drops only databases whose lock is free, so never a running one's.
+    """
+    name = f"{db_prefix()}{label}_{os.getpid()}_{secrets.token_hex(3)}"
+    with admin() as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, _lock_key(name)))
+        with admin() as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield with_database(server_dsn(), name)
+        finally:
+            drop_database(name)
 
 
 def drop_database(name: str) -> None:
@@ -83,13 +101,43 @@ def _one(cur: psycopg.Cursor[Any]) -> Any:
     return None if row is None else row[0]
 
 
-def leftover_databases() -> list[str]:
-    """Throwaway databases left by a run that was killed (for ``python -m benchmarks clean``)."""
+def throwaway_databases() -> list[str]:
+    """The databases named with this run's prefix (:func:`~benchmarks.config.db_prefix`)."""
     with admin() as conn:
         rows = conn.execute(
-            "SELECT datname FROM pg_database WHERE datname LIKE %s", (DB_PREFIX + "%",)
+            "SELECT datname FROM pg_database WHERE starts_with(datname, %s) ORDER BY datname",
+            (db_prefix(),),
         ).fetchall()
     return [r[0] for r in rows]
+
+
+def leftover_databases() -> list[str]:
+    """Throwaway databases whose run is gone (their advisory lock is free)."""
+    left = []
+    with admin() as conn:
+        for name in throwaway_databases():
+            key = (LOCK_CLASS, _lock_key(name))
+            if _one(conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)):
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+                left.append(name)
+    return left
+
+
+def drop_leftovers() -> list[str]:
+    """Drop the throwaway databases whose run is gone, each while holding its lock
+    (so a run cannot start using the name meanwhile); their names."""
+    dropped = []
+    with admin() as conn:
+        for name in throwaway_databases():
+            key = (LOCK_CLASS, _lock_key(name))
+            if not _one(conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key)):
+                continue  # a running benchmark holds it
+            try:
+                drop_database(name)
+                dropped.append(name)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+    return dropped
 
 
 def server_log_path() -> str | None:

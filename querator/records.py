@@ -17,16 +17,26 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from querator.errors import InvalidArgument
 
-__all__ = ["InputModel", "StoredModel", "View"]
+__all__ = ["InputModel", "StoredModel", "View", "validation_message"]
+
+
+def validation_message(error: ErrorDetails) -> str:
+    """The text of one pydantic error: a validator's own message as it raised it
+    (pydantic prefixes it with ``Value error, ``), else pydantic's."""
+    if error["type"] == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
+    return error["msg"]
 
 
 class InputModel(BaseModel):
-    """A frozen model of user input: unknown fields rejected, errors InvalidArgument."""
+    """A frozen model of user input: unknown fields rejected, numbers finite (no NaN
+    or infinity), errors InvalidArgument."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -34,7 +44,7 @@ class InputModel(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(part) for part in first["loc"]) or type(self).__name__
-            raise InvalidArgument(field, first["msg"]) from exc
+            raise InvalidArgument(field, validation_message(first)) from exc
 
 
 class StoredModel(BaseModel):

@@ -35,10 +35,10 @@ def _first_line(proc: subprocess.Popen[str], deadline: float) -> str:
 def launch(
     dsn: str, *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], str]:
-    """Start ``querator serve --dsn DSN --port 0 ARGS…``; return the process and
+    """Start ``querator serve --url DSN --port 0 ARGS…``; return the process and
     its base URL once /health answers (the caller stops it)."""
     command: Sequence[str] = [
-        sys.executable, "-m", "querator.cli", "serve", "--dsn", dsn, "--port", "0",
+        sys.executable, "-m", "querator.cli", "serve", "--url", dsn, "--port", "0",
         "--log-level", "warning", *args,
     ]  # fmt: skip
     environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
@@ -128,7 +128,7 @@ class Forks:
         """Like :func:`serve`, in a forked process."""
         self._count += 1
         out = self._scratch / f"server-{self._count}.out"
-        command = ["serve", "--dsn", dsn, "--port", "0", "--log-level", "warning", *args]
+        command = ["serve", "--url", dsn, "--port", "0", "--log-level", "warning", *args]
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps({"args": command, "out": str(out)}) + "\n")
         self._proc.stdin.flush()

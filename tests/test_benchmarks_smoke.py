@@ -9,22 +9,31 @@ from __future__ import annotations
 
 import importlib
 import json
+import secrets
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository: ``benchmarks`` is a top-level package beside ``querator``."""
 
 
-def test_harness_runs_querator_and_the_plain_loop(
-    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture
+def bench_pg(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """``benchmarks.pg`` with throwaway databases of a prefix of this test's own
+    (another run's ``qbench_`` databases are none of its business)."""
     monkeypatch.syspath_prepend(str(ROOT))
     monkeypatch.setenv("QUERATOR_BENCH_DSN", pg_dsn)
-    pg = importlib.import_module("benchmarks.pg")
+    monkeypatch.setenv("QUERATOR_BENCH_DB_PREFIX", f"qbench_t{secrets.token_hex(4)}_")
+    return importlib.import_module("benchmarks.pg")
+
+
+def test_harness_runs_querator_and_the_plain_loop(
+    bench_pg: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     runner = importlib.import_module("benchmarks.runner")
-    before = set(pg.leftover_databases())
     document = runner.run(
         runner.Options(
             profile="tiny",
@@ -50,4 +59,18 @@ def test_harness_runs_querator_and_the_plain_loop(
     table = capsys.readouterr().out
     assert "| batch=10 consumers=2 | items/s |" in table
     assert "#### Targets (issue 4)" in table
-    assert set(pg.leftover_databases()) <= before, "the run left throwaway databases behind"
+    assert bench_pg.throwaway_databases() == [], "the run left throwaway databases behind"
+
+
+def test_clean_drops_only_the_databases_of_runs_that_are_gone(bench_pg: ModuleType) -> None:
+    main = importlib.import_module("benchmarks.__main__").main
+    orphan = f"{bench_pg.db_prefix()}killed_1_abc"
+    with bench_pg.admin() as conn:  # what a killed run leaves: a database, no lock
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(orphan)))
+    with bench_pg.throwaway_database("running") as dsn:
+        running = bench_pg.database_of(dsn)
+        assert bench_pg.throwaway_databases() == sorted([orphan, running])
+        assert bench_pg.leftover_databases() == [orphan]
+        assert main(["clean"]) == 0
+        assert bench_pg.throwaway_databases() == [running]  # the running one is kept
+    assert bench_pg.throwaway_databases() == []

@@ -90,3 +90,37 @@ def test_sync_and_async_clients_offer_the_same_methods() -> None:
     # run_in_background: a service's task (the lock renewer) on the client's loop
     async_only = {"open", "close", "watch", "commit", "run_in_background"}
     assert public(querator.Querator) - sync_only == public(querator.AsyncQuerator) - async_only
+
+
+def _docstring_imports() -> list[tuple[str, str]]:
+    """``from querator… import …`` lines (one line each) in the docstrings of
+    querator's modules: (module, line)."""
+    import importlib
+    import pkgutil
+    import re
+
+    found = []
+    for info in pkgutil.walk_packages(querator.__path__, "querator."):
+        if info.name.endswith("__main__"):
+            continue
+        doc = importlib.import_module(info.name).__doc__ or ""
+        for line in doc.splitlines():
+            match = re.match(r"\s*(from querator[\w.]* import [\w, ]+?)\s*(#.*)?$", line)
+            if match:
+                found.append((info.name, match.group(1)))
+    return found
+
+
+def test_imports_shown_in_module_docstrings_work() -> None:
+    lines = _docstring_imports()
+    assert (
+        "querator.workflows.inspection",
+        "from querator.workflows import get_run, list_runs",
+    ) in lines
+    broken = []
+    for module, line in lines:
+        try:
+            exec(line, {})
+        except ImportError as exc:
+            broken.append(f"{module}: {line}: {exc}")
+    assert broken == []

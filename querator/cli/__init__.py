@@ -53,6 +53,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
+from querator.cli.help_format import CliGroup
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.client import QueueClient
 from querator.workflows.errors import RunNotFound
@@ -61,14 +62,17 @@ from querator.workflows.functions import DurableFunction, StepFunction, Workflow
 __all__ = ["app", "load_functions", "main"]
 
 app = typer.Typer(
-    name="querator", no_args_is_help=True, help="Workflows and sagas on a versioned lease queue."
+    name="querator",
+    cls=CliGroup,
+    no_args_is_help=True,
+    help="Workflows and sagas on a versioned lease queue.",
 )
-runs_app = typer.Typer(no_args_is_help=True, help="Inspect workflow runs.")
-queues_app = typer.Typer(no_args_is_help=True, help="Inspect queues.")
+runs_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Inspect workflow runs.")
+queues_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Inspect queues.")
 app.add_typer(runs_app, name="runs")
 app.add_typer(queues_app, name="queues")
-dead_app = typer.Typer(no_args_is_help=True, help="Dead letters of a queue.")
-schedules_app = typer.Typer(no_args_is_help=True, help="Cron schedules.")
+dead_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Dead letters of a queue.")
+schedules_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Cron schedules.")
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(dead_app, name="dead")
 

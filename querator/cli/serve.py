@@ -1,11 +1,13 @@
 """``querator serve`` (the HTTP API under uvicorn) and ``querator tokens``.
 
 ```
-querator serve [--dsn URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows]
+querator serve [--url URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows]
 querator tokens create NAME [--scope read|write|admin]   # prints the token once
-querator tokens list
+querator tokens list [--json]
 querator tokens revoke TOKEN_ID
 ```
+
+``--dsn`` is a deprecated alias of ``--url`` (it prints a warning).
 """
 
 from __future__ import annotations
@@ -19,17 +21,35 @@ from typing import Annotated, Any
 
 import typer
 
-from querator.cli import _reporting, _store, _table, _when, app, load_functions
+from querator.cli import (
+    AsJson,
+    Url,
+    _json_list,
+    _reporting,
+    _store,
+    _table,
+    _when,
+    app,
+    load_functions,
+)
+from querator.cli.help_format import CliGroup
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 
-tokens_app = typer.Typer(no_args_is_help=True, help="Bearer tokens of the HTTP API.")
+tokens_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Bearer tokens of the HTTP API.")
 app.add_typer(tokens_app, name="tokens")
 
-Dsn = Annotated[
-    str,
-    typer.Option("--dsn", "--url", envvar="QUERATOR_URL", help="Store URL (postgresql://, …)."),
+OldDsn = Annotated[
+    str | None, typer.Option("--dsn", hidden=True, help="Deprecated alias of --url.")
 ]
+
+
+def _chosen_url(url: str, dsn: str | None) -> str:
+    """``--url``, or the deprecated ``--dsn`` when given (with a warning)."""
+    if dsn is None:
+        return url
+    typer.echo("warning: --dsn is deprecated, use --url", err=True)
+    return dsn
 
 
 def is_loopback(host: str) -> bool:
@@ -44,7 +64,7 @@ def is_loopback(host: str) -> bool:
 
 @app.command()
 def serve(
-    dsn: Dsn = DEFAULT_URL,
+    url: Url = DEFAULT_URL,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind (0: any free port).")] = 2319,
     target: Annotated[
@@ -52,14 +72,17 @@ def serve(
         typer.Option("--app", metavar="MODULE[:ATTR]", help="Workflows to start by name."),
     ] = None,
     shutdown_grace: Annotated[
-        float, typer.Option(help="Seconds open requests may finish after SIGTERM.")
+        float,
+        typer.Option(metavar="SECONDS", help="Seconds open requests may finish after SIGTERM."),
     ] = 5.0,
     workers: Annotated[
         int, typer.Option(min=1, max=64, help="Server processes sharing the port.")
     ] = 1,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    dsn: OldDsn = None,
 ) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT; prints the URL it listens on."""
+    dsn = _chosen_url(url, dsn)
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
@@ -124,35 +147,43 @@ def worker_app() -> Any:
 def tokens_create(
     name: Annotated[str, typer.Argument(help="What the token is for.")],
     scope: Annotated[str, typer.Option(help="read, write or admin.")] = "write",
-    url: Dsn = DEFAULT_URL,
+    url: Url = DEFAULT_URL,
+    dsn: OldDsn = None,
 ) -> None:
     """Create a token and print it (it is shown only this once)."""
     from querator.http.auth import create_token
 
+    url = _chosen_url(url, dsn)
     with _reporting(), _store(url) as q:
         token, _ = q.call(create_token, q.aio, name, scope)
         typer.echo(token)
 
 
 @tokens_app.command("list")
-def tokens_list(url: Dsn = DEFAULT_URL) -> None:
+def tokens_list(url: Url = DEFAULT_URL, as_json: AsJson = False, dsn: OldDsn = None) -> None:
     """The tokens: id, scope, name, creation time (never the secret)."""
     from querator.http.auth import list_tokens
 
-    with _reporting(), _store(url) as q:
+    with _reporting(), _store(_chosen_url(url, dsn)) as q:
+        tokens = q.call(list_tokens, q.aio)
+        if as_json:
+            _json_list(tokens, exclude={"secret_sha256"})
+            return
         rows = [["ID", "SCOPE", "NAME", "CREATED"]]
-        rows += [[t.id, t.scope, t.name, _when(t.created_at)] for t in q.call(list_tokens, q.aio)]
+        rows += [[t.id, t.scope, t.name, _when(t.created_at)] for t in tokens]
         _table(rows)
 
 
 @tokens_app.command("revoke")
 def tokens_revoke(
     token_id: Annotated[str, typer.Argument(help="The token's id (second part of qrt_ID_…).")],
-    url: Dsn = DEFAULT_URL,
+    url: Url = DEFAULT_URL,
+    dsn: OldDsn = None,
 ) -> None:
     """Delete a token; servers refuse it within seconds."""
     from querator.http.auth import revoke_token
 
+    url = _chosen_url(url, dsn)
     with _reporting(), _store(url) as q:
         if not q.call(revoke_token, q.aio, token_id):
             typer.echo(f"error: no token {token_id!r}", err=True)

@@ -22,13 +22,16 @@ from typing import Annotated
 import typer
 
 from querator.cli import AsJson, Url, _reporting, _store, _table, _when, app
+from querator.cli.help_format import CliGroup
 from querator.cli.worker import WORKER_STORE_WAIT
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
 from querator.webhooks import DeliveryWorker, Endpoint, Webhooks, WebhookSettings
 
-webhooks_app = typer.Typer(no_args_is_help=True, help="Webhook endpoints and deliveries.")
+webhooks_app = typer.Typer(
+    cls=CliGroup, no_args_is_help=True, help="Webhook endpoints and deliveries."
+)
 app.add_typer(webhooks_app, name="webhooks")
 
 AllowPrivate = Annotated[

@@ -214,12 +214,15 @@ class AsyncQuerator:
 
     async def complete(self, queue: str, items: Sequence[RefLike]) -> None:
         """See :meth:`querator.AsyncQuerator.complete`."""
+        name = check_name("queue", queue)
+        batch = self._batch(queue, items)
         body = {
-            "queue_name": check_name("queue", queue),
+            "queue_name": name,
             "request_timeout": format_duration(self._timeout),
-            "items": self._batch(queue, items),
+            "items": batch,
         }
-        await self._post("/v1/queue.complete", body, wq.Reply)
+        with messaging.settling({"complete": [(queue, str(ref["id"])) for ref in batch]}):
+            await self._post("/v1/queue.complete", body, wq.Reply)
 
     def _batch(self, queue: str, items: Sequence[RefLike]) -> list[dict[str, Any]]:
         check_batch("items", len(items))
@@ -238,7 +241,8 @@ class AsyncQuerator:
         check_instant("retry_at", retry_at)
         extra = {"retry_at": retry_at.isoformat() if retry_at else None, "dead": bool(dead)}
         wire = [{**ref, **extra} for ref in self._batch(queue, items)]
-        await self._post("/v1/queue.retry", {"queue_name": queue, "items": wire}, wq.Reply)
+        with messaging.settling({"retry": [(queue, ref["id"]) for ref in wire]}):
+            await self._post("/v1/queue.retry", {"queue_name": queue, "items": wire}, wq.Reply)
 
     async def renew(
         self, queue: str, items: Sequence[RefLike], *, extend: float | None = None
@@ -299,7 +303,13 @@ class AsyncQuerator:
             }
             if extend is not None:
                 body["extend"] = format_duration(check_duration("extend", extend))
-            reply = await self._post("/v1/queue.transact", body, wq.TransactReply)
+            settled = {
+                role: [(ref["queue_name"], ref["id"]) for ref in body[role]]
+                for role in ("complete", "retry")
+                if body[role]
+            }
+            with messaging.settling(settled):
+                reply = await self._post("/v1/queue.transact", body, wq.TransactReply)
             send.produced(reply.produced)
         return TransactResult(
             produced=reply.produced,

@@ -624,7 +624,12 @@ class AsyncQueueClient(QueueAdmin):
         batches = {name: len(items) for name, items in produce.items() if items}
         for name, items in claimed.items():
             batches[name] = batches.get(name, 0) + len(items)
-        with messaging.sending("transact", batches) as send:
+        settled = {
+            role: [(ref.queue, ref.id) for ref in groups[role]]
+            for role in ("complete", "retry")
+            if groups.get(role)
+        }
+        with messaging.settling(settled), messaging.sending("transact", batches) as send:
             result = await backend.transact(plan(send.carrier))
             send.produced(result.produced)
         if metering():

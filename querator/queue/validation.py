@@ -117,9 +117,11 @@ def check_duration(field: str, value: object, *, allow_zero: bool = False) -> fl
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidArgument(field, f"must be a number of seconds, got {quoted(value)}")
     low_ok = value >= 0 if allow_zero else value > 0
-    if not low_ok or value > MAX_DURATION:
+    if not low_ok:
         bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidArgument(field, f"must be {bound} and <= {MAX_DURATION:.0f} seconds")
+        raise InvalidArgument(field, f"must be {bound} seconds, got {value:g}")
+    if value > MAX_DURATION:
+        raise InvalidArgument(field, f"must be at most {MAX_DURATION:.0f} seconds, got {value:g}")
     return float(value)
 
 

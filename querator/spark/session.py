@@ -17,10 +17,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MASTER",
+    "LOCAL_DRIVER_CONF",
     "RESOURCE_KEY",
     "SparkResource",
     "SparkSettings",
     "default_resource",
+    "driver_conf",
+    "is_local_master",
+    "local_ip",
 ]
 
 log = logging.getLogger("querator.spark")
@@ -33,6 +37,32 @@ ENV_MASTER = "QUERATOR_SPARK_MASTER"
 ENV_REMOTE = "QUERATOR_SPARK_REMOTE"
 ENV_CONF = "QUERATOR_SPARK_CONF"
 ENV_APP_NAME = "QUERATOR_SPARK_APP_NAME"
+LOOPBACK = "127.0.0.1"
+LOCAL_DRIVER_CONF = {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
+"""What a local driver (``local``, ``local[n]``) binds and advertises unless the
+conf says otherwise: the loopback interface, never the machine's network one."""
+
+
+def is_local_master(master: str) -> bool:
+    """True for the masters whose executors run in the driver's JVM (``local[...]``)."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
+
+
+def driver_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with, for a local master, the driver bound to the loopback interface
+    (:data:`LOCAL_DRIVER_CONF`; a key set in ``conf`` wins)."""
+    if not is_local_master(master):
+        return dict(conf)
+    return {**LOCAL_DRIVER_CONF, **conf}
+
+
+def local_ip(master: str) -> dict[str, str]:
+    """The environment a local driver's JVM is launched with: ``SPARK_LOCAL_IP``
+    (Spark's UI and its address lookup bind it) on the loopback interface, unless
+    this process sets it."""
+    if not is_local_master(master) or os.environ.get("SPARK_LOCAL_IP"):
+        return {}
+    return {"SPARK_LOCAL_IP": LOOPBACK}
 
 
 @dataclass(frozen=True)
@@ -143,7 +173,9 @@ class SparkResource:
             connected: SparkSession = remote.getOrCreate()  # type: ignore[assignment]
             return connected
         builder = SparkSession.builder.appName(s.app_name)
-        for key, value in s.conf.items():
+        # pyspark launches the JVM with this process's environment.
+        os.environ.update(local_ip(s.master))
+        for key, value in driver_conf(s.master, s.conf).items():
             builder = builder.config(key, value)
         log.info("spark: starting a session on %s", s.master)
         session = builder.master(s.master).getOrCreate()

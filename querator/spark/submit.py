@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from querator.errors import InvalidArgument
 from querator.spark import launcher
+from querator.spark.session import driver_conf, local_ip
 from querator.spark.submission import ExternalJobFailed
 
 __all__ = ["JobState", "SparkSubmit", "SubmittedJob"]
@@ -116,7 +117,11 @@ class SparkSubmit:
 
     def command(self, tag: str) -> list[str]:
         """The ``spark-submit`` command line of a submission tagged ``tag``."""
-        conf = [item for key, value in self.conf.items() for item in ("--conf", f"{key}={value}")]
+        conf = [
+            item
+            for key, value in driver_conf(self.master, self.conf).items()
+            for item in ("--conf", f"{key}={value}")
+        ]
         submit = str(self.spark_home / "bin" / "spark-submit")
         return [submit, "--master", self.master, "--name", tag, *conf, str(self.script), *self.args]
 
@@ -138,6 +143,7 @@ class SparkSubmit:
             **os.environ,
             "SPARK_HOME": str(self.spark_home),
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+            **local_ip(self.master),
             **self.env,
             "QUERATOR_SUBMISSION_TAG": tag,
             "QUERATOR_JOB_DIR": str(job_dir),

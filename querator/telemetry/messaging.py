@@ -9,6 +9,9 @@
   makes no span), linked to each item's producer context.
 * ``process {queue}`` (CONSUMER) around the handling of one item: the public
   :func:`process`, whose parent is the item's producer context.
+* ``complete {queue}`` and ``retry {queue}`` (CLIENT, operation type
+  ``settle``) around a complete or retry, and around those parts of a
+  transaction (one per operation and queue), children of the current span.
 
 With no ``TracerProvider`` configured every helper here returns after one
 check (:func:`querator.telemetry.switches.tracing`): no span is started, no
@@ -65,7 +68,7 @@ class Message(Protocol):
 
 
 def attributes(
-    operation: Literal["send", "receive", "process"], name: str, queue: str, count: int
+    operation: Literal["send", "receive", "process", "settle"], name: str, queue: str, count: int
 ) -> dict[str, str | int]:
     """The messaging attributes of one span (pure: table-tested)."""
     found: dict[str, str | int] = {
@@ -134,6 +137,29 @@ def sending(operation: str, batches: Mapping[str, int]) -> Sending:
             break
         span.set_attributes(attributes("send", operation, queue, count))
         spans[queue] = span
+    return Sending(spans)
+
+
+def settling(settled: Mapping[str, Sequence[tuple[str, str]]]) -> Sending:
+    """A ``{operation} {queue}`` CLIENT span (``messaging.operation.type`` ``settle``)
+    per operation and queue of ``settled`` (``complete``/``retry`` -> the ``(queue,
+    id)`` pairs settled), started now, for a ``with`` block around the store call;
+    they end with it, recording its error."""
+    if not tracing():
+        return _IDLE
+    spans: dict[str, Span] = {}
+    for operation, refs in settled.items():
+        by_queue: dict[str, list[str]] = {}
+        for queue, item_id in refs:
+            by_queue.setdefault(queue, []).append(item_id)
+        for queue, ids in by_queue.items():
+            span = _tracer.start_span(f"{operation} {queue}", kind=SpanKind.CLIENT)
+            if not span.is_recording():
+                return Sending(spans)
+            span.set_attributes(attributes("settle", operation, queue, len(ids)))
+            if len(ids) == 1:
+                span.set_attribute(MESSAGE_ID, ids[0])
+            spans[f"{operation} {queue}"] = span
     return Sending(spans)
 
 
@@ -233,4 +259,5 @@ __all__ = [
     "process",
     "received",
     "sending",
+    "settling",
 ]

@@ -1,7 +1,8 @@
 """Spans and metrics of workflow runs: start, step attempts, compensations, durable sleeps.
 
 A run's trace begins with the ``start {workflow}`` span, a child of the caller's
-current span. Its context (W3C ``traceparent`` / ``tracestate``) is stored with
+current span (a child run's, of its parent run's ``start`` span, in the same
+trace: its steps nest under it). Its context (W3C ``traceparent`` / ``tracestate``) is stored with
 the run (``RunMeta.trace``) and copied into the headers of the run's items, so
 every worker that handles one of them joins the same trace (:func:`joined`),
 a replay after a crash included. Under it:
@@ -92,11 +93,20 @@ class Started:
 
 
 @contextmanager
-def starting(workflow: str, queue: str) -> Iterator[Started]:
+def starting(
+    workflow: str, queue: str, parent: Mapping[str, str] | None = None
+) -> Iterator[Started]:
     """The ``start {workflow}`` span, current while the run is created (a child of
-    the caller's current span); an error raised inside is recorded on it."""
+    the caller's current span, or of the trace context ``parent`` holds: a child
+    run's start is a child of its parent run's); an error raised inside is
+    recorded on it."""
     attributes: dict[str, AttributeValue] = {WORKFLOW: workflow, QUEUE: queue}
-    span = tracer().start_span(f"start {workflow}", kind=SpanKind.PRODUCER, attributes=attributes)
+    span = tracer().start_span(
+        f"start {workflow}",
+        context=extract(parent) if parent else None,
+        kind=SpanKind.PRODUCER,
+        attributes=attributes,
+    )
     with trace.use_span(span, end_on_exit=True):
         started = Started(span)
         inject(started.carrier, trace.set_span_in_context(span))

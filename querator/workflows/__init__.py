@@ -54,6 +54,14 @@ from querator.workflows.functions import (
     step,
     workflow,
 )
+from querator.workflows.inspection import (
+    RunInfo,
+    StepInfo,
+    get_run,
+    get_run_async,
+    list_runs,
+    list_runs_async,
+)
 from querator.workflows.progress import areport_progress, report_progress
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
@@ -74,6 +82,7 @@ __all__ = [
     "RetryDecision",
     "RetryPolicy",
     "RunHandle",
+    "RunInfo",
     "RunNotFound",
     "RunStatus",
     "SagaFailed",
@@ -84,6 +93,7 @@ __all__ = [
     "StepFailed",
     "StepFunction",
     "StepHandle",
+    "StepInfo",
     "StepTimeout",
     "Worker",
     "WorkflowCancelled",
@@ -102,7 +112,11 @@ __all__ = [
     "fork",
     "fork_async",
     "gather",
+    "get_run",
+    "get_run_async",
     "get_schedule",
+    "list_runs",
+    "list_runs_async",
     "list_schedules",
     "pause_schedule",
     "report_progress",

@@ -21,6 +21,7 @@ from pydantic_core import PydanticSerializationError
 
 from querator.errors import InvalidArgument
 from querator.queue.validation import MAX_PAYLOAD
+from querator.records import validation_message
 
 __all__ = ["Codec"]
 
@@ -135,6 +136,6 @@ def _explain(exc: Exception) -> str:
         where = ".".join(str(part) for part in error["loc"])
         got = repr(error.get("input"))
         got = got if len(got) <= 40 else got[:37] + "..."
-        parts.append(f"{where + ': ' if where else ''}{error['msg']} (got {got})")
+        parts.append(f"{where + ': ' if where else ''}{validation_message(error)} (got {got})")
     more = exc.error_count() - len(parts)
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")

@@ -7,6 +7,8 @@ the run index (:mod:`querator.workflows.run_index`), by status, workflow and
 start time, a page at a time (``after``): a page costs the same however many
 runs are stored.
 
+    from querator.workflows import get_run, list_runs
+
     for info in list_runs(q, status="failed", workflow="shop.checkout", limit=20):
         print(info.run_id, info.started_at, info.error_type)
     detail = get_run(q, info.run_id)          # with .steps
@@ -20,13 +22,14 @@ from typing import Any, get_args
 
 from querator.errors import Conflict, InvalidArgument, QueueNotFound
 from querator.queue.client import QueueClient
-from querator.queue.models import StoredItem
+from querator.queue.models import Item, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count
-from querator.records import View
 from querator.workflows.errors import RunNotFound
 from querator.workflows.layout import (
+    ENCODING,
     PROGRESS_SLOTS,
+    RECORD_KIND,
     RESULTS_QUEUE,
     ProgressRecord,
     RunMeta,
@@ -40,12 +43,17 @@ from querator.workflows.layout import (
     step_key,
 )
 from querator.workflows.run_detail import (
-    CompensationInfo,
-    PendingStep,
     compensations,
     pending_steps,
 )
-from querator.workflows.run_index import entry_key, facet_prefix, parse_entry, since_bound
+from querator.workflows.run_index import (
+    entry_key,
+    entry_keys,
+    facet_prefix,
+    parse_entry,
+    since_bound,
+)
+from querator.workflows.run_models import RunInfo, StepInfo, StepProgress
 from querator.workflows.runs import RunStatus
 from querator.workflows.sagas.compensation import saga_statuses
 
@@ -57,8 +65,10 @@ __all__ = [
     "get_run_async",
     "list_runs",
     "list_runs_async",
+    "prune_entries_async",
     "run_infos_async",
     "run_status",
+    "scan_runs_async",
 ]
 
 INDEX_PAGE = 200
@@ -69,83 +79,6 @@ _PENDING = ("running", "compensating", "compensation_failed")
 """Statuses of runs without a stored end."""
 STEP_WINDOW = 64
 """Step records looked up at once by :func:`get_run`; it stops at an empty window."""
-
-
-class StepProgress(View):
-    """The last progress a step call reported (``report_progress``)."""
-
-    position: int
-    attempt: int
-    """The attempt that reported it."""
-    updated_at: datetime
-    progress: dict[str, Any]
-
-
-class StepInfo(View):
-    """How one step call of a run ended (its ``{run}/{position}`` record)."""
-
-    position: int
-    """The call's position in the body (0-based, in call order)."""
-    step: str
-    """The step's persisted name."""
-    ok: bool
-    """True when the step returned; False when it failed for good."""
-    attempts: int
-    """Leases of the step's item used, the successful one included."""
-    finished_at: datetime
-    """When the outcome was recorded."""
-    result: str | None = None
-    """The result as stored (JSON text), when ``ok``."""
-    error_type: str | None = None
-    """The exception's type name, when not ``ok``."""
-    error_message: str | None = None
-    """The exception's message, when not ``ok``."""
-    error_traceback: str | None = None
-    """The formatted traceback of the last failed attempt, when not ``ok`` (its end)."""
-    progress: StepProgress | None = None
-    """The last progress the step reported, if it reported any."""
-    until: datetime | None = None
-    """A durable timer (step ``querator.sleep``): the instant it ends."""
-
-
-class RunInfo(View):
-    """What is stored about one run. ``steps`` is filled by :func:`get_run` only."""
-
-    run_id: str
-    workflow: str
-    """The workflow's persisted name."""
-    status: RunStatus
-    queue: str
-    """The run's workflow queue (its wake tasks)."""
-    started_at: datetime
-    finished_at: datetime | None = None
-    """None while the run is running."""
-    args: str
-    """The run's arguments as stored (JSON text)."""
-    result: str | None = None
-    """The run's result as stored (JSON text), once completed."""
-    error_type: str | None = None
-    """Why it failed or was cancelled: the exception's type name."""
-    error_message: str | None = None
-    error_traceback: str | None = None
-    """The traceback of the body's error (its end), when the body raised."""
-    cancel_requested: bool = False
-    """Cancellation was asked for (the run may still be running until a worker ends it)."""
-    parent_run_id: str | None = None
-    """The parent run, for a child workflow."""
-    deadline: datetime | None = None
-    """The run fails once replayed past this instant (``timeout=``)."""
-    steps: tuple[StepInfo, ...] = ()
-    """The step calls that ended, by position (empty in :func:`list_runs`)."""
-    in_progress: tuple[StepProgress, ...] = ()
-    """Step calls without an outcome yet that reported progress, by position
-    (empty in :func:`list_runs`)."""
-    pending: tuple[PendingStep, ...] = ()
-    """Step calls (and compensations) whose items wait or run, with the step's
-    name and its lease (empty in :func:`list_runs` and once the run ended)."""
-    compensations: tuple[CompensationInfo, ...] = ()
-    """A saga's compensations, planned or run, in their order (empty in
-    :func:`list_runs`)."""
 
 
 def run_status(record: RunRecord | None) -> RunStatus:
@@ -244,8 +177,30 @@ async def list_runs_async(
     except QueueNotFound:
         return []  # no run was ever started in this store
     stop = since_bound(prefix, since) if since is not None else None
+    runs, stale = await scan_runs_async(aq, prefix, facet, cursor, stop, status, workflow, limit)
+    await prune_entries_async(aq, stale)
+    return runs
+
+
+async def scan_runs_async(
+    aq: AsyncQueueClient,
+    prefix: str,
+    facet: RunStatus | None,
+    cursor: str | None,
+    stop: str | None,
+    status: RunStatus | None,
+    workflow: str | None,
+    limit: int,
+) -> tuple[list[RunInfo], list[tuple[str, str]]]:
+    """:func:`list_runs_async`'s walk of the index under ``prefix`` past ``cursor``:
+    the runs listed, and the entries to prune (item id, run id) (see :func:`prune_entries_async`).
+
+    An entry is listed only when it is its run's own (the key its start time
+    gives): starters that raced with one idempotency key each wrote entries
+    stamped with their own clock, for one run; the others are pruned.
+    """
     runs: list[RunInfo] = []
-    stale: list[str] = []
+    stale: list[tuple[str, str]] = []
     while len(runs) < limit:
         page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=INDEX_PAGE)
         keys = [item.dedup_key or "" for item in page]
@@ -255,8 +210,10 @@ async def list_runs_async(
             info = infos.get(parse_entry(key).run_id)
             if info is None or (workflow is not None and info.workflow != workflow):
                 continue
-            if facet is not None and _stored_status(info) != facet:
-                stale.append(item.id)
+            if key != entry_key(prefix, info.run_id, info.started_at):
+                stale.append((item.id, info.run_id))  # a racing starter's, for one run
+            elif facet is not None and _stored_status(info) != facet:
+                stale.append((item.id, info.run_id))
             elif status is None or info.status == status:
                 runs.append(info)
                 if len(runs) == limit:
@@ -264,8 +221,7 @@ async def list_runs_async(
         if len(inside) < INDEX_PAGE:
             break
         cursor = keys[-1]
-    await _prune(aq, stale)
-    return runs
+    return runs, stale
 
 
 async def _cursor(aq: AsyncQueueClient, prefix: str, after: str | None) -> str | None:
@@ -280,12 +236,36 @@ async def _cursor(aq: AsyncQueueClient, prefix: str, after: str | None) -> str |
     return entry_key(prefix, after, meta.started_at)
 
 
-async def _prune(aq: AsyncQueueClient, stale: list[str]) -> None:
-    """Delete index entries of a status their runs have left (another lister may
-    have deleted some already)."""
+async def prune_entries_async(aq: AsyncQueueClient, stale: list[tuple[str, str]]) -> None:
+    """Delete index entries (item id, run id) of a status their runs had left when they
+    were read, then write again the entries of their runs' current status.
+
+    A run may have come back to the entry's status between the read and the
+    delete (a resume, a run failing again): its writer found the entry there and
+    wrote nothing. Every such write committed before the delete is seen by the
+    read that follows it, which puts the entry back; a write after the delete
+    creates the entry itself. So no race drops a live entry for good. Another
+    lister may have deleted some entries already.
+    """
     for start in range(0, len(stale), 1000):
+        chunk = stale[start : start + 1000]
         with contextlib.suppress(Conflict):
-            await aq.delete_items(RESULTS_QUEUE, stale[start : start + 1000])
+            await aq.delete_items(RESULTS_QUEUE, [item_id for item_id, _ in chunk])
+        await _restore(aq, [run_id for _, run_id in chunk])
+
+
+async def _restore(aq: AsyncQueueClient, run_ids: list[str]) -> None:
+    """Write the index entries of these runs' current status (no-ops where present)."""
+    infos = await run_infos_async(aq, run_ids)
+    items = [  # as layout.index_items, from what the listing read
+        Item(payload=b"", kind=RECORD_KIND, encoding=ENCODING, reference=run_id, dedup_key=key)
+        for run_id, info in infos.items()
+        for key in entry_keys(
+            run_id, info.workflow, info.started_at, _stored_status(info), new=True
+        )
+    ]
+    for start in range(0, len(items), 1000):
+        await aq.produce(RESULTS_QUEUE, items[start : start + 1000])
 
 
 async def _steps(

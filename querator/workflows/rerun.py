@@ -16,6 +16,7 @@ Sagas are not resumed (their compensations have run; fork them instead).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from querator.errors import InvalidArgument
@@ -30,7 +31,9 @@ from querator.workflows.layout import (
     RESUME_TAG,
     ResumeRecord,
     RunMeta,
+    child_run_id,
     index_items,
+    meta_key,
     new_run_id,
     record_item,
     resume_key,
@@ -58,6 +61,7 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
     if finished.saga or history.compensating:
         raise InvalidArgument("run_id", f"run {run_id} is a saga: fork it instead")
     failed = [p for p, record in history.records.items() if not record.ok]
+    await _resume_children(aq, run_id, failed)
     request = ResumeRecord(position=min(failed) if failed else None, requested_at=aq.clock.now())
     produce = {
         RESULTS_QUEUE: [
@@ -69,6 +73,19 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
     await transact_creating(aq, [], produce)
     log.info("run %s resumed from position %s", run_id, request.position)
     return True
+
+
+async def _resume_children(aq: AsyncQueueClient, run_id: str, failed: list[int]) -> None:
+    """Resume the child runs that failed at these positions of ``run_id`` (a child
+    that is a saga is left as it ended: the parent takes its outcome again)."""
+    children = {child_run_id(run_id, p) for p in failed}
+    if not children:
+        return
+    found = await aq.lookup(RESULTS_QUEUE, [meta_key(c) for c in sorted(children)])
+    for child in sorted(children):
+        if meta_key(child) in found:
+            with contextlib.suppress(InvalidArgument):
+                await resume_async(aq, child)
 
 
 async def fork_async(aq: AsyncQueueClient, run_id: str, from_step: int) -> AsyncRunHandle[object]:

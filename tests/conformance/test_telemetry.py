@@ -108,6 +108,39 @@ def test_a_transaction_sends_to_each_queue(q: Querator, qname: str, otel: Teleme
     assert telemetry.span_context(moved.headers).span_id == send.context.span_id  # type: ignore[union-attr]
 
 
+def test_complete_and_retry_make_settle_spans(q: Querator, qname: str, otel: Telemetry) -> None:
+    other = make_queue(q, f"{qname}-2")
+    make_queue(q, qname)
+    q.produce(qname, [Item(payload=b"a"), Item(payload=b"b"), Item(payload=b"c")])
+    a, b, c = q.lease(qname, client_id="w1", batch_size=3)
+    with telemetry.tracer().start_as_current_span("handler") as handler:
+        q.complete(qname, [a, b])
+        q.retry(qname, [c])
+        [again] = q.lease(qname, client_id="w1")
+        q.transact(complete=[again], produce={other: [Item(payload=b"next")]})
+    spans = otel.finished(handler.get_span_context().trace_id)
+    settles = [s for s in spans if s.name in (f"complete {qname}", f"retry {qname}")]
+    assert [s.name for s in sorted(settles, key=lambda s: s.start_time or 0)] == [
+        f"complete {qname}",
+        f"retry {qname}",
+        f"complete {qname}",
+    ]
+    for span in settles:
+        assert span.kind is SpanKind.CLIENT
+        assert span.parent is not None
+        assert span.parent.span_id == handler.get_span_context().span_id
+    first, retried, last = sorted(settles, key=lambda s: s.start_time or 0)
+    assert dict(first.attributes or {}) == {
+        **SYSTEM,
+        "messaging.destination.name": qname,
+        "messaging.operation.type": "settle",
+        "messaging.operation.name": "complete",
+        "messaging.batch.message_count": 2,
+    }
+    assert dict(retried.attributes or {})["messaging.message.id"] == c.id
+    assert dict(last.attributes or {})["messaging.message.id"] == again.id
+
+
 def test_an_empty_wait_makes_no_receive_span(q: Querator, qname: str, otel: Telemetry) -> None:
     from querator.errors import RequestTimeout
 

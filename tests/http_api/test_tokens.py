@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -110,7 +111,7 @@ def test_no_token_no_public_bind(tmp_path: Path) -> None:
     with Querator(store):
         pass
     started = time.monotonic()
-    done = cli("serve", "--dsn", store, "--host", "0.0.0.0", "--port", "0")
+    done = cli("serve", "--url", store, "--host", "0.0.0.0", "--port", "0")
     assert done.returncode == 2
     assert "not a loopback address and no token exists" in done.stderr
     assert time.monotonic() - started < 30
@@ -136,3 +137,22 @@ def test_only_admin_tokens_touch_the_token_records(tokens: tuple[str, dict[str, 
         listed = httpx.post(f"{url}/v1/storage/items.list", headers=headers, timeout=30,
                             json={"queue_name": "querator.tokens"})  # fmt: skip
         assert len(listed.json()["items"]) == 3
+
+
+def test_tokens_are_listed_as_json_and_dsn_is_a_deprecated_alias(
+    tokens: tuple[str, dict[str, str]],
+) -> None:
+    store, made = tokens
+    listed = cli("tokens", "list", "--json", "--url", store)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["scope"], r["name"]) for r in rows] == [
+        ("read", "dashboards"),
+        ("write", "workers"),
+        ("admin", "ops"),
+    ]
+    assert {r["id"] for r in rows} == {t.split("_")[1] for t in made.values()}
+    assert all("secret_sha256" not in r and r["created_at"] for r in rows)
+    old = cli("tokens", "list", "--json", "--dsn", store)
+    assert old.returncode == 0 and json.loads(old.stdout) == rows
+    assert "--dsn is deprecated, use --url" in old.stderr

@@ -266,3 +266,11 @@ def test_stages_on_a_hadoop_file_system_commit_through_hadoop_storage(
     marker = read_marker(hs, f"{root}/numbers")
     assert marker is not None and marker.position == 1  # the second call's commit replaced it
     assert _local_files(mounted) == ["numbers", "raw", "total"]
+
+
+def test_the_local_driver_binds_the_loopback_interface(spark_resource: SparkResource) -> None:
+    """Spark would bind the machine's network interface when its host name resolves
+    to loopback; querator's local sessions bind and advertise 127.0.0.1."""
+    conf = spark_resource.session().sparkContext.getConf()
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    assert conf.get("spark.driver.host") == "127.0.0.1"

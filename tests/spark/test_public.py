@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 import querator.spark
 from querator.errors import InvalidArgument, QueratorError
-from querator.spark import SparkResource, SparkStage
+from querator.spark import SparkResource, SparkStage, SparkSubmit
+from querator.spark.session import driver_conf, local_ip
 
 
 def test_every_public_name_and_method_has_a_docstring() -> None:
@@ -47,3 +49,43 @@ def test_output_path_is_the_output_or_a_named_error() -> None:
         _ = replace(stage, output=None, final=None).output_path
     assert err.value.field == "output"
     assert "'s'" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("master", "conf", "expected"),
+    [
+        (
+            "local[*]",
+            {},
+            {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"},
+        ),
+        (
+            "local",
+            {"x": "1"},
+            {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1", "x": "1"},
+        ),
+        (
+            "local[2]",
+            {"spark.driver.bindAddress": "0.0.0.0"},
+            {"spark.driver.bindAddress": "0.0.0.0", "spark.driver.host": "127.0.0.1"},
+        ),
+        ("spark://h:7077", {"x": "1"}, {"x": "1"}),
+        ("yarn", {}, {}),
+    ],
+)
+def test_local_drivers_bind_loopback_unless_the_conf_says_otherwise(
+    master: str, conf: dict[str, str], expected: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert driver_conf(master, conf) == expected
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    assert local_ip(master) == (
+        {"SPARK_LOCAL_IP": "127.0.0.1"} if master.startswith("local") else {}
+    )
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.0.0.1")  # the user's own choice wins
+    assert local_ip(master) == {}
+
+
+def test_a_local_submission_binds_loopback(tmp_path: Path) -> None:
+    command = SparkSubmit(tmp_path / "job.py", jobs_dir=tmp_path).command("t")
+    assert "spark.driver.bindAddress=127.0.0.1" in command
+    assert "spark.driver.host=127.0.0.1" in command

@@ -33,6 +33,11 @@ def three(n: int) -> int:
     return double(double(double(n)))
 
 
+@workflow(name="tel.parent")
+def parent(n: int) -> int:
+    return double(three(n))  # a child run, then a step
+
+
 @workflow(name="tel.retrying")
 def retrying(key: str) -> str:
     return flaky(key)

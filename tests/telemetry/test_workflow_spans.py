@@ -20,7 +20,7 @@ from querator.telemetry.runs import ATTEMPT, OUTCOME, POSITION, QUEUE, RUN_ID, S
 from querator.workflows import SagaFailed, Worker
 from querator.workflows.layout import RESULTS_QUEUE, RunMeta, meta_key
 
-from .flows import FLAKY, napping, retrying, three, trip
+from .flows import FLAKY, napping, parent, retrying, three, trip
 
 
 @pytest.fixture
@@ -67,6 +67,28 @@ def test_a_run_is_one_trace_under_the_callers_span(q: Querator, otel: Telemetry)
         assert attributes[QUEUE] == "querator.workflows"
         assert attributes[OUTCOME] == "completed"
         assert span.status.status_code is StatusCode.UNSET
+
+
+def test_a_child_run_has_a_start_span_of_its_own(q: Querator, otel: Telemetry) -> None:
+    """The child's ``start`` span is a child of its parent run's, in the same trace,
+    and the child's steps nest under it (the parent's steps under the parent's)."""
+    with telemetry.tracer().start_as_current_span("caller") as caller:
+        run = q.start(parent, 1)
+    with serving(Worker(q, [parent, three], poll_timeout=1.0)):
+        assert run.result(timeout=20) == 16
+    trace_id = caller.get_span_context().trace_id
+    starts = {s.name: s for s in _traced(otel, trace_id, "start ")}
+    assert set(starts) == {"start tel.parent", "start tel.three"}
+    outer, inner = starts["start tel.parent"], starts["start tel.three"]
+    assert _parent_id(inner) == _span_id(outer)
+    assert inner.kind is SpanKind.PRODUCER
+    child_id = dict(inner.attributes or {})[RUN_ID]
+    assert child_id != run.run_id and dict(outer.attributes or {})[RUN_ID] == run.run_id
+    steps = _traced(otel, trace_id, "step ")
+    by_run: dict[object, list[int | None]] = {}
+    for span in steps:
+        by_run.setdefault(dict(span.attributes or {})[RUN_ID], []).append(_parent_id(span))
+    assert by_run == {child_id: [_span_id(inner)] * 3, run.run_id: [_span_id(outer)]}
 
 
 def test_no_sdk_parent_means_a_run_of_its_own(q: Querator, otel: Telemetry) -> None:

@@ -9,6 +9,7 @@ from querator import Querator
 from querator.errors import InvalidArgument
 from querator.workflows import (
     RetryPolicy,
+    RunHandle,
     RunNotFound,
     WorkflowFailed,
     fork,
@@ -100,3 +101,59 @@ def test_rerunning_an_unknown_run_is_a_typed_error(q: Querator) -> None:
         resume(q, "run-nope")
     with pytest.raises(RunNotFound):
         fork(q, "run-nope", 0)
+
+
+@workflow(name="r.child")
+def child_flow(key: str) -> str:
+    return fragile(key)
+
+
+@workflow(name="r.timed-child", timeout=600)
+def timed_child(key: str) -> str:
+    return fragile(key)
+
+
+@workflow(name="r.parent")
+def parent_flow(key: str) -> list[str]:
+    if key.startswith("timed"):
+        return [first(key), timed_child(key), last(key)]
+    return [first(key), child_flow(key), last(key)]
+
+
+def test_a_run_whose_child_failed_resumes_to_completion(q: Querator, run_worker: RunWorker) -> None:
+    """The child ended (failed) and its outcome record in the parent is removed by
+    the resume: the child is resumed with its parent, which waits for its new end."""
+    BROKEN.add("kc")
+    with run_worker([parent_flow, child_flow, timed_child]):
+        run = start(q, parent_flow, "kc")
+        with pytest.raises(WorkflowFailed):
+            run.result(timeout=20)
+        [child] = [r for r in list_runs(q, workflow="r.child")]
+        assert child.status == "failed" and child.parent_run_id == run.run_id
+        BROKEN.discard("kc")
+        assert resume(q, run.run_id) is True
+        assert run.result(timeout=20) == ["first kc", "fragile kc", "last kc"]
+    assert get_run(q, child.run_id).status == "completed"
+    assert (CALLS["first:kc"], CALLS["fragile:kc"], CALLS["last:kc"]) == (1, 2, 1)
+    assert list_runs(q, status="failed") == []
+
+
+@pytest.mark.parametrize("key", ["kd", "timed-kd"])
+def test_a_child_that_ended_gives_its_outcome_to_a_replayed_parent(
+    q: Querator, run_worker: RunWorker, key: str
+) -> None:
+    """A parent that reaches a child which already ended (its record in the parent
+    removed, as a resume does) takes the child's stored outcome instead of waiting."""
+    BROKEN.add(key)
+    with run_worker([parent_flow, child_flow, timed_child]):
+        run = start(q, parent_flow, key)
+        with pytest.raises(WorkflowFailed):
+            run.result(timeout=20)
+    [child] = [r for r in list_runs(q, status="failed") if r.parent_run_id]
+    BROKEN.discard(key)
+    assert resume(q, child.run_id) is True  # the child alone, by hand
+    with run_worker([parent_flow, child_flow, timed_child]):
+        assert RunHandle(q, child.run_id).result(timeout=20) == f"fragile {key}"
+        assert resume(q, run.run_id) is True  # its record of the child is removed
+        assert run.result(timeout=20) == [f"first {key}", f"fragile {key}", f"last {key}"]
+    assert CALLS[f"fragile:{key}"] == 2  # the child's outcome was taken, not run again

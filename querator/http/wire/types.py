@@ -118,7 +118,7 @@ def request_timeout(value: float | None) -> float:
             "request timeout is invalid; maximum timeout is '15m' but "
             f"'{format_duration(value)}' was requested"
         )
-    if value <= LONG_POLL_MIN:
+    if value < LONG_POLL_MIN:
         raise ValueError(
             "request timeout is invalid; minimum timeout is '10ms' but "
             f"'{format_duration(value)}' was requested"

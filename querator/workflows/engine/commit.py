@@ -4,9 +4,11 @@ and produces what comes next, and the step item a worker may hand itself."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import TypeVar, cast
 
 import anyio
 
@@ -15,6 +17,8 @@ from querator.queue.models import Item, Leased, TransactResult
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry import workflow_metrics
+from querator.telemetry.runs import RUN_ID, starting
+from querator.workflows.engine.context import Child
 from querator.workflows.layout import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
@@ -37,6 +41,7 @@ from querator.workflows.layout import (
 __all__ = [
     "Claim",
     "Produce",
+    "child_started",
     "commit_final",
     "commit_held",
     "commit_wake",
@@ -45,9 +50,12 @@ __all__ = [
     "log_final",
     "merge_items",
     "not_colliding",
+    "parent_items",
     "split_claim",
     "transact_creating",
 ]
+
+R = TypeVar("R")
 
 log = logging.getLogger("querator.workflows")
 
@@ -88,15 +96,43 @@ def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> Produce:
     """The run's result record, and for a child run its parent's record and wake."""
     produce = {RESULTS_QUEUE: [record_item(result_key(run_id), final, run_id)]}
     produce[RESULTS_QUEUE] += index_items(run_id, meta, final.final_status())
+    return merge_items(produce, parent_items(meta, final))
+
+
+def parent_items(meta: RunMeta, final: RunRecord) -> Produce:
+    """For a child run that ended with ``final``: its parent's record of it and the
+    parent's wake (nothing for a run without a parent). Produced again when a wake
+    finds the child ended, so a parent whose record was removed (a resume) gets it
+    back instead of waiting for an end that already happened."""
     parent = meta.parent
-    if parent is not None:
-        record = StepRecord(
-            step=meta.workflow, ok=final.ok, result=final.result, error=final.error, attempts=1
-        )
-        key = step_key(parent.run_id, parent.position)
-        produce[RESULTS_QUEUE].append(record_item(key, record, parent.run_id))
-        produce[parent.queue] = [wake_item(parent.run_id, str(parent.position), trace=meta.trace)]
-    return produce
+    if parent is None:
+        return {}
+    record = StepRecord(
+        step=meta.workflow, ok=final.ok, result=final.result, error=final.error, attempts=1
+    )
+    key = step_key(parent.run_id, parent.position)
+    return {
+        RESULTS_QUEUE: [record_item(key, record, parent.run_id)],
+        parent.queue: [wake_item(parent.run_id, str(parent.position), trace=meta.trace)],
+    }
+
+
+@contextmanager
+def child_started(parent_trace: Mapping[str, str], request: R) -> Iterator[R]:
+    """For a :class:`Child` request: its ``start`` span (a child of the parent
+    run's trace context ``parent_trace``), current while the request is
+    committed, and the request with the child's meta carrying the span's context
+    (the child's spans nest under it). Other requests pass through."""
+    if not isinstance(request, Child):
+        yield request
+        return
+    meta = request.meta
+    with starting(meta.workflow, meta.queue, parent=parent_trace) as started:
+        if started.span.is_recording():
+            started.span.set_attribute(RUN_ID, request.run_id)
+        if started.carrier:
+            meta = meta.model_copy(update={"trace": started.carrier})
+        yield cast(R, replace(request, meta=meta))
 
 
 def log_final(run_id: str, final: RunRecord) -> None:

@@ -45,11 +45,13 @@ from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import joined, slept
 from querator.workflows.engine.commit import (
     Produce,
+    child_started,
     commit_final,
     commit_held,
     commit_wake,
     merge_items,
     not_colliding,
+    parent_items,
     split_claim,
     transact_creating,
 )
@@ -92,6 +94,7 @@ from querator.workflows.layout import (
     aborted_key,
     cancel_key,
     compensating_key,
+    meta_key,
     record_item,
     result_key,
     step_key,
@@ -315,7 +318,7 @@ class Engine:
         self.counts["looked_up"] += 1
         history = await load_history(self.aq, run_id, tag_position(wake))
         if history.finished is not None:
-            await commit_held(self.aq, wake, {})
+            await commit_held(self.aq, wake, await self._end_again(history))
             return
         if history.meta is None:
             raise Poison(f"run {run_id} has no stored meta record")
@@ -335,6 +338,19 @@ class Engine:
         self.counts["replayed"] += 1
         live = new_live(run_id, wf, history, self.aq.clock)
         await self._drive(live, wake, {}, None)
+
+    async def _end_again(self, history: History) -> Produce:
+        """A child run that ended, whose parent is stored, has not ended and lacks
+        its record of the child (a resume of the parent removed it): that record
+        again, and the parent's wake."""
+        parent = history.meta.parent if history.meta is not None else None
+        if parent is None or history.meta is None or history.finished is None:
+            return {}
+        keys = [step_key(parent.run_id, parent.position), result_key(parent.run_id)]
+        found = await self.aq.lookup(RESULTS_QUEUE, [*keys, meta_key(parent.run_id)])
+        if any(key in found for key in keys) or meta_key(parent.run_id) not in found:
+            return {}
+        return parent_items(history.meta, history.finished)
 
     # -- driving a body -----------------------------------------------------------
 
@@ -435,7 +451,14 @@ class Engine:
             await commit_final(self.aq, held, produce, run_id, live.meta, final)
             return None
         assert not isinstance(message, Finished | RunRecord)
-        request = message
+        with child_started(live.meta.trace, message) as request:
+            return await self._commit_next(live, held, produce, request)
+
+    async def _commit_next(
+        self, live: LiveRun, held: Leased, produce: Produce, request: Request
+    ) -> tuple[Leased, StepPayload, dict[str, StoredItem]] | None:
+        """:meth:`_commit_request` of what comes next in the run (not its end)."""
+        run_id = live.run_id
         items = request_items(run_id, live.ctx.workflow_queue, request, live.meta.trace)
         payloads = {}
         if isinstance(request, StepCall):

@@ -1,0 +1,91 @@
+"""What inspecting runs returns: :class:`RunInfo` with its :class:`StepInfo`
+calls and :class:`StepProgress` (read by :mod:`querator.workflows.inspection`,
+which re-exports them)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from querator.records import View
+from querator.workflows.run_detail import CompensationInfo, PendingStep
+from querator.workflows.runs import RunStatus
+
+__all__ = ["RunInfo", "StepInfo", "StepProgress"]
+
+
+class StepProgress(View):
+    """The last progress a step call reported (``report_progress``)."""
+
+    position: int
+    attempt: int
+    """The attempt that reported it."""
+    updated_at: datetime
+    progress: dict[str, Any]
+
+
+class StepInfo(View):
+    """How one step call of a run ended (its ``{run}/{position}`` record)."""
+
+    position: int
+    """The call's position in the body (0-based, in call order)."""
+    step: str
+    """The step's persisted name."""
+    ok: bool
+    """True when the step returned; False when it failed for good."""
+    attempts: int
+    """Leases of the step's item used, the successful one included."""
+    finished_at: datetime
+    """When the outcome was recorded."""
+    result: str | None = None
+    """The result as stored (JSON text), when ``ok``."""
+    error_type: str | None = None
+    """The exception's type name, when not ``ok``."""
+    error_message: str | None = None
+    """The exception's message, when not ``ok``."""
+    error_traceback: str | None = None
+    """The formatted traceback of the last failed attempt, when not ``ok`` (its end)."""
+    progress: StepProgress | None = None
+    """The last progress the step reported, if it reported any."""
+    until: datetime | None = None
+    """A durable timer (step ``querator.sleep``): the instant it ends."""
+
+
+class RunInfo(View):
+    """What is stored about one run. ``steps`` is filled by :func:`get_run` only."""
+
+    run_id: str
+    workflow: str
+    """The workflow's persisted name."""
+    status: RunStatus
+    queue: str
+    """The run's workflow queue (its wake tasks)."""
+    started_at: datetime
+    finished_at: datetime | None = None
+    """None while the run is running."""
+    args: str
+    """The run's arguments as stored (JSON text)."""
+    result: str | None = None
+    """The run's result as stored (JSON text), once completed."""
+    error_type: str | None = None
+    """Why it failed or was cancelled: the exception's type name."""
+    error_message: str | None = None
+    error_traceback: str | None = None
+    """The traceback of the body's error (its end), when the body raised."""
+    cancel_requested: bool = False
+    """Cancellation was asked for (the run may still be running until a worker ends it)."""
+    parent_run_id: str | None = None
+    """The parent run, for a child workflow."""
+    deadline: datetime | None = None
+    """The run fails once replayed past this instant (``timeout=``)."""
+    steps: tuple[StepInfo, ...] = ()
+    """The step calls that ended, by position (empty in :func:`list_runs`)."""
+    in_progress: tuple[StepProgress, ...] = ()
+    """Step calls without an outcome yet that reported progress, by position
+    (empty in :func:`list_runs`)."""
+    pending: tuple[PendingStep, ...] = ()
+    """Step calls (and compensations) whose items wait or run, with the step's
+    name and its lease (empty in :func:`list_runs` and once the run ended)."""
+    compensations: tuple[CompensationInfo, ...] = ()
+    """A saga's compensations, planned or run, in their order (empty in
+    :func:`list_runs`)."""
