@@ -5,10 +5,11 @@ from __future__ import annotations
 import typer
 
 from querator.cli import AsJson, Url, _json_list, _reporting, _store, _table, _when, app
+from querator.cli.help_format import CliGroup
 from querator.locks import list_semaphores
 from querator.queue.backends import DEFAULT_URL
 
-locks_app = typer.Typer(no_args_is_help=True, help="Locks and semaphores.")
+locks_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Locks and semaphores.")
 app.add_typer(locks_app, name="locks")
 
 
