@@ -45,6 +45,7 @@ from querator.queue.backends.postgres.items import (
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
 from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl
+from querator.queue.backends.postgres.sessions import SESSION_ERRORS, Sessions
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
     complete_at_once,
@@ -88,28 +89,17 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
         await super()._add_connection(attempt, growing)
 
 
-def _configurer(deadline: float) -> Callable[[AsyncConnection[TupleRow]], Awaitable[None]]:
+def _configurer(
+    deadline: float, sessions: Sessions
+) -> Callable[[AsyncConnection[TupleRow]], Awaitable[None]]:
     async def configure(conn: AsyncConnection[TupleRow]) -> None:
         register_arrays(conn.adapters)
         await conn.execute(stmt.SESSION_SETTINGS)
         await conn.execute(lock_timeout(deadline))
+        sessions.opened(conn)
 
     return configure
 
-
-SESSION_ERRORS = (
-    pg_errors.ReadOnlySqlTransaction,
-    pg_errors.AdminShutdown,
-    pg_errors.CrashShutdown,
-    pg_errors.CannotConnectNow,
-    pg_errors.IdleSessionTimeout,
-    pg_errors.IdleInTransactionSessionTimeout,
-    pg_errors.QueryCanceled,
-)
-"""Errors that say the session itself is unfit (opened read-only while the
-database was, given a ``statement_timeout`` that was reset since, told to go
-away): the connection is closed and every idle one of the pool replaced, so
-that the first call after the fault ends finds fresh sessions."""
 
 OPEN_TIMEOUT = 10.0
 """Seconds ``open()`` waits for a first connection before raising Unavailable."""
@@ -149,6 +139,8 @@ class PostgresBackend:
         """Runs one-statement transactions, those of concurrent callers together."""
         self._blocked = Blocked(self._store_name, self._deadline)
         """Logs the episodes of calls that pass the statement deadline."""
+        self._sessions = Sessions()
+        """Which pooled sessions may be handed out after a session-state error."""
 
     @property
     def schema(self) -> str:
@@ -177,7 +169,7 @@ class PostgresBackend:
             max_size=self._max_size,
             open=False,
             kwargs={"autocommit": True},
-            configure=_configurer(self._deadline),
+            configure=_configurer(self._deadline, self._sessions),
             name=f"querator-{self._names.schema}",
             timeout=self._pool_timeout,
         )
@@ -229,7 +221,8 @@ class PostgresBackend:
         if pool is None:
             raise Unavailable("the PostgreSQL backend is not open")
         with driver_errors(queue):
-            async with pool.connection() as conn:
+            conn = await self._checkout(pool)
+            try:
                 cut = anyio.CancelScope(deadline=anyio.current_time() + self._deadline + MARGIN)
                 with cut:
                     try:
@@ -242,6 +235,17 @@ class PostgresBackend:
                     raise Unavailable(self._blocked.passed("no answer: cut off, outcome unknown"))
                 if self._blocked.blocked:
                     self._blocked.completed()
+            finally:
+                await pool.putconn(conn)
+
+    async def _checkout(self, pool: Pool) -> Conn:
+        """A connection of the pool that is fit to use (see :mod:`.sessions`)."""
+        while True:
+            conn = await pool.getconn()
+            if not self._sessions.unfit(conn):
+                return conn
+            await conn.close()
+            await pool.putconn(conn)
 
     async def _after_failure(self, pool: Pool, conn: Conn, exc: BaseException) -> None:
         """Look at what a call on ``conn`` raised (a driver error, or the querator
@@ -251,8 +255,7 @@ class PostgresBackend:
         if isinstance(cause, pg_errors.LockNotAvailable):
             raise Unavailable(self._blocked.passed("waiting on a lock")) from cause
         if isinstance(cause, SESSION_ERRORS):
-            # Closed, the pool drops it and opens a fresh one; the idle ones
-            # were opened alike, so they go too.
+            self._sessions.failed()
             await conn.close()
             await pool.drain()
 
