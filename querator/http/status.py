@@ -21,6 +21,7 @@ from querator.errors import (
     QueueExists,
     QueueNotFound,
     RequestTimeout,
+    StoreFault,
     Unauthorized,
     Unavailable,
 )
@@ -95,6 +96,11 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
     (Conflict, CONFLICT, _conflict),
     (RequestTimeout, RETRY_REQUEST, lambda e: (REQUEST_TIMEOUT_MESSAGE, {})),
     (Unavailable, RETRY_REQUEST, lambda e: (_unavailable(e), {})),
+    (
+        StoreFault,
+        INTERNAL_ERROR,
+        lambda e: (f"store failed; {e.reason}", {"reason": e.reason, "code": e.code or ""}),
+    ),
     (Unauthorized, UNAUTHORIZED, lambda e: (str(e), {})),
     (Forbidden, FORBIDDEN, lambda e: (str(e), {})),
     (RunNotFound, REQUEST_FAILED, lambda e: (f"run does not exist; {e}", {"run_id": e.run_id})),
@@ -123,6 +129,7 @@ _CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
         {key: ConflictReason(value) for key, value in r.details.items() if key != "type"}
     ),
     "RequestTimeout": lambda r: RequestTimeout(r.message),
+    "StoreFault": lambda r: StoreFault(r.details.get("reason", r.message), r.details.get("code")),
     "Unauthorized": lambda r: Unauthorized(r.message),
     "Forbidden": lambda r: Forbidden(r.message),
 }

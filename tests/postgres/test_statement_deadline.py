@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import pytest
@@ -100,3 +101,33 @@ def test_a_bad_statement_deadline_is_refused(bad: str) -> None:
 def test_the_statement_deadline_defaults_to_thirty_seconds() -> None:
     assert split_dsn("postgresql://h/db", "querator").statement_deadline == 30.0
     assert split_dsn("postgresql://h/db?statement_deadline=2.5", "s").statement_deadline == 2.5
+
+
+def _poison_sessions(q: Querator, setting: str) -> int:
+    """Give every idle session of ``q``'s pool ``setting`` (as sessions opened
+    during a fault keep what they were given); how many were changed."""
+    backend: Any = q.aio._backend
+
+    async def poison() -> int:
+        pool = backend._pool
+        conns = [await pool.getconn() for _ in range(pool.max_size)]
+        for conn in conns:
+            await conn.execute(setting)
+        for conn in conns:
+            await pool.putconn(conn)
+        return len(conns)
+
+    return int(q.call(poison))
+
+
+def test_a_session_left_read_only_is_discarded_with_its_pool(pg_schema_url: str) -> None:
+    url = with_query(pg_schema_url, pool_min="2", pool_max="2")
+    with Querator(url) as q:
+        q.create_queue("jobs")
+        q.produce("jobs", [Item(payload=b"a")])
+        (item,) = q.lease("jobs", client_id="w")
+        assert _poison_sessions(q, "SET default_transaction_read_only = on") == 2
+        with pytest.raises(Unavailable, match="read only sql transaction"):
+            q.complete("jobs", [item])
+        q.complete("jobs", [item])  # the next call runs on a fresh session
+        assert q.stats("jobs").total == 0
