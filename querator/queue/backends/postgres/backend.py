@@ -44,6 +44,7 @@ from querator.queue.backends.postgres.items import (
 )
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
+from querator.queue.backends.postgres.replication import WHERE_AM_I, Timeline
 from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl
 from querator.queue.backends.postgres.sessions import SESSION_ERRORS, Sessions
 from querator.queue.backends.postgres.transact import (
@@ -90,12 +91,15 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
 
 
 def _configurer(
-    deadline: float, sessions: Sessions
+    deadline: float, sessions: Sessions, timeline: Timeline
 ) -> Callable[[AsyncConnection[TupleRow]], Awaitable[None]]:
     async def configure(conn: AsyncConnection[TupleRow]) -> None:
         register_arrays(conn.adapters)
         await conn.execute(stmt.SESSION_SETTINGS)
         await conn.execute(lock_timeout(deadline))
+        cur = await conn.execute(WHERE_AM_I)
+        system, written_on = await cur.fetchone() or (0, None)
+        timeline.opened_on(system, written_on)
         sessions.opened(conn)
 
     return configure
@@ -141,6 +145,8 @@ class PostgresBackend:
         """Logs the episodes of calls that pass the statement deadline."""
         self._sessions = Sessions()
         """Which pooled sessions may be handed out after a session-state error."""
+        self._timeline = Timeline(self._store_name)
+        """Notices a failover to a promoted standby (see :mod:`.replication`)."""
 
     @property
     def schema(self) -> str:
@@ -169,7 +175,7 @@ class PostgresBackend:
             max_size=self._max_size,
             open=False,
             kwargs={"autocommit": True},
-            configure=_configurer(self._deadline, self._sessions),
+            configure=_configurer(self._deadline, self._sessions, self._timeline),
             name=f"querator-{self._names.schema}",
             timeout=self._pool_timeout,
         )
@@ -233,6 +239,7 @@ class PostgresBackend:
                 if cut.cancelled_caught:
                     await conn.close()
                     raise Unavailable(self._blocked.passed("no answer: cut off, outcome unknown"))
+                self._timeline.answered()
                 if self._blocked.blocked:
                     self._blocked.completed()
             finally:
