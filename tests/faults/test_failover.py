@@ -44,6 +44,7 @@ from workflows.ops_procs import WorkerProc, read_log, spawn_worker
 from querator import Querator
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable
 from querator.workflows import RunHandle, WorkflowError, start
+from querator.workflows.errors import RunNotFound
 
 from .cluster import Cluster, ClusterError
 from .harness import report, until_available
@@ -127,7 +128,7 @@ def _outcome(run: RunHandle[int], deadline: float) -> str:
     """``lost`` (not stored), ``ok``, ``wrong``, ``failed`` or ``unfinished``."""
     try:
         until_available(run.status, deadline)
-    except InvalidArgument:
+    except (InvalidArgument, RunNotFound):
         return "lost"
     while time.monotonic() < deadline:
         try:

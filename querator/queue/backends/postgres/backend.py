@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -28,9 +28,8 @@ from querator.errors import (
 from querator.queue.backends.base import Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
-from querator.queue.backends.postgres.array_params import register as register_arrays
 from querator.queue.backends.postgres.array_params import text_array
-from querator.queue.backends.postgres.deadline import MARGIN, Blocked, lock_timeout
+from querator.queue.backends.postgres.deadline import MARGIN, Blocked
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors, refuse_bad_dsn
 from querator.queue.backends.postgres.fused import fusable
@@ -44,9 +43,14 @@ from querator.queue.backends.postgres.items import (
 )
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
-from querator.queue.backends.postgres.replication import WHERE_AM_I, Timeline
+from querator.queue.backends.postgres.replication import Timeline
 from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl
-from querator.queue.backends.postgres.sessions import SESSION_ERRORS, Sessions
+from querator.queue.backends.postgres.sessions import (
+    Sessions,
+    checkout,
+    configurer,
+    discard_if_unfit,
+)
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
     complete_at_once,
@@ -88,21 +92,6 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
         if attempt is None:
             attempt = _CappedAttempt(timeout=self.reconnect_timeout)
         await super()._add_connection(attempt, growing)
-
-
-def _configurer(
-    deadline: float, sessions: Sessions, timeline: Timeline
-) -> Callable[[AsyncConnection[TupleRow]], Awaitable[None]]:
-    async def configure(conn: AsyncConnection[TupleRow]) -> None:
-        register_arrays(conn.adapters)
-        await conn.execute(stmt.SESSION_SETTINGS)
-        await conn.execute(lock_timeout(deadline))
-        cur = await conn.execute(WHERE_AM_I)
-        system, written_on = await cur.fetchone() or (0, None)
-        timeline.opened_on(system, written_on)
-        sessions.opened(conn)
-
-    return configure
 
 
 OPEN_TIMEOUT = 10.0
@@ -175,7 +164,7 @@ class PostgresBackend:
             max_size=self._max_size,
             open=False,
             kwargs={"autocommit": True},
-            configure=_configurer(self._deadline, self._sessions, self._timeline),
+            configure=configurer(self._deadline, self._sessions, self._timeline),
             name=f"querator-{self._names.schema}",
             timeout=self._pool_timeout,
         )
@@ -227,7 +216,7 @@ class PostgresBackend:
         if pool is None:
             raise Unavailable("the PostgreSQL backend is not open")
         with driver_errors(queue):
-            conn = await self._checkout(pool)
+            conn = await checkout(pool, self._sessions)
             try:
                 cut = anyio.CancelScope(deadline=anyio.current_time() + self._deadline + MARGIN)
                 with cut:
@@ -245,26 +234,13 @@ class PostgresBackend:
             finally:
                 await pool.putconn(conn)
 
-    async def _checkout(self, pool: Pool) -> Conn:
-        """A connection of the pool that is fit to use (see :mod:`.sessions`)."""
-        while True:
-            conn = await pool.getconn()
-            if not self._sessions.unfit(conn):
-                return conn
-            await conn.close()
-            await pool.putconn(conn)
-
     async def _after_failure(self, pool: Pool, conn: Conn, exc: BaseException) -> None:
-        """Look at what a call on ``conn`` raised (a driver error, or the querator
-        error it became): a lock waited on past the deadline raises the deadline's
-        Unavailable; a session-state error discards the session and the idle ones."""
+        """A lock waited on past the deadline raises the deadline's Unavailable;
+        a session-state error discards the session and the idle ones."""
         cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
         if isinstance(cause, pg_errors.LockNotAvailable):
             raise Unavailable(self._blocked.passed("waiting on a lock")) from cause
-        if isinstance(cause, SESSION_ERRORS):
-            self._sessions.failed()
-            await conn.close()
-            await pool.drain()
+        await discard_if_unfit(pool, conn, cause, self._sessions)
 
     @asynccontextmanager
     async def _transaction(self, queue: str | None = None) -> AsyncIterator[Conn]:

@@ -14,12 +14,26 @@ opened after it.
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg import errors as pg_errors
 from psycopg.rows import TupleRow
+
+from querator.queue.backends.postgres import statements as stmt
+from querator.queue.backends.postgres.array_params import register as register_arrays
+from querator.queue.backends.postgres.deadline import lock_timeout
+from querator.queue.backends.postgres.replication import WHERE_AM_I, Timeline
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+log = logging.getLogger("querator.postgres")
 
 SESSION_ERRORS = (
     pg_errors.ReadOnlySqlTransaction,
@@ -65,3 +79,52 @@ class Sessions:
         if now >= self._suspect_until:
             return False
         return now - self._opened.get(conn, 0.0) >= FRESH_SECONDS
+
+
+def configurer(
+    deadline: float, sessions: Sessions, timeline: Timeline
+) -> Callable[[AsyncConnection[TupleRow]], Awaitable[None]]:
+    """The pool's ``configure`` callback: session settings, ``lock_timeout`` =
+    ``deadline``, where the session writes (``timeline``), when it opened."""
+
+    async def configure(conn: AsyncConnection[TupleRow]) -> None:
+        register_arrays(conn.adapters)
+        await conn.execute(stmt.SESSION_SETTINGS)
+        await conn.execute(lock_timeout(deadline))
+        try:
+            cur = await conn.execute(WHERE_AM_I)
+            system, written_on = await cur.fetchone() or (0, None)
+        except psycopg.DatabaseError as exc:  # a server that hides its control data
+            log.debug("timeline unknown: %s", type(exc).__name__)
+        else:
+            timeline.opened_on(system, written_on)
+        sessions.opened(conn)
+
+    return configure
+
+
+async def checkout(
+    pool: AsyncConnectionPool[AsyncConnection[TupleRow]], sessions: Sessions
+) -> AsyncConnection[TupleRow]:
+    """A connection of ``pool`` fit to use: while the pool is under suspicion,
+    older sessions are closed and replaced."""
+    while True:
+        conn = await pool.getconn()
+        if not sessions.unfit(conn):
+            return conn
+        await conn.close()
+        await pool.putconn(conn)
+
+
+async def discard_if_unfit(
+    pool: AsyncConnectionPool[AsyncConnection[TupleRow]],
+    conn: AsyncConnection[TupleRow],
+    cause: BaseException | None,
+    sessions: Sessions,
+) -> None:
+    """After a call on ``conn`` failed with ``cause``: a session-state error closes
+    ``conn``, replaces the pool's idle sessions and puts the pool under suspicion."""
+    if isinstance(cause, SESSION_ERRORS):
+        sessions.failed()
+        await conn.close()
+        await pool.drain()
