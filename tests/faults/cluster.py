@@ -388,6 +388,7 @@ class Cluster:
             self.start()
         self.set_read_only(False)
         self.set_statement_timeout(None)
+        self.set_system("synchronous_standby_names", None)
 
     def destroy(self) -> None:
         """Stop the server at once and remove its directory (idempotent)."""

@@ -167,6 +167,7 @@ def test_sigterm_with_a_blocked_commit_exits_within_the_grace(
             took = time.monotonic() - stopped_at
             blocker.rollback()
         assert code == 0, first.stderr()
+        print(f"exited {took:.2f}s after SIGTERM (grace {grace}s)")
         assert took < grace + 10.0, f"{took:.1f}s to exit\n{first.stderr()}"
         assert "still in flight" in first.stderr()
         second = spawn_worker(pg_schema_url, "second", log, "--grace", str(grace))
