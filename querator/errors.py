@@ -120,7 +120,15 @@ class RequestTimeout(QueratorError, TimeoutError):
 
 
 class Unavailable(QueratorError):
-    """The store could not be reached or failed mid-call; the call changed nothing."""
+    """The store could not be reached, failed mid-call, or did not answer within its
+    deadline; sending the call again may succeed.
+
+    Mostly the call changed nothing. A call that broke off while its commit was
+    in flight (a lost connection, a commit cut off at the statement deadline)
+    may have taken effect. Calls that name item versions (complete, retry,
+    renew, transact) never apply twice when sent again; a produce adds no second
+    copy when its items carry a ``dedup_key``.
+    """
 
     retryable = True
 
