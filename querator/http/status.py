@@ -129,7 +129,9 @@ _CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
         {key: ConflictReason(value) for key, value in r.details.items() if key != "type"}
     ),
     "RequestTimeout": lambda r: RequestTimeout(r.message),
-    "StoreFault": lambda r: StoreFault(r.details.get("reason", r.message), r.details.get("code")),
+    "StoreFault": lambda r: StoreFault(
+        r.details.get("reason", r.message), r.details.get("code") or None
+    ),
     "Unauthorized": lambda r: Unauthorized(r.message),
     "Forbidden": lambda r: Forbidden(r.message),
 }
