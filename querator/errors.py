@@ -8,6 +8,8 @@ QueratorError                 base of everything querator raises
 ├── Conflict                  one or more items failed a check; carries per-id reasons
 ├── RequestTimeout            a long poll found nothing before its timeout (retryable)
 ├── Unavailable               the store could not be reached or failed (retryable)
+├── StoreFault                the store refused for a reason its operator must fix
+│                             (full disk, missing privilege, damaged table; not retryable)
 ├── Unauthorized              the HTTP API got no valid bearer token (401)
 ├── Forbidden                 the token's scopes do not allow the call (403)
 ├── UsageError                the API was used in a way that cannot work (closed client,
@@ -47,6 +49,7 @@ __all__ = [
     "QueueNotFound",
     "RequestTimeout",
     "SchemaTooNew",
+    "StoreFault",
     "Unauthorized",
     "Unavailable",
     "UsageError",
@@ -119,9 +122,32 @@ class RequestTimeout(QueratorError, TimeoutError):
 
 
 class Unavailable(QueratorError):
-    """The store could not be reached or failed mid-call; the call changed nothing."""
+    """The store could not be reached, failed mid-call, or did not answer within its
+    deadline; sending the call again may succeed.
+
+    Mostly the call changed nothing. A call that broke off while its commit was
+    in flight (a lost connection, a commit cut off at the statement deadline)
+    may have taken effect. Calls that name item versions (complete, retry,
+    renew, transact) never apply twice when sent again; a produce adds no second
+    copy when its items carry a ``dedup_key``.
+    """
 
     retryable = True
+
+
+class StoreFault(QueratorError):
+    """The store refused the call for a reason that sending it again will not
+    cure and that is not the request's fault: a full disk, a missing privilege,
+    a table dropped or damaged under querator. Its operator must act.
+
+    ``reason`` says what in one line (never the driver's raw text); ``code`` is
+    the store's own code for it when it has one (PostgreSQL's SQLSTATE).
+    """
+
+    def __init__(self, reason: str, code: str | None = None) -> None:
+        self.reason = reason
+        self.code = code
+        super().__init__(f"the store refused the call: {reason}; its operator must act")
 
 
 class Unauthorized(QueratorError):

@@ -37,6 +37,27 @@ def test_exported_names_are_pinned() -> None:
     ]
 
 
+def test_error_names_are_pinned() -> None:
+    assert sorted(querator.errors.__all__) == [
+        "Conflict",
+        "ConflictReason",
+        "Forbidden",
+        "InvalidArgument",
+        "LockLost",
+        "QueratorError",
+        "QueueExists",
+        "QueueNotFound",
+        "RequestTimeout",
+        "SchemaTooNew",
+        "StoreFault",
+        "Unauthorized",
+        "Unavailable",
+        "UsageError",
+    ]
+    for name in querator.errors.__all__:
+        assert inspect.getdoc(getattr(querator.errors, name)), name
+
+
 def test_every_error_descends_from_the_one_root() -> None:
     for name in querator.errors.__all__:
         obj = getattr(querator.errors, name)

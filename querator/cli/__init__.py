@@ -23,7 +23,7 @@ querator dead show QUEUE ITEM_ID
 querator dead requeue QUEUE [ITEM_ID...] [--all]   # back into QUEUE
 querator dead purge QUEUE [ITEM_ID...] [--all]
 querator schedules list | show NAME | pause NAME | resume NAME | trigger NAME | delete NAME
-querator health [--max-age SECONDS]          # for probes: exit 1 when unhealthy
+querator health [--max-age SECONDS] [--require-sync-replication]  # probes: exit 1 when unhealthy
 querator migrate [--dry-run]                 # bring the store's schema to this version
 querator webhooks list | show | add | disable | enable | rotate-secret | delete | send
 querator webhooks attempts | failed | redrive | worker    # see docs/webhooks.md

@@ -139,12 +139,22 @@ def health(
         float | None,
         typer.Option(help="Unhealthy when a queue's oldest item is older (seconds)."),
     ] = None,
+    require_sync_replication: Annotated[
+        bool,
+        typer.Option(
+            help="Unhealthy unless PostgreSQL commits wait for a synchronous standby"
+            " (synchronous_commit on or remote_apply, and such a standby streaming)."
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Check the store for a probe: reachable, its queues, the oldest item's age.
-    Exit status 0 when healthy, 1 when the store is unreachable or an item is
-    older than --max-age."""
+    """Check the store for a probe: reachable, its queues, the oldest item's age
+    (and, asked, its replication). Exit status 0 when healthy, 1 when the store is
+    unreachable, an item is older than --max-age, or --require-sync-replication
+    finds commits that a failover could lose."""
     report: dict[str, Any] = {"store": "unreachable", "queues": 0, "oldest_age": None}
+    if require_sync_replication:
+        report["replication"] = _replication(url)
     try:
         with _store(url) as q:
             names = [info.name for info in q.list_queues(limit=1000)]
@@ -161,6 +171,8 @@ def health(
     healthy = report["store"] == "reachable" and (
         max_age is None or oldest is None or oldest <= max_age
     )
+    if require_sync_replication:
+        healthy = healthy and bool(report["replication"].get("synchronous"))
     report["healthy"] = healthy
     if as_json:
         typer.echo(json.dumps(report))
@@ -169,3 +181,20 @@ def health(
             typer.echo(f"{key + ':':<12}{value}")
     if not healthy:
         raise typer.Exit(1)
+
+
+def _replication(url: str) -> dict[str, Any]:
+    """What the store's replication guarantees (``synchronous``: nothing acknowledged
+    is lost in a failover); a store that is not PostgreSQL has no standby."""
+    if not url.startswith(("postgresql", "postgres")):
+        return {"synchronous": False, "error": "not a PostgreSQL store: no replication"}
+    import psycopg
+
+    from querator.queue.backends.postgres.dsn import split_dsn
+    from querator.queue.backends.postgres.replication import replication_report
+
+    try:
+        return replication_report(split_dsn(url, "querator").conninfo)
+    except (psycopg.Error, QueratorError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return {"synchronous": False, "error": first}

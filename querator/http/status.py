@@ -22,6 +22,7 @@ from querator.errors import (
     QueueExists,
     QueueNotFound,
     RequestTimeout,
+    StoreFault,
     Unauthorized,
     Unavailable,
 )
@@ -101,6 +102,11 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
     ),
     (RequestTimeout, RETRY_REQUEST, lambda e: (REQUEST_TIMEOUT_MESSAGE, {})),
     (Unavailable, RETRY_REQUEST, lambda e: (_unavailable(e), {})),
+    (
+        StoreFault,
+        INTERNAL_ERROR,
+        lambda e: (f"store failed; {e.reason}", {"reason": e.reason, "code": e.code or ""}),
+    ),
     (Unauthorized, UNAUTHORIZED, lambda e: (str(e), {})),
     (Forbidden, FORBIDDEN, lambda e: (str(e), {})),
     (RunNotFound, REQUEST_FAILED, lambda e: (f"run does not exist; {e}", {"run_id": e.run_id})),
@@ -130,6 +136,9 @@ _CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
     ),
     "RequestTimeout": lambda r: RequestTimeout(r.message),
     "LockLost": lambda r: LockLost(r.details.get("name", ""), _whole(r.details.get("token"))),
+    "StoreFault": lambda r: StoreFault(
+        r.details.get("reason", r.message), r.details.get("code") or None
+    ),
     "Unauthorized": lambda r: Unauthorized(r.message),
     "Forbidden": lambda r: Forbidden(r.message),
 }

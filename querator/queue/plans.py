@@ -74,6 +74,10 @@ def route_items(
     return routed
 
 
+VERSION_LIMIT = 2**63
+"""Versions are 64-bit signed integers: a reference beyond cannot name any item."""
+
+
 def as_ref(queue: str | None, ref: object, field: str) -> Ref:
     """Normalise one reference; ``queue`` is the queue the call names, if any."""
     if type(ref) is Leased and (queue is None or ref.queue == queue):
@@ -92,6 +96,8 @@ def as_ref(queue: str | None, ref: object, field: str) -> Ref:
         raise InvalidArgument(field, f"id must be a str and version an int, got {ref!r}")
     if not isinstance(found.version, int):
         raise InvalidArgument(field, f"version must be an int, got {found.version!r}")
+    if not -VERSION_LIMIT <= found.version < VERSION_LIMIT:
+        raise InvalidArgument(field, f"version must be below 2^63 in size, got {found.version}")
     if queue is not None and found.queue != queue:
         raise InvalidArgument(field, f"item {found.id} belongs to {found.queue!r}, not {queue!r}")
     check_name(f"{field}.queue", found.queue)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from querator import Item, Querator, QueueSettings
+from querator import Item, Querator, QueueSettings, Ref
 from querator.errors import InvalidArgument, QueratorError
 
 from .helpers import items, lease_one, make_queue
@@ -124,6 +124,25 @@ def test_renew_extend_limits(q: Querator, qname: str, extend: float) -> None:
     leased = lease_one(q, qname)
     raises_invalid(lambda: q.renew(qname, [leased], extend=extend))
     q.complete(qname, [leased])  # the version did not change
+
+
+@pytest.mark.parametrize("version", [2**63, 2**64 + 5, -(2**63) - 1])
+def test_a_version_beyond_64_bits_is_the_request_fault(
+    q: Querator, qname: str, version: int
+) -> None:
+    """Not a store failure (retried forever), not a conflict: bad input, before the store."""
+    make_queue(q, qname, lease_timeout=30)
+    q.produce(qname, items(b"x"))
+    leased = lease_one(q, qname)
+    for call in (
+        lambda: q.complete(qname, [(leased.id, version)]),
+        lambda: q.retry(qname, [(leased.id, version)]),
+        lambda: q.renew(qname, [(leased.id, version)]),
+        lambda: q.transact(complete=[Ref(qname, leased.id, version)]),
+    ):
+        error = raises_invalid(call)
+        assert "version must be below 2^63" in error.rule
+    q.complete(qname, [leased])  # nothing changed
 
 
 def test_empty_and_oversize_item_lists_are_rejected(q: Querator, qname: str) -> None:

@@ -5,7 +5,8 @@ user when we are root: initdb refuses root), starts the server on a free
 127.0.0.1 port with trust authentication, ``fsync=off`` and small buffers, and
 creates the database the tests use. Its methods are the faults: restarts
 (``fast`` or ``immediate``), an outage (``stop`` then ``start``), terminated
-backends, and a database switched to read-only for a few seconds.
+backends, and a database switched to read-only (or its sessions given a 1 ms
+``statement_timeout``) for a few seconds.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -252,7 +254,7 @@ class Cluster:
                 )
             time.sleep(0.05)
 
-    def _admin(self, statement: sql.Composed) -> list[tuple[object, ...]]:
+    def _admin(self, statement: sql.SQL | sql.Composed) -> list[tuple[object, ...]]:
         """Run one statement from a fresh admin connection; its rows (if any)."""
         with psycopg.connect(self.admin_dsn, connect_timeout=5, autocommit=True) as conn:
             cursor = conn.execute(statement)
@@ -309,6 +311,30 @@ class Cluster:
                 sql.SQL("ALTER DATABASE {} RESET default_transaction_read_only").format(name)
             )
 
+    def set_statement_timeout(self, timeout: str | None) -> None:
+        """Give the tests' role a ``statement_timeout`` in the tests' database for
+        sessions started from now on (None: take it away)."""
+        role, name = sql.Identifier(ROLE), sql.Identifier(self.database)
+        if timeout is None:
+            self._admin(
+                sql.SQL("ALTER ROLE {} IN DATABASE {} RESET statement_timeout").format(role, name)
+            )
+        else:
+            self._admin(
+                sql.SQL("ALTER ROLE {} IN DATABASE {} SET statement_timeout = {}").format(
+                    role, name, sql.Literal(timeout)
+                )
+            )
+
+    def set_system(self, setting: str, value: str | None) -> None:
+        """``ALTER SYSTEM SET setting = value`` (None: RESET) and reload the configuration."""
+        name = sql.Identifier(setting)
+        if value is None:
+            self._admin(sql.SQL("ALTER SYSTEM RESET {}").format(name))
+        else:
+            self._admin(sql.SQL("ALTER SYSTEM SET {} = {}").format(name, sql.Literal(value)))
+        self._admin(sql.SQL("SELECT pg_reload_conf()"))
+
     def read_only(self, seconds: float) -> ReadOnlyWindow:
         """Switch the tests' database to read-only for ``seconds``, in a background thread.
 
@@ -318,11 +344,23 @@ class Cluster:
         opened meanwhile stay read-only until they end: that is the fault.
         Returns at once; ``window.on`` is set once the database is read-only.
         """
+        return self.session_window(seconds, self.set_read_only)
+
+    def statement_timeout(self, seconds: float) -> ReadOnlyWindow:
+        """Give the tests' role ``statement_timeout = 1ms`` for ``seconds`` (as
+        :meth:`read_only` does its setting): sessions opened meanwhile keep it."""
+        return self.session_window(
+            seconds, lambda on: self.set_statement_timeout("1ms" if on else None)
+        )
+
+    def session_window(self, seconds: float, turn: Callable[[bool], None]) -> ReadOnlyWindow:
+        """``turn(True)``, cut every session of the tests' database, wait ``seconds``
+        and ``turn(False)``, in a background thread (see :meth:`read_only`)."""
         window = ReadOnlyWindow(seconds)
 
         def toggle() -> None:
             try:
-                self.set_read_only(True)
+                turn(True)
                 window.began = time.time()
                 window.terminated = self.terminate_backends(self.database)
                 window.on.set()
@@ -331,13 +369,13 @@ class Cluster:
                 window.error = exc
             finally:
                 try:
-                    self.set_read_only(False)
+                    turn(False)
                     window.ended = time.time()
                 except BaseException as exc:
                     window.error = window.error or exc
                 window.on.set()
 
-        window.thread = threading.Thread(target=toggle, name="read-only-window", daemon=True)
+        window.thread = threading.Thread(target=toggle, name="session-window", daemon=True)
         window.thread.start()
         return window
 
@@ -349,6 +387,8 @@ class Cluster:
         if not self.running():
             self.start()
         self.set_read_only(False)
+        self.set_statement_timeout(None)
+        self.set_system("synchronous_standby_names", None)
 
     def destroy(self) -> None:
         """Stop the server at once and remove its directory (idempotent)."""

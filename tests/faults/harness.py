@@ -16,9 +16,17 @@ from .cluster import Cluster
 
 T = TypeVar("T")
 
-FAULTS = ["fast-restart", "immediate-restart", "terminate-backends", "read-only-5s"]
+FAULTS = [
+    "fast-restart",
+    "immediate-restart",
+    "terminate-backends",
+    "read-only-5s",
+    "statement-timeout-5s",
+]
 """The faults every test is parametrized over."""
 READ_ONLY_SECONDS = 5.0
+RECOVERY_BOUND = 2.0
+"""Seconds from a fault's end within which the completion rate must be back."""
 REPORT = Path(__file__).with_name("last_report.txt")
 """One line per test of the last run (truncated when the suite is collected)."""
 PRE_FAULT_SECONDS = 3.0
@@ -50,8 +58,11 @@ def inject(cluster: Cluster, fault: str) -> FaultWindow:
         cluster.restart("immediate")
     elif fault == "terminate-backends":
         cluster.terminate_backends()
-    elif fault == "read-only-5s":
-        window = cluster.read_only(READ_ONLY_SECONDS)
+    elif fault in ("read-only-5s", "statement-timeout-5s"):
+        if fault == "read-only-5s":
+            window = cluster.read_only(READ_ONLY_SECONDS)
+        else:
+            window = cluster.statement_timeout(READ_ONLY_SECONDS)
         ended = window.join(timeout=READ_ONLY_SECONDS + 30)
         assert window.began is not None
         return FaultWindow(fault, window.began, ended)
@@ -81,6 +92,12 @@ def recovery(
             return rate, start - fault.ended
         start += 0.05
     return rate, None
+
+
+def errors_after(times: Sequence[float], fault: FaultWindow) -> float:
+    """Seconds from the fault's end to the last of ``times`` (calls that failed
+    Unavailable); 0.0 when none failed after it."""
+    return max([0.0, *(stamp - fault.ended for stamp in times)])
 
 
 def until_available(call: Callable[[], T], deadline: float) -> T:

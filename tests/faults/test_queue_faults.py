@@ -15,7 +15,11 @@ journals are checked:
 - twice: an item whose ``complete`` returned twice (the versions forbid it).
 - stuck: items still in the queue once the drain deadline passed.
 - recover_s: seconds from the fault's end to the first second in which the
-  consumers completed at least half as many items as per second before it.
+  consumers completed at least half as many items as per second before it;
+- errors_after_s: seconds from the fault's end to the last call that failed
+  Unavailable (0 when none failed after it).
+
+Both must stay within :data:`~.harness.RECOVERY_BOUND`.
 """
 
 from __future__ import annotations
@@ -34,7 +38,17 @@ from polling import wait_for
 from querator import Querator, QueueSettings
 
 from .cluster import Cluster
-from .harness import FAULTS, PRE_FAULT_SECONDS, fmt, inject, poll, recovery, report
+from .harness import (
+    FAULTS,
+    PRE_FAULT_SECONDS,
+    RECOVERY_BOUND,
+    errors_after,
+    fmt,
+    inject,
+    poll,
+    recovery,
+    report,
+)
 
 pytestmark = pytest.mark.faults
 
@@ -60,6 +74,7 @@ class Journals:
     done_times: list[float] = field(default_factory=list)
     unsure: set[str] = field(default_factory=set)
     unavailable: Counter[str] = field(default_factory=Counter)
+    unavailable_times: list[float] = field(default_factory=list)
     conflicts: int = 0
 
     @classmethod
@@ -84,8 +99,9 @@ class Journals:
                 self.unsure.add(item_id)
             case ["conflict", *_]:
                 self.conflicts += 1
-            case ["unavailable", op, _]:
+            case ["unavailable", op, stamp]:
                 self.unavailable[op] += 1
+                self.unavailable_times.append(float(stamp))
             case _:
                 pass  # a line being written, or "stopped"
 
@@ -172,6 +188,7 @@ def test_queue_loses_nothing_through_a_fault(
     lost = sorted(missing - in_queue)
     twice = sorted(item_id for item_id, count in journals.done.items() if count > 1)
     rate, recover_s = recovery(journals.done_times, window, until=time.time())
+    errors_s = errors_after(journals.unavailable_times, window)
     errors = {p.name: p.read_text()[-2000:] for p in tmp_path.glob("*.err") if p.read_text()}
     report(
         "queue",
@@ -188,6 +205,7 @@ def test_queue_loses_nothing_through_a_fault(
             "pre_rate": f"{rate:.0f}/s",
             "fault_s": fmt(window.seconds),
             "recover_s": fmt(recover_s),
+            "errors_after_s": fmt(errors_s),
             "exits": ",".join(str(code) for code in [*producer_exits, *consumer_exits]),
         },
     )
@@ -200,3 +218,5 @@ def test_queue_loses_nothing_through_a_fault(
         f"{errors}"
     )
     assert left == 0, f"{left} items still in the queue {DRAIN_DEADLINE}s after producing stopped"
+    assert recover_s <= RECOVERY_BOUND, f"the rate came back {recover_s:.2f}s after the fault"
+    assert errors_s <= RECOVERY_BOUND, f"calls failed until {errors_s:.2f}s after the fault"

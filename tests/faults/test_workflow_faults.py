@@ -15,7 +15,11 @@ the step rate is steady, keeps starting runs until the rate came back and
   failed commit can be retried instead is the engine's business;
 - recover_s: seconds from the fault's end to the first second with at least
   half the steps per second completed before the fault;
-- finish_s: seconds from the fault's end until the test saw the last result.
+- finish_s: seconds from the fault's end until the test saw the last result;
+- start_errors_after_s: seconds from the fault's end to the last start that
+  failed Unavailable (0 when none failed after it).
+
+recover_s and start_errors_after_s must stay within :data:`~.harness.RECOVERY_BOUND`.
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ from .cluster import Cluster
 from .harness import (
     FAULTS,
     PRE_FAULT_SECONDS,
+    RECOVERY_BOUND,
     FaultWindow,
+    errors_after,
     fmt,
     inject,
     poll,
@@ -82,6 +88,7 @@ class Starter(threading.Thread):
         self.q = q
         self.runs: list[tuple[str, RunHandle[int]]] = []
         self.unavailable = 0
+        self.unavailable_times: list[float] = []
         self.abandoned: list[str] = []
         self.error: BaseException | None = None
         self.halt = threading.Event()
@@ -104,6 +111,7 @@ class Starter(threading.Thread):
                     break
                 except Unavailable:
                     self.unavailable += 1
+                    self.unavailable_times.append(time.time())
                 if self.halt.wait(pause):  # back off; stop when told to
                     self.abandoned.append(key)
                     return
@@ -271,6 +279,7 @@ def test_workflows_lose_no_run_through_a_fault(
     errs = sorted(tmp_path.glob("w*.err"))
     counts = sum((_counts(err.read_text(errors="replace")) for err in errs), Counter())
     rate, recover_s = recovery(clock.times, seen.window, until=seen.finished_at)
+    errors_s = errors_after(starter.unavailable_times, seen.window)
     report(
         "workflow",
         {
@@ -285,6 +294,7 @@ def test_workflows_lose_no_run_through_a_fault(
             "fault_s": fmt(seen.window.seconds),
             "recover_s": fmt(recover_s),
             "finish_s": fmt(seen.finished_at - seen.window.ended),
+            "start_errors_after_s": fmt(errors_s),
             "start_unavailable": starter.unavailable,
             "result_unavailable": seen.unavailable["result"],
             "item_failed": counts["item_failed"],
@@ -308,6 +318,10 @@ def test_workflows_lose_no_run_through_a_fault(
     )
     assert not failed, f"runs failed or returned a wrong result: {failed}"
     assert not missing, f"steps of finished runs never journaled done: {missing}"
+    assert recover_s is not None and recover_s <= RECOVERY_BOUND, (
+        f"the step rate came back {fmt(recover_s)}s after the fault"
+    )
+    assert errors_s <= RECOVERY_BOUND, f"starts failed until {errors_s:.2f}s after the fault"
 
 
 def _not_stored(run: RunHandle[int], unavailable: Counter[str]) -> bool:

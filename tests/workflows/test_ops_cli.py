@@ -195,6 +195,22 @@ def test_health_reports_the_store_for_probes(tmp_path: Path) -> None:
     assert json.loads(down.stdout)["store"] == "unreachable"
 
 
+def test_health_can_require_synchronous_replication(tmp_path: Path, pg_schema_url: str) -> None:
+    """The test server has no standby: reachable, but not what the flag requires
+    (the failover test in tests/faults checks a primary with a synchronous one)."""
+    plain = cli("health", "--url", pg_schema_url, "--json")
+    assert plain.returncode == 0, plain.stderr
+    strict = cli("health", "--url", pg_schema_url, "--require-sync-replication", "--json")
+    assert strict.returncode == 1
+    report = json.loads(strict.stdout)
+    assert report["store"] == "reachable" and not report["healthy"]
+    assert report["replication"]["synchronous"] is False
+    assert report["replication"]["sync_standbys"] == 0
+    assert isinstance(report["replication"]["timeline"], int)
+    sqlite = cli("health", "--url", f"sqlite:///{tmp_path / 'h.db'}", "--require-sync-replication")
+    assert sqlite.returncode == 1 and "not a PostgreSQL store" in sqlite.stdout
+
+
 def test_dead_letters_are_listed_requeued_and_purged(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'dead.db'}"
     with Querator(url) as q:

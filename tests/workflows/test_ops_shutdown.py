@@ -12,7 +12,9 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from pg_schemas import waiting_on_a_lock
 from polling import wait_for
 
 from querator import PartitionStats, Querator, QueueSettings
@@ -130,3 +132,46 @@ def test_sigint_is_logged_once_and_a_second_one_releases_the_item(
         assert err.count("SIGINT again, releasing") == 1, err
         assert "released item" in err and "Traceback" not in err
         hold.unlink()
+
+
+def test_sigterm_with_a_blocked_commit_exits_within_the_grace(
+    pg_dsn: str, pg_schema: str, pg_schema_url: str, tmp_path: Path
+) -> None:
+    """Another session locks every table of the store while the worker's step
+    commits: the commit blocks (past the grace, short of the statement deadline),
+    and the worker still exits soon after its grace; the run is not lost."""
+    log, hold = tmp_path / "steps.log", tmp_path / "hold"
+    hold.touch()
+    grace = 1.0
+    with Querator(pg_schema_url) as q:
+        q.create_queue(WORK_QUEUE, LONG_LEASE)
+        run = start(q, napping, "k3", str(hold))
+        first = spawn_worker(pg_schema_url, "first", log, "--grace", str(grace))
+        wait_for(lambda: logged(log, "start", "k3", "first"), timeout=20, message="first starts")
+        with psycopg.connect(pg_dsn) as blocker:
+            tables = blocker.execute(
+                "SELECT format('%%I.%%I', schemaname, tablename) FROM pg_tables"
+                " WHERE schemaname = %s",
+                (pg_schema,),
+            ).fetchall()
+            for (table,) in tables:
+                blocker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            hold.unlink()  # the step ends; its commit waits on the lock
+            wait_for(lambda: logged(log, "done", "k3", "first"), timeout=20, message="step done")
+            wait_for(
+                lambda: waiting_on_a_lock(pg_dsn, pg_schema), timeout=20, message="blocked commit"
+            )
+            stopped_at = time.monotonic()
+            first.proc.send_signal(signal.SIGTERM)
+            code = first.wait(timeout=60)
+            took = time.monotonic() - stopped_at
+            blocker.rollback()
+        assert code == 0, first.stderr()
+        print(f"exited {took:.2f}s after SIGTERM (grace {grace}s)")
+        assert took < grace + 10.0, f"{took:.1f}s to exit\n{first.stderr()}"
+        assert "still in flight" in first.stderr()
+        second = spawn_worker(pg_schema_url, "second", log, "--grace", str(grace))
+        try:  # the step's lease expires (30 s): the run goes on, nothing lost
+            assert run.result(timeout=90).startswith("napped k3 on")
+        finally:
+            assert second.terminate() == 0, second.stderr()

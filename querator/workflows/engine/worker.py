@@ -50,6 +50,10 @@ log = logging.getLogger("querator.worker")
 
 DEFAULT_SHUTDOWN_GRACE = 30.0
 """Seconds a stopping worker lets in-flight items finish before releasing them."""
+RELEASE_WITHIN = 5.0
+"""Seconds past the grace a stopping worker spends releasing the items in hand;
+whatever it could not release by then (the store blocked or gone) is left to
+its lease, which expires: another worker takes it then, nothing is lost."""
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -100,8 +104,10 @@ class AsyncWorker:
     Stopping is graceful: leasing stops at once, items in hand may finish for
     up to ``shutdown_grace`` seconds, and whatever is still held then is
     released with ``retry`` (leasable by other workers at once, not after its
-    lease expires) and its task cancelled. A second :meth:`stop` skips what is
-    left of the grace period. A sync step's thread cannot be interrupted:
+    lease expires) and its task cancelled, commits in flight included. What
+    cannot be released within :data:`RELEASE_WITHIN` seconds (the store is
+    blocked) is left to its lease. A second :meth:`stop` skips what is left of
+    the grace period. A sync step's thread cannot be interrupted:
     :meth:`arun` returns when it does, and its late result is dropped (its
     item was released, so its transaction raises ``Conflict``).
     """
@@ -206,7 +212,16 @@ class AsyncWorker:
                     pollers.cancel_scope.cancel()
                 log.info("worker %s stopping: %d item(s) in hand", self.client_id, self._in_flight)
                 if not await self._drain():
-                    await self._release_held()
+                    released: set[str] = set()
+                    with anyio.move_on_after(RELEASE_WITHIN):
+                        await self._release_held(released)
+                    if left := set(self._held) - released:
+                        log.warning(
+                            "worker %s: %d item(s) still in flight after the grace period"
+                            " (a blocked commit?); exiting: their leases will expire",
+                            self.client_id,
+                            len(left),
+                        )
                     items.cancel_scope.cancel()
             await self.engine.close()
             keeper.cancel_scope.cancel()
@@ -245,8 +260,9 @@ class AsyncWorker:
             waiters.cancel_scope.cancel()
         return self._in_flight == 0
 
-    async def _release_held(self) -> None:
-        """Retry every item still in hand so other workers can lease it at once.
+    async def _release_held(self, released: set[str]) -> None:
+        """Retry every item still in hand so other workers can lease it at once;
+        adds to ``released`` the id of each one released or found done.
 
         A step's lease is renewed while it runs, so the version leased is not
         the current one: the item is looked up by its dedup key and released
@@ -259,8 +275,10 @@ class AsyncWorker:
                 found = await self.aq.lookup(leased.queue, [leased.dedup_key])
                 now = found.get(leased.dedup_key)
                 if now is None or now.id != leased.id or now.client_id != self.client_id:
+                    released.add(leased.id)
                     continue
                 await self.aq.retry(leased.queue, [(now.id, now.version)])
+                released.add(leased.id)
                 log.info(
                     "worker %s: released item %s (%s) of run %s",
                     self.client_id,
@@ -269,7 +287,7 @@ class AsyncWorker:
                     leased.reference,
                 )
             except Conflict:
-                continue  # finished (or lost) meanwhile: nothing to release
+                released.add(leased.id)  # finished (or lost) meanwhile: nothing to release
             except Exception:
                 log.exception("worker %s: could not release item %s", self.client_id, leased.id)
 

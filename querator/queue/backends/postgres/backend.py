@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
+import anyio
+import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg import errors as pg_errors
 from psycopg.rows import TupleRow
@@ -18,6 +20,7 @@ from querator.errors import (
     Conflict,
     ConflictReason,
     InvalidArgument,
+    QueratorError,
     QueueExists,
     QueueNotFound,
     Unavailable,
@@ -25,8 +28,8 @@ from querator.errors import (
 from querator.queue.backends.base import Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
-from querator.queue.backends.postgres.array_params import register as register_arrays
 from querator.queue.backends.postgres.array_params import text_array
+from querator.queue.backends.postgres.deadline import MARGIN, Blocked
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors, refuse_bad_dsn
 from querator.queue.backends.postgres.fused import fusable
@@ -40,7 +43,14 @@ from querator.queue.backends.postgres.items import (
 )
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
+from querator.queue.backends.postgres.replication import Timeline
 from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl
+from querator.queue.backends.postgres.sessions import (
+    Sessions,
+    checkout,
+    configurer,
+    discard_if_unfit,
+)
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
     complete_at_once,
@@ -84,20 +94,6 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
         await super()._add_connection(attempt, growing)
 
 
-async def _configure(conn: AsyncConnection[TupleRow]) -> None:
-    register_arrays(conn.adapters)
-    await conn.execute(stmt.SESSION_SETTINGS)
-
-
-SESSION_ERRORS = (
-    pg_errors.ReadOnlySqlTransaction,
-    pg_errors.AdminShutdown,
-    pg_errors.CrashShutdown,
-    pg_errors.CannotConnectNow,
-    pg_errors.IdleSessionTimeout,
-)
-"""Errors after which a pooled connection is closed rather than reused."""
-
 OPEN_TIMEOUT = 10.0
 """Seconds ``open()`` waits for a first connection before raising Unavailable."""
 
@@ -129,10 +125,17 @@ class PostgresBackend:
         self._min_size = min_size if min_size is not None else target.pool_min
         self._max_size = max_size if max_size is not None else target.pool_max
         self._pool_timeout = target.pool_timeout
+        self._deadline = target.statement_deadline
         self._pool: Pool | None = None
         self._clock = clock
         self._group = GroupCommit(self._connect, self._names, clock)
         """Runs one-statement transactions, those of concurrent callers together."""
+        self._blocked = Blocked(self._store_name, self._deadline)
+        """Logs the episodes of calls that pass the statement deadline."""
+        self._sessions = Sessions()
+        """Which pooled sessions may be handed out after a session-state error."""
+        self._timeline = Timeline(self._store_name)
+        """Notices a failover to a promoted standby (see :mod:`.replication`)."""
 
     @property
     def schema(self) -> str:
@@ -161,7 +164,7 @@ class PostgresBackend:
             max_size=self._max_size,
             open=False,
             kwargs={"autocommit": True},
-            configure=_configure,
+            configure=configurer(self._deadline, self._sessions, self._timeline),
             name=f"querator-{self._names.schema}",
             timeout=self._pool_timeout,
         )
@@ -209,18 +212,35 @@ class PostgresBackend:
     @asynccontextmanager
     async def _connect(self, queue: str | None = None) -> AsyncIterator[Conn]:
         """A pooled autocommit connection; driver errors become querator errors."""
-        if self._pool is None:
+        pool = self._pool
+        if pool is None:
             raise Unavailable("the PostgreSQL backend is not open")
         with driver_errors(queue):
-            async with self._pool.connection() as conn:
-                try:
-                    yield conn
-                except SESSION_ERRORS:
-                    # The session itself is unfit (opened read-only while the
-                    # database was, or told to go away): closed, the pool drops
-                    # it and opens a fresh one instead of handing it out again.
+            conn = await checkout(pool, self._sessions)
+            try:
+                cut = anyio.CancelScope(deadline=anyio.current_time() + self._deadline + MARGIN)
+                with cut:
+                    try:
+                        yield conn
+                    except (psycopg.Error, QueratorError) as exc:
+                        await self._after_failure(pool, conn, exc)
+                        raise
+                if cut.cancelled_caught:
                     await conn.close()
-                    raise
+                    raise Unavailable(self._blocked.passed("no answer: cut off, outcome unknown"))
+                self._timeline.answered()
+                if self._blocked.blocked:
+                    self._blocked.completed()
+            finally:
+                await pool.putconn(conn)
+
+    async def _after_failure(self, pool: Pool, conn: Conn, exc: BaseException) -> None:
+        """A lock waited on past the deadline raises the deadline's Unavailable;
+        a session-state error discards the session and the idle ones."""
+        cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+        if isinstance(cause, pg_errors.LockNotAvailable):
+            raise Unavailable(self._blocked.passed("waiting on a lock")) from cause
+        await discard_if_unfit(pool, conn, cause, self._sessions)
 
     @asynccontextmanager
     async def _transaction(self, queue: str | None = None) -> AsyncIterator[Conn]:

@@ -22,9 +22,13 @@ class ConnectTarget(NamedTuple):
     """Connections the pool opens at most (``?pool_max=``)."""
     pool_timeout: float = 30.0
     """Seconds a call waits for a free connection before Unavailable (``?pool_timeout=``)."""
+    statement_deadline: float = 30.0
+    """Seconds a call's statements may take on their connection before the call fails
+    Unavailable and the connection is discarded (``?statement_deadline=``); a
+    statement waiting on a lock gives up after as long (PostgreSQL's ``lock_timeout``)."""
 
 
-POOL_OPTIONS = ("pool_min", "pool_max", "pool_timeout")
+POOL_OPTIONS = ("pool_min", "pool_max", "pool_timeout", "statement_deadline")
 """Query parameters of a URL DSN that configure querator's pool, not psycopg."""
 
 
@@ -50,7 +54,8 @@ def _seconds(found: dict[str, str], key: str, default: float) -> float:
 
 def split_dsn(dsn: str, schema: str) -> ConnectTarget:
     """Strip querator's query parameters from a URL DSN: ``schema`` (overrides
-    ``schema``), ``pool_min``, ``pool_max`` and ``pool_timeout``.
+    ``schema``), ``pool_min``, ``pool_max``, ``pool_timeout`` and
+    ``statement_deadline`` (defaults: :class:`ConnectTarget`).
 
     ``postgresql+psycopg://`` style schemes are accepted and normalised. A
     key/value conninfo string is passed through unchanged.
@@ -71,9 +76,11 @@ def split_dsn(dsn: str, schema: str) -> ConnectTarget:
         else:
             kept.append((key, value))
     conninfo = urlunsplit((scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment))
-    pool_min = _count(ours, "pool_min", 1)
-    pool_max = _count(ours, "pool_max", max(10, pool_min))
+    defaults = ConnectTarget(conninfo, schema)
+    pool_min = _count(ours, "pool_min", defaults.pool_min)
+    pool_max = _count(ours, "pool_max", max(defaults.pool_max, pool_min))
     if pool_min > pool_max:
         raise InvalidArgument("dsn", "pool_min must not exceed pool_max")
-    timeout = _seconds(ours, "pool_timeout", 30.0)
-    return ConnectTarget(conninfo, schema, pool_min, pool_max, timeout)
+    timeout = _seconds(ours, "pool_timeout", defaults.pool_timeout)
+    deadline = _seconds(ours, "statement_deadline", defaults.statement_deadline)
+    return ConnectTarget(conninfo, schema, pool_min, pool_max, timeout, deadline)

@@ -1,4 +1,26 @@
-"""Turning driver errors into querator errors."""
+"""Turning driver errors into querator errors: retryable, the request's fault,
+or the operator's.
+
+PostgreSQL says what went wrong with a SQLSTATE; its class decides:
+
+- **retryable** (:class:`~querator.errors.Unavailable`): the connection or the
+  server went away (``08``, ``57P01``-``57P05``), the session was cut short or
+  is unfit for now (``57014`` canceled, ``55P03`` lock timeout, ``25006``
+  read-only during a failover, ``25P03`` idle in transaction), contention
+  (``40``: serialization failure, deadlock), or too many clients or too little
+  memory for now (``53200``, ``53300``); and every driver error without a
+  SQLSTATE (a broken connection);
+- **the request's fault** (:class:`~querator.errors.InvalidArgument`): a value
+  the store cannot hold (``22``: out of range, bad encoding), a constraint a
+  value broke (``23``), a limit of the store passed (``54``: a row or an
+  index entry too large);
+- **the operator's** (:class:`~querator.errors.StoreFault`): everything else:
+  a full disk (``53100``), a privilege or an object missing (``42``), an I/O
+  error or corruption (``58``, ``XX``).
+
+Each becomes one line of querator's own words, with the SQLSTATE, never the
+server's raw text (which can quote values and carries CONTEXT lines).
+"""
 
 from __future__ import annotations
 
@@ -8,25 +30,59 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import errors as pg_errors
 
-from querator.errors import InvalidArgument, QueueNotFound, Unavailable
+from querator.errors import (
+    InvalidArgument,
+    QueratorError,
+    QueueNotFound,
+    StoreFault,
+    Unavailable,
+)
+
+RETRYABLE_CLASSES = ("08", "40", "57")
+"""SQLSTATE classes that pass: connections, contention, operator intervention."""
+RETRYABLE_STATES = ("55P03", "25006", "25P03", "53200", "53300")
+"""SQLSTATEs outside those classes that pass too (lock timeout, read-only,
+idle-in-transaction timeout, out of memory, too many connections)."""
+REQUEST_CLASSES = ("22", "23", "54")
+"""SQLSTATE classes that are the request's fault (data, constraints, limits)."""
+
+
+def _words(exc: psycopg.Error) -> str:
+    """What the error is, in words (its class name spelt out), with its SQLSTATE."""
+    name = type(exc).__name__
+    spelt = "".join(f" {c.lower()}" if c.isupper() else c for c in name).strip()
+    return f"{spelt} (SQLSTATE {exc.sqlstate})"
+
+
+def classify(exc: psycopg.Error, queue: str | None = None) -> QueratorError:
+    """The querator error that stands for ``exc`` (see the module docstring).
+
+    A missing table means the queue was deleted concurrently: QueueNotFound
+    when the call acts on ``queue``.
+    """
+    state = exc.sqlstate
+    if isinstance(exc, pg_errors.UndefinedTable) and queue is not None:
+        return QueueNotFound(queue)
+    if state is None:  # raised by the driver itself
+        if isinstance(exc, pg_errors.DataError):
+            return InvalidArgument("request", f"the store cannot hold a value: {exc}")
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return Unavailable(f"PostgreSQL unreachable: {first}")
+    if state[:2] in RETRYABLE_CLASSES or state in RETRYABLE_STATES:
+        return Unavailable(f"PostgreSQL unavailable: {_words(exc)}")
+    if state[:2] in REQUEST_CLASSES:
+        return InvalidArgument("request", f"the store cannot hold a value: {_words(exc)}")
+    return StoreFault(f"PostgreSQL: {_words(exc)}", state)
 
 
 @contextmanager
 def driver_errors(queue: str | None = None) -> Iterator[None]:
-    """Wrap psycopg errors raised inside the block.
-
-    A missing table means the queue was deleted concurrently: QueueNotFound
-    when the block acts on ``queue``. Everything else from the driver is
-    Unavailable. Querator errors raised inside pass through unchanged.
-    """
+    """Turn psycopg errors raised inside the block into querator errors
+    (:func:`classify`). Querator errors raised inside pass through unchanged."""
     try:
         yield
-    except pg_errors.UndefinedTable as exc:
-        if queue is None:
-            raise Unavailable(f"PostgreSQL: {exc}") from exc
-        raise QueueNotFound(queue) from exc
     except psycopg.Error as exc:
-        raise Unavailable(f"PostgreSQL: {exc}") from exc
+        raise classify(exc, queue) from exc
 
 
 TRANSIENT_REFUSALS = (

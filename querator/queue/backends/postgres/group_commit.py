@@ -11,8 +11,11 @@ Each transaction stays atomic; together they are all or nothing. When a check
 of one fails, none is applied and each runs again alone (one fails, the others
 commit). A failure of the statement itself (the database went away) reaches
 every caller of the group, as it would each of them alone. A caller cancelled
-before its group starts is taken out of it; once the statement runs, it runs
-to its end (shielded), so the others learn their outcome.
+before its group starts is taken out of it. A leader cancelled while its
+statement runs (a stopping worker past its grace) interrupts it: every other
+caller of the group gets :class:`~querator.errors.Unavailable`, the outcome
+unknown, as when a connection breaks mid-commit (their commits name item
+versions, so sending them again can never apply twice).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 import anyio
 
 from querator.clock import Clock
+from querator.errors import Unavailable
 from querator.queue.backends.base import TxnPlan
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.fused import run_fused
@@ -87,8 +91,14 @@ class GroupCommit:
         group, self._waiting = self._waiting[:MOST], self._waiting[MOST:]
         running = self._running = anyio.Event()
         try:
-            with anyio.CancelScope(shield=True):
-                await self._commit(group)
+            await self._commit(group)
+        except BaseException:
+            interrupted = Unavailable("a group commit was interrupted; its outcome is unknown")
+            for waiter in group:
+                if not waiter.done:
+                    waiter.error = interrupted
+                    waiter.done = True
+            raise
         finally:
             self._running = None
             running.set()

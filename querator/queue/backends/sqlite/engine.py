@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from querator.clock import SYSTEM, Clock
-from querator.errors import QueueNotFound, Unavailable
+from querator.errors import Unavailable
+from querator.queue.backends.sqlite.failures import classify, is_missing_table
 from querator.queue.backends.sqlite.rows import Txn, now_us, to_us
 
 __all__ = ["BUSY_RETRIES", "BUSY_TIMEOUT", "Store", "is_missing_table"]
@@ -74,11 +75,6 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "database is locked" in text or "database is busy" in text
 
 
-def is_missing_table(exc: sqlite3.OperationalError) -> bool:
-    """True when ``exc`` reports a table that does not exist (a dropped queue's partition)."""
-    return "no such table" in str(exc)
-
-
 class Store:
     """Runs operations in transactions on pooled connections and wakes queues after commit."""
 
@@ -97,7 +93,7 @@ class Store:
         """Run ``op`` in one transaction (IMMEDIATE when ``write``), retrying when busy.
 
         A table missing under ``queue`` (dropped meanwhile) raises QueueNotFound;
-        other driver failures raise Unavailable.
+        other driver failures are classified (:mod:`.failures`).
         """
         for attempt in range(BUSY_RETRIES):
             started = time.monotonic()
@@ -108,11 +104,9 @@ class Store:
                 if _is_busy(exc) and waited < BUSY_TIMEOUT / 2 and attempt + 1 < BUSY_RETRIES:
                     time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
                     continue
-                if queue is not None and is_missing_table(exc):
-                    raise QueueNotFound(queue) from exc
-                raise Unavailable(f"SQLite store failed: {exc}") from exc
+                raise classify(exc, queue) from exc
             except sqlite3.Error as exc:
-                raise Unavailable(f"SQLite store failed: {exc}") from exc
+                raise classify(exc, queue) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
