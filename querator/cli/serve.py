@@ -1,7 +1,7 @@
 """``querator serve`` (the HTTP API under uvicorn) and ``querator tokens``.
 
 ```
-querator serve [--dsn URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows]
+querator serve [--dsn URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows] [--no-auth]
 querator tokens create NAME [--scope read|write|admin]   # prints the token once
 querator tokens list
 querator tokens revoke TOKEN_ID
@@ -15,13 +15,16 @@ import logging
 import os
 import socket
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from querator.cli import _reporting, _store, _table, _when, app, load_functions
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
+
+if TYPE_CHECKING:
+    from querator.http.auth import AuthMode
 
 tokens_app = typer.Typer(no_args_is_help=True, help="Bearer tokens of the HTTP API.")
 app.add_typer(tokens_app, name="tokens")
@@ -58,6 +61,12 @@ def serve(
         int, typer.Option(min=1, max=64, help="Server processes sharing the port.")
     ] = 1,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth", help="Serve without tokens, even if some exist (loopback addresses only)."
+        ),
+    ] = False,
 ) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT; prints the URL it listens on."""
     import uvicorn
@@ -69,7 +78,8 @@ def serve(
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr)
     with _reporting():
         functions = {f.name: f for f in load_functions(target)} if target else {}
-        if not is_loopback(host):
+        auth = auth_mode(host, no_auth)
+        if auth == "on":
             with _store(dsn) as q:
                 if not q.call(list_tokens, q.aio):
                     raise InvalidArgument(
@@ -94,11 +104,12 @@ def serve(
         if workers > 1:
             # each worker imports the app itself: it reads the store and --app here
             os.environ[DSN_VARIABLE], os.environ[APP_VARIABLE] = dsn, target or ""
+            os.environ[AUTH_VARIABLE] = auth
             config = uvicorn.Config(
                 "querator.cli.serve:worker_app", factory=True, workers=workers, **options
             )
         else:
-            config = uvicorn.Config(create_app(dsn, functions=functions), **options)
+            config = uvicorn.Config(create_app(dsn, functions=functions, auth=auth), **options)
         typer.echo(f"querator: serving {dsn.split('?')[0]} on http://{shown}:{bound}")
         sys.stdout.flush()
         if workers > 1:
@@ -108,7 +119,22 @@ def serve(
 
 
 DSN_VARIABLE, APP_VARIABLE = "QUERATOR_SERVE_DSN", "QUERATOR_SERVE_APP"
-"""How ``querator serve --workers N`` hands the store and ``--app`` to its workers."""
+AUTH_VARIABLE = "QUERATOR_SERVE_AUTH"
+"""How ``querator serve --workers N`` hands the store, ``--app`` and the
+authentication mode to its workers."""
+
+
+def auth_mode(host: str, no_auth: bool) -> AuthMode:
+    """When the server requires tokens: ``off`` with ``--no-auth`` (loopback
+    only), ``on`` on a public address, else ``auto`` (as soon as the store has
+    tokens)."""
+    if no_auth and not is_loopback(host):
+        raise InvalidArgument(
+            "host", f"{host} is not a loopback address: --no-auth serves loopback addresses only"
+        )
+    if no_auth:
+        return "off"
+    return "auto" if is_loopback(host) else "on"
 
 
 def worker_app() -> Any:
@@ -117,13 +143,15 @@ def worker_app() -> Any:
 
     target = os.environ.get(APP_VARIABLE, "")
     functions = {f.name: f for f in load_functions(target)} if target else {}
-    return create_app(os.environ[DSN_VARIABLE], functions=functions)
+    auth = os.environ.get(AUTH_VARIABLE, "on")
+    mode: AuthMode = "off" if auth == "off" else "auto" if auth == "auto" else "on"
+    return create_app(os.environ[DSN_VARIABLE], functions=functions, auth=mode)
 
 
 @tokens_app.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="What the token is for.")],
-    scope: Annotated[str, typer.Option(help="read, write or admin.")] = "write",
+    scope: Annotated[str, typer.Option(help="metrics, read, write or admin.")] = "write",
     url: Dsn = DEFAULT_URL,
 ) -> None:
     """Create a token and print it (it is shown only this once)."""
