@@ -135,6 +135,8 @@ class _Api:
             body = await read_body(request, endpoint)
             if endpoint.path in self.generic:
                 internal.guard(body, writes=endpoint.scope != READ)
+            else:
+                internal.guard_tokens(internal.queues_named(body))
         except BadRequest as exc:
             return error_response(exc.body)
         except ClientDisconnect:  # gone (or cut off by the read timeout): nobody to answer

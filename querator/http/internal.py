@@ -32,8 +32,8 @@ def is_internal(name: str) -> bool:
 
 def queues_named(body: BaseModel) -> set[str]:
     """Every queue a request body names: the queue it acts on, the queues of
-    its item references and produces, and a dead queue it would set."""
-    named = {getattr(body, "queue_name", None), getattr(body, "dead_queue", None)}
+    its item references and produces, a run's queue, a dead queue it would set."""
+    named = {getattr(body, name, None) for name in ("queue_name", "queue", "dead_queue")}
     for group in ("complete", "retry", "renew", "depends"):
         named |= {ref.queue_name for ref in getattr(body, group, ())}
     for group in ("produce", "produce_leased", "lookup"):
@@ -46,14 +46,19 @@ def guard(body: BaseModel, writes: bool) -> None:
     """Forbidden when a generic queue call would change an internal queue
     (``writes``) or read the tokens queue."""
     named = queues_named(body)
-    if TOKENS_QUEUE in named:
-        raise Forbidden(
-            f"access denied; '{TOKENS_QUEUE}' is internal to querator: "
-            "manage tokens with querator tokens create, list and revoke"
-        )
+    guard_tokens(named)
     internal = sorted(name for name in named if is_internal(name))
     if writes and internal:
         raise Forbidden(
             f"access denied; '{internal[0]}' is internal to querator: the queue "
             "endpoints may read it but never change it"
+        )
+
+
+def guard_tokens(named: set[str]) -> None:
+    """Forbidden when any call names the tokens queue (a run's queue included)."""
+    if TOKENS_QUEUE in named:
+        raise Forbidden(
+            f"access denied; '{TOKENS_QUEUE}' is internal to querator: "
+            "manage tokens with querator tokens create, list and revoke"
         )

@@ -51,6 +51,8 @@ def test_an_admin_cannot_clear_or_delete_the_tokens(store: str) -> None:
             ("/v1/storage/items.delete", {"queue_name": TOKENS, "ids": ids}),
             ("/v1/queues.delete", {"queue_name": TOKENS, "force": True}),
             ("/v1/queues.update", {"queue_name": TOKENS, "expire_timeout": "1s"}),
+            ("/v1/workflows.start", {"workflow": "any.flow", "queue": TOKENS}),
+            ("/v1/dead.requeue", {"queue_name": TOKENS}),
         ]
         for path, body in cases:
             answer = post(url, path, admin, **body)

@@ -50,6 +50,26 @@ def closed_by_server(sock: socket.socket, within: float) -> bytes:
     return received
 
 
+def read_response(sock: socket.socket) -> bytes:
+    """One whole response (status line, headers and ``Content-Length`` body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed mid-response: {data!r}"
+        data += chunk
+    top, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in top.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = sock.recv(4096)
+        assert chunk, "closed mid-body"
+        body += chunk
+    return top + b"\r\n\r\n" + body
+
+
 def head(path: str, length: int | None = None) -> bytes:
     """The start of a POST request: its headers, complete if ``length`` is given."""
     text = f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
@@ -93,10 +113,10 @@ def test_a_slow_answer_is_not_cut(url: str) -> None:
     with connect(url) as sock:
         sock.sendall(head("/v1/queue.lease", length=len(poll)) + poll)
         sock.settimeout(15)
-        answer = sock.recv(4096)  # after 3 s, past both deadlines
+        answer = read_response(sock)  # after 3 s, past both deadlines
         assert answer.startswith(b"HTTP/1.1 454 "), answer
         sock.sendall(head("/v1/queues.list", length=2) + b"{}")  # kept alive, reused
-        assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+        assert read_response(sock).startswith(b"HTTP/1.1 200 ")
 
 
 def test_one_address_holds_at_most_its_cap() -> None:
@@ -105,7 +125,7 @@ def test_one_address_holds_at_most_its_cap() -> None:
         try:
             for sock in held:  # each has been served: the server counts it
                 sock.sendall(head("/v1/queues.list", length=2) + b"{}")
-                assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+                assert read_response(sock).startswith(b"HTTP/1.1 200 ")
             with connect(base) as extra:
                 refused = closed_by_server(extra, within=15)
                 assert refused.startswith(b"HTTP/1.1 503 ")
