@@ -60,8 +60,10 @@ waiting lease, so its cost is counted."""
 @contextmanager
 def server(dsn: str, workers: int = 1) -> Iterator[tuple[str, int]]:
     """A ``querator serve --workers N`` on ``dsn``: its URL and (main) pid."""
+    # no cap per client address: the idle case holds 1,000 connections from one
     command = [sys.executable, "-m", "querator.cli", "serve", "--url", dsn, "--port", "0",
-               "--log-level", "warning", "--workers", str(workers)]  # fmt: skip
+               "--log-level", "warning", "--workers", str(workers),
+               "--max-client-connections", "0"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:

@@ -1,7 +1,7 @@
 """``querator serve`` (the HTTP API under uvicorn) and ``querator tokens``.
 
 ```
-querator serve [--url URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows]
+querator serve [--url URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows] [--no-auth]
 querator tokens create NAME [--scope read|write|admin]   # prints the token once
 querator tokens list [--json]
 querator tokens revoke TOKEN_ID
@@ -12,12 +12,16 @@ querator tokens revoke TOKEN_ID
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import sys
-from typing import Annotated, Any
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -34,7 +38,12 @@ from querator.cli import (
 )
 from querator.cli.help_format import CliGroup
 from querator.errors import InvalidArgument
+from querator.http.limits import ConnectionLimits
 from querator.queue.backends import DEFAULT_URL
+
+if TYPE_CHECKING:
+    from querator.http.auth import AuthMode
+    from querator.http.connections import ServeConfig
 
 tokens_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Bearer tokens of the HTTP API.")
 app.add_typer(tokens_app, name="tokens")
@@ -62,6 +71,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class _Stopped(Exception):
+    """SIGINT or SIGTERM outside uvicorn's own handling: stop, exit 0."""
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stopped
+
+
 @app.command()
 def serve(
     url: Url = DEFAULT_URL,
@@ -79,59 +96,141 @@ def serve(
         int, typer.Option(min=1, max=64, help="Server processes sharing the port.")
     ] = 1,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth", help="Serve without tokens, even if some exist (loopback addresses only)."
+        ),
+    ] = False,
+    header_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds a client has to send a request's headers.")
+    ] = ConnectionLimits.header_timeout,
+    body_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds a client has to send a request's body.")
+    ] = ConnectionLimits.body_timeout,
+    max_client_connections: Annotated[
+        int, typer.Option(min=0, help="Open connections per client address (0: no cap).")
+    ] = ConnectionLimits.max_per_client,
     dsn: OldDsn = None,
 ) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT; prints the URL it listens on."""
     dsn = _chosen_url(url, dsn)
-    import uvicorn
-    from uvicorn.supervisors import Multiprocess
-
-    from querator.http.app import create_app
-    from querator.http.auth import list_tokens
-
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr)
-    with _reporting():
-        functions = {f.name: f for f in load_functions(target)} if target else {}
-        if not is_loopback(host):
-            with _store(dsn) as q:
-                if not q.call(list_tokens, q.aio):
-                    raise InvalidArgument(
-                        "host",
-                        f"{host} is not a loopback address and no token exists: "
-                        "create one first (querator tokens create NAME)",
-                    )
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        # IPPROTO_TCP named, or asyncio leaves Nagle on (40 ms per keep-alive reply)
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    limits = ConnectionLimits(header_timeout, body_timeout, max_client_connections)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stop)  # also what uvicorn restores, and re-raises, when it ends
+    started = False
+    try:
+        with _reporting():
+            functions = {f.name: f for f in load_functions(target)} if target else {}
+            auth = auth_mode(host, no_auth)
+            _check_store(dsn, host, auth)
+            sock = _listen(host, port)
+            config = _config(dsn, target, functions, auth, limits, workers, log_level)
+            config.timeout_graceful_shutdown = int(shutdown_grace) or None
+            shown = f"[{host}]" if ":" in host else host
+            typer.echo(
+                f"querator: serving {dsn.split('?')[0]} on http://{shown}:{sock.getsockname()[1]}"
+            )
+            sys.stdout.flush()
+            started = _run(config, sock, workers)
+    except (_Stopped, KeyboardInterrupt):
+        raise typer.Exit(0) from None
+    if not started:  # uvicorn logged why (the store failed to open, …)
+        raise typer.Exit(1)
+
+
+def _check_store(dsn: str, host: str, auth: AuthMode) -> None:
+    """Open the store once before listening (a bad URL is one line, not a
+    traceback); a public bind needs a token."""
+    from querator.http.auth import list_tokens
+    from querator.queue.client import QueueClient
+
+    with QueueClient(dsn) as q:
+        tokens = q.call(list_tokens, q.aio)
+    if auth == "on" and not tokens:
+        raise InvalidArgument(
+            "host",
+            f"{host} is not a loopback address and no token exists: "
+            "create one first (querator tokens create NAME)",
+        )
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket; InvalidArgument naming what cannot be bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named, or asyncio leaves Nagle on (40 ms per keep-alive reply)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(2048)
-        bound = sock.getsockname()[1]
-        options: dict[str, Any] = {
-            "log_level": log_level.lower(),
-            "access_log": False,
-            "timeout_graceful_shutdown": int(shutdown_grace) or None,
-            "lifespan": "on",
-        }
-        shown = f"[{host}]" if ":" in host else host
-        if workers > 1:
-            # each worker imports the app itself: it reads the store and --app here
-            os.environ[DSN_VARIABLE], os.environ[APP_VARIABLE] = dsn, target or ""
-            config = uvicorn.Config(
-                "querator.cli.serve:worker_app", factory=True, workers=workers, **options
-            )
-        else:
-            config = uvicorn.Config(create_app(dsn, functions=functions), **options)
-        typer.echo(f"querator: serving {dsn.split('?')[0]} on http://{shown}:{bound}")
-        sys.stdout.flush()
-        if workers > 1:
-            Multiprocess(config, sockets=[sock]).run()
-        else:
-            uvicorn.Server(config).run(sockets=[sock])
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            raise InvalidArgument("port", f"{port} is in use on {host}") from None
+        raise InvalidArgument("host", f"cannot listen on {host}:{port}: {why}") from None
+    return sock
+
+
+def _config(
+    dsn: str,
+    target: str | None,
+    functions: dict[str, Any],
+    auth: AuthMode,
+    limits: ConnectionLimits,
+    workers: int,
+    log_level: str,
+) -> ServeConfig:
+    from querator.http.app import create_app
+    from querator.http.connections import ServeConfig
+
+    options: dict[str, Any] = {
+        "log_level": log_level.lower(),
+        "access_log": False,
+        "lifespan": "on",
+    }
+    if workers == 1:
+        return ServeConfig(create_app(dsn, functions=functions, auth=auth), limits, **options)
+    # each worker imports the app itself: it reads the store and --app here
+    os.environ[DSN_VARIABLE], os.environ[APP_VARIABLE] = dsn, target or ""
+    os.environ[AUTH_VARIABLE] = auth
+    app_path = "querator.cli.serve:worker_app"
+    return ServeConfig(app_path, limits, factory=True, workers=workers, **options)
+
+
+def _run(config: ServeConfig, sock: socket.socket, workers: int) -> bool:
+    """Serve until a signal; False when the server did not start."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    if workers > 1:
+        Multiprocess(config, sockets=[sock]).run()
+        return True
+    server = uvicorn.Server(config)
+    with contextlib.suppress(_Stopped):  # uvicorn re-raises the signal that stopped it
+        server.run(sockets=[sock])
+    return server.started
 
 
 DSN_VARIABLE, APP_VARIABLE = "QUERATOR_SERVE_DSN", "QUERATOR_SERVE_APP"
-"""How ``querator serve --workers N`` hands the store and ``--app`` to its workers."""
+AUTH_VARIABLE = "QUERATOR_SERVE_AUTH"
+"""How ``querator serve --workers N`` hands the store, ``--app`` and the
+authentication mode to its workers."""
+
+
+def auth_mode(host: str, no_auth: bool) -> AuthMode:
+    """When the server requires tokens: ``off`` with ``--no-auth`` (loopback
+    only), ``on`` on a public address, else ``auto`` (as soon as the store has
+    tokens)."""
+    if no_auth and not is_loopback(host):
+        raise InvalidArgument(
+            "host", f"{host} is not a loopback address: --no-auth serves loopback addresses only"
+        )
+    if no_auth:
+        return "off"
+    return "auto" if is_loopback(host) else "on"
 
 
 def worker_app() -> Any:
@@ -140,13 +239,15 @@ def worker_app() -> Any:
 
     target = os.environ.get(APP_VARIABLE, "")
     functions = {f.name: f for f in load_functions(target)} if target else {}
-    return create_app(os.environ[DSN_VARIABLE], functions=functions)
+    auth = os.environ.get(AUTH_VARIABLE, "on")
+    mode: AuthMode = "off" if auth == "off" else "auto" if auth == "auto" else "on"
+    return create_app(os.environ[DSN_VARIABLE], functions=functions, auth=mode)
 
 
 @tokens_app.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="What the token is for.")],
-    scope: Annotated[str, typer.Option(help="read, write or admin.")] = "write",
+    scope: Annotated[str, typer.Option(help="metrics, read, write or admin.")] = "write",
     url: Url = DEFAULT_URL,
     dsn: OldDsn = None,
 ) -> None:

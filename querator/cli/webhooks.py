@@ -36,7 +36,10 @@ app.add_typer(webhooks_app, name="webhooks")
 
 AllowPrivate = Annotated[
     bool,
-    typer.Option("--allow-private", help="Allow loopback/private targets (development only)."),
+    typer.Option(
+        "--allow-private",
+        help="Allow loopback/private targets (development only; never cloud metadata).",
+    ),
 ]
 Since = Annotated[
     str | None, typer.Option(help="Only deliveries failed at or after this ISO time (UTC).")

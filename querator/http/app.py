@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 
 import anyio
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from querator.errors import QueratorError, Unavailable
-from querator.http import status
-from querator.http.auth import TOKENS_QUEUE, TokenCheck, queues_named
-from querator.http.endpoints import ENDPOINTS
+from querator.http import internal, status
+from querator.http.auth import AuthMode, TokenCheck
+from querator.http.endpoints import ENDPOINTS, QUEUE_ENDPOINTS, READ
 from querator.http.metrics import metrics_response
 from querator.http.openapi import DOCS_PAGE, openapi_document
 from querator.http.rpc import BadRequest, Endpoint, call, error_response, read_body
@@ -78,13 +78,15 @@ class _Api:
     def __init__(self, endpoints: Sequence[Endpoint]) -> None:
         self.table = {e.path: e for e in endpoints}
         self.document = openapi_document(list(endpoints))
+        self.generic = {e.path for e in QUEUE_ENDPOINTS}
         self.state: ServerState | None = None
         self.pages = {
-            "/health": self.health,
-            "/metrics": self.metrics,
-            "/openapi.json": self.openapi,
-            "/docs": self.docs,
+            "/health": (self.health, None),
+            "/metrics": (self.metrics, "metrics"),
+            "/openapi.json": (self.openapi, READ),
+            "/docs": (self.docs, READ),
         }
+        """Path -> (page, the token scope it needs; None: none)."""
 
     async def health(self, state: ServerState) -> Response:
         try:
@@ -102,26 +104,43 @@ class _Api:
     async def docs(self, state: ServerState) -> Response:
         return HTMLResponse(DOCS_PAGE)
 
+    async def page(self, request: Request, state: ServerState) -> Response:
+        """A ``GET`` page, once the token allows it."""
+        page, scope = self.pages[request.url.path]
+        if scope is not None:
+            try:
+                await state.tokens.check(request.headers.get("authorization"), scope)
+            except QueratorError as exc:
+                return error_response(status.error_reply(exc))
+        return await page(state)
+
     async def dispatch(self, request: Request) -> Response:
         path, state = request.url.path, self.state
         assert state is not None, "the app's lifespan has not started"
-        page = self.pages.get(path)
-        if page is not None and request.method in ("GET", "HEAD"):
-            return await page(state)
+        if path in self.pages and request.method in ("GET", "HEAD"):
+            return await self.page(request, state)
         if request.method != "POST":
             message = f"http method '{request.method}' not allowed; only POST"
             return error_response(status.reply(status.BAD_REQUEST, message))
         endpoint = self.table.get(path)
         if endpoint is None:
             return error_response(status.reply(status.NOT_IMPLEMENTED, f"no such method; {path}"))
+        return await self.rpc(request, state, endpoint)
+
+    async def rpc(self, request: Request, state: ServerState, endpoint: Endpoint) -> Response:
+        """One RPC: the token, the body, the internal-queue guard, the handler."""
         try:
             header = request.headers.get("authorization")
             await state.tokens.check(header, endpoint.scope)
             body = await read_body(request, endpoint)
-            if TOKENS_QUEUE in queues_named(body):  # token records: admin only
-                await state.tokens.check(header, "admin")
+            if endpoint.path in self.generic:
+                internal.guard(body, writes=endpoint.scope != READ)
+            else:
+                internal.guard_tokens(internal.queues_named(body))
         except BadRequest as exc:
             return error_response(exc.body)
+        except ClientDisconnect:  # gone (or cut off by the read timeout): nobody to answer
+            return Response(status_code=status.BAD_REQUEST)
         except QueratorError as exc:
             return error_response(status.error_reply(exc))
         with joined(request.headers):
@@ -152,16 +171,20 @@ def create_app(
     endpoints: Sequence[Endpoint] = (),
     functions: dict[str, Any] | None = None,
     client_options: dict[str, Any] | None = None,
+    auth: AuthMode = "auto",
 ) -> Starlette:
     """The application serving the store at ``url``; the client opens with the
-    app's lifespan and closes with it."""
+    app's lifespan and closes with it. ``auth`` says when tokens are required
+    (:data:`querator.http.auth.AuthMode`)."""
     api = _Api([*ENDPOINTS, *endpoints])
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         prometheus.install()  # before the first instrument records: /metrics shows all
         async with AsyncQueueClient(url, **(client_options or {})) as aq:
-            state = api.state = ServerState(aq, TokenCheck(aq), dict(functions or {}))
+            tokens = TokenCheck(aq, auth)
+            await tokens.start()
+            state = api.state = ServerState(aq, tokens, dict(functions or {}))
             _stop_on_signals(state, asyncio.get_running_loop())
             yield
 

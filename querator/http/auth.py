@@ -2,19 +2,27 @@
 stored hashed as records of the internal queue ``querator.tokens``.
 
 A token reads ``qrt_<id>_<secret>``; the store keeps its id, name, scopes and
-the SHA-256 of its secret (a 256-bit random secret needs no slow hash). While
-no token exists the API is open, and ``querator serve`` then binds loopback
-addresses only. Records are items that are never leased; like every item they
-expire, after 366 days, which is also the longest life of a token.
+the SHA-256 of its secret (a 256-bit random secret needs no slow hash). Records
+are items that are never leased; like every item they expire, after 366 days,
+which is also the longest life of a token.
+
+The API fails closed (:class:`TokenCheck`): a server that requires tokens
+never serves a request without a valid one, even when the last token is
+revoked or expires (then it refuses everything). It requires them when it is
+bound to a public address, when the store has (or ever had) tokens — the
+queue ``querator.tokens`` exists — or once a token appears while it runs;
+only ``querator serve --no-auth``, on a loopback address, serves without.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -23,11 +31,17 @@ from querator.queue.models import Item, QueueSettings, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION
 
+log = logging.getLogger("querator.http")
+
 TOKENS_QUEUE = "querator.tokens"
 TOKENS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 TOKEN_KIND = "querator.token"
-SCOPES = ("read", "write", "admin")
-"""Each scope includes the ones before it."""
+SCOPES = ("metrics", "read", "write", "admin")
+"""Each scope includes the ones before it (``metrics``: ``GET /metrics`` only)."""
+AuthMode = Literal["off", "auto", "on"]
+"""How a server checks tokens: ``off`` (``--no-auth``, loopback only: open),
+``on`` (required from the start) or ``auto`` (required as soon as the store has
+the tokens queue, at start-up or later; open until then)."""
 REFRESH = 2.0
 """Seconds the server trusts its copy of the token list (a revoke applies within this)."""
 
@@ -79,9 +93,13 @@ async def create_token(aq: AsyncQueueClient, name: str, scope: str) -> tuple[str
     return f"qrt_{token_id}_{secret}", record
 
 
+async def tokens_queue_exists(aq: AsyncQueueClient) -> bool:
+    """True when the store has the tokens queue: it has, or had, a token."""
+    return TOKENS_QUEUE in [info.name for info in await aq.list_queues(TOKENS_QUEUE, 1)]
+
+
 async def _items(aq: AsyncQueueClient) -> list[StoredItem]:
-    names = [info.name for info in await aq.list_queues(TOKENS_QUEUE, 1)]
-    if TOKENS_QUEUE not in names:
+    if not await tokens_queue_exists(aq):
         return []
     found: list[StoredItem] = []
     pivot: str | None = None
@@ -112,39 +130,61 @@ async def revoke_token(aq: AsyncQueueClient, token_id: str) -> bool:
     return bool(found)
 
 
-def queues_named(body: BaseModel) -> set[str]:
-    """The queues a request body names (to guard the tokens' own queue)."""
-    named = {getattr(body, "queue_name", None)}
-    for group in ("complete", "retry", "renew", "depends"):
-        named |= {ref.queue_name for ref in getattr(body, group, ())}
-    for group in ("produce", "produce_leased", "lookup"):
-        named |= set(getattr(body, group, {}) or {})
-    named |= set(getattr(body, "silent", ()) or ())
-    return {name for name in named if isinstance(name, str)}
-
-
 class TokenCheck:
-    """Checks an ``Authorization`` header against the stored tokens."""
+    """Checks an ``Authorization`` header against the stored tokens.
 
-    def __init__(self, aq: AsyncQueueClient) -> None:
+    Once tokens are required (``mode`` ``on``, or ``auto`` and the tokens
+    queue seen) they stay required for the life of the check: an empty token
+    set then refuses every call.
+    """
+
+    def __init__(self, aq: AsyncQueueClient, mode: AuthMode = "auto") -> None:
         self._aq = aq
+        self._mode = mode
         self._tokens: dict[str, TokenRecord] = {}
         self._read_at = float("-inf")
 
+    @property
+    def required(self) -> bool:
+        """True once every call needs a valid token."""
+        return self._mode == "on"
+
+    async def start(self) -> None:
+        """Read the tokens once (at start-up): in ``auto`` mode a store that
+        has the tokens queue requires tokens from the first call. Logs a
+        warning when the server is open or refuses everything."""
+        tokens = await self._current()
+        if self._mode == "off":
+            log.warning(
+                "querator: authentication is off (--no-auth): whoever reaches this "
+                "address may call every endpoint"
+            )
+        elif self._mode == "on" and not tokens:
+            log.warning(
+                "querator: no token exists: every call is refused until one is "
+                "created (querator tokens create NAME)"
+            )
+
     async def _current(self) -> dict[str, TokenRecord]:
         if time.monotonic() - self._read_at > REFRESH:
+            if self._mode == "auto" and await tokens_queue_exists(self._aq):
+                self._mode = "on"  # latched: never open again in this process
             self._tokens = {record.id: record for record in await list_tokens(self._aq)}
             self._read_at = time.monotonic()
         return self._tokens
 
     async def check(self, header: str | None, scope: str) -> None:
-        """Raise Unauthorized or Forbidden unless the header allows ``scope``.
-
-        With no token stored, every call is allowed.
-        """
-        tokens = await self._current()
-        if not tokens:
+        """Raise Unauthorized or Forbidden unless the header allows ``scope``."""
+        if self._mode == "off":
             return
+        tokens = await self._current()
+        if self._mode == "auto":
+            return
+        if not tokens:
+            raise Unauthorized(
+                "authentication required; no token exists: every call is refused "
+                "until one is created (querator tokens create)"
+            )
         if not header:
             raise Unauthorized("authentication required")
         if not header.startswith("Bearer "):

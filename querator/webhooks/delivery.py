@@ -23,6 +23,7 @@ import httpx
 
 from querator.errors import InvalidArgument
 from querator.webhooks.endpoints import Endpoint
+from querator.webhooks.errors import TargetRefused
 from querator.webhooks.layout import Delivery
 from querator.webhooks.settings import WebhookSettings
 from querator.webhooks.signing import signature_header
@@ -49,6 +50,8 @@ class Result:
     error: str = ""
     retry_after: str | None = None
     """The ``Retry-After`` header, as received."""
+    refused: bool = False
+    """The host resolved to an address deliveries may not reach (SSRF guard)."""
 
     @property
     def delivered(self) -> bool:
@@ -123,7 +126,9 @@ class Sender:
             address = await self._address(target)
             with anyio.fail_after(self.settings.timeout):
                 return await self._post(held.client, target, address, endpoint, delivery, began)
-        except InvalidArgument as exc:  # refused target, unresolvable host
+        except TargetRefused as exc:
+            return Result(None, time.monotonic() - began, error=str(exc), refused=True)
+        except InvalidArgument as exc:  # unresolvable host
             return Result(None, time.monotonic() - began, error=str(exc))
         except TimeoutError:
             return Result(

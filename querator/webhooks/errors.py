@@ -28,12 +28,20 @@ __all__ = [
 
 class TargetRefused(InvalidArgument):
     """An endpoint's host is, or resolves to, an address deliveries may not
-    reach (loopback, private, link-local, cloud metadata …) and
-    ``allow_private`` is off."""
+    reach: loopback, private, link-local … while ``allow_private`` is off, or
+    cloud metadata (always). ``allowable`` is True when ``allow_private``
+    would admit it (the message then says how)."""
 
-    def __init__(self, url: str, address: str, why: str) -> None:
+    def __init__(self, url: str, address: str, why: str, allowable: bool = False) -> None:
         self.address = address
-        super().__init__("url", f"{url!r} resolves to {address} ({why}); refused")
+        self.allowable = allowable
+        hint = (
+            "allow loopback and private targets with --allow-private "
+            "(WebhookSettings(allow_private=True)), for development"
+            if allowable
+            else "never allowed, even with --allow-private"
+        )
+        super().__init__("url", f"{url!r} resolves to {address} ({why}); refused: {hint}")
 
 
 class PayloadTooLarge(InvalidArgument):

@@ -74,8 +74,9 @@ def decide(
     result: Result,
     now: datetime,
 ) -> Decision:
-    """Classify ``result``: delivered (2xx), gone (410: dead-letter, disable the
-    endpoint), or failed (retry on the schedule, honouring Retry-After on 429
+    """Classify ``result``: delivered (2xx), gone (410) or a refused target (the
+    host resolved to a refused address): dead-letter and disable the endpoint,
+    or failed (retry on the schedule, honouring Retry-After on 429
     and 503; dead-letter after the last attempt; disable the endpoint once it
     has failed for ``disable_after``)."""
     after = parse_retry_after(result.retry_after, now) if result.status_code in PAUSING else None
@@ -86,6 +87,9 @@ def decide(
     elif result.status_code == GONE:
         outcome = Outcome.DEAD
         disable = "the endpoint answered 410 Gone"
+    elif result.refused:
+        outcome = Outcome.DEAD
+        disable = f"its target was refused: {result.error}"
     else:
         delay = next_delay(settings, delivery.attempt, after)
         since = endpoint.failing_since

@@ -26,15 +26,14 @@ REFRESH_AFTER = timedelta(days=90)
 
 async def check_target(url: str, settings: WebhookSettings) -> None:
     """Refuse a URL whose host resolves to a refused address (a name that does
-    not resolve yet is accepted: every delivery checks again)."""
+    not resolve yet is accepted: every delivery checks again). ``allow_private``
+    admits loopback and private addresses, never cloud metadata."""
     target = check_url(url)
-    if settings.allow_private:
-        return
     try:
         addresses = await lookup(target)
     except InvalidArgument:
         return
-    pick(target, addresses, allow_private=False)
+    pick(target, addresses, allow_private=settings.allow_private)
 
 
 async def add(aq: AsyncQueueClient, options: EndpointOptions, secret: str | None) -> Endpoint:

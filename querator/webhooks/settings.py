@@ -35,8 +35,9 @@ class WebhookSettings(InputModel):
     max_payload_bytes: int = Field(default=256 * 1024, ge=1, le=16 * 1024 * 1024)
     """Largest encoded JSON payload ``send`` accepts."""
     allow_private: bool = False
-    """Allow targets on loopback, private, link-local and metadata addresses
-    (development and tests only)."""
+    """Allow targets on loopback and private addresses (development and tests
+    only); cloud metadata addresses (all of ``169.254.0.0/16`` included) stay
+    refused."""
     disable_after: Positive | None = 5 * 86_400.0
     """An endpoint whose deliveries have failed without one success for this long
     is disabled, with the reason recorded; None never disables."""

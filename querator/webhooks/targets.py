@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -19,14 +20,32 @@ import anyio
 from querator.errors import InvalidArgument
 from querator.webhooks.errors import TargetRefused
 
-__all__ = ["Target", "check_url", "lookup", "pick", "refusal"]
+__all__ = ["Target", "check_url", "embedded", "lookup", "pick", "refusal"]
 
 MAX_URL = 2_048
 METADATA = frozenset(
     ipaddress.ip_address(a)
-    for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OCI, DigitalOcean, OpenStack …
+        "169.254.170.2",  # AWS ECS task metadata
+        "169.254.170.23",  # AWS EKS pod identity
+        "169.254.0.23",  # Tencent Cloud
+        "100.100.100.200",  # Alibaba Cloud
+        "168.63.129.16",  # Azure wire server
+        "192.0.0.192",  # Oracle Cloud (legacy)
+        "fd00:ec2::254",  # AWS, IPv6
+        "fd00:ec2::23",  # AWS EKS pod identity, IPv6
+    )
 )
-"""Cloud metadata services (AWS, ECS, Alibaba, AWS IPv6): refused by name."""
+"""Cloud metadata services: refused always, even with ``allow_private``."""
+METADATA_RANGE = ipaddress.ip_network("169.254.0.0/16")
+"""IPv4 link-local, where metadata services live: refused even with ``allow_private``."""
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+"""NAT64 prefixes (well-known, local-use): the last 32 bits are an IPv4 address."""
+TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+"""IPv4-translated addresses (SIIT)."""
+COMPATIBLE = ipaddress.ip_network("::/96")
+"""IPv4-compatible addresses (deprecated), besides ``::`` and ``::1``."""
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -69,12 +88,60 @@ def check_url(url: object) -> Target:
     return Target(url, scheme, host, port or (443 if scheme == "https" else 80), path)
 
 
-def refusal(address: Address) -> str | None:
-    """Why deliveries may not go to ``address`` (None: it is a public address)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+def _low32(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+
+
+_CARRIERS: tuple[
+    tuple[str, Callable[[ipaddress.IPv6Address], ipaddress.IPv4Address | None]], ...
+] = (
+    ("IPv4-mapped", lambda a: a.ipv4_mapped),
+    ("6to4", lambda a: a.sixtofour),
+    ("IPv4-translated", lambda a: _low32(a) if a in TRANSLATED else None),
+    ("NAT64", lambda a: _low32(a) if any(a in prefix for prefix in NAT64) else None),
+    ("IPv4-compatible", lambda a: _low32(a) if a in COMPATIBLE and int(a) > 1 else None),
+)
+"""The IPv6 forms that carry an IPv4 address, and how to read it."""
+
+
+def embedded(address: Address) -> tuple[str, ipaddress.IPv4Address] | None:
+    """The IPv4 address an IPv6 address carries, with the form's name (IPv4-mapped,
+    6to4, NAT64, …); None for an IPv4 address or an IPv6 one that carries none."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return None
+    for form, read in _CARRIERS:
+        inner = read(address)
+        if inner is not None:
+            return form, inner
+    return None
+
+
+def refusal(address: Address, allow_private: bool = False) -> str | None:
+    """Why deliveries may not go to ``address`` (None: they may).
+
+    An IPv6 form that carries an IPv4 address (IPv4-mapped or -compatible,
+    6to4, NAT64, SIIT) is judged by that address. Cloud metadata addresses are
+    refused even when ``allow_private`` admits loopback and private ones.
+    """
+    carried = embedded(address)
+    if carried is not None:
+        form, inner = carried
+        why = refusal(inner, allow_private)
+        if why is not None:
+            return f"{form} form of {inner}, {why}"
+        deprecated = form == "IPv4-compatible" and not allow_private
+        return "IPv4-compatible (deprecated)" if deprecated else None
     if address in METADATA:
         return "cloud metadata"
+    if address in METADATA_RANGE:
+        return "link-local, where cloud metadata services live"
+    return None if allow_private else _private(address)
+
+
+def _private(address: Address) -> str | None:
+    """Why ``address`` is not a public address (None: it is)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.teredo is not None:
+        return "Teredo tunnel"
     for why, hit in (
         ("loopback", address.is_loopback),
         ("link-local", address.is_link_local),
@@ -114,10 +181,11 @@ async def lookup(target: Target) -> list[Address]:
 
 def pick(target: Target, addresses: list[Address], allow_private: bool) -> Address:
     """The address to connect to: the first one, once every one has passed the
-    check (:class:`TargetRefused` otherwise, unless ``allow_private``)."""
-    if not allow_private:
-        for address in addresses:
-            why = refusal(address)
-            if why is not None:
-                raise TargetRefused(target.url, str(address), why)
+    check (:class:`TargetRefused` otherwise; ``allow_private`` admits loopback
+    and private addresses, never cloud metadata)."""
+    for address in addresses:
+        why = refusal(address, allow_private)
+        if why is not None:
+            never = allow_private or refusal(address, allow_private=True) is not None
+            raise TargetRefused(target.url, str(address), why, allowable=not never)
     return addresses[0]

@@ -138,6 +138,30 @@ def test_410_gone_disables_the_endpoint(
     assert hooks.send("a.c", {}).endpoints == ()
 
 
+def test_a_name_resolving_to_a_refused_address_disables_its_endpoint(
+    q: Querator, hooks: Webhooks, receiver: Receiver
+) -> None:
+    # added where private targets were allowed; delivered by a worker where they are not
+    endpoint = hooks.add_endpoint(receiver.url("ok").replace("127.0.0.1", "localhost"))
+    strict = DeliveryWorker(q, FAST.model_copy(update={"allow_private": False}), endpoint_ttl=0.2)
+    thread = threading.Thread(target=strict.run, daemon=True)
+    thread.start()
+    try:
+        hooks.send("a.b", {})
+        wait_for(lambda: hooks.get_endpoint(endpoint.id).disabled, timeout=10)
+    finally:
+        strict.stop()
+        thread.join(timeout=20)
+    reason = hooks.get_endpoint(endpoint.id).disabled_reason
+    assert "target was refused" in reason and "loopback" in reason
+    assert "--allow-private" in reason
+    [dead] = until_len(lambda: hooks.failed(endpoint_id=endpoint.id), 1)
+    assert "refused" in dead.reason
+    assert receiver.at("ok") == []
+    [attempt] = hooks.attempts(endpoint_id=endpoint.id)
+    assert attempt.outcome is Outcome.DEAD and "refused" in attempt.error
+
+
 def test_429_retry_after_is_honoured(hooks: Webhooks, receiver: Receiver) -> None:
     receiver.retry_after = "1"
     hooks.add_endpoint(receiver.url("limited"))

@@ -61,8 +61,10 @@ BAD_ADDS: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"url": "not a url"}, InvalidArgument, "url"),
     ({"url": "ftp://example.com/x"}, InvalidArgument, "url"),
     ({"url": "http://10.0.0.1/x"}, TargetRefused, "private"),
-    ({"url": "http://localhost:8000/x"}, TargetRefused, "loopback"),
+    ({"url": "http://localhost:8000/x"}, TargetRefused, "loopback.*--allow-private"),
     ({"url": "http://169.254.169.254/latest"}, TargetRefused, "metadata"),
+    ({"url": "http://[2002:7f00:1::]/x"}, TargetRefused, "6to4 form of 127.0.0.1"),
+    ({"url": "http://[64:ff9b::a00:1]/x"}, TargetRefused, "NAT64 form of 10.0.0.1"),
     ({"url": URL, "event_types": ["bad type!"]}, InvalidArgument, "event_types"),
     ({"url": URL, "event_types": []}, InvalidArgument, "event_types"),
     ({"url": URL, "event_types": ["a.*.b"]}, InvalidArgument, "event_types"),
@@ -86,6 +88,20 @@ def test_bad_endpoints_are_refused_and_nothing_is_written(q: Querator) -> None:
         with pytest.raises(error, match=names):
             strict.add_endpoint(**args)
     assert stored(q) == before
+
+
+def test_allow_private_never_admits_cloud_metadata(q: Querator, hooks: Webhooks) -> None:
+    for url in (
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fd00:ec2::254]/latest/",
+        "http://[::ffff:169.254.169.254]/",
+    ):
+        with pytest.raises(TargetRefused, match="never allowed, even with --allow-private"):
+            hooks.add_endpoint(url)  # hooks allow private targets
+    assert stored(q) == {}
+    endpoint = hooks.add_endpoint("http://127.0.0.1:9/hook")
+    with pytest.raises(TargetRefused, match="cloud metadata"):
+        hooks.update_endpoint(endpoint.id, url="http://169.254.169.254/")
 
 
 def test_bad_sends_and_unknown_names_are_refused_and_nothing_is_written(

@@ -13,12 +13,13 @@ from querator.errors import InvalidArgument
 from querator.webhooks import Outcome, WebhookSettings
 from querator.webhooks.delivery import Result
 from querator.webhooks.endpoints import Endpoint, SecretEntry, matches
+from querator.webhooks.errors import TargetRefused
 from querator.webhooks.gates import Gate
 from querator.webhooks.layout import DEAD, DELIVERIES, Delivery
 from querator.webhooks.outcomes import decide
 from querator.webhooks.schedule import next_delay, parse_retry_after
 from querator.webhooks.signing import generate_secret
-from querator.webhooks.targets import check_url, refusal
+from querator.webhooks.targets import check_url, pick, refusal
 
 
 @pytest.mark.parametrize(
@@ -30,12 +31,27 @@ from querator.webhooks.targets import check_url, refusal
         ("172.16.0.1", "private"),
         ("192.168.1.1", "private"),
         ("169.254.169.254", "cloud metadata"),
-        ("169.254.1.1", "link-local"),
+        ("169.254.1.1", "link-local, where cloud metadata services live"),
         ("fe80::1", "link-local"),
         ("fd00:ec2::254", "cloud metadata"),
         ("fc00::1", "private"),
-        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:127.0.0.1", "IPv4-mapped form of 127.0.0.1, loopback"),
         ("0.0.0.0", "private"),
+        ("2002:7f00:1::", "6to4 form of 127.0.0.1, loopback"),
+        ("2002:a00:1::1", "6to4 form of 10.0.0.1, private"),
+        ("2002:a9fe:a9fe::", "6to4 form of 169.254.169.254, cloud metadata"),
+        ("2002:5db8:d70e::1", None),  # 6to4 of a public address
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo tunnel"),
+        ("64:ff9b::7f00:1", "NAT64 form of 127.0.0.1, loopback"),
+        ("64:ff9b::c0a8:101", "NAT64 form of 192.168.1.1, private"),
+        ("64:ff9b:1::a00:1", "NAT64 form of 10.0.0.1, private"),
+        ("64:ff9b::5db8:d70e", None),  # DNS64's answer for a public address
+        ("::7f00:1", "IPv4-compatible form of 127.0.0.1, loopback"),
+        ("::5db8:d70e", "IPv4-compatible (deprecated)"),
+        ("::ffff:0:a00:1", "IPv4-translated form of 10.0.0.1, private"),
+        ("169.254.170.2", "cloud metadata"),
+        ("168.63.129.16", "cloud metadata"),
+        ("fd00:ec2::23", "cloud metadata"),
         ("100.64.0.1", "not globally routable"),
         ("224.0.0.1", "multicast"),
         ("93.184.215.14", None),
@@ -44,6 +60,41 @@ from querator.webhooks.targets import check_url, refusal
 )
 def test_addresses_refused_and_allowed(address: str, why: str | None) -> None:
     assert refusal(ipaddress.ip_address(address)) == why
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("127.0.0.1", None),
+        ("::1", None),
+        ("10.1.2.3", None),
+        ("fc00::1", None),
+        ("2002:7f00:1::", None),
+        ("169.254.169.254", "cloud metadata"),
+        ("169.254.170.2", "cloud metadata"),
+        ("169.254.1.1", "link-local, where cloud metadata services live"),
+        ("100.100.100.200", "cloud metadata"),
+        ("fd00:ec2::254", "cloud metadata"),
+        ("::ffff:169.254.169.254", "IPv4-mapped form of 169.254.169.254, cloud metadata"),
+        ("64:ff9b::a9fe:a9fe", "NAT64 form of 169.254.169.254, cloud metadata"),
+        ("2002:a9fe:a9fe::1", "6to4 form of 169.254.169.254, cloud metadata"),
+    ],
+)
+def test_allow_private_never_admits_cloud_metadata(address: str, why: str | None) -> None:
+    assert refusal(ipaddress.ip_address(address), allow_private=True) == why
+
+
+def test_a_refusal_says_whether_allow_private_would_admit_it() -> None:
+    target = check_url("http://db.internal:8080/hook")
+    with pytest.raises(TargetRefused, match=r"loopback\); refused: allow .* --allow-private"):
+        pick(target, [ipaddress.ip_address("127.0.0.1")], allow_private=False)
+    for allow in (False, True):
+        with pytest.raises(TargetRefused, match="never allowed, even with --allow-private"):
+            pick(target, [ipaddress.ip_address("169.254.169.254")], allow_private=allow)
+    public = ipaddress.ip_address("93.184.215.14")
+    with pytest.raises(TargetRefused, match=r"10\.0\.0\.1"):  # every address must pass
+        pick(target, [public, ipaddress.ip_address("10.0.0.1")], allow_private=False)
+    assert pick(target, [public], allow_private=False) == public
 
 
 @pytest.mark.parametrize(
@@ -184,3 +235,6 @@ def test_outcomes() -> None:
     assert tired.outcome is Outcome.DEAD and DEAD in tired.produce
     healed = decide(settings, old, delivery(), Result(200, 0.01), now)
     assert healed.failing is False and healed.disable is None
+    refused = decide(settings, endpoint(), delivery(), Result(None, 0, "", "no", refused=True), now)
+    assert refused.outcome is Outcome.DEAD and DEAD in refused.produce
+    assert refused.disable == "its target was refused: no"
