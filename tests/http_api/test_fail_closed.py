@@ -90,7 +90,7 @@ def test_an_expired_last_token_keeps_the_api_closed_across_restarts(store: str) 
         assert httpx.get(f"{url}/health", timeout=10).status_code == 200
     with serve(store, "--no-auth") as url:
         assert post(url, "/v1/queues.list").status_code == 200
-    public = cli("serve", "--dsn", store, "--host", "0.0.0.0", "--port", "0", "--no-auth")
+    public = cli("serve", "--url", store, "--host", "0.0.0.0", "--port", "0", "--no-auth")
     assert public.returncode == 2
     assert "--no-auth serves loopback addresses only" in public.stderr
 

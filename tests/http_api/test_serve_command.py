@@ -32,7 +32,7 @@ def test_a_port_in_use_is_one_line() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = cli("serve", "--dsn", "memory://", "--port", str(port))
+        done = cli("serve", "--url", "memory://", "--port", str(port))
     one_line_error(done, f"{port} is in use")
 
 
@@ -41,12 +41,12 @@ def test_an_address_that_cannot_be_bound_is_one_line(tmp_path: Path) -> None:
     with Querator(store):
         pass
     create(store, "ops", "admin")  # a public bind needs a token
-    done = cli("serve", "--dsn", store, "--host", "192.0.2.1", "--port", "0")
+    done = cli("serve", "--url", store, "--host", "192.0.2.1", "--port", "0")
     one_line_error(done, "cannot listen on 192.0.2.1")
 
 
 def test_a_bad_store_url_is_one_line() -> None:
-    done = cli("serve", "--dsn", "postgresql://nobody@127.0.0.1:1/none", "--port", "0")
+    done = cli("serve", "--url", "postgresql://nobody@127.0.0.1:1/none", "--port", "0")
     one_line_error(done, "PostgreSQL", "port 1")
 
 
