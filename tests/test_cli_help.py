@@ -43,6 +43,6 @@ def test_value_options_name_their_value_and_serve_takes_url() -> None:
     assert re.search(r"--url +URL ", done.output)
     assert re.search(r"--port +PORT ", done.output)
     assert re.search(r"--shutdown-grace +SECONDS ", done.output)
-    assert "--url" not in done.output  # a deprecated alias, not advertised
+    assert "--dsn" not in done.output  # a deprecated alias, not advertised
     top = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert re.search(r"--version +Print the version", top.output)
