@@ -45,6 +45,13 @@ def worker(
         bool,
         typer.Option(help="Wait for an unreachable store at start-up instead of failing."),
     ] = True,
+    scheduler: Annotated[
+        bool,
+        typer.Option(
+            help="Fire the cron schedules of the workflows served (off: leave them "
+            "to other workers or `querator scheduler`)."
+        ),
+    ] = True,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
     log_format: Annotated[
         str,
@@ -52,7 +59,8 @@ def worker(
     ] = "kv",
 ) -> None:
     """Serve the workflows of MODULE and the steps they call (and the steps of
-    MODULE) until SIGTERM or SIGINT."""
+    MODULE) until SIGTERM or SIGINT; fire the cron schedules of those workflows
+    (unless --no-scheduler)."""
     with _reporting():  # bad options: one line, before anything is imported or opened
         level = _log_level(log_level)
         if log_format not in FORMATS:
@@ -62,6 +70,7 @@ def worker(
             "client_id": client_id,
             "shutdown_grace": shutdown_grace,
             "max_live_runs": max_live_runs,
+            "scheduler": scheduler,
         }
         try:
             check_worker_options(options)

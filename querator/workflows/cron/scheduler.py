@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from datetime import timedelta
+import warnings
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
 from anyio.lowlevel import EventLoopToken, current_token
 
-from querator.errors import Unavailable
+from querator.errors import InvalidArgument, Unavailable
 from querator.queue.client import QueueClient
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
@@ -57,14 +58,28 @@ REFRESH_AFTER = timedelta(days=30)
 """A record older than this is rewritten, so an idle schedule never expires with its queue."""
 
 
+def _deprecated_now() -> None:
+    warnings.warn(
+        "Scheduler(now=...) is deprecated and will be removed: give the client a "
+        "clock instead (Querator(url, clock=ManualClock(...)), see docs/testing.md)",
+        DeprecationWarning,
+        stacklevel=3,  # the caller of Scheduler(...) / AsyncScheduler(...)
+    )
+
+
 class AsyncScheduler:
-    """Fires due ticks of every schedule in the store (see the module doc).
+    """Fires due ticks of the schedules in the store (see the module doc).
 
     ``functions``: workflows decorated with ``@workflow(schedule=...)`` are
     registered (created or redefined) as schedules named after the workflow
-    when :meth:`arun` starts (or on :meth:`register`). ``interval`` bounds the
-    time between passes (the scheduler otherwise sleeps until the next tick or
-    a schedule change). Time is the client's clock (:attr:`now`).
+    when :meth:`arun` starts (or on :meth:`register`). ``served_only``: fire
+    only the schedules of the workflows among ``functions`` (what a worker's
+    scheduler does); by default every schedule in the store fires. A stored
+    schedule that cannot fire (``ScheduleInfo.broken``) is said once at ERROR
+    and skipped. ``interval`` bounds the time between passes (the scheduler
+    otherwise sleeps until the next tick or a schedule change). Time is the
+    client's clock (:attr:`now`); ``now=`` is deprecated (give the client a
+    clock: ``Querator(url, clock=ManualClock(...))``).
     """
 
     def __init__(
@@ -73,16 +88,22 @@ class AsyncScheduler:
         functions: Iterable[Any] = (),
         *,
         interval: float = 5.0,
+        served_only: bool = False,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.aq = aq
         given = [fn for fn in functions if isinstance(fn, WorkflowFunction)]
         self.workflows = [fn for fn in given if fn.schedule]
-        self.served = frozenset(fn.name for fn in given)
-        """The workflows this scheduler's process runs (empty: a scheduler alone,
-        which fires every schedule without judging)."""
-        self._orphans_told: set[str] = set()
+        self.served: frozenset[str] | None = (
+            frozenset(fn.name for fn in given) if served_only else None
+        )
+        """The workflows whose schedules fire (None: every schedule)."""
+        self._broken_told: dict[str, str] = {}
         self.now = aq.clock.now
         """The client's clock: it decides which ticks are due."""
+        if now is not None:
+            _deprecated_now()
+            self.now = now
         self.interval = check_duration("interval", interval)
         self._stop_requested = False
         self._stop: anyio.Event | None = None
@@ -98,14 +119,39 @@ class AsyncScheduler:
                 log.info("schedule %s registered: %s", spec.name, spec.cron)
 
     async def run_once(self) -> list[str]:
-        """One pass over every schedule at ``now()``; the run ids it started."""
+        """One pass over the schedules it fires at ``now()``; the run ids it started."""
         started: list[str] = []
-        for stored in await read_all(self.aq):
+        for stored in await self._read():
+            name = stored.state.spec.name
             try:
                 started += await self._handle(stored)
+            except InvalidArgument as exc:  # its stored cron or zone cannot fire
+                self._tell_broken(stored.state, exc)
             except Exception:
-                log.exception("schedule %s: pass failed", stored.state.spec.name)
+                log.exception("schedule %s: pass failed", name)
         return started
+
+    async def _read(self) -> list[Stored]:
+        """The schedules this scheduler fires."""
+        every = await read_all(self.aq)
+        if self.served is None:
+            return every
+        return [stored for stored in every if stored.state.spec.workflow in self.served]
+
+    def _tell_broken(self, state: ScheduleState, exc: InvalidArgument) -> None:
+        """Say once per definition, at ERROR, that a stored schedule cannot fire."""
+        spec = state.spec
+        seen = f"{spec.cron}|{spec.tz}"
+        if self._broken_told.get(spec.name) == seen:
+            return
+        self._broken_told[spec.name] = seen
+        log.error(
+            "schedule %s cannot fire and is skipped: %s; redefine it with schedule() "
+            "or delete it (querator schedules delete %s)",
+            spec.name,
+            exc,
+            spec.name,
+        )
 
     async def _running(self, run_id: str | None) -> bool:
         if run_id is None:
@@ -131,8 +177,6 @@ class AsyncScheduler:
             await AsyncRunHandle(self.aq, state.last_run_id).cancel(
                 f"schedule {spec.name}: overlap policy {spec.overlap}"
             )
-        if plan.start:
-            self._tell_orphan(spec.name, spec.workflow)
         run_ids = []
         for tick in plan.start:
             delay = jitter_delay(spec.name, tick, spec.jitter)
@@ -150,22 +194,6 @@ class AsyncScheduler:
             log.debug("schedule %s: another scheduler recorded this pass", spec.name)
         return run_ids
 
-    def _tell_orphan(self, name: str, workflow: str) -> None:
-        """Say once, loudly, that this worker fires a schedule of a workflow it
-        does not run: unless another worker pool runs it, every run it starts
-        fails (``UnknownWorkflow``)."""
-        if not self.served or workflow in self.served or name in self._orphans_told:
-            return
-        self._orphans_told.add(name)
-        log.error(
-            "schedule %s starts workflow %r, which this worker does not serve: its runs "
-            "need a worker that does (else they fail with UnknownWorkflow); pause or "
-            "delete it with `querator schedules pause|delete %s`",
-            name,
-            workflow,
-            name,
-        )
-
     async def _refresh(self, stored: Stored) -> None:
         if stored.item.created_at < self.now() - REFRESH_AFTER:
             await write(self.aq, stored, stored.state)
@@ -178,8 +206,11 @@ class AsyncScheduler:
                 continue
             if state.buffered:
                 wait = min(wait, 1.0)
-            after = max(now, state.start_at)
-            upcoming = next_tick(state.spec.cron, check_tz(state.spec.tz), after)
+            try:
+                zone = check_tz(state.spec.tz)
+                upcoming = next_tick(state.spec.cron, zone, max(now, state.start_at))
+            except InvalidArgument:
+                continue  # broken: told by the pass, never waited for
             wait = min(wait, (upcoming - now).total_seconds())
         return max(wait, 0.0)
 
@@ -200,7 +231,7 @@ class AsyncScheduler:
         while not self._stop.is_set():
             try:
                 await self.run_once()
-                wait = self._next_due([s.state for s in await read_all(self.aq)])
+                wait = self._next_due([s.state for s in await self._read()])
             except Unavailable as exc:
                 outage.lost(exc)  # once per outage; the pass is retried with backoff
                 wait = backoff.next()
@@ -243,9 +274,16 @@ class Scheduler:
         functions: Iterable[Any] = (),
         *,
         interval: float = 5.0,
+        served_only: bool = False,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.q = q
-        self.scheduler = AsyncScheduler(q.aio, functions, interval=interval)
+        self.scheduler = AsyncScheduler(
+            q.aio, functions, interval=interval, served_only=served_only
+        )
+        if now is not None:
+            _deprecated_now()
+            self.scheduler.now = now
 
     def register(self) -> None:
         """See :meth:`AsyncScheduler.register`."""
