@@ -120,16 +120,25 @@ class AsyncScheduler:
 
     async def run_once(self) -> list[str]:
         """One pass over the schedules it fires at ``now()``; the run ids it started."""
+        started, _ = await self._pass()
+        return started
+
+    async def _pass(self) -> tuple[list[str], list[ScheduleState]]:
+        """One pass: the run ids started and each schedule's state after it (what
+        the wait until the next pass is computed from, without reading again)."""
         started: list[str] = []
+        states: list[ScheduleState] = []
         for stored in await self._read():
-            name = stored.state.spec.name
+            state = stored.state
             try:
-                started += await self._handle(stored)
+                run_ids, state = await self._handle(stored)
+                started += run_ids
             except InvalidArgument as exc:  # its stored cron or zone cannot fire
                 self._tell_broken(stored.state, exc)
             except Exception:
-                log.exception("schedule %s: pass failed", name)
-        return started
+                log.exception("schedule %s: pass failed", state.spec.name)
+            states.append(state)
+        return started, states
 
     async def _read(self) -> list[Stored]:
         """The schedules this scheduler fires."""
@@ -161,16 +170,16 @@ class AsyncScheduler:
         except RunNotFound:
             return False
 
-    async def _handle(self, stored: Stored) -> list[str]:
+    async def _handle(self, stored: Stored) -> tuple[list[str], ScheduleState]:
         state = stored.state
         if state.paused:
             await self._refresh(stored)
-            return []
+            return [], state
         spec = state.spec
         ticks, last = due_ticks(state, self.now())
         if not ticks and not state.buffered and last == state.last_tick:
             await self._refresh(stored)
-            return []
+            return [], state
         running = await self._running(state.last_run_id)
         plan = plan_overlap(spec.overlap, ticks, state.buffered, running)
         if plan.cancel_previous and state.last_run_id is not None:
@@ -192,7 +201,7 @@ class AsyncScheduler:
         )
         if new != state and not await write(self.aq, stored, new):
             log.debug("schedule %s: another scheduler recorded this pass", spec.name)
-        return run_ids
+        return run_ids, new
 
     async def _refresh(self, stored: Stored) -> None:
         if stored.item.created_at < self.now() - REFRESH_AFTER:
@@ -230,8 +239,8 @@ class AsyncScheduler:
         outage, backoff = Outage(log, "scheduler"), Backoff(initial=0.2)
         while not self._stop.is_set():
             try:
-                await self.run_once()
-                wait = self._next_due([s.state for s in await self._read()])
+                _, states = await self._pass()
+                wait = self._next_due(states)
             except Unavailable as exc:
                 outage.lost(exc)  # once per outage; the pass is retried with backoff
                 wait = backoff.next()

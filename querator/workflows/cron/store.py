@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from querator.errors import Conflict
+from querator.errors import Conflict, QueueNotFound
 from querator.queue.models import Item, QueueSettings, Ref, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION
@@ -100,10 +100,13 @@ async def read_one(aq: AsyncQueueClient, name: str) -> Stored | None:
 
 
 async def read_all(aq: AsyncQueueClient) -> list[Stored]:
-    """Every schedule's current record, by name."""
-    await ensure_queue(aq)
+    """Every schedule's current record, by name (none while no schedule was ever
+    written: a scheduler's pass over an empty store creates nothing)."""
     by_name: dict[str, list[tuple[str, StoredItem]]] = {}
-    info = await aq.get_queue(SCHEDULES_QUEUE)
+    try:
+        info = await aq.get_queue(SCHEDULES_QUEUE)
+    except QueueNotFound:
+        return []
     for partition in range(info.settings.partitions):
         pivot: str | None = None
         while True:
