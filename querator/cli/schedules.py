@@ -30,6 +30,13 @@ from querator.workflows.cron.api import (
     trigger_schedule,
 )
 
+FLAGS = {
+    **{name: f"--{name}" for name in ("cron", "tz", "catchup", "overlap", "jitter", "queue")},
+    "args": "--args",
+    "kwargs": "--args",
+}
+"""The options of ``schedule()`` that ``schedules create`` spells as flags."""
+
 
 @schedules_app.command("create")
 def schedules_create(
@@ -81,9 +88,9 @@ def schedules_create(
         with _store(url) as q:
             try:
                 schedule(q, name, fn, cron=cron, **options)
-            except InvalidArgument as exc:  # named as the command line spells it
-                flag = exc.field if exc.field in ("name", "workflow") else "--" + exc.field
-                raise InvalidArgument(flag.replace("_", "-"), exc.rule) from None
+            except InvalidArgument as exc:  # an option named as the command line spells it
+                flag = FLAGS.get(exc.field, exc.field)
+                raise InvalidArgument(flag, exc.rule) from None
             info = get_schedule(q, name)
     typer.echo(f"{name}: {workflow} at {cron} ({tz}), next {_when(info.next_fire)}")
 

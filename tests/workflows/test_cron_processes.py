@@ -94,3 +94,21 @@ def more_ticks(q: Querator, count: int) -> None:
         timeout=30,
         message=f"{count} more ticks fired",
     )
+
+
+def test_schedules_create_names_the_bad_option_in_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    with Querator(url) as q:
+        q.create_queue("bootstrap")
+    base = ["schedules", "create", "s", "cron_app.pipeline", "--app", APP, "--url", url]
+    cases = [
+        (["--cron", "0 0 30 2 *"], "invalid --cron: '0 0 30 2 *' never fires"),
+        (["--cron", "* * * * *", "--args", '["a", "b", "c"]'], "cron_app.pipeline"),
+        (["--cron", "* * * * *", "--tz", "Mars/Base"], "invalid --tz"),
+    ]
+    for extra, said in cases:
+        done = cli(*base, *extra)
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert said in line, line
+    assert "no schedule" in cli("schedules", "show", "s", "--url", url).stderr
