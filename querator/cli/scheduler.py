@@ -12,12 +12,12 @@ from typing import Annotated
 import typer
 
 from querator.cli import Url, _refuse_missing_file, _reporting, app, load_functions
-from querator.cli.worker import WORKER_STORE_WAIT, _log_level
+from querator.cli.worker import WORKER_STORE_WAIT, LogFormat, LogLevel, check_logging
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
 from querator.queue.validation import check_duration
-from querator.telemetry.logs import FORMATS, configure_logging
+from querator.telemetry.logs import configure_logging
 from querator.workflows.cron.scheduler import Scheduler
 from querator.workflows.functions import DurableFunction
 
@@ -35,25 +35,20 @@ def scheduler(
     ] = None,
     url: Url = DEFAULT_URL,
     interval: Annotated[float, typer.Option(help="Longest time between passes, in seconds.")] = 5.0,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
-    log_format: Annotated[
-        str,
-        typer.Option(help="Log lines as key=value pairs (kv) or JSON objects (json)."),
-    ] = "kv",
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "kv",
 ) -> None:
     """Fire every schedule in the store (whatever its workflow) until SIGTERM or
     SIGINT. Workers fire the schedules of their own workflows already; run this
     for schedules no worker's workflows cover, or with `querator worker
     --no-scheduler`. Any number may run: each tick starts one run."""
     with _reporting():  # bad options: one line, before anything is imported or opened
-        level = _log_level(log_level)
-        if log_format not in FORMATS:
-            raise InvalidArgument("--log-format", f"{log_format[:40]!r} is not one of kv, json")
+        level, fmt = check_logging(log_level, log_format)
         try:
             check_duration("interval", interval)
         except InvalidArgument as exc:
             raise InvalidArgument("--interval", exc.rule) from None
-    configure_logging(log_format, level, sys.stderr)
+    configure_logging(fmt, level, sys.stderr)
     with _reporting():
         functions: list[DurableFunction] = load_functions(target) if target else []
         _refuse_missing_file(url)  # a mistyped SQLite path is an error, not a new store

@@ -16,7 +16,7 @@ from querator.cli import (
     _when,
     schedules_app,
 )
-from querator.cli.start import _arguments, _workflow
+from querator.cli.start import WorkflowApp, _arguments, _workflow
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.workflows.cron.api import (
@@ -42,15 +42,7 @@ FLAGS = {
 def schedules_create(
     name: Annotated[str, typer.Argument(help="The schedule's name (unique in the store).")],
     workflow: Annotated[str, typer.Argument(help="The workflow's persisted name.")],
-    app_target: Annotated[
-        str,
-        typer.Option(
-            "--app",
-            envvar="QUERATOR_APP",
-            metavar="MODULE[:ATTR]",
-            help="Where the workflow is defined (its arguments are checked against it).",
-        ),
-    ],
+    app_target: WorkflowApp,
     cron: Annotated[
         str, typer.Option(help="5 fields, or 6 with seconds first ('*/10 * * * * *').")
     ],

@@ -24,11 +24,11 @@ from typing import Annotated, Any
 import typer
 
 from querator.cli import AsJson, Url, _reporting, _store, _table, _when, app
-from querator.cli.worker import WORKER_STORE_WAIT, _log_level
+from querator.cli.worker import WORKER_STORE_WAIT, LogFormat, LogLevel, check_logging
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
-from querator.telemetry.logs import FORMATS, configure_logging
+from querator.telemetry.logs import configure_logging
 from querator.webhooks import DeliveryWorker, Endpoint, Webhooks, WebhookSettings
 
 webhooks_app = typer.Typer(no_args_is_help=True, help="Webhook endpoints and deliveries.")
@@ -288,20 +288,15 @@ def worker(
         bool,
         typer.Option(help="Wait for an unreachable store at start-up instead of failing."),
     ] = True,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
-    log_format: Annotated[
-        str,
-        typer.Option(help="Log lines as key=value pairs (kv) or JSON objects (json)."),
-    ] = "kv",
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "kv",
 ) -> None:
     """Deliver webhooks until SIGTERM or SIGINT. Private and loopback targets are
     refused at every attempt unless this worker has --allow-private too (adding
     an endpoint with --allow-private does not allow its deliveries)."""
     with _reporting():  # bad options: one line, before anything is opened
-        level = _log_level(log_level)
-        if log_format not in FORMATS:
-            raise InvalidArgument("--log-format", f"{log_format[:40]!r} is not one of kv, json")
-    configure_logging(log_format, level, sys.stderr)
+        level, fmt = check_logging(log_level, log_format)
+    configure_logging(fmt, level, sys.stderr)
     if allow_private:
         logging.getLogger("querator.webhooks").warning(
             "delivering to private and loopback targets too (--allow-private)"

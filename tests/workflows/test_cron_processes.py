@@ -4,7 +4,6 @@ another worker and a ``querator scheduler``; every tick starts one run."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,22 +16,9 @@ from querator.workflows.cron.api import get_schedule
 
 from .cron_flows import runs_per_tick
 from .ops_procs import WorkerProc, durable_url_for
+from .test_ops_cli import ROOT, cli
 
-ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.workflows.cron_app"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``querator ARGS`` from the repository root."""
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=os.environ.copy(),
-        check=False,
-    )
 
 
 def spawn(name: str, tmp_path: Path, *args: str) -> WorkerProc:
