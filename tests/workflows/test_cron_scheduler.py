@@ -13,7 +13,7 @@ import pytest
 from polling import wait_for
 from worker_threads import serving
 
-from querator import Querator
+from querator import Item, Querator
 from querator.clock import ManualClock
 from querator.errors import InvalidArgument
 from querator.workflows import RunHandle, Worker
@@ -28,7 +28,7 @@ from querator.workflows.cron.api import (
 )
 from querator.workflows.cron.scheduler import Scheduler
 from querator.workflows.cron.schedules import ScheduleSpec, ScheduleState
-from querator.workflows.cron.store import read_one, write
+from querator.workflows.cron.store import SCHEDULE_KIND, SCHEDULES_QUEUE, read_one, write
 
 from .conftest import RunWorker
 from .cron_flows import decorated, plain, record, runs_per_tick, text_tick
@@ -327,6 +327,23 @@ def test_a_broken_stored_schedule_never_breaks_listing_or_the_others(
     assert len(told) == 2, told  # once per broken schedule, not once per pass
     assert any("schedule feb30 cannot fire" in line for line in told)
     assert len(runs_per_tick(q)) == 3
+
+
+def test_a_damaged_schedule_record_is_skipped_and_told_once(
+    q: Querator, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    define(q)
+    junk = Item(payload=b"{not a schedule", kind=SCHEDULE_KIND, dedup_key="schedule/junk/a")
+    q.produce(SCHEDULES_QUEUE, [junk])
+    scheduler = Scheduler(q)
+    assert [s.name for s in list_schedules(q)] == ["hourly"]  # said once here too
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="querator.schedules"):
+        for _ in range(3):
+            assert len(scheduler.run_once()) == 1
+            clock.advance(hours=1)
+    told = [r.getMessage() for r in caplog.records if r.name == "querator.schedules"]
+    assert len(told) == 1 and "schedule/junk/a" in told[0], told
 
 
 def test_a_schedule_written_by_a_newer_version_is_fired_and_keeps_its_new_fields(

@@ -99,6 +99,7 @@ class AsyncScheduler:
         )
         """The workflows whose schedules fire (None: every schedule)."""
         self._broken_told: dict[str, str] = {}
+        self._damaged_told: set[str] = set()
         self.now = aq.clock.now
         """The client's clock: it decides which ticks are due."""
         if now is not None:
@@ -142,7 +143,7 @@ class AsyncScheduler:
 
     async def _read(self) -> list[Stored]:
         """The schedules this scheduler fires."""
-        every = await read_all(self.aq)
+        every = await read_all(self.aq, self._damaged_told)
         if self.served is None:
             return every
         return [stored for stored in every if stored.state.spec.workflow in self.served]
