@@ -42,7 +42,6 @@ from querator.workflows.cron.schedules import (
 from querator.workflows.cron.store import (
     SCHEDULES_QUEUE,
     Stored,
-    ensure_queue,
     read_all,
     write,
 )
@@ -231,9 +230,8 @@ class AsyncScheduler:
         self._loop_thread = threading.get_ident()
         if self._stop_requested:
             self._stop.set()
-        await ensure_queue(self.aq)
         try:
-            await self.register()
+            await self.register()  # creates the schedules' queue when it has any to write
         except Exception:
             log.exception("scheduler: registering schedules failed")
         watch = self.aq.watch(SCHEDULES_QUEUE)
