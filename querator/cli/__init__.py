@@ -23,6 +23,8 @@ querator dead show QUEUE ITEM_ID
 querator dead requeue QUEUE [ITEM_ID...] [--all]   # back into QUEUE
 querator dead purge QUEUE [ITEM_ID...] [--all]
 querator schedules list | show NAME | pause NAME | resume NAME | trigger NAME | delete NAME
+querator schedules create NAME WORKFLOW --app myapp.flows --cron '0 * * * *' [--args JSON]
+querator scheduler [myapp.flows] [--interval 5]   # fire every schedule of the store, alone
 querator health [--max-age SECONDS] [--require-sync-replication]  # probes: exit 1 when unhealthy
 querator migrate [--dry-run]                 # bring the store's schema to this version
 querator webhooks list | show | add | disable | enable | rotate-secret | delete | send
@@ -206,6 +208,7 @@ from querator.cli import locks as locks  # noqa: E402
 from querator.cli import migrate as migrate  # noqa: E402
 from querator.cli import queues as queues  # noqa: E402
 from querator.cli import runs as runs  # noqa: E402
+from querator.cli import scheduler as scheduler  # noqa: E402
 from querator.cli import schedules as schedules  # noqa: E402
 from querator.cli import serve as serve  # noqa: E402
 from querator.cli import start as start  # noqa: E402

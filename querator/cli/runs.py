@@ -57,7 +57,7 @@ def runs_list(
                 limit=limit,
             )
     if as_json:
-        _json_list(runs, exclude={"steps", "in_progress"})
+        _json_list(runs, exclude={"steps", "progress", "in_progress"})
         return
     header = ["RUN_ID", "STATUS", "WORKFLOW", "STARTED", "FINISHED"]
     rows = [
@@ -144,10 +144,10 @@ def _steps(run: RunInfo) -> None:
 
 def _pending(run: RunInfo) -> None:
     """Step calls not ended: running (leased) or waiting, with their last progress."""
-    if not run.pending and not run.in_progress:
+    if not run.pending and not run.progress:
         return
-    typer.echo("in progress:")
-    progress = {p.position: p for p in run.in_progress}
+    typer.echo("pending:")
+    progress = {p.position: p for p in run.progress}
     rows = [["POS", "STEP", "STATE", "ATTEMPT", "QUEUE", "PROGRESS"]]
     now = datetime.now(UTC)
     for p in run.pending:
@@ -272,7 +272,8 @@ def runs_replay(
     as_json: AsJson = False,
 ) -> None:
     """Replay stored runs with the workflow code of --app, dispatching nothing, and
-    report any that the code no longer matches (exit status 1 if one does)."""
+    report any that the code no longer matches (exit status 1 if one does; 0
+    when --running finds no running run: nothing to check)."""
     with _reporting():
         if not app_target:
             raise InvalidArgument("app", "is required: --app MODULE[:ATTR]")
@@ -283,9 +284,15 @@ def runs_replay(
             if running:
                 listed = _running_runs(q)
                 wanted += [r.run_id for r in listed if r.workflow in names]
-            if not wanted:
+            if not wanted and not running:
                 raise InvalidArgument("run_ids", "name at least one run, or pass --running")
             checks = [check_replay(q, run_id, functions) for run_id in wanted]
+    if not checks:  # --running and none runs: nothing can diverge (a deploy gate passes)
+        typer.echo(
+            f"nothing to check: no run of the {len(names)} workflow(s) of {app_target} is running",
+            err=as_json,
+        )
+        return
     for check in checks:
         typer.echo(check.model_dump_json() if as_json else _replay_line(check))
     if not all(check.ok for check in checks):

@@ -1,4 +1,4 @@
-"""``querator schedules``: list, show, pause, resume, trigger, delete."""
+"""``querator schedules``: create, list, show, pause, resume, trigger, delete."""
 
 from __future__ import annotations
 
@@ -16,15 +16,75 @@ from querator.cli import (
     _when,
     schedules_app,
 )
+from querator.cli.start import WorkflowApp, _arguments, _workflow
+from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.workflows.cron.api import (
+    ScheduleOptions,
     delete_schedule,
     get_schedule,
     list_schedules,
     pause_schedule,
     resume_schedule,
+    schedule,
     trigger_schedule,
 )
+
+FLAGS = {
+    **{name: f"--{name}" for name in ("cron", "tz", "catchup", "overlap", "jitter", "queue")},
+    "args": "--args",
+    "kwargs": "--args",
+}
+"""The options of ``schedule()`` that ``schedules create`` spells as flags."""
+
+
+@schedules_app.command("create")
+def schedules_create(
+    name: Annotated[str, typer.Argument(help="The schedule's name (unique in the store).")],
+    workflow: Annotated[str, typer.Argument(help="The workflow's persisted name.")],
+    app_target: WorkflowApp,
+    cron: Annotated[
+        str, typer.Option(help="5 fields, or 6 with seconds first ('*/10 * * * * *').")
+    ],
+    tz: Annotated[str, typer.Option(help="IANA time zone of the cron expression.")] = "UTC",
+    args: Annotated[
+        str, typer.Option(help="Each run's arguments as JSON: an array or an object (by name).")
+    ] = "[]",
+    catchup: Annotated[str, typer.Option(help="skip, latest or all.")] = "skip",
+    overlap: Annotated[
+        str,
+        typer.Option(
+            help="skip, buffer_one, buffer_all, cancel_other, terminate_other or allow_all."
+        ),
+    ] = "skip",
+    jitter: Annotated[float, typer.Option(help="Each run starts up to this many s late.")] = 0.0,
+    queue: Annotated[
+        str | None, typer.Option(help="The runs' workflow queue (default: the workflow's).")
+    ] = None,
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Create NAME (or redefine it, keeping its progress): start WORKFLOW at every
+    tick of --cron. Workers serving WORKFLOW fire it (or `querator scheduler`)."""
+    with _reporting():
+        fn = _workflow(workflow, app_target)
+        positional, named = _arguments(args)
+        options: ScheduleOptions = {
+            "tz": tz,
+            "args": tuple(positional),
+            "kwargs": named,
+            "catchup": catchup,
+            "overlap": overlap,
+            "jitter": jitter,
+            "queue": queue,
+        }
+        with _store(url) as q:
+            try:
+                schedule(q, name, fn, cron=cron, **options)
+            except InvalidArgument as exc:  # an option named as the command line spells it
+                flag = FLAGS.get(exc.field, exc.field)
+                raise InvalidArgument(flag, exc.rule) from None
+            info = get_schedule(q, name)
+    typer.echo(f"{name}: {workflow} at {cron} ({tz}), next {_when(info.next_fire)}")
 
 
 @schedules_app.command("list")
@@ -37,11 +97,18 @@ def schedules_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
         return
     rows = [["NAME", "WORKFLOW", "CRON", "TZ", "NEXT", "PAUSED", "LAST RUN", "STATUS"]]
     for i in infos:
-        rows.append([i.name, i.workflow, i.cron, i.tz, _when(i.next_fire), str(i.paused)])
+        upcoming = "BROKEN" if i.broken else _when(i.next_fire)
+        rows.append([i.name, i.workflow, i.cron, i.tz, upcoming, str(i.paused)])
         status = i.last_run_status or "-"
         rows[-1] += [i.last_run_id or "-", status + (" ORPHAN" if i.orphan else "")]
     _table(rows)
     for i in infos:
+        if i.broken:
+            typer.echo(
+                f"BROKEN {i.name}: {i.broken}; never fires (redefine it, or delete it: "
+                f"querator schedules delete {i.name})",
+                err=True,
+            )
         if i.orphan:
             typer.echo(
                 f"ORPHAN {i.name}: no worker serves {i.workflow!r}, its runs fail "

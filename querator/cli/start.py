@@ -14,19 +14,22 @@ from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import get_run
 from querator.workflows.runs import start
 
+WorkflowApp = Annotated[
+    str,
+    typer.Option(
+        "--app",
+        envvar="QUERATOR_APP",
+        metavar="MODULE[:ATTR]",
+        help="Where the workflow is defined (its arguments are checked against it).",
+    ),
+]
+"""``--app``: the module that defines the workflow a command names."""
+
 
 @app.command("start")
 def start_run(
     workflow: Annotated[str, typer.Argument(help="The workflow's persisted name.")],
-    app_target: Annotated[
-        str,
-        typer.Option(
-            "--app",
-            envvar="QUERATOR_APP",
-            metavar="MODULE[:ATTR]",
-            help="Where the workflow is defined (its arguments are checked against it).",
-        ),
-    ],
+    app_target: WorkflowApp,
     args: Annotated[
         str,
         typer.Option(help="The arguments as JSON: an array (positional) or an object (by name)."),

@@ -3,11 +3,12 @@
 ```
 querator webhooks list | show ID [--secret] | add URL [--event-type T]... | disable ID [--reason R]
 querator webhooks enable ID | rotate-secret ID [--grace S] | delete ID
-querator webhooks send EVENT_TYPE JSON [--idempotency-key K]
+querator webhooks send EVENT_TYPE (JSON | @FILE | -) [--idempotency-key K] [--ordering-key K]
+querator webhooks send EVENT_TYPE --payload-file FILE
 querator webhooks attempts (--message ID | --endpoint ID) [--limit N]
 querator webhooks failed [--endpoint ID] [--since ISO] [--limit N]
 querator webhooks redrive [DELIVERY_ID] [--endpoint ID] [--since ISO]
-querator webhooks worker [--concurrency N] [--allow-private]     # until SIGTERM/SIGINT
+querator webhooks worker [--concurrency N] [--allow-private] [--log-format kv|json]
 ```
 """
 
@@ -17,16 +18,18 @@ import json
 import logging
 import sys
 from datetime import datetime
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from querator.cli import AsJson, Url, _reporting, _store, _table, _when, app
 from querator.cli.help_format import CliGroup
-from querator.cli.worker import WORKER_STORE_WAIT
+from querator.cli.worker import WORKER_STORE_WAIT, LogFormat, LogLevel, check_logging
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
+from querator.telemetry.logs import configure_logging
 from querator.webhooks import DeliveryWorker, Endpoint, Webhooks, WebhookSettings
 
 webhooks_app = typer.Typer(
@@ -171,19 +174,53 @@ def endpoints_delete(endpoint_id: str, url: Url = DEFAULT_URL) -> None:
 @webhooks_app.command("send")
 def send(
     event_type: str,
-    payload: Annotated[str, typer.Argument(metavar="JSON")],
+    payload: Annotated[
+        str | None,
+        typer.Argument(metavar="[JSON]", help="The payload; @PATH reads a file, - reads stdin."),
+    ] = None,
+    payload_file: Annotated[
+        Path | None,
+        typer.Option(help="Read the payload from this file ('-': stdin)."),
+    ] = None,
     idempotency_key: str | None = None,
+    ordering_key: Annotated[
+        str | None,
+        typer.Option(help="Deliveries of one key reach an ordered endpoint one at a time."),
+    ] = None,
     url: Url = DEFAULT_URL,
 ) -> None:
     """Send a message; prints its id and the endpoints it goes to."""
     with _reporting():
-        try:
-            value = json.loads(payload)
-        except ValueError as exc:
-            raise InvalidArgument("payload", f"is not JSON: {exc}") from None
+        value = _payload(payload, payload_file)
         with _store(url) as q:
-            message = Webhooks(q).send(event_type, value, idempotency_key=idempotency_key)
+            message = Webhooks(q).send(
+                event_type, value, idempotency_key=idempotency_key, ordering_key=ordering_key
+            )
     typer.echo(f"{message.id} -> {', '.join(message.endpoints) or 'no endpoint'}")
+
+
+def _payload(argument: str | None, path: Path | None) -> Any:
+    """The JSON payload from the argument, ``@PATH``, ``-`` (stdin) or --payload-file."""
+    if (argument is None) == (path is None):
+        raise InvalidArgument("payload", "give it as JSON, @PATH, - (stdin) or --payload-file")
+    if argument is not None and argument.startswith("@"):
+        path = Path(argument[1:])
+    elif argument == "-":
+        path = Path("-")
+    text = argument or ""
+    if path is not None:
+        text = sys.stdin.read() if str(path) == "-" else _read(path)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgument("payload", f"is not JSON: {exc}") from None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument("payload", f"cannot read {str(path)[:200]!r}: {exc}") from None
 
 
 @webhooks_app.command("attempts")
@@ -257,14 +294,19 @@ def worker(
         bool,
         typer.Option(help="Wait for an unreachable store at start-up instead of failing."),
     ] = True,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "kv",
 ) -> None:
-    """Deliver webhooks until SIGTERM or SIGINT."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    """Deliver webhooks until SIGTERM or SIGINT. Private and loopback targets are
+    refused at every attempt unless this worker has --allow-private too (adding
+    an endpoint with --allow-private does not allow its deliveries)."""
+    with _reporting():  # bad options: one line, before anything is opened
+        level, fmt = check_logging(log_level, log_format)
+    configure_logging(fmt, level, sys.stderr)
+    if allow_private:
+        logging.getLogger("querator.webhooks").warning(
+            "delivering to private and loopback targets too (--allow-private)"
+        )
     with _reporting():
         settings = WebhookSettings(timeout=timeout, allow_private=allow_private)
         with QueueClient(url, wait_for_store=WORKER_STORE_WAIT if wait_for_store else 0.0) as q:

@@ -17,6 +17,7 @@ from querator.cli import (
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
+from querator.telemetry import logs
 from querator.telemetry.logs import FORMATS, configure_logging
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.worker import (
@@ -25,6 +26,11 @@ from querator.workflows.engine.worker import (
     WorkerOptions,
     check_worker_options,
 )
+
+LogLevel = Annotated[str, typer.Option(help="Logging level.")]
+LogFormat = Annotated[
+    str, typer.Option(help="Log lines as key=value pairs (kv) or JSON objects (json).")
+]
 
 
 @app.command()
@@ -45,29 +51,33 @@ def worker(
         bool,
         typer.Option(help="Wait for an unreachable store at start-up instead of failing."),
     ] = True,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
-    log_format: Annotated[
-        str,
-        typer.Option(help="Log lines as key=value pairs (kv) or JSON objects (json)."),
-    ] = "kv",
+    scheduler: Annotated[
+        bool,
+        typer.Option(
+            help="Fire the cron schedules of the workflows served (off: leave them "
+            "to other workers or `querator scheduler`)."
+        ),
+    ] = True,
+    log_level: LogLevel = "INFO",
+    log_format: LogFormat = "kv",
 ) -> None:
     """Serve the workflows of MODULE and the steps they call (and the steps of
-    MODULE) until SIGTERM or SIGINT."""
+    MODULE) until SIGTERM or SIGINT; fire the cron schedules of those workflows
+    (unless --no-scheduler)."""
     with _reporting():  # bad options: one line, before anything is imported or opened
-        level = _log_level(log_level)
-        if log_format not in FORMATS:
-            raise InvalidArgument("--log-format", f"{log_format[:40]!r} is not one of kv, json")
+        level, fmt = check_logging(log_level, log_format)
         options: WorkerOptions = {
             "concurrency": concurrency,
             "client_id": client_id,
             "shutdown_grace": shutdown_grace,
             "max_live_runs": max_live_runs,
+            "scheduler": scheduler,
         }
         try:
             check_worker_options(options)
         except InvalidArgument as exc:  # named as the command line spells it
             raise InvalidArgument("--" + exc.field.replace("_", "-"), exc.rule) from None
-    configure_logging(log_format, level, sys.stderr)
+    configure_logging(fmt, level, sys.stderr)
     with _reporting():
         functions = load_functions(target)
         names = ", ".join(sorted(f.name for f in functions))
@@ -75,6 +85,15 @@ def worker(
         wait = WORKER_STORE_WAIT if wait_for_store else 0.0
         with QueueClient(url, wait_for_store=wait) as q:
             Worker(q, functions, **options).run()
+
+
+def check_logging(log_level: str, log_format: str) -> tuple[int, logs.LogFormat]:
+    """The level of ``--log-level`` and the format of ``--log-format`` (else
+    InvalidArgument naming the option), for :func:`configure_logging`."""
+    level = _log_level(log_level)
+    if log_format not in FORMATS:
+        raise InvalidArgument("--log-format", f"{log_format[:40]!r} is not one of kv, json")
+    return level, log_format
 
 
 def _log_level(name: str) -> int:

@@ -112,6 +112,13 @@ def check_count(field: str, value: object, low: int, high: int) -> int:
     return value
 
 
+def check_flag(field: str, value: object) -> bool:
+    """Return ``value`` if it is a bool."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(field, f"must be True or False, got {quoted(value)}")
+    return value
+
+
 def check_duration(field: str, value: object, *, allow_zero: bool = False) -> float:
     """Return ``value`` as seconds if it is a finite duration within range."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):

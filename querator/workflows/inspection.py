@@ -17,6 +17,7 @@ runs are stored.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from datetime import datetime
 from typing import Any, get_args
 
@@ -154,15 +155,18 @@ async def list_runs_async(
     since: datetime | None = None,
     after: str | None = None,
     limit: int = 100,
+    name: str | None = None,
 ) -> list[RunInfo]:
     """Up to ``limit`` runs, newest first (by start time), optionally only those with
     this ``status``, of this ``workflow`` (its persisted name) and started at or after
     ``since`` (timezone-aware); ``steps`` is empty. Pass the last run id of a page
-    as ``after`` to get the next page.
+    as ``after`` to get the next page. ``name`` is the deprecated old name of
+    ``workflow``.
 
     A page reads the run index (:mod:`querator.workflows.run_index`): its cost
     does not grow with the number of runs stored.
     """
+    workflow = _renamed_workflow(workflow, name)
     if status is not None and status not in get_args(RunStatus):
         raise InvalidArgument("status", f"must be one of {get_args(RunStatus)}, got {status!r}")
     if workflow is not None and (not isinstance(workflow, str) or not 1 <= len(workflow) <= 512):
@@ -339,7 +343,7 @@ async def get_run_async(aq: AsyncQueueClient, run_id: str) -> RunInfo:
     if info is None:
         raise RunNotFound(run_id)
     steps, running = await _steps(aq, run_id)
-    extras: dict[str, Any] = {"steps": steps, "in_progress": running}
+    extras: dict[str, Any] = {"steps": steps, "progress": running, "in_progress": running}
     extras["compensations"] = tuple(await compensations(aq, run_id))
     if info.finished_at is None:
         extras["pending"] = tuple(await pending_steps(aq, run_id, info.queue))
@@ -354,8 +358,10 @@ def list_runs(
     since: datetime | None = None,
     after: str | None = None,
     limit: int = 100,
+    name: str | None = None,
 ) -> list[RunInfo]:
-    """See :func:`list_runs_async`."""
+    """See :func:`list_runs_async` (``name`` is the deprecated old name of ``workflow``)."""
+    workflow = _renamed_workflow(workflow, name)
     return q.call(
         list_runs_async,
         q.aio,
@@ -365,6 +371,20 @@ def list_runs(
         after=after,
         limit=limit,
     )
+
+
+def _renamed_workflow(workflow: str | None, name: str | None) -> str | None:
+    """``workflow``, or the value given under its old name ``name`` (with a warning)."""
+    if name is None:
+        return workflow
+    warnings.warn(
+        "list_runs(name=...) is deprecated and will be removed: use list_runs(workflow=...)",
+        DeprecationWarning,
+        stacklevel=3,  # the caller of list_runs / list_runs_async
+    )
+    if workflow is not None and workflow != name:
+        raise InvalidArgument("name", "give workflow= only (name= is its deprecated old name)")
+    return name
 
 
 def get_run(q: QueueClient, run_id: str) -> RunInfo:

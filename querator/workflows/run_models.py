@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pydantic import Field, model_validator
+
 from querator.records import View
 from querator.workflows.run_detail import CompensationInfo, PendingStep
 from querator.workflows.runs import RunStatus
@@ -80,12 +82,29 @@ class RunInfo(View):
     """The run fails once replayed past this instant (``timeout=``)."""
     steps: tuple[StepInfo, ...] = ()
     """The step calls that ended, by position (empty in :func:`list_runs`)."""
-    in_progress: tuple[StepProgress, ...] = ()
-    """Step calls without an outcome yet that reported progress, by position
-    (empty in :func:`list_runs`)."""
+    progress: tuple[StepProgress, ...] = ()
+    """The last progress reports of the step calls without an outcome yet, by
+    position (empty in :func:`list_runs`); the calls themselves are
+    :attr:`pending`."""
+    in_progress: tuple[StepProgress, ...] = Field(
+        default=(),
+        deprecated="RunInfo.in_progress is deprecated: use RunInfo.progress "
+        "(the calls not ended are RunInfo.pending)",
+    )
+    """Deprecated alias of :attr:`progress` (kept in JSON for older readers)."""
     pending: tuple[PendingStep, ...] = ()
     """Step calls (and compensations) whose items wait or run, with the step's
     name and its lease (empty in :func:`list_runs` and once the run ended)."""
     compensations: tuple[CompensationInfo, ...] = ()
     """A saga's compensations, planned or run, in their order (empty in
     :func:`list_runs`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _alias_progress(cls, data: Any) -> Any:
+        """``progress`` and its deprecated alias ``in_progress`` hold one value,
+        whichever of the two the data (an older server's JSON) has."""
+        if isinstance(data, dict):
+            value = data.get("progress") or data.get("in_progress") or ()
+            data = {**data, "progress": value, "in_progress": value}
+        return data

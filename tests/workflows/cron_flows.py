@@ -52,3 +52,9 @@ def runs_per_tick(q: Querator, workflow_name: str = "cron.record") -> Counter[st
 @workflow(name="cron.every_second", schedule="* * * * * *")
 def every_second(tick: datetime) -> str:
     return tick.isoformat()
+
+
+@workflow(name="cron.text_tick", schedule="0 * * * *")
+def text_tick(tick: str) -> str:
+    """Annotated ``str``: receives the tick as ISO text."""
+    return f"{type(tick).__name__}:{tick}"

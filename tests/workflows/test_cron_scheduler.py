@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from polling import wait_for
+from worker_threads import serving
 
-from querator import Querator
+from querator import Item, Querator
 from querator.clock import ManualClock
 from querator.errors import InvalidArgument
-from querator.workflows import RunHandle
+from querator.workflows import RunHandle, Worker
 from querator.workflows.cron.api import (
     delete_schedule,
     get_schedule,
@@ -24,11 +27,11 @@ from querator.workflows.cron.api import (
     trigger_schedule,
 )
 from querator.workflows.cron.scheduler import Scheduler
-from querator.workflows.cron.schedules import ScheduleState
-from querator.workflows.cron.store import read_one, write
+from querator.workflows.cron.schedules import ScheduleSpec, ScheduleState
+from querator.workflows.cron.store import SCHEDULE_KIND, SCHEDULES_QUEUE, read_one, write
 
 from .conftest import RunWorker
-from .cron_flows import decorated, plain, record, runs_per_tick
+from .cron_flows import decorated, plain, record, runs_per_tick, text_tick
 
 START = datetime(2026, 3, 28, 23, 0, tzinfo=UTC)
 
@@ -37,6 +40,18 @@ START = datetime(2026, 3, 28, 23, 0, tzinfo=UTC)
 def q(cq: Querator) -> Querator:
     """The store's client on the test's manual clock (see conftest.py)."""
     return cq
+
+
+@pytest.fixture
+def run_worker(q: Querator) -> RunWorker:
+    """Workers that only run the runs: these tests fire ticks with their own
+    schedulers, pass by pass (a worker fires its workflows' schedules by default)."""
+
+    def running(functions: list[Any], **options: Any) -> AbstractContextManager[Worker]:
+        options.setdefault("scheduler", False)
+        return serving(Worker(q, functions, poll_timeout=1.0, **options), join_timeout=15)
+
+    return running
 
 
 def define(q: Querator, name: str = "hourly", /, **options: object) -> None:
@@ -201,6 +216,15 @@ def test_cron_decorated_workflow_registers_its_schedule(q: Querator) -> None:
     )
 
 
+def test_a_tick_annotated_str_receives_iso_text(q: Querator, run_worker: RunWorker) -> None:
+    scheduler = Scheduler(q, [text_tick])
+    scheduler.register()  # used to fail: "cannot be serialised ... got datetime"
+    [run_id] = scheduler.run_once()
+    with run_worker([text_tick]):
+        result = RunHandle(q, run_id, text_tick).result(timeout=30)
+    assert result == "str:2026-03-28T23:00:00+00:00"
+
+
 def test_cron_many_schedulers_never_double_fire(
     backend_url: str, q: Querator, clock: ManualClock
 ) -> None:
@@ -239,17 +263,87 @@ def test_cron_many_schedulers_never_double_fire(
     assert len(counts) == 8 and set(counts.values()) == {1}, counts
 
 
-def test_a_schedule_of_a_workflow_the_worker_does_not_run_is_told_once(
-    q: Querator, caplog: pytest.LogCaptureFixture, clock: ManualClock
+def test_a_served_only_scheduler_fires_the_schedules_of_its_workflows_only(
+    q: Querator, clock: ManualClock
+) -> None:
+    define(q)  # cron.record
+    schedule(q, "plain", plain, cron="0 * * * *", start_at=START, overlap="allow_all")
+    [started] = Scheduler(q, [plain], served_only=True).run_once()
+    assert started == get_schedule(q, "plain").last_run_id
+    assert get_schedule(q, "hourly").last_run_id is None  # left to whoever serves cron.record
+    assert len(Scheduler(q).run_once()) == 1  # a scheduler alone fires everything
+    assert get_schedule(q, "hourly").last_run_id is not None
+
+
+def test_a_worker_fires_the_schedules_of_the_workflows_it_serves_unless_told_not_to(
+    q: Querator,
+) -> None:
+    worker = Worker(q, [plain, record])
+    assert worker.worker.scheduler is not None
+    assert worker.worker.scheduler.served == frozenset({"cron.plain", "cron.record"})
+    assert Worker(q, [plain], scheduler=False).worker.scheduler is None
+    with pytest.raises(InvalidArgument) as info:
+        Worker(q, [plain], scheduler="no")  # type: ignore[arg-type]
+    assert info.value.field == "scheduler"
+
+
+def test_a_cron_that_never_fires_is_refused(q: Querator) -> None:
+    for cron in ("0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 0 30 2 *"):
+        with pytest.raises(InvalidArgument) as info:
+            define(q, cron=cron)
+        assert info.value.field == "cron" and "never fires" in info.value.rule
+    define(q, "leap", cron="0 0 29 2 *")  # every four years is fine
+    assert [s.name for s in list_schedules(q)] == ["leap"]
+
+
+def broken_spec(name: str, **changes: str) -> ScheduleState:
+    """A schedule as an older version (or a hand) may have stored it, unchecked."""
+    spec = ScheduleSpec(
+        name=name, workflow="cron.plain", queue="querator.workflows", cron="* * * * *"
+    )
+    return ScheduleState(spec=spec.model_copy(update=changes), start_at=START)
+
+
+def test_a_broken_stored_schedule_never_breaks_listing_or_the_others(
+    q: Querator, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     define(q)
-    scheduler = Scheduler(q, [plain])  # this process runs t.plain only
-    with caplog.at_level(logging.ERROR, logger="querator.workflows"):
-        assert len(scheduler.run_once()) == 1  # fired all the same: another pool may run it
-        clock.advance(minutes=60)
-        assert len(scheduler.run_once()) == 1
-    told = [r.getMessage() for r in caplog.records if "does not serve" in r.getMessage()]
-    assert len(told) == 1 and "schedule hourly" in told[0]
+    assert q.call(write, q.aio, None, broken_spec("feb30", cron="0 0 30 2 *"))
+    assert q.call(write, q.aio, None, broken_spec("nowhere", tz="Nowhere/Land"))
+    infos = {info.name: info for info in list_schedules(q)}
+    assert sorted(infos) == ["feb30", "hourly", "nowhere"]
+    assert infos["hourly"].broken is None and infos["hourly"].next_fire is not None
+    assert "never fires" in (infos["feb30"].broken or "") and infos["feb30"].next_fire is None
+    assert "Nowhere/Land" in (infos["nowhere"].broken or "")
+    assert get_schedule(q, "feb30").broken == infos["feb30"].broken
+    scheduler = Scheduler(q)
+    with caplog.at_level(logging.ERROR, logger="querator.scheduler"):
+        for _ in range(3):
+            assert len(scheduler.run_once()) == 1  # hourly fires; the broken ones are skipped
+            clock.advance(hours=1)
+        # the loop's wait ignores it (it used to fail, and pass again, every second)
+        assert scheduler.scheduler._next_due([broken_spec("x", cron="0 0 30 2 *")]) == 5.0
+    told = [r.getMessage() for r in caplog.records if r.name == "querator.scheduler"]
+    assert len(told) == 2, told  # once per broken schedule, not once per pass
+    assert any("schedule feb30 cannot fire" in line for line in told)
+    assert len(runs_per_tick(q)) == 3
+
+
+def test_a_damaged_schedule_record_is_skipped_and_told_once(
+    q: Querator, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    define(q)
+    junk = Item(payload=b"{not a schedule", kind=SCHEDULE_KIND, dedup_key="schedule/junk/a")
+    q.produce(SCHEDULES_QUEUE, [junk])
+    scheduler = Scheduler(q)
+    assert [s.name for s in list_schedules(q)] == ["hourly"]  # said once here too
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="querator.schedules"):
+        for _ in range(3):
+            assert len(scheduler.run_once()) == 1
+            clock.advance(hours=1)
+    told = [r.getMessage() for r in caplog.records if r.name == "querator.schedules"]
+    assert len(told) == 1 and "schedule/junk/a" in told[0], told
 
 
 def test_a_schedule_written_by_a_newer_version_is_fired_and_keeps_its_new_fields(

@@ -176,6 +176,11 @@ def test_runs_replay_checks_new_code_against_stored_runs(tmp_path: Path) -> None
     assert "'ops.hello'" in changed.stdout and "'ops.hello_v2'" in changed.stdout
     nothing = cli("runs", "replay", "--app", "tests.workflows.ops_flows", "--url", url)
     assert nothing.returncode == 2 and "--running" in nothing.stderr
+    gate = ["runs", "replay", "--running", "--app", "tests.workflows.ops_flows", "--url", url]
+    idle = cli(*gate)  # the pre-deploy gate with nothing running passes
+    assert idle.returncode == 0, idle.stderr
+    assert idle.stdout.startswith("nothing to check: no run of the 5 workflow(s) of tests.")
+    assert cli(*gate, "--json").stdout == ""
 
 
 def test_health_reports_the_store_for_probes(tmp_path: Path) -> None:

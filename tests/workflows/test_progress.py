@@ -16,7 +16,7 @@ from polling import wait_for
 from querator import Querator
 from querator.errors import InvalidArgument, UsageError
 from querator.workflows import areport_progress, report_progress, start, step, workflow
-from querator.workflows.inspection import get_run
+from querator.workflows.inspection import RunInfo, get_run
 
 from .conftest import RunWorker
 
@@ -68,13 +68,17 @@ def test_progress_is_visible_while_the_step_runs_and_kept_after(
         seen: list[dict[str, int]] = []
 
         def reported_all() -> bool:
-            running = get_run(q, run.run_id).in_progress
+            running = get_run(q, run.run_id).progress
             seen.extend(p.progress for p in running)
             return any(p.progress == {"done": 3, "of": 3} for p in running)
 
         wait_for(reported_all, timeout=20, message="the last progress")
-        [shown] = get_run(q, run.run_id).in_progress
+        detail = get_run(q, run.run_id)
+        [shown] = detail.progress
         assert (shown.position, shown.attempt, shown.progress) == (0, 1, {"done": 3, "of": 3})
+        assert [p.position for p in detail.pending] == [0]  # the call itself
+        with pytest.warns(DeprecationWarning, match="use RunInfo.progress"):
+            assert detail.in_progress == detail.progress  # the old name, for a while
         assert all(p["of"] == 3 and 1 <= p["done"] <= 3 for p in seen)
         if backend_url != "memory://":  # the CLI is another process
             command = ["runs", "show", run.run_id, "--url", backend_url]
@@ -82,12 +86,12 @@ def test_progress_is_visible_while_the_step_runs_and_kept_after(
                 [sys.executable, "-m", "querator.cli", *command],
                 cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
             )  # fmt: skip
-            assert "in progress:" in out.stdout, out.stderr
+            assert "pending:" in out.stdout and "in progress" not in out.stdout, out.stderr
             assert '{"done":3,"of":3}' in out.stdout
         GATES["k1"].set()
         assert run.result(timeout=20) == 3
     detail = get_run(q, run.run_id)
-    assert detail.in_progress == ()
+    assert detail.progress == ()
     [ended] = detail.steps
     assert ended.progress is not None and ended.progress.progress == {"done": 3, "of": 3}
 
@@ -96,8 +100,8 @@ def test_async_steps_report_with_areport_progress(q: Querator, run_worker: RunWo
     GATES["k2"] = threading.Event()
     with run_worker([aflow, acount]), _opened("k2"):
         run = start(q, aflow, "k2")
-        wait_for(lambda: get_run(q, run.run_id).in_progress, timeout=20, message="progress")
-        [shown] = get_run(q, run.run_id).in_progress
+        wait_for(lambda: get_run(q, run.run_id).progress, timeout=20, message="progress")
+        [shown] = get_run(q, run.run_id).progress
         assert shown.progress == {"phase": "async", "key": "k2"}
         GATES["k2"].set()
         assert run.result(timeout=20) == "k2"
@@ -130,3 +134,15 @@ def test_bad_progress_fails_the_attempt_with_a_clear_error(
     assert failed.value.error_type == "StepFailed"
     assert InvalidArgument.__name__ in str(failed.value)
     assert "progress" in str(failed.value) and "JSON" in str(failed.value)
+
+
+def test_a_run_detail_from_an_older_server_keeps_its_progress() -> None:
+    """JSON written before the rename (key ``in_progress``) reads into ``progress``."""
+    report = {"position": 0, "attempt": 1, "updated_at": "2026-11-25T00:00:00Z", "progress": {}}
+    old = {
+        "run_id": "r", "workflow": "w", "status": "running", "queue": "q",
+        "started_at": "2026-11-25T00:00:00Z", "args": "{}", "in_progress": [report],
+    }  # fmt: skip
+    info = RunInfo.model_validate(old)
+    assert [p.position for p in info.progress] == [0]
+    assert info.model_dump(mode="json")["in_progress"] == info.model_dump(mode="json")["progress"]

@@ -96,6 +96,11 @@ class ScheduleInfo(View):
     (``UnknownWorkflow``): the schedule fires runs nobody can run."""
     buffered: int
     """Ticks waiting for the previous run to end."""
+    broken: str | None = None
+    """Why the stored schedule cannot fire (a cron expression that never fires
+    or a time zone this machine does not know: written before they were
+    checked, or by hand); None when it can. Schedulers skip it; redefine it
+    with :func:`schedule` or delete it."""
 
 
 class ScheduleOptions(TypedDict, total=False):
@@ -168,8 +173,12 @@ def make_spec(
 def _encode_without_tick(
     fn: WorkflowFunction[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> str:
-    """Encode with a placeholder tick (checked for fit), then drop it."""
-    sample = datetime(2000, 1, 1, tzinfo=UTC)
+    """Encode with a placeholder tick (checked for fit), then drop it.
+
+    The placeholder is what the scheduler stores, ISO text: a ``tick``
+    annotated ``datetime`` decodes it as an aware instant, ``str`` (or none)
+    keeps the text, and a type that cannot take it is refused here."""
+    sample = datetime(2000, 1, 1, tzinfo=UTC).isoformat()
     encoded = json.loads(fn.codec.encode_args(args, {**kwargs, "tick": sample}))
     encoded.pop("tick", None)
     return json.dumps(encoded, separators=(",", ":"))
@@ -297,10 +306,15 @@ async def _last_run(aq: AsyncQueueClient, run_id: str | None) -> RunInfo | None:
 
 async def _info(aq: AsyncQueueClient, state: ScheduleState, now: datetime) -> ScheduleInfo:
     spec = state.spec
-    next_fire = None
-    if not state.paused:
+    next_fire, broken = None, None
+    try:
+        zone = check_tz(spec.tz)
         after = max(now, state.start_at - timedelta(microseconds=1))
-        next_fire = next_tick(spec.cron, check_tz(spec.tz), after)
+        upcoming = next_tick(spec.cron, zone, after)
+    except InvalidArgument as exc:
+        broken = str(exc)
+    else:
+        next_fire = None if state.paused else upcoming
     last = await _last_run(aq, state.last_run_id)
     error = f"{last.error_type}: {last.error_message}" if last and last.error_type else None
     return ScheduleInfo(
@@ -320,6 +334,7 @@ async def _info(aq: AsyncQueueClient, state: ScheduleState, now: datetime) -> Sc
         last_run_error=error,
         orphan=last is not None and last.error_type == "UnknownWorkflow",
         buffered=len(state.buffered),
+        broken=broken,
     )
 
 

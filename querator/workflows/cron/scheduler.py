@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from datetime import timedelta
+import warnings
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
 from anyio.lowlevel import EventLoopToken, current_token
 
-from querator.errors import Unavailable
+from querator.errors import InvalidArgument, Unavailable
 from querator.queue.client import QueueClient
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
@@ -41,7 +42,6 @@ from querator.workflows.cron.schedules import (
 from querator.workflows.cron.store import (
     SCHEDULES_QUEUE,
     Stored,
-    ensure_queue,
     read_all,
     write,
 )
@@ -57,14 +57,28 @@ REFRESH_AFTER = timedelta(days=30)
 """A record older than this is rewritten, so an idle schedule never expires with its queue."""
 
 
+def _deprecated_now() -> None:
+    warnings.warn(
+        "Scheduler(now=...) is deprecated and will be removed: give the client a "
+        "clock instead (Querator(url, clock=ManualClock(...)), see docs/testing.md)",
+        DeprecationWarning,
+        stacklevel=3,  # the caller of Scheduler(...) / AsyncScheduler(...)
+    )
+
+
 class AsyncScheduler:
-    """Fires due ticks of every schedule in the store (see the module doc).
+    """Fires due ticks of the schedules in the store (see the module doc).
 
     ``functions``: workflows decorated with ``@workflow(schedule=...)`` are
     registered (created or redefined) as schedules named after the workflow
-    when :meth:`arun` starts (or on :meth:`register`). ``interval`` bounds the
-    time between passes (the scheduler otherwise sleeps until the next tick or
-    a schedule change). Time is the client's clock (:attr:`now`).
+    when :meth:`arun` starts (or on :meth:`register`). ``served_only``: fire
+    only the schedules of the workflows among ``functions`` (what a worker's
+    scheduler does); by default every schedule in the store fires. A stored
+    schedule that cannot fire (``ScheduleInfo.broken``) is said once at ERROR
+    and skipped. ``interval`` bounds the time between passes (the scheduler
+    otherwise sleeps until the next tick or a schedule change). Time is the
+    client's clock (:attr:`now`); ``now=`` is deprecated (give the client a
+    clock: ``Querator(url, clock=ManualClock(...))``).
     """
 
     def __init__(
@@ -73,16 +87,23 @@ class AsyncScheduler:
         functions: Iterable[Any] = (),
         *,
         interval: float = 5.0,
+        served_only: bool = False,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.aq = aq
         given = [fn for fn in functions if isinstance(fn, WorkflowFunction)]
         self.workflows = [fn for fn in given if fn.schedule]
-        self.served = frozenset(fn.name for fn in given)
-        """The workflows this scheduler's process runs (empty: a scheduler alone,
-        which fires every schedule without judging)."""
-        self._orphans_told: set[str] = set()
+        self.served: frozenset[str] | None = (
+            frozenset(fn.name for fn in given) if served_only else None
+        )
+        """The workflows whose schedules fire (None: every schedule)."""
+        self._broken_told: dict[str, str] = {}
+        self._damaged_told: set[str] = set()
         self.now = aq.clock.now
         """The client's clock: it decides which ticks are due."""
+        if now is not None:
+            _deprecated_now()
+            self.now = now
         self.interval = check_duration("interval", interval)
         self._stop_requested = False
         self._stop: anyio.Event | None = None
@@ -98,14 +119,48 @@ class AsyncScheduler:
                 log.info("schedule %s registered: %s", spec.name, spec.cron)
 
     async def run_once(self) -> list[str]:
-        """One pass over every schedule at ``now()``; the run ids it started."""
-        started: list[str] = []
-        for stored in await read_all(self.aq):
-            try:
-                started += await self._handle(stored)
-            except Exception:
-                log.exception("schedule %s: pass failed", stored.state.spec.name)
+        """One pass over the schedules it fires at ``now()``; the run ids it started."""
+        started, _ = await self._pass()
         return started
+
+    async def _pass(self) -> tuple[list[str], list[ScheduleState]]:
+        """One pass: the run ids started and each schedule's state after it (what
+        the wait until the next pass is computed from, without reading again)."""
+        started: list[str] = []
+        states: list[ScheduleState] = []
+        for stored in await self._read():
+            state = stored.state
+            try:
+                run_ids, state = await self._handle(stored)
+                started += run_ids
+            except InvalidArgument as exc:  # its stored cron or zone cannot fire
+                self._tell_broken(stored.state, exc)
+            except Exception:
+                log.exception("schedule %s: pass failed", state.spec.name)
+            states.append(state)
+        return started, states
+
+    async def _read(self) -> list[Stored]:
+        """The schedules this scheduler fires."""
+        every = await read_all(self.aq, self._damaged_told)
+        if self.served is None:
+            return every
+        return [stored for stored in every if stored.state.spec.workflow in self.served]
+
+    def _tell_broken(self, state: ScheduleState, exc: InvalidArgument) -> None:
+        """Say once per definition, at ERROR, that a stored schedule cannot fire."""
+        spec = state.spec
+        seen = f"{spec.cron}|{spec.tz}"
+        if self._broken_told.get(spec.name) == seen:
+            return
+        self._broken_told[spec.name] = seen
+        log.error(
+            "schedule %s cannot fire and is skipped: %s; redefine it with schedule() "
+            "or delete it (querator schedules delete %s)",
+            spec.name,
+            exc,
+            spec.name,
+        )
 
     async def _running(self, run_id: str | None) -> bool:
         if run_id is None:
@@ -115,24 +170,22 @@ class AsyncScheduler:
         except RunNotFound:
             return False
 
-    async def _handle(self, stored: Stored) -> list[str]:
+    async def _handle(self, stored: Stored) -> tuple[list[str], ScheduleState]:
         state = stored.state
         if state.paused:
             await self._refresh(stored)
-            return []
+            return [], state
         spec = state.spec
         ticks, last = due_ticks(state, self.now())
         if not ticks and not state.buffered and last == state.last_tick:
             await self._refresh(stored)
-            return []
+            return [], state
         running = await self._running(state.last_run_id)
         plan = plan_overlap(spec.overlap, ticks, state.buffered, running)
         if plan.cancel_previous and state.last_run_id is not None:
             await AsyncRunHandle(self.aq, state.last_run_id).cancel(
                 f"schedule {spec.name}: overlap policy {spec.overlap}"
             )
-        if plan.start:
-            self._tell_orphan(spec.name, spec.workflow)
         run_ids = []
         for tick in plan.start:
             delay = jitter_delay(spec.name, tick, spec.jitter)
@@ -148,23 +201,7 @@ class AsyncScheduler:
         )
         if new != state and not await write(self.aq, stored, new):
             log.debug("schedule %s: another scheduler recorded this pass", spec.name)
-        return run_ids
-
-    def _tell_orphan(self, name: str, workflow: str) -> None:
-        """Say once, loudly, that this worker fires a schedule of a workflow it
-        does not run: unless another worker pool runs it, every run it starts
-        fails (``UnknownWorkflow``)."""
-        if not self.served or workflow in self.served or name in self._orphans_told:
-            return
-        self._orphans_told.add(name)
-        log.error(
-            "schedule %s starts workflow %r, which this worker does not serve: its runs "
-            "need a worker that does (else they fail with UnknownWorkflow); pause or "
-            "delete it with `querator schedules pause|delete %s`",
-            name,
-            workflow,
-            name,
-        )
+        return run_ids, new
 
     async def _refresh(self, stored: Stored) -> None:
         if stored.item.created_at < self.now() - REFRESH_AFTER:
@@ -178,8 +215,11 @@ class AsyncScheduler:
                 continue
             if state.buffered:
                 wait = min(wait, 1.0)
-            after = max(now, state.start_at)
-            upcoming = next_tick(state.spec.cron, check_tz(state.spec.tz), after)
+            try:
+                zone = check_tz(state.spec.tz)
+                upcoming = next_tick(state.spec.cron, zone, max(now, state.start_at))
+            except InvalidArgument:
+                continue  # broken: told by the pass, never waited for
             wait = min(wait, (upcoming - now).total_seconds())
         return max(wait, 0.0)
 
@@ -190,17 +230,16 @@ class AsyncScheduler:
         self._loop_thread = threading.get_ident()
         if self._stop_requested:
             self._stop.set()
-        await ensure_queue(self.aq)
         try:
-            await self.register()
+            await self.register()  # creates the schedules' queue when it has any to write
         except Exception:
             log.exception("scheduler: registering schedules failed")
         watch = self.aq.watch(SCHEDULES_QUEUE)
         outage, backoff = Outage(log, "scheduler"), Backoff(initial=0.2)
         while not self._stop.is_set():
             try:
-                await self.run_once()
-                wait = self._next_due([s.state for s in await read_all(self.aq)])
+                _, states = await self._pass()
+                wait = self._next_due(states)
             except Unavailable as exc:
                 outage.lost(exc)  # once per outage; the pass is retried with backoff
                 wait = backoff.next()
@@ -243,9 +282,16 @@ class Scheduler:
         functions: Iterable[Any] = (),
         *,
         interval: float = 5.0,
+        served_only: bool = False,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.q = q
-        self.scheduler = AsyncScheduler(q.aio, functions, interval=interval)
+        self.scheduler = AsyncScheduler(
+            q.aio, functions, interval=interval, served_only=served_only
+        )
+        if now is not None:
+            _deprecated_now()
+            self.scheduler.now = now
 
     def register(self) -> None:
         """See :meth:`AsyncScheduler.register`."""

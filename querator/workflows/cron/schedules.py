@@ -20,12 +20,13 @@ The mapping never decreases, which is what lets :func:`next_tick` and
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from pydantic import Field
 
 from querator.clock import stamp
@@ -61,6 +62,9 @@ MAX_BUFFERED = 1000
 """Most ticks ``buffer_all`` holds; older ones are dropped beyond it."""
 _FOLD_SCAN = 100_000
 """Safety bound on ticks skipped while walking across a DST fold."""
+_NEVER_PROBE = datetime(2000, 1, 1)
+"""Where :func:`check_cron` looks for a first tick: a cron expression (no year
+field) that has none in the following years never fires (``0 0 30 2 *``)."""
 
 
 def check_cron(cron: str) -> str:
@@ -74,6 +78,10 @@ def check_cron(cron: str) -> str:
         )
     if not croniter.is_valid(cron, second_at_beginning=True):
         raise InvalidArgument("cron", f"{cron!r} is not a valid cron expression")
+    try:
+        croniter(cron, _NEVER_PROBE, second_at_beginning=True).get_next(datetime)
+    except CroniterError as exc:
+        raise InvalidArgument("cron", f"{cron!r} never fires (no such date)") from exc
     return cron
 
 
@@ -172,11 +180,29 @@ def _fold_margin(instant: datetime, zone: ZoneInfo) -> timedelta:
     return max(first - second, timedelta(0))
 
 
+def _iterate(cron: str, start: datetime) -> croniter:
+    """croniter from naive local ``start``; InvalidArgument naming ``cron`` for a
+    stored expression croniter refuses (one written before it was checked)."""
+    try:
+        return croniter(cron, start, second_at_beginning=True)
+    except (CroniterError, ValueError, TypeError) as exc:
+        raise InvalidArgument("cron", f"{cron!r} is not a valid cron expression") from exc
+
+
+def _step(cron: str, move: Callable[[type[datetime]], datetime]) -> datetime:
+    """croniter's next or previous wall time; InvalidArgument naming ``cron`` when
+    it finds none (a stored expression that never fires: ``0 0 30 2 *``)."""
+    try:
+        return move(datetime)
+    except CroniterError as exc:
+        raise InvalidArgument("cron", f"{cron!r} never fires (no such date)") from exc
+
+
 def next_tick(cron: str, zone: ZoneInfo, after: datetime) -> datetime:
     """The earliest tick strictly after ``after`` (aware), as a UTC instant."""
-    it = croniter(cron, _wall(after, zone), second_at_beginning=True)
+    it = _iterate(cron, _wall(after, zone))
     for _ in range(_FOLD_SCAN):
-        instant = local_to_utc(it.get_next(datetime), zone)
+        instant = local_to_utc(_step(cron, it.get_next), zone)
         if instant > after:
             return instant
     raise InvalidArgument("cron", f"{cron!r} has no tick after {after.isoformat()}")
@@ -185,9 +211,9 @@ def next_tick(cron: str, zone: ZoneInfo, after: datetime) -> datetime:
 def prev_tick(cron: str, zone: ZoneInfo, upto: datetime) -> datetime:
     """The latest tick at or before ``upto`` (aware), as a UTC instant."""
     start = _wall(upto, zone) + _fold_margin(upto, zone) + timedelta(microseconds=1)
-    it = croniter(cron, start, second_at_beginning=True)
+    it = _iterate(cron, start)
     for _ in range(_FOLD_SCAN):
-        instant = local_to_utc(it.get_prev(datetime), zone)
+        instant = local_to_utc(_step(cron, it.get_prev), zone)
         if instant <= upto:
             return instant
     raise InvalidArgument("cron", f"{cron!r} has no tick before {upto.isoformat()}")
@@ -217,7 +243,7 @@ def due_ticks(state: ScheduleState, now: datetime) -> tuple[list[datetime], date
     :data:`MAX_TICKS_PER_PASS` per pass; the next pass continues).
     """
     spec = state.spec
-    zone = ZoneInfo(spec.tz)
+    zone = check_tz(spec.tz)
     floor = state.start_at - timedelta(microseconds=1)
     if state.last_tick is not None:
         floor = max(floor, state.last_tick)

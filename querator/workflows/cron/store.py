@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from querator.errors import Conflict
+from querator.errors import Conflict, QueueNotFound
 from querator.queue.models import Item, QueueSettings, Ref, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION
@@ -60,14 +60,19 @@ def slot_key(name: str, slot: str) -> str:
     return f"schedule/{name}/{slot}"
 
 
-def _decode(item: StoredItem) -> ScheduleState | None:
-    """The record's state; None (said at ERROR) for a record that is not one.
+def _decode(item: StoredItem, told: set[str] | None = None) -> ScheduleState | None:
+    """The record's state; None for a record that is not one, said at ERROR
+    (once per item id in ``told``, a scheduler's memory of what it said).
 
     Fields a newer version added are kept (``StoredModel``), so only a damaged
     record is skipped."""
     try:
         return ScheduleState.model_validate_json(item.payload)
     except ValidationError as exc:
+        if told is not None:
+            if item.id in told:
+                return None
+            told.add(item.id)
         log.error(
             "schedule record %s (item %s) cannot be read, skipped: %s",
             item.dedup_key,
@@ -77,8 +82,8 @@ def _decode(item: StoredItem) -> ScheduleState | None:
         return None
 
 
-def _pick(items: list[tuple[str, StoredItem]]) -> Stored | None:
-    decoded = [(slot, item, state) for slot, item in items if (state := _decode(item))]
+def _pick(items: list[tuple[str, StoredItem]], told: set[str] | None = None) -> Stored | None:
+    decoded = [(slot, item, state) for slot, item in items if (state := _decode(item, told))]
     if not decoded:
         return None
     decoded.sort(key=lambda entry: entry[2].gen)
@@ -99,11 +104,16 @@ async def read_one(aq: AsyncQueueClient, name: str) -> Stored | None:
     return _pick([(keys[key], item) for key, item in found.items()])
 
 
-async def read_all(aq: AsyncQueueClient) -> list[Stored]:
-    """Every schedule's current record, by name."""
-    await ensure_queue(aq)
+async def read_all(aq: AsyncQueueClient, told: set[str] | None = None) -> list[Stored]:
+    """Every schedule's current record, by name (none while no schedule was ever
+    written: a scheduler's pass over an empty store creates nothing). A damaged
+    record is skipped, said at ERROR once per item id in ``told`` (every time
+    without)."""
     by_name: dict[str, list[tuple[str, StoredItem]]] = {}
-    info = await aq.get_queue(SCHEDULES_QUEUE)
+    try:
+        info = await aq.get_queue(SCHEDULES_QUEUE)
+    except QueueNotFound:
+        return []
     for partition in range(info.settings.partitions):
         pivot: str | None = None
         while True:
@@ -119,7 +129,7 @@ async def read_all(aq: AsyncQueueClient) -> list[Stored]:
             if len(page) < PAGE:
                 break
             pivot = page[-1].id
-    picked = (_pick(items) for _, items in sorted(by_name.items()))
+    picked = (_pick(items, told) for _, items in sorted(by_name.items()))
     return [stored for stored in picked if stored is not None]
 
 
