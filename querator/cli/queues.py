@@ -22,6 +22,7 @@ from querator.cli import (
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.dead_letters import dead_letters, purge, requeue
+from querator.workflows.pollers import unserved_items
 
 
 @queues_app.command("list")
@@ -141,9 +142,10 @@ def health(
     ] = None,
     as_json: AsJson = False,
 ) -> None:
-    """Check the store for a probe: reachable, its queues, the oldest item's age.
-    Exit status 0 when healthy, 1 when the store is unreachable or an item is
-    older than --max-age."""
+    """Check the store for a probe: reachable, its queues, the oldest item's age,
+    and workflow and step items that no live worker serves. Exit status 0 when
+    healthy, 1 when the store is unreachable, an item is older than --max-age or
+    items wait for a workflow or step that no live worker serves."""
     report: dict[str, Any] = {"store": "unreachable", "queues": 0, "oldest_age": None}
     try:
         with _store(url) as q:
@@ -154,18 +156,26 @@ def health(
                 for p in q.stats(name).partitions
                 if p.oldest_age is not None and p.total > p.dead_lettered
             ]
+            unserved = q.call(unserved_items, q.aio)
         report.update(store="reachable", queues=len(names), oldest_age=max(ages, default=None))
+        report["unserved"] = [u.model_dump(mode="json") for u in unserved]
     except QueratorError as exc:
         report["error"] = str(exc)
     oldest = report["oldest_age"]
-    healthy = report["store"] == "reachable" and (
-        max_age is None or oldest is None or oldest <= max_age
+    healthy = (
+        report["store"] == "reachable"
+        and (max_age is None or oldest is None or oldest <= max_age)
+        and not report.get("unserved")
     )
     report["healthy"] = healthy
     if as_json:
         typer.echo(json.dumps(report))
     else:
         for key, value in report.items():
-            typer.echo(f"{key + ':':<12}{value}")
+            shown = len(value) if key == "unserved" else value
+            typer.echo(f"{key + ':':<12}{shown}")
+        for entry in report.get("unserved", []):
+            since = entry["waiting_since"]
+            typer.echo(f"unserved:   {entry['items']} item(s) since {since}: {entry['reason']}")
     if not healthy:
         raise typer.Exit(1)

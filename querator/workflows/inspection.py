@@ -44,6 +44,8 @@ from querator.workflows.run_detail import (
     PendingStep,
     compensations,
     pending_steps,
+    run_items,
+    waiting_for,
 )
 from querator.workflows.run_index import entry_key, facet_prefix, parse_entry, since_bound
 from querator.workflows.runs import RunStatus
@@ -146,6 +148,11 @@ class RunInfo(View):
     compensations: tuple[CompensationInfo, ...] = ()
     """A saga's compensations, planned or run, in their order (empty in
     :func:`list_runs`)."""
+    waiting_for: tuple[str, ...] = ()
+    """What the run waits for that no live worker serves, in words (``no worker
+    serving step 'x' on queue 'q' has polled for 3m``): its due items stay in
+    their queues until such a worker polls (empty in :func:`list_runs`, and
+    while every due item of the run has a live worker)."""
 
 
 def run_status(record: RunRecord | None) -> RunStatus:
@@ -362,7 +369,9 @@ async def get_run_async(aq: AsyncQueueClient, run_id: str) -> RunInfo:
     extras: dict[str, Any] = {"steps": steps, "in_progress": running}
     extras["compensations"] = tuple(await compensations(aq, run_id))
     if info.finished_at is None:
-        extras["pending"] = tuple(await pending_steps(aq, run_id, info.queue))
+        items = await run_items(aq, run_id, info.queue)
+        extras["pending"] = tuple(pending_steps(items))
+        extras["waiting_for"] = tuple(await waiting_for(aq, items))
     return info.model_copy(update=extras)
 
 

@@ -153,13 +153,13 @@ class AsyncScheduler:
     def _tell_orphan(self, name: str, workflow: str) -> None:
         """Say once, loudly, that this worker fires a schedule of a workflow it
         does not run: unless another worker pool runs it, every run it starts
-        fails (``UnknownWorkflow``)."""
+        waits."""
         if not self.served or workflow in self.served or name in self._orphans_told:
             return
         self._orphans_told.add(name)
         log.error(
             "schedule %s starts workflow %r, which this worker does not serve: its runs "
-            "need a worker that does (else they fail with UnknownWorkflow); pause or "
+            "need a worker that does (else they wait in its queue); pause or "
             "delete it with `querator schedules pause|delete %s`",
             name,
             workflow,

@@ -29,19 +29,20 @@ from querator.workflows.cron.scheduler import AsyncScheduler
 from querator.workflows.engine.commit import ensure_work_queue, transact_creating
 from querator.workflows.engine.driver import Engine, Poison
 from querator.workflows.engine.execute import StepRunner
+from querator.workflows.engine.heartbeat import Heartbeat
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.renewal import Renewer
+from querator.workflows.engine.rerouting import NotServed, reroute
 from querator.workflows.engine.served import Served
-from querator.workflows.engine.unknown import UnknownName, leave_for_others
 from querator.workflows.functions import DurableFunction
 from querator.workflows.layout import (
     DEAD_QUEUE,
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
-    STEP_KIND,
-    WAKE_KIND,
     StepPayload,
     WakePayload,
+    is_step,
+    is_wake,
 )
 
 __all__ = ["AsyncWorker", "Worker"]
@@ -148,6 +149,13 @@ class AsyncWorker:
         )
         """Advances this worker's runs and keeps their live bodies (see
         :mod:`querator.workflows.engine.driver`)."""
+        self._heartbeat = Heartbeat(
+            aq,
+            self.client_id,
+            lambda: {queue: list(self.served.kinds(queue)) for queue in self.queues},
+            self.queues,
+        )
+        """This worker's entry in the registry of workers (what it leases)."""
         self.counts = self.engine.counts
         """Since this worker was made: ``leased`` items from its queues;
         ``handed_over``: step items it produced leased to itself and ran at once;
@@ -199,11 +207,13 @@ class AsyncWorker:
                 async with anyio.create_task_group() as pollers:
                     for queue in self.queues:
                         pollers.start_soon(self._poll, queue, items)
+                    pollers.start_soon(self._heartbeat.run)  # the registry of workers
                     if any(wf.schedule for wf in self.workflows.values()):
                         scheduler = AsyncScheduler(self.aq, self.workflows.values())
                         pollers.start_soon(scheduler.arun)  # fires @workflow(schedule=...)
                     await self._stop.wait()
                     pollers.cancel_scope.cancel()
+                await self._heartbeat.release()
                 log.info("worker %s stopping: %d item(s) in hand", self.client_id, self._in_flight)
                 if not await self._drain():
                     await self._release_held()
@@ -285,7 +295,11 @@ class AsyncWorker:
             free = max(1, (self.concurrency - self._in_flight) // len(self.queues))
             try:
                 batch = await self.aq.lease(
-                    queue, client_id=self.client_id, batch_size=free, timeout=self.poll_timeout
+                    queue,
+                    client_id=self.client_id,
+                    batch_size=free,
+                    timeout=self.poll_timeout,
+                    kinds=self.served.kinds(queue),
                 )
             except RequestTimeout:
                 outage.back()
@@ -310,8 +324,8 @@ class AsyncWorker:
     async def _handle(self, leased: Leased) -> None:
         try:
             await self._dispatch(leased)
-        except UnknownName as exc:
-            await leave_for_others(self.aq, leased, exc)
+        except NotServed as exc:
+            await reroute(self.aq, leased, exc)
         except Poison as exc:
             await self._discard(leased, str(exc))
         except Exception:
@@ -328,9 +342,9 @@ class AsyncWorker:
                 self._slots.notify_all()
 
     async def _dispatch(self, leased: Leased) -> None:
-        if leased.kind == WAKE_KIND:
+        if is_wake(leased.kind):
             await self.engine.wake(leased, _decode(WakePayload, leased))
-        elif leased.kind == STEP_KIND:
+        elif is_step(leased.kind):
             began = time.monotonic()
             payload = _decode(StepPayload, leased)
             await self.engine.step(leased, payload)

@@ -1,0 +1,120 @@
+"""A worker's entry in the registry of workers (:mod:`querator.workflows.pollers`),
+and its WARNING about items that no live worker serves.
+
+The entry is an item of ``querator.pollers`` the worker holds leased while it
+polls: claimed at start, renewed every :data:`~querator.workflows.pollers.HEARTBEAT`
+seconds, given back when the worker stops polling. Every few beats the worker
+also looks at the heads of the queues it leases from and logs, once per queue
+and kind, a WARNING for items that waited longer than
+:data:`~querator.workflows.pollers.UNSERVED_GRACE` seconds while no live worker
+serves them (routing leaves them in the queue: see
+:mod:`querator.workflows.engine.served`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import anyio
+
+from querator.errors import Conflict, QueratorError
+from querator.queue.models import Item, Leased
+from querator.queue.service import AsyncQueueClient
+from querator.workflows.pollers import (
+    HEARTBEAT,
+    POLLER_KIND,
+    POLLER_TTL,
+    POLLERS_QUEUE,
+    POLLERS_SETTINGS,
+    PollerRecord,
+    unserved_items,
+)
+
+__all__ = ["Heartbeat"]
+
+log = logging.getLogger("querator.worker")
+
+WARN_EVERY = 3
+"""Beats between two looks for items nobody serves (one a minute)."""
+
+
+class Heartbeat:
+    """Keeps a worker's registry entry live (:meth:`run`) until :meth:`release`."""
+
+    def __init__(
+        self,
+        aq: AsyncQueueClient,
+        client_id: str,
+        serves: Callable[[], dict[str, list[str]]],
+        queues: Sequence[str],
+    ) -> None:
+        self.aq = aq
+        self.client_id = client_id
+        self._serves = serves
+        self._queues = list(queues)
+        self._held: Leased | None = None
+        self._told: set[tuple[str, str]] = set()
+        self._started = aq.clock.now()
+
+    async def run(self) -> None:
+        """Beat until cancelled (the worker stops polling)."""
+        beats = 0
+        while True:
+            try:
+                await self._beat()
+                if beats % WARN_EVERY == 0:
+                    await self._warn()
+            except QueratorError as exc:  # the store away: the next beat tries again
+                log.debug("worker %s: registry heartbeat failed: %s", self.client_id, exc)
+            beats += 1
+            await anyio.sleep(HEARTBEAT)
+
+    async def _beat(self) -> None:
+        if self._held is not None:
+            try:
+                [self._held] = await self.aq.renew(POLLERS_QUEUE, [self._held], extend=POLLER_TTL)
+                return
+            except Conflict:
+                self._held = None  # lost (the process stalled past the TTL): claim it again
+        self._held = await self._claim()
+
+    async def _claim(self) -> Leased | None:
+        await self.aq.create_queue(POLLERS_QUEUE, POLLERS_SETTINGS, exist_ok=True)
+        record = PollerRecord(
+            client_id=self.client_id, started_at=self._started, serves=self._serves()
+        )
+        item = Item(
+            payload=record.model_dump_json().encode(),
+            kind=POLLER_KIND,
+            encoding="json",
+            dedup_key=self.client_id,
+        )
+        result = await self.aq.commit(
+            produce_leased={POLLERS_QUEUE: [item]}, client_id=self.client_id
+        )
+        return result.leased.get(POLLERS_QUEUE, [None])[0]
+
+    async def _warn(self) -> None:
+        for unserved in await unserved_items(self.aq, self._queues):
+            told = (unserved.queue, unserved.kind)
+            if told in self._told:
+                continue
+            self._told.add(told)
+            log.warning(
+                "%d item(s) of queue %s wait since %s: %s (logged once per name)",
+                unserved.items,
+                unserved.queue,
+                unserved.waiting_since.isoformat(timespec="seconds"),
+                unserved.reason,
+            )
+
+    async def release(self) -> None:
+        """Give the entry back: the registry records when this worker stopped."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        try:
+            await self.aq.retry(POLLERS_QUEUE, [held])
+        except QueratorError as exc:  # its lease ends within the TTL anyway
+            log.debug("worker %s: registry entry not released: %s", self.client_id, exc)
