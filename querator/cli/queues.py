@@ -22,7 +22,8 @@ from querator.cli import (
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.dead_letters import dead_letters, purge, requeue
-from querator.workflows.pollers import unserved_items
+from querator.queue.validation import check_duration
+from querator.workflows.pollers import UNSERVED_GRACE, unserved_items
 
 
 @queues_app.command("list")
@@ -140,12 +141,22 @@ def health(
         float | None,
         typer.Option(help="Unhealthy when a queue's oldest item is older (seconds)."),
     ] = None,
+    unserved_after: Annotated[
+        float,
+        typer.Option(
+            help="Unhealthy when a workflow or step item no live worker serves "
+            "waited longer (seconds)."
+        ),
+    ] = UNSERVED_GRACE,
     as_json: AsJson = False,
 ) -> None:
     """Check the store for a probe: reachable, its queues, the oldest item's age,
     and workflow and step items that no live worker serves. Exit status 0 when
     healthy, 1 when the store is unreachable, an item is older than --max-age or
-    items wait for a workflow or step that no live worker serves."""
+    items waited longer than --unserved-after for a workflow or step that no
+    live worker serves."""
+    with _reporting():
+        check_duration("--unserved-after", unserved_after, allow_zero=True)
     report: dict[str, Any] = {"store": "unreachable", "queues": 0, "oldest_age": None}
     try:
         with _store(url) as q:
@@ -156,7 +167,7 @@ def health(
                 for p in q.stats(name).partitions
                 if p.oldest_age is not None and p.total > p.dead_lettered
             ]
-            unserved = q.call(unserved_items, q.aio)
+            unserved = q.call(unserved_items, q.aio, grace=unserved_after)
         report.update(store="reachable", queues=len(names), oldest_age=max(ages, default=None))
         report["unserved"] = [u.model_dump(mode="json") for u in unserved]
     except QueratorError as exc:

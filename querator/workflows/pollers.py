@@ -163,15 +163,19 @@ class Unserved(View):
 
 
 async def unserved_items(
-    aq: AsyncQueueClient, queues: Iterable[str] | None = None, limit: int = 1_000
+    aq: AsyncQueueClient,
+    queues: Iterable[str] | None = None,
+    *,
+    grace: float = UNSERVED_GRACE,
+    limit: int = 1_000,
 ) -> list[Unserved]:
     """Ready items of workflow and step kinds that no live worker serves and that
-    waited over :data:`UNSERVED_GRACE` seconds, per queue and kind. Reads the
-    registry and the first ``limit`` items of each partition of ``queues``
-    (default: every queue but querator's own records)."""
+    waited over ``grace`` seconds, per queue and kind. Reads the registry and
+    the first ``limit`` items of each partition of ``queues`` (default: every
+    queue but querator's records, its registry and the dead queues)."""
     pollers = await read_pollers(aq)
     now = aq.clock.now()
-    due = now - timedelta(seconds=UNSERVED_GRACE)
+    due = now - timedelta(seconds=grace)
     names = list(queues) if queues is not None else await _work_queues(aq)
     found: list[Unserved] = []
     for queue in names:
