@@ -1,10 +1,11 @@
 """Who serves what: the registry of workers, and items that no live worker serves.
 
-Every worker keeps one item in the queue ``querator.pollers`` (dedup key: its
-client id) holding the kinds it leases from each of its queues
+Every worker keeps one record in the results queue (``querator.results``, key
+``pollers/{client id}``) holding the kinds it leases from each of its queues
 (:class:`PollerRecord`). It holds that item leased while it runs, renewing the
 lease every :data:`HEARTBEAT` seconds for :data:`POLLER_TTL`, and gives it back
-(``retry``) when it stops. So, read from the store:
+(``retry``) when it stops (no queue of its own: the registry adds nothing to
+the maintenance sweep). So, read from the store:
 
 - a worker is **live** while its item's lease holds;
 - a worker that stopped was last seen when it gave its item back
@@ -16,7 +17,7 @@ the items it serves; an item that no live worker serves therefore waits in its
 queue. :func:`unserved_reason` says so in words ("no worker serving step 'x'
 on queue 'q' has polled for 3m"): run detail (``get_run``, ``runs show``),
 ``querator health`` and the workers' WARNING (once per name) use it.
-Entries of workers gone for :data:`POLLERS_KEPT` seconds expire.
+Workers delete the entries of workers gone for :data:`POLLERS_KEPT` seconds.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from querator.errors import QueueNotFound
-from querator.queue.models import QueueSettings, StoredItem
+from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.records import StoredModel, View
 from querator.workflows.layout import RESULTS_QUEUE, is_step, is_wake, routed_name
 
 __all__ = [
     "HEARTBEAT",
-    "POLLERS_QUEUE",
+    "POLLERS_PREFIX",
     "POLLER_TTL",
     "Poller",
     "PollerRecord",
@@ -43,22 +44,20 @@ __all__ = [
     "unserved_reason",
 ]
 
-POLLERS_QUEUE = "querator.pollers"
-"""The registry of workers: one item per worker (never leased by anyone else)."""
+POLLERS_PREFIX = "pollers/"
+"""Key prefix of the registry's entries in the results queue (``pollers/{client id}``)."""
 POLLER_KIND = "querator.poller"
 POLLER_TTL = 60.0
 """Seconds a worker's registry entry stays live without a renewal."""
 HEARTBEAT = 20.0
 """Seconds between the renewals of a worker's registry entry."""
 POLLERS_KEPT = 7 * 86_400.0
-"""Seconds the entry of a worker is kept (for "has polled for ...")."""
-POLLERS_SETTINGS = QueueSettings(lease_timeout=POLLER_TTL, expire_timeout=POLLERS_KEPT)
-"""Settings of :data:`POLLERS_QUEUE`."""
+"""Seconds the entry of a worker that stopped is kept (for "has polled for ...")."""
 UNSERVED_GRACE = 30.0
 """Seconds an item may wait for a worker that serves it before ``health`` and
 the workers' WARNING count it (a rolling deploy leaves such gaps)."""
 _PAGE = 100
-_INTERNAL = frozenset({RESULTS_QUEUE, POLLERS_QUEUE})
+_INTERNAL = frozenset({RESULTS_QUEUE})
 
 
 class PollerRecord(StoredModel):
@@ -80,6 +79,8 @@ class Poller(View):
     """Its entry's lease holds: it runs (and polls) now."""
     last_seen: datetime
     """Now-ish for a live worker; else when it stopped (or last renewed)."""
+    item_id: str
+    """The id of its entry."""
 
 
 def _poller(item: StoredItem, now: datetime) -> Poller | None:
@@ -95,7 +96,13 @@ def _poller(item: StoredItem, now: datetime) -> Poller | None:
         seen = deadline - timedelta(seconds=POLLER_TTL)
     else:
         seen = item.available_at
-    return Poller(client_id=record.client_id, serves=record.serves, live=live, last_seen=seen)
+    return Poller(
+        client_id=record.client_id,
+        serves=record.serves,
+        live=live,
+        last_seen=seen,
+        item_id=item.id,
+    )
 
 
 async def read_pollers(aq: AsyncQueueClient) -> list[Poller]:
@@ -105,7 +112,7 @@ async def read_pollers(aq: AsyncQueueClient) -> list[Poller]:
     after: str | None = None
     while True:
         try:
-            page = await aq.scan_keys(POLLERS_QUEUE, "", after=after, limit=_PAGE)
+            page = await aq.scan_keys(RESULTS_QUEUE, POLLERS_PREFIX, after=after, limit=_PAGE)
         except QueueNotFound:
             return found
         found += [p for p in (_poller(item, now) for item in page) if p is not None]
