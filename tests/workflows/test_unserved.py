@@ -8,6 +8,7 @@ import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from polling import wait_for
@@ -17,8 +18,9 @@ from querator import Querator
 from querator.cli import load_functions
 from querator.clock import ManualClock
 from querator.workflows import Worker, start
+from querator.workflows.engine import heartbeat
 from querator.workflows.inspection import get_run
-from querator.workflows.pollers import read_pollers
+from querator.workflows.pollers import Unserved, read_pollers, unserved_items
 
 from . import app_pipeline as a
 from .conftest import RunWorker
@@ -69,8 +71,21 @@ def test_runs_show_and_health_report_unserved_items(tmp_path: Path) -> None:
 
 
 def test_a_worker_warns_once_per_name_nobody_serves(
-    cq: Querator, clock: ManualClock, caplog: pytest.LogCaptureFixture
+    cq: Querator,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(heartbeat, "HEARTBEAT", 0.1)  # it looks every third beat
+    looks: list[int] = []
+    looked = unserved_items
+
+    async def counted(*args: Any, **kwargs: Any) -> list[Unserved]:
+        found = await looked(*args, **kwargs)
+        looks.append(len(found))
+        return found
+
+    monkeypatch.setattr(heartbeat, "unserved_items", counted)
     caplog.set_level(logging.WARNING, logger="querator.worker")
     runs = [start(cq, a.pipeline, n) for n in range(3)]
     clock.advance(300)
@@ -79,7 +94,9 @@ def test_a_worker_warns_once_per_name_nobody_serves(
         def warned() -> list[str]:
             return [r.getMessage() for r in caplog.records if "ux.pipeline" in r.getMessage()]
 
-        [line] = wait_for(warned, timeout=20, message="a WARNING naming ux.pipeline")
+        wait_for(lambda: len(looks) >= 3, timeout=20, message="three looks")
+    assert looks[:3] == [1, 1, 1]  # each look found them (one queue and kind)
+    [line] = warned()  # once, however many looks
     assert line.startswith("3 item(s) of queue querator.workflows wait since 2030-06-01T12:00:00")
     assert f"{NOBODY} (none registered)" in line
     assert all(run.status() == "running" for run in runs)

@@ -42,6 +42,8 @@ log = logging.getLogger("querator.worker")
 
 WARN_EVERY = 3
 """Beats between two looks for items nobody serves (one a minute)."""
+PROBE = 100
+"""Items read from the head of each partition by such a look."""
 
 
 class Heartbeat:
@@ -68,7 +70,7 @@ class Heartbeat:
         while True:
             try:
                 await self._beat()
-                if beats % WARN_EVERY == 0:
+                if beats % WARN_EVERY == WARN_EVERY - 1:  # not at start: a restart is cheap
                     await self._warn()
                     await self._prune()
             except QueratorError as exc:  # the store away: the next beat tries again
@@ -114,7 +116,7 @@ class Heartbeat:
                 await self.aq.delete_items(RESULTS_QUEUE, gone[:1_000])
 
     async def _warn(self) -> None:
-        for unserved in await unserved_items(self.aq, self._queues):
+        for unserved in await unserved_items(self.aq, self._queues, limit=PROBE):
             told = (unserved.queue, unserved.kind)
             if told in self._told:
                 continue
