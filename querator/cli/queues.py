@@ -22,6 +22,8 @@ from querator.cli import (
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.dead_letters import dead_letters, purge, requeue
+from querator.queue.validation import check_duration
+from querator.workflows.pollers import UNSERVED_GRACE, unserved_items
 
 
 @queues_app.command("list")
@@ -146,12 +148,23 @@ def health(
             " (synchronous_commit on or remote_apply, and such a standby streaming)."
         ),
     ] = False,
+    unserved_after: Annotated[
+        float,
+        typer.Option(
+            help="Unhealthy when a workflow or step item no live worker serves "
+            "waited longer (seconds)."
+        ),
+    ] = UNSERVED_GRACE,
     as_json: AsJson = False,
 ) -> None:
-    """Check the store for a probe: reachable, its queues, the oldest item's age
-    (and, asked, its replication). Exit status 0 when healthy, 1 when the store is
-    unreachable, an item is older than --max-age, or --require-sync-replication
+    """Check the store for a probe: reachable, its queues, the oldest item's age,
+    workflow and step items that no live worker serves (and, asked, its
+    replication). Exit status 0 when healthy, 1 when the store is unreachable, an
+    item is older than --max-age, items waited longer than --unserved-after for a
+    workflow or step that no live worker serves, or --require-sync-replication
     finds commits that a failover could lose."""
+    with _reporting():
+        check_duration("--unserved-after", unserved_after, allow_zero=True)
     report: dict[str, Any] = {"store": "unreachable", "queues": 0, "oldest_age": None}
     if require_sync_replication:
         report["replication"] = _replication(url)
@@ -164,12 +177,16 @@ def health(
                 for p in q.stats(name).partitions
                 if p.oldest_age is not None and p.total > p.dead_lettered
             ]
+            unserved = q.call(unserved_items, q.aio, grace=unserved_after)
         report.update(store="reachable", queues=len(names), oldest_age=max(ages, default=None))
+        report["unserved"] = [u.model_dump(mode="json") for u in unserved]
     except QueratorError as exc:
         report["error"] = str(exc)
     oldest = report["oldest_age"]
-    healthy = report["store"] == "reachable" and (
-        max_age is None or oldest is None or oldest <= max_age
+    healthy = (
+        report["store"] == "reachable"
+        and (max_age is None or oldest is None or oldest <= max_age)
+        and not report.get("unserved")
     )
     if require_sync_replication:
         healthy = healthy and bool(report["replication"].get("synchronous"))
@@ -178,7 +195,11 @@ def health(
         typer.echo(json.dumps(report))
     else:
         for key, value in report.items():
-            typer.echo(f"{key + ':':<12}{value}")
+            shown = len(value) if key == "unserved" else value
+            typer.echo(f"{key + ':':<12}{shown}")
+        for entry in report.get("unserved", []):
+            since = entry["waiting_since"]
+            typer.echo(f"unserved:   {entry['items']} item(s) since {since}: {entry['reason']}")
     if not healthy:
         raise typer.Exit(1)
 

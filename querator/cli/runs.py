@@ -118,6 +118,8 @@ def _show(run: RunInfo) -> None:
         fields["error"] = f"{run.error_type}: {run.error_message}"
     for key, value in fields.items():
         typer.echo(f"{key + ':':<10}{value}")
+    for reason in run.waiting_for:  # due items that no live worker serves
+        typer.echo(f"{'waiting:':<10}{reason}")
     _steps(run)
     _pending(run)
     _compensations(run)

@@ -111,7 +111,7 @@ def schedules_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
             )
         if i.orphan:
             typer.echo(
-                f"ORPHAN {i.name}: no worker serves {i.workflow!r}, its runs fail "
+                f"ORPHAN {i.name}: no live worker serves {i.workflow!r}, its runs wait "
                 f"(pause it: querator schedules pause {i.name})",
                 err=True,
             )

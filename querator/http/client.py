@@ -10,7 +10,7 @@ back into :mod:`querator.errors` exceptions by one table
 from __future__ import annotations
 
 import socket
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -54,6 +54,7 @@ from querator.queue.validation import (
     check_count,
     check_duration,
     check_instant,
+    check_kinds,
     check_name,
     key_range,
 )
@@ -184,7 +185,13 @@ class AsyncQuerator:
         return ids
 
     async def lease(
-        self, queue: str, *, client_id: str, batch_size: int = 1, timeout: float = 0.0
+        self,
+        queue: str,
+        *,
+        client_id: str,
+        batch_size: int = 1,
+        timeout: float = 0.0,
+        kinds: Iterable[str] | None = None,
     ) -> list[Leased]:
         """See :meth:`querator.AsyncQuerator.lease`. Waits longer than the
         server's 15-minute cap are made of several long polls."""
@@ -192,16 +199,19 @@ class AsyncQuerator:
         check_name("client_id", client_id)
         check_count("batch_size", batch_size, 1, MAX_BATCH)
         check_duration("timeout", timeout, allow_zero=True)
+        wanted = check_kinds(kinds)
         deadline = anyio.current_time() + timeout
         while True:
             started = messaging.now_ns()
             wait = min(max(deadline - anyio.current_time(), SHORTEST_POLL), LONG_POLL_MAX)
-            body = {
+            body: dict[str, Any] = {
                 "queue_name": queue,
                 "client_id": client_id,
                 "batch_size": batch_size,
                 "request_timeout": format_duration(wait),
             }
+            if wanted is not None:
+                body["kinds"] = list(wanted)
             try:
                 reply = await self._post("/v1/queue.lease", body, wq.LeaseReply, wait)
             except RequestTimeout:

@@ -5,7 +5,7 @@ each operation; this file only forwards."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -127,11 +127,22 @@ class QueueClient:
         return self._call(self._async.produce, queue, items)
 
     def lease(
-        self, queue: str, *, client_id: str, batch_size: int = 1, timeout: float = 0.0
+        self,
+        queue: str,
+        *,
+        client_id: str,
+        batch_size: int = 1,
+        timeout: float = 0.0,
+        kinds: Iterable[str] | None = None,
     ) -> list[Leased]:
         """See :meth:`AsyncQueueClient.lease`."""
         return self._call(
-            self._async.lease, queue, client_id=client_id, batch_size=batch_size, timeout=timeout
+            self._async.lease,
+            queue,
+            client_id=client_id,
+            batch_size=batch_size,
+            timeout=timeout,
+            kinds=kinds,
         )
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> None:

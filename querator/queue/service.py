@@ -11,7 +11,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
@@ -27,7 +27,7 @@ from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
-from querator.queue.backends.base import Backend, Leases, NewItem, TxnPlan
+from querator.queue.backends.base import Backend, Kinds, Leases, NewItem, TxnPlan
 from querator.queue.ids import parse_id
 from querator.queue.maintenance import maintain_forever, run_maintenance
 from querator.queue.models import (
@@ -50,6 +50,7 @@ from querator.queue.validation import (
     check_count,
     check_duration,
     check_keys,
+    check_kinds,
     check_name,
     key_range,
 )
@@ -73,6 +74,10 @@ NOTIFIED_WAIT_CAP = 60.0
 
 NOTHING = Leases([], [])
 """A look that leased nothing (never appended to)."""
+
+
+LookKey = tuple[str, Kinds]
+"""What waiting leases share looks by: a queue and a lease's kind filter."""
 
 
 class EmptyLook(NamedTuple):
@@ -130,12 +135,12 @@ class AsyncQueueClient(QueueAdmin):
         self._wait_cap = NOTIFIED_WAIT_CAP if self._notified else poll_interval
         self._maintenance_interval = maintenance
         self._board = WakeBoard()
-        self._drained: dict[str, anyio.Event] = {}
-        """Queue -> the wakeup ticket under which a lease of it came back short."""
-        self._empty: dict[str, EmptyLook] = {}
-        """Queue -> the last look of a waiting lease that found nothing leasable."""
-        self._looking: dict[str, tuple[anyio.Event, anyio.Event]] = {}
-        """Queue -> (ticket, done) of the waiting lease looking at it now."""
+        self._drained: dict[LookKey, anyio.Event] = {}
+        """(Queue, kinds) -> the wakeup ticket under which a lease of it came back short."""
+        self._empty: dict[LookKey, EmptyLook] = {}
+        """(Queue, kinds) -> the last look of a waiting lease that found nothing leasable."""
+        self._looking: dict[LookKey, tuple[anyio.Event, anyio.Event]] = {}
+        """(Queue, kinds) -> (ticket, done) of the waiting lease looking at it now."""
         self._spreader = Spreader()
         self._lease_times = queue_metrics.LeaseClock()
         self._gauges = queue_gauges.GaugeSource(self)
@@ -286,43 +291,56 @@ class AsyncQueueClient(QueueAdmin):
         return ids
 
     async def lease(
-        self, queue: str, *, client_id: str, batch_size: int = 1, timeout: float = 0.0
+        self,
+        queue: str,
+        *,
+        client_id: str,
+        batch_size: int = 1,
+        timeout: float = 0.0,
+        kinds: Iterable[str] | None = None,
     ) -> list[Leased]:
         """Lease up to ``batch_size`` items, waiting up to ``timeout`` seconds for one.
 
         Returns as soon as at least one item is available. Raises
         :class:`RequestTimeout` when none came within ``timeout`` (also when
-        ``timeout`` is 0 and the queue has nothing leasable now).
+        ``timeout`` is 0 and the queue has nothing leasable now). With
+        ``kinds``, only items whose ``kind`` is one of them are leased (and
+        waited for); the others keep their place for the clients that take
+        them, untouched.
         """
         backend = self._require_open()
         check_name("queue", queue)
         check_name("client_id", client_id)
         check_count("batch_size", batch_size, 1, MAX_BATCH)
         check_duration("timeout", timeout, allow_zero=True)
+        wanted = check_kinds(kinds)
+        look = (queue, wanted)
         deadline = anyio.current_time() + timeout
         backoff = 0.005
         while True:
             started = time.time_ns()
             ticket = self._board.ticket(queue)
-            known = self._empty_look(queue, ticket) if timeout > 0 else None
+            known = self._empty_look(look, ticket) if timeout > 0 else None
             # a shared look that still holds needs no settings look-up either
             info = known.info if known is not None else await self.queue_info(queue)
-            if timeout > 0 and (self._drained.get(queue) is ticket or known is not None):
+            if timeout > 0 and (self._drained.get(look) is ticket or known is not None):
                 # A lease under this very ticket came back short, or another waiter
                 # found the queue empty under it moments ago, and nothing was
                 # produced or retried since: go straight to waiting (the timer
                 # below still covers items that come due or whose lease expires).
                 leased = NOTHING
             elif timeout > 0:
-                leased = await self._look_shared(backend, info, ticket, client_id, batch_size)
-                known = self._empty_look(queue, ticket)
+                leased = await self._look_shared(
+                    backend, info, ticket, client_id, batch_size, wanted
+                )
+                known = self._empty_look(look, ticket)
             else:
-                leased = await self._lease_once(backend, info, client_id, batch_size)
+                leased = await self._lease_once(backend, info, client_id, batch_size, wanted)
             if leased.items:
                 if len(leased.items) < batch_size:
-                    self._drained[queue] = ticket
+                    self._drained[look] = ticket
                 else:
-                    self._drained.pop(queue, None)
+                    self._drained.pop(look, None)
                 return (
                     self._took(queue, client_id, leased, started) if observing() else leased.items
                 )
@@ -330,7 +348,7 @@ class AsyncQueueClient(QueueAdmin):
             if remaining <= 0:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
             wait = min(remaining, self._wait_cap)
-            next_at = known.next_at if known else await backend.next_available_at(info)
+            next_at = known.next_at if known else await backend.next_available_at(info, wanted)
             if next_at is not None:
                 due_in = (next_at - self.clock.now()).total_seconds()
                 # Due already yet not leased (locked by a concurrent lease, or a
@@ -338,11 +356,11 @@ class AsyncQueueClient(QueueAdmin):
                 wait = min(wait, backoff if due_in <= 0 else due_in + 0.001)
                 backoff = min(backoff * 2, 0.5) if due_in <= 0 else 0.005
                 if due_in <= 0:
-                    self._drained.pop(queue, None)
+                    self._drained.pop(look, None)
             self._listen()
             woken = await wait_for_wake(ticket, wait)
             if not woken:
-                self._drained.pop(queue, None)  # a timer: look again
+                self._drained.pop(look, None)  # a timer: look again
             if not woken and wait >= remaining and self._notified:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
@@ -356,32 +374,39 @@ class AsyncQueueClient(QueueAdmin):
         return items
 
     async def _look_shared(
-        self, backend: Backend, info: QueueInfo, ticket: anyio.Event, client_id: str, size: int
+        self,
+        backend: Backend,
+        info: QueueInfo,
+        ticket: anyio.Event,
+        client_id: str,
+        size: int,
+        kinds: Kinds,
     ) -> Leases:
         """A waiting lease's look: lease, and when nothing came, note the earliest
         ``available_at`` as the queue's :class:`EmptyLook`. While one waiter looks
         under a ticket the others wait for it and use its look: a thousand
-        waiters of one queue cost one look per wakeup or wait cap, not a thousand."""
-        queue = info.name
-        looking = self._looking.get(queue)
+        waiters of one queue (and kind filter) cost one look per wakeup or wait
+        cap, not a thousand."""
+        look = (info.name, kinds)
+        looking = self._looking.get(look)
         if looking is not None and looking[0] is ticket:
             await looking[1].wait()
-            if self._empty_look(queue, ticket) is not None:
+            if self._empty_look(look, ticket) is not None:
                 return NOTHING
         done = anyio.Event()
-        self._looking[queue] = (ticket, done)
+        self._looking[look] = (ticket, done)
         try:
-            leased = await self._lease_once(backend, info, client_id, size)
+            leased = await self._lease_once(backend, info, client_id, size, kinds)
             if not leased.items:
-                next_at = await backend.next_available_at(info)
-                self._empty[queue] = EmptyLook(ticket, next_at, anyio.current_time(), info)
+                next_at = await backend.next_available_at(info, kinds)
+                self._empty[look] = EmptyLook(ticket, next_at, anyio.current_time(), info)
             return leased
         finally:
-            if self._looking.get(queue) == (ticket, done):
-                del self._looking[queue]
+            if self._looking.get(look) == (ticket, done):
+                del self._looking[look]
             done.set()
 
-    def _empty_look(self, queue: str, ticket: anyio.Event) -> EmptyLook | None:
+    def _empty_look(self, queue: LookKey, ticket: anyio.Event) -> EmptyLook | None:
         """The last look that found ``queue`` empty, if it still holds: taken under
         this ticket (no wakeup since), within the wait cap, before its next due
         instant. Waiters of one queue then share one look per wait cap."""
@@ -396,11 +421,13 @@ class AsyncQueueClient(QueueAdmin):
 
     @staticmethod
     async def _lease_once(
-        backend: Backend, info: QueueInfo, client_id: str, batch_size: int
+        backend: Backend, info: QueueInfo, client_id: str, batch_size: int, kinds: Kinds = None
     ) -> Leases:
         leased = NOTHING  # replaced by the first partition's, never appended to
         for partition in lease_order(info.settings.partitions):
-            got = await backend.lease(info, partition, client_id, batch_size - len(leased.items))
+            got = await backend.lease(
+                info, partition, client_id, batch_size - len(leased.items), kinds
+            )
             if not leased.items:
                 leased = got
             else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from querator.errors import InvalidArgument
@@ -55,6 +55,36 @@ def check_name(field: str, value: object) -> str:
             _GOOD_NAMES.clear()
         _GOOD_NAMES.add(value)
     return value
+
+
+MAX_KINDS = 1_000
+"""The most kinds one lease may filter on."""
+_GOOD_KINDS: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""Kind filters already checked (a lease's filter is checked once, not at every call)."""
+
+
+def check_kinds(kinds: Iterable[str] | None) -> tuple[str, ...] | None:
+    """A lease's kind filter as a sorted tuple of distinct kinds (None: no filter):
+    1 to :data:`MAX_KINDS` strings of at most 512 characters, without NUL."""
+    if kinds is None:
+        return None
+    if type(kinds) is tuple and kinds in _GOOD_KINDS:
+        return _GOOD_KINDS[kinds]
+    if isinstance(kinds, str | bytes):
+        raise InvalidArgument("kinds", "must be a list of kinds, not one string")
+    given = tuple(kinds)
+    if not 1 <= len(given) <= MAX_KINDS:
+        raise InvalidArgument("kinds", f"must hold 1 to {MAX_KINDS} kinds, got {len(given)}")
+    for index, kind in enumerate(given):
+        if not isinstance(kind, str) or len(kind) > 512 or "\x00" in kind:
+            raise InvalidArgument(
+                f"kinds[{index}]", f"{quoted(kind)} must be a string of at most 512 characters"
+            )
+    checked = tuple(sorted(set(given)))
+    if len(_GOOD_KINDS) >= _GOOD_NAMES_MAX:
+        _GOOD_KINDS.clear()
+    _GOOD_KINDS[given] = checked
+    return checked
 
 
 def check_batch(field: str, size: int) -> None:

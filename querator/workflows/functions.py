@@ -96,6 +96,11 @@ def registered_step(name: str) -> StepFunction[..., Any] | None:
     return _STEPS.get(name)
 
 
+def registered_steps() -> list[str]:
+    """The persisted names of every step defined in this process so far."""
+    return list(_STEPS)
+
+
 def _check_persisted_name(name: str) -> str:
     if not isinstance(name, str) or not 1 <= len(name) <= 512:
         raise InvalidArgument("name", "must be a string of 1 to 512 characters")

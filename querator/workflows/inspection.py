@@ -46,6 +46,8 @@ from querator.workflows.layout import (
 from querator.workflows.run_detail import (
     compensations,
     pending_steps,
+    run_items,
+    waiting_for,
 )
 from querator.workflows.run_index import (
     entry_key,
@@ -346,7 +348,9 @@ async def get_run_async(aq: AsyncQueueClient, run_id: str) -> RunInfo:
     extras: dict[str, Any] = {"steps": steps, "progress": running, "in_progress": running}
     extras["compensations"] = tuple(await compensations(aq, run_id))
     if info.finished_at is None:
-        extras["pending"] = tuple(await pending_steps(aq, run_id, info.queue))
+        items = await run_items(aq, run_id, info.queue)
+        extras["pending"] = tuple(pending_steps(items))
+        extras["waiting_for"] = tuple(await waiting_for(aq, items))
     return info.model_copy(update=extras)
 
 

@@ -45,7 +45,11 @@ RESULTS_QUEUE = "querator.results"
 WORKFLOW_QUEUE = "querator.workflows"
 """Default queue of wake tasks (and of steps without a queue of their own)."""
 WAKE_KIND = "querator.wake"
+"""Kind of wake tasks: ``querator.wake:{workflow}`` (see :func:`wake_kind`); bare,
+the kind of wake tasks written before routing (see :mod:`..engine.rerouting`)."""
 STEP_KIND = "querator.step"
+"""Kind of step items: ``querator.step:{step}`` (see :func:`step_kind`); bare, the
+kind of step items written before routing."""
 RECORD_KIND = "querator.record"
 ENCODING = "json"
 SLEEP_STEP = "querator.sleep"
@@ -96,6 +100,8 @@ class ParentLink(StoredModel):
     position: int
     queue: str
     """The parent's workflow queue (for its wake task)."""
+    workflow: str = ""
+    """The parent's workflow (its wake task's kind); empty in links written before routing."""
 
 
 class RunMeta(StoredModel):
@@ -189,6 +195,8 @@ class StepPayload(StoredModel):
     step: str
     args: str
     workflow_queue: str
+    workflow: str = ""
+    """The run's workflow (its wake tasks' kind); empty in items written before routing."""
     deferrals: int = 0
     """How many times the step raised ``Defer`` (each deferral is a fresh item)."""
     prior_attempts: int = 0
@@ -362,22 +370,60 @@ def record_item(key: str, record: BaseModel, run_id: str) -> Item:
     )
 
 
+def wake_kind(workflow: str) -> str:
+    """The kind of the wake tasks of ``workflow``'s runs (bare when not known)."""
+    return _routed(WAKE_KIND, workflow) if workflow else WAKE_KIND
+
+
+def step_kind(step: str) -> str:
+    """The kind of the items that run step (or compensation) ``step``."""
+    return _routed(STEP_KIND, step)
+
+
+def _routed(prefix: str, name: str) -> str:
+    """``{prefix}:{name}``; a name too long for a kind (512 characters) is
+    replaced by its SHA-256 (``{prefix}:#{hex}``), the same in every process."""
+    kind = f"{prefix}:{name}"
+    if len(kind) <= 512:
+        return kind
+    return f"{prefix}:#{hashlib.sha256(name.encode()).hexdigest()}"
+
+
+def is_wake(kind: str) -> bool:
+    """Whether ``kind`` is a wake task's (routed or bare)."""
+    return kind.startswith(WAKE_KIND) and kind[len(WAKE_KIND) : len(WAKE_KIND) + 1] in ("", ":")
+
+
+def is_step(kind: str) -> bool:
+    """Whether ``kind`` is a step item's (routed or bare)."""
+    return kind.startswith(STEP_KIND) and kind[len(STEP_KIND) : len(STEP_KIND) + 1] in ("", ":")
+
+
+def routed_name(kind: str) -> str | None:
+    """The workflow or step name a routed kind carries (None: a bare kind)."""
+    _, colon, name = kind.partition(":")
+    return name if colon else None
+
+
 def wake_item(
     run_id: str,
     tag: str,
     at: datetime | None = None,
     meta: RunMeta | None = None,
     trace: Mapping[str, str] | None = None,
+    *,
+    workflow: str,
 ) -> Item:
-    """A wake task due at ``at`` (None: now).
+    """A wake task of a run of ``workflow`` due at ``at`` (None: now).
 
     ``tag`` (``start``, ``cancel``, ``deadline`` or a position) keeps each
     wakeup distinct; ``meta``: see :attr:`WakePayload.meta`; ``trace``: the
-    run's trace context (:attr:`RunMeta.trace`), for the item's headers.
+    run's trace context (:attr:`RunMeta.trace`), for the item's headers. Its
+    kind names the workflow: only workers that serve it lease it.
     """
     return Item(
         payload=WakePayload(run_id=run_id, meta=meta).model_dump_json().encode(),
-        kind=WAKE_KIND,
+        kind=wake_kind(workflow),
         encoding=ENCODING,
         reference=run_id,
         dedup_key=f"{run_id}/wake/{tag}",
@@ -396,7 +442,7 @@ def step_item(
         key += f"/d{payload.deferrals}"
     return Item(
         payload=payload.model_dump_json().encode(),
-        kind=STEP_KIND,
+        kind=step_kind(payload.step),
         encoding=ENCODING,
         reference=payload.run_id,
         dedup_key=key,
@@ -418,12 +464,13 @@ def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, lis
     """What starting a run produces: its meta and index entries, its first wake
     (carrying the meta when the run has no deadline), its deadline wake."""
     first = meta.started_at + timedelta(seconds=delay) if delay > 0 else None
+    workflow = meta.workflow
     if meta.deadline is None:
-        wakes = [wake_item(run_id, "start", first, meta, meta.trace)]
+        wakes = [wake_item(run_id, "start", first, meta, meta.trace, workflow=workflow)]
     else:
         wakes = [
-            wake_item(run_id, "start", first, trace=meta.trace),
-            wake_item(run_id, "deadline", meta.deadline, trace=meta.trace),
+            wake_item(run_id, "start", first, trace=meta.trace, workflow=workflow),
+            wake_item(run_id, "deadline", meta.deadline, trace=meta.trace, workflow=workflow),
         ]
     records = [record_item(meta_key(run_id), meta, run_id)]
     records += index_items(run_id, meta, "running", new=True)

@@ -68,7 +68,9 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
             record_item(resume_key(run_id), request, run_id),
             *index_items(run_id, history.meta, "running"),
         ],
-        history.meta.queue: [wake_item(run_id, RESUME_TAG, trace=history.meta.trace)],
+        history.meta.queue: [
+            wake_item(run_id, RESUME_TAG, trace=history.meta.trace, workflow=history.meta.workflow)
+        ],
     }
     await transact_creating(aq, [], produce)
     log.info("run %s resumed from position %s", run_id, request.position)

@@ -1,25 +1,37 @@
 """What a run is doing now, for :func:`~querator.workflows.inspection.get_run`:
-its step items not yet ended and its saga's compensations.
+its step items not yet ended, what it waits for that no live worker serves,
+and its saga's compensations.
 
-Pending step items are found by their dedup keys (``{run}/{position}/step…``)
-with one index range scan per worker queue (``scan_keys``); compensations come
-from the saga's stored compensation records.
+A run's items (step items ``{run}/{position}/step…``, wake tasks
+``{run}/wake/…``) are found by their dedup keys with one index range scan per
+worker queue (``scan_keys``); compensations come from the saga's stored
+compensation records.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import ValidationError
 
 from querator.errors import QueueNotFound
+from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.records import View
-from querator.workflows.layout import RESULTS_QUEUE, STEP_KIND, StepPayload
+from querator.workflows.layout import RESULTS_QUEUE, StepPayload, is_step, is_wake
+from querator.workflows.pollers import read_pollers, unserved_reason
 from querator.workflows.sagas.compensation import load_saga_state
 
-__all__ = ["CompensationInfo", "PendingStep", "compensations", "pending_steps"]
+__all__ = [
+    "CompensationInfo",
+    "PendingStep",
+    "compensations",
+    "pending_steps",
+    "run_items",
+    "waiting_for",
+]
 
 QUEUES_PAGE = 100
 ITEMS_PAGE = 100
@@ -72,11 +84,11 @@ async def _queues(aq: AsyncQueueClient, first: str) -> list[str]:
         pivot = page[-1]
 
 
-async def pending_steps(
+async def run_items(
     aq: AsyncQueueClient, run_id: str, workflow_queue: str
-) -> list[PendingStep]:
-    """The run's step items in every queue, by position (compensations last)."""
-    found: list[PendingStep] = []
+) -> list[tuple[str, StoredItem]]:
+    """The run's wake tasks and step items in every queue, with their queues."""
+    found: list[tuple[str, StoredItem]] = []
     for queue in await _queues(aq, workflow_queue):
         after = None
         while True:
@@ -84,26 +96,50 @@ async def pending_steps(
                 page = await aq.scan_keys(queue, f"{run_id}/", after=after, limit=ITEMS_PAGE)
             except QueueNotFound:
                 break  # deleted meanwhile
-            for item in page:
-                if item.kind != STEP_KIND:
-                    continue
-                with contextlib.suppress(ValidationError):
-                    payload = StepPayload.model_validate_json(item.payload)
-                    found.append(
-                        PendingStep(
-                            position=payload.position,
-                            step=payload.step,
-                            queue=queue,
-                            attempts=payload.prior_attempts + item.attempts,
-                            leased_until=item.lease_deadline,
-                            due_at=item.available_at,
-                            compensation=payload.slot is not None,
-                        )
-                    )
+            found += [(queue, item) for item in page if is_step(item.kind) or is_wake(item.kind)]
             if len(page) < ITEMS_PAGE:
                 break
             after = page[-1].dedup_key
+    return found
+
+
+def pending_steps(items: Sequence[tuple[str, StoredItem]]) -> list[PendingStep]:
+    """The step calls among a run's ``items`` (:func:`run_items`), by position
+    (compensations last)."""
+    found: list[PendingStep] = []
+    for queue, item in items:
+        if not is_step(item.kind):
+            continue
+        with contextlib.suppress(ValidationError):
+            payload = StepPayload.model_validate_json(item.payload)
+            found.append(
+                PendingStep(
+                    position=payload.position,
+                    step=payload.step,
+                    queue=queue,
+                    attempts=payload.prior_attempts + item.attempts,
+                    leased_until=item.lease_deadline,
+                    due_at=item.available_at,
+                    compensation=payload.slot is not None,
+                )
+            )
     return sorted(found, key=lambda p: (p.compensation, p.position))
+
+
+async def waiting_for(aq: AsyncQueueClient, items: Sequence[tuple[str, StoredItem]]) -> list[str]:
+    """What a run's due, unleased ``items`` wait for when no live worker serves
+    them (:func:`~querator.workflows.pollers.unserved_reason`), once each."""
+    now = aq.clock.now()
+    ready = [
+        (queue, item.kind)
+        for queue, item in items
+        if item.available_at <= now and (item.lease_deadline is None or item.lease_deadline <= now)
+    ]
+    if not ready:
+        return []
+    pollers = await read_pollers(aq)
+    reasons = (unserved_reason(pollers, queue, kind, now) for queue, kind in dict.fromkeys(ready))
+    return [reason for reason in reasons if reason is not None]
 
 
 async def compensations(aq: AsyncQueueClient, run_id: str) -> list[CompensationInfo]:

@@ -98,6 +98,11 @@ class RunInfo(View):
     compensations: tuple[CompensationInfo, ...] = ()
     """A saga's compensations, planned or run, in their order (empty in
     :func:`list_runs`)."""
+    waiting_for: tuple[str, ...] = ()
+    """What the run waits for that no live worker serves, in words (``no worker
+    serving step 'x' on queue 'q' has polled for 3m``): its due items stay in
+    their queues until such a worker polls (empty in :func:`list_runs`, and
+    while every due item of the run has a live worker)."""
 
     @model_validator(mode="before")
     @classmethod

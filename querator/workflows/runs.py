@@ -134,7 +134,7 @@ class AsyncRunHandle(Generic[R]):
         meta = RunMeta.model_validate_json(found[keys[0]].payload)
         cancel = CancelRecord(reason=reason, requested_at=self.aq.clock.now())
         record = record_item(cancel_key(self.run_id), cancel, self.run_id)
-        wake = wake_item(self.run_id, "cancel", trace=meta.trace)
+        wake = wake_item(self.run_id, "cancel", trace=meta.trace, workflow=meta.workflow)
         await self.aq.transact(produce={RESULTS_QUEUE: [record], meta.queue: [wake]})
         return True
 

@@ -21,8 +21,7 @@ from querator.telemetry.workflow_metrics import (
     STEP_ATTEMPTS,
     STEP_DURATION,
 )
-from querator.workflows import SagaFailed, Worker, WorkflowFailed
-from querator.workflows.engine import unknown as unknown_module
+from querator.workflows import SagaFailed, Worker
 
 from .flows import FLAKY, retrying, three, trip
 
@@ -114,17 +113,15 @@ def test_metric_values_after_a_known_workload(q: Querator, otel: Telemetry) -> N
             assert 0 < delta[STEP_DURATION + ":sum", attributes] < 10 * count
 
 
-def test_a_run_no_worker_serves_is_counted_as_failed(
-    q: Querator, otel: Telemetry, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(unknown_module, "UNKNOWN_NAME_LEASES", 1)
+def test_a_run_no_worker_serves_waits_and_ends_once_served(q: Querator, otel: Telemetry) -> None:
     before = _read(otel)
     run = q.start(three, 1)
-    worker = Worker(q, [retrying], poll_timeout=1.0)  # nobody serves tel.three
-    with serving(worker), pytest.raises(WorkflowFailed) as failed:
+    with serving(Worker(q, [retrying], poll_timeout=1.0)):  # nobody serves tel.three
+        assert q.start(retrying, "served").result(timeout=20) == "served"
+    assert run.status() == "running"  # waits: never failed by a worker that does not serve it
+    with serving(Worker(q, [three], poll_timeout=1.0)):
         run.result(timeout=20)
-    assert failed.value.error_type == "UnknownWorkflow"
     delta = _delta(before, _read(otel))
-    ended = {k: v for k, v in delta.items() if k[0] == RUNS_ENDED}
     name = ("querator.workflow.name", "tel.three")
-    assert ended == {(RUNS_ENDED, frozenset({name, ("querator.run.status", "failed")})): 1}
+    ended = {k: v for k, v in delta.items() if k[0] == RUNS_ENDED and name in k[1]}
+    assert ended == {(RUNS_ENDED, frozenset({name, ("querator.run.status", "completed")})): 1}

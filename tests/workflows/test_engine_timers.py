@@ -127,10 +127,12 @@ def test_replay_before_the_end_of_a_sleep_suspends_and_keeps_its_wake() -> None:
         await fiber.close()
         return message
 
-    parked = anyio.run(first_call, RunContext("run-x", "wfq", {0: record}))
+    ctx = RunContext("run-x", "wfq", {0: record}, workflow="t.wf")
+    parked = anyio.run(first_call, ctx)
     assert parked == Sleep(0, until, new=False)  # the stored end wins over a new duration
     assert isinstance(parked, Sleep)
-    [wake] = request_items("run-x", "wfq", parked)["wfq"]
+    [wake] = request_items("run-x", ctx, parked)["wfq"]
+    assert wake.kind == "querator.wake:t.wf"
     assert wake.enqueue_at == until and wake.dedup_key == "run-x/wake/0"
     past = record.model_copy(update={"until": now - timedelta(seconds=1)})
     assert anyio.run(first_call, RunContext("run-x", "wfq", {0: past})) == Finished(None)
@@ -174,7 +176,7 @@ def test_a_wake_reproduced_while_completed_gets_another_key() -> None:
     from querator.workflows.layout import wake_item
 
     now = datetime.now(UTC)
-    item = wake_item("run-x", "0", now)
+    item = wake_item("run-x", "0", now, workflow="t.wf")
     leased = Leased(
         id="1", version=1, queue="wfq", partition=0, available_at=now, lease_deadline=now,
         client_id="c", attempts=1, expire_at=now, payload=b"", kind=item.kind,

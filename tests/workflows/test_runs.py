@@ -139,11 +139,15 @@ def test_poison_items_do_not_crash_the_worker(q: Querator, run_worker: RunWorker
     with run_worker(THREE_STEPS):
         run = start(q, checkout, Order(id="after-poison", cents=3))
         assert run.result(timeout=20)["charged"] == 3
-    assert q.stats("wf-dead").total == 3
-    # The step named "nope" may be served by another worker: it is left in the
-    # queue for one (see test_unknown_names.py), not dead-lettered.
-    [left] = q.list_items("querator.workflows")
-    assert left.kind == "querator.step" and left.attempts >= 1
+    assert q.stats("wf-dead").total == 2  # the undecodable step, the wake of no run
+    # The step named "nope" (a bare kind: written before routing) may be served
+    # by another worker: it is handed on under its routed kind, for one (see
+    # test_unknown_names.py); an item of a kind no worker leases is never touched.
+    left = sorted(q.list_items("querator.workflows"), key=lambda item: item.kind)
+    assert [(item.kind, item.attempts) for item in left] == [
+        ("querator.step:nope", 0),
+        ("something.else", 0),
+    ]
 
 
 def test_poison_items_are_never_dropped(q: Querator, run_worker: RunWorker) -> None:

@@ -51,6 +51,7 @@ async def lease(state: Any, body: LeaseRequest) -> LeaseReply:
             client_id=body.client_id,
             batch_size=body.batch_size,
             timeout=min(body.request_timeout, LONG_POLL_MAX),
+            kinds=body.kinds,
         )
     )
     return LeaseReply(

@@ -65,6 +65,8 @@ class LeaseRequest(WireModel):
     batch_size: int = Field(default=0, validate_default=True)
     client_id: str = Field(default="", validate_default=True)
     request_timeout: RequestTimeout = Field(default=0.0, validate_default=True)
+    kinds: list[str] | None = None
+    """querator's extension: lease only items of these kinds (JSON only)."""
 
     @field_validator("client_id")
     @classmethod

@@ -50,6 +50,9 @@ from querator.queue.models import (
     TransactResult,
 )
 
+Kinds = tuple[str, ...] | None
+"""A lease's kind filter: only items of these kinds (sorted, not empty), or None: any."""
+
 WakeCallback = Callable[[str], None]
 """Called with a queue name when that queue may have become leasable."""
 
@@ -222,11 +225,21 @@ class Backend(Protocol):
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""
 
-    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
-        """Lease up to ``limit`` leasable items of one partition, in order."""
+    async def lease(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        client_id: str,
+        limit: int,
+        kinds: Kinds = None,
+    ) -> Leases:
+        """Lease up to ``limit`` leasable items of one partition, in order; with
+        ``kinds``, only items whose ``kind`` is one of them (the others are not
+        touched: they keep their place, attempts and version)."""
 
-    async def next_available_at(self, queue: QueueInfo) -> datetime | None:
-        """Earliest ``available_at`` of any item that could become leasable, or None."""
+    async def next_available_at(self, queue: QueueInfo, kinds: Kinds = None) -> datetime | None:
+        """Earliest ``available_at`` of any item that could become leasable, or None
+        (with ``kinds``: of those items whose kind is one of them)."""
 
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check."""

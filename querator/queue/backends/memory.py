@@ -19,7 +19,7 @@ import anyio
 
 from querator.clock import SYSTEM, Clock
 from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
-from querator.queue.backends.base import ItemKey, Leases, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import ItemKey, Kinds, Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
@@ -218,8 +218,11 @@ class MemoryBackend:
             part.dedup[row.dedup_key] = row.seq
         part.push(row)
 
-    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
-        """Lease up to ``limit`` items of one partition in (available_at, seq) order."""
+    async def lease(
+        self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
+    ) -> Leases:
+        """Lease up to ``limit`` items of one partition in (available_at, seq) order
+        (with ``kinds``: of those kinds only)."""
         part = self._partitions(queue)[partition]
         now = self._time()
         deadline = now + queue.settings.lease_timeout
@@ -228,7 +231,9 @@ class MemoryBackend:
         while len(leased.items) < limit and (top := part.valid_top()) is not None and top[0] <= now:
             heapq.heappop(part.heap)
             row = part.rows[top[1]]
-            if not _leasable(row, queue.settings, now):
+            if not _leasable(row, queue.settings, now) or (
+                kinds is not None and row.kind not in kinds
+            ):
                 skipped.append(top)
                 continue
             leased.waited.append(now - row.available_at)
@@ -271,14 +276,16 @@ class MemoryBackend:
                 )
         return [found.get(item_id) for item_id in ids]
 
-    async def next_available_at(self, queue: QueueInfo) -> datetime | None:
-        """Earliest available_at among items that can still be leased."""
+    async def next_available_at(self, queue: QueueInfo, kinds: Kinds = None) -> datetime | None:
+        """Earliest available_at among items that can still be leased (of ``kinds``)."""
         now = self._time()
         best: float | None = None
         for part in self._partitions(queue):
             for row in part.rows.values():
                 exhausted = 0 < queue.settings.max_attempts <= row.attempts
                 if exhausted or row.expire_at <= now:
+                    continue
+                if kinds is not None and row.kind not in kinds:
                     continue
                 if best is None or row.available_at < best:
                     best = row.available_at

@@ -46,7 +46,9 @@ from querator.workflows.layout import (
     meta_key,
     new_run_id,
     start_items,
+    wake_kind,
 )
+from querator.workflows.pollers import Poller, read_pollers, served_by
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus
 
 __all__ = [
@@ -92,8 +94,9 @@ class ScheduleInfo(View):
     last_run_error: str | None = None
     """Why that run failed: the error's type and message (None: it did not fail)."""
     orphan: bool = False
-    """True when that run failed because no worker serves the workflow
-    (``UnknownWorkflow``): the schedule fires runs nobody can run."""
+    """True when no live worker serves the workflow (see
+    :mod:`querator.workflows.pollers`): the runs the schedule fires wait in
+    their queue until a worker that serves it polls."""
     buffered: int
     """Ticks waiting for the previous run to end."""
     broken: str | None = None
@@ -304,7 +307,9 @@ async def _last_run(aq: AsyncQueueClient, run_id: str | None) -> RunInfo | None:
         return None
 
 
-async def _info(aq: AsyncQueueClient, state: ScheduleState, now: datetime) -> ScheduleInfo:
+async def _info(
+    aq: AsyncQueueClient, state: ScheduleState, now: datetime, pollers: list[Poller]
+) -> ScheduleInfo:
     spec = state.spec
     next_fire, broken = None, None
     try:
@@ -332,7 +337,7 @@ async def _info(aq: AsyncQueueClient, state: ScheduleState, now: datetime) -> Sc
         last_run_id=state.last_run_id,
         last_run_status=last.status if last else None,
         last_run_error=error,
-        orphan=last is not None and last.error_type == "UnknownWorkflow",
+        orphan=not any(p.live for p in served_by(pollers, spec.queue, wake_kind(spec.workflow))),
         buffered=len(state.buffered),
         broken=broken,
     )
@@ -341,7 +346,8 @@ async def _info(aq: AsyncQueueClient, state: ScheduleState, now: datetime) -> Sc
 async def list_schedules_async(aq: AsyncQueueClient) -> list[ScheduleInfo]:
     """See :func:`list_schedules`."""
     when = aq.clock.now()
-    return [await _info(aq, stored.state, when) for stored in await read_all(aq)]
+    pollers = await read_pollers(aq)
+    return [await _info(aq, stored.state, when, pollers) for stored in await read_all(aq)]
 
 
 def list_schedules(q: QueueClient) -> list[ScheduleInfo]:
@@ -355,7 +361,7 @@ async def get_schedule_async(aq: AsyncQueueClient, name: str) -> ScheduleInfo:
     current = await read_one(aq, name)
     if current is None:
         raise InvalidArgument("name", f"no schedule {name!r}")
-    return await _info(aq, current.state, aq.clock.now())
+    return await _info(aq, current.state, aq.clock.now(), await read_pollers(aq))
 
 
 def get_schedule(q: QueueClient, name: str) -> ScheduleInfo:

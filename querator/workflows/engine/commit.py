@@ -24,7 +24,6 @@ from querator.workflows.layout import (
     DEAD_SETTINGS,
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
-    STEP_KIND,
     WORK_SETTINGS,
     RunMeta,
     RunRecord,
@@ -32,6 +31,7 @@ from querator.workflows.layout import (
     StepRecord,
     awaited_record,
     index_items,
+    is_step,
     record_item,
     result_key,
     step_key,
@@ -81,7 +81,7 @@ def split_claim(
     it is due now, and ``can_run(step, queue)`` says this worker runs it.
     ``payloads``: the step items' payloads by dedup key."""
     steps = [(queue, item) for queue, items in produce.items() for item in items]
-    steps = [(queue, item) for queue, item in steps if item.kind == STEP_KIND]
+    steps = [(queue, item) for queue, item in steps if is_step(item.kind)]
     if len(steps) != 1:
         return produce, None
     queue, item = steps[0]
@@ -113,7 +113,11 @@ def parent_items(meta: RunMeta, final: RunRecord) -> Produce:
     key = step_key(parent.run_id, parent.position)
     return {
         RESULTS_QUEUE: [record_item(key, record, parent.run_id)],
-        parent.queue: [wake_item(parent.run_id, str(parent.position), trace=meta.trace)],
+        parent.queue: [
+            wake_item(
+                parent.run_id, str(parent.position), trace=meta.trace, workflow=parent.workflow
+            )
+        ],
     }
 
 
@@ -288,6 +292,8 @@ async def commit_wake(
     aq: AsyncQueueClient, held: Leased, payload: StepPayload, produce: Produce | None = None
 ) -> None:
     """Complete a step item with ``produce`` and a wake task for its run."""
-    wake_ = wake_item(payload.run_id, payload.wake_tag(), trace=held.headers)
+    wake_ = wake_item(
+        payload.run_id, payload.wake_tag(), trace=held.headers, workflow=payload.workflow
+    )
     wake = {payload.workflow_queue: [wake_]}
     await commit_held(aq, held, merge_items(produce or {}, wake))

@@ -170,10 +170,10 @@ def awaited_steps(request: Request | None) -> list[tuple[str, int]]:
 
 
 def request_items(
-    run_id: str, workflow_queue: str, request: Request, trace: Mapping[str, str] | None = None
+    run_id: str, ctx: RunContext, request: Request, trace: Mapping[str, str] | None = None
 ) -> dict[str, list[Item]]:
-    """What committing ``request`` produces (items per queue; ``trace``: the run's
-    trace context, for their headers)."""
+    """What committing ``request`` of the run ``ctx`` produces (items per queue;
+    ``trace``: the run's trace context, for their headers)."""
     produce: dict[str, list[Item]] = {}
     if isinstance(request, StepCall):
         produce[request.queue] = [step_item(request.payload, trace=trace)]
@@ -188,8 +188,9 @@ def request_items(
             produce[RESULTS_QUEUE] = [record_item(key, stored, run_id)]
         # Produced again on a replay only to survive a wake that came early
         # (another wake, or clocks that disagree): dedup keeps one.
-        wake = wake_item(run_id, str(request.position), request.until, trace=trace)
-        produce[workflow_queue] = [wake]
+        tag = str(request.position)
+        wake = wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow)
+        produce[ctx.workflow_queue] = [wake]
     else:
         produce = start_items(request.run_id, request.meta)
     return produce
@@ -226,6 +227,8 @@ class RunContext:
     """Set when the body is torn down: every call raises :class:`Evicted`."""
     clock: Clock = SYSTEM
     """The client's clock: durable timers and child deadlines count from it."""
+    workflow: str = ""
+    """The run's workflow (the kind of its wake tasks)."""
 
     def add(self, position: int, record: StepRecord, created: datetime | None = None) -> None:
         """Record the outcome at ``position`` (before resuming the body)."""
@@ -293,6 +296,7 @@ class RunContext:
             step=name,
             args=codec.encode_args(args, kw),
             workflow_queue=self.workflow_queue,
+            workflow=self.workflow,
         )
 
     def call(
@@ -382,7 +386,12 @@ class RunContext:
                 queue=queue or self.workflow_queue,
                 started_at=now,
                 deadline=now + timedelta(seconds=timeout) if timeout is not None else None,
-                parent=ParentLink(run_id=self.run_id, position=position, queue=self.workflow_queue),
+                parent=ParentLink(
+                    run_id=self.run_id,
+                    position=position,
+                    queue=self.workflow_queue,
+                    workflow=self.workflow,
+                ),
                 trace=self.trace,
             )
             request = Child(position, child_run_id(self.run_id, position), meta)

@@ -79,9 +79,9 @@ from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
 from querator.workflows.engine.replay import evaluate, new_live, resume
+from querator.workflows.engine.rerouting import NotServed
 from querator.workflows.engine.resumption import apply_resume
 from querator.workflows.engine.served import Served
-from querator.workflows.engine.unknown import unknown_step, unknown_workflow
 from querator.workflows.errors import WorkflowError
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.layout import (
@@ -98,7 +98,9 @@ from querator.workflows.layout import (
     record_item,
     result_key,
     step_key,
+    step_kind,
     wake_item,
+    wake_kind,
 )
 from querator.workflows.sagas.advance import saga_advance
 from querator.workflows.sagas.core import SagaFunction
@@ -164,8 +166,8 @@ class Engine:
 
     async def _step(self, leased: Leased, payload: StepPayload) -> None:
         step = self.served.step(payload.step, leased.queue)
-        if step is None:
-            raise unknown_step(payload, leased.headers)
+        if step is None:  # an item written before routing: for the workers that serve it
+            raise NotServed(f"step {payload.step!r} is not served here", step_kind(payload.step))
         found = await self.aq.lookup(RESULTS_QUEUE, payload.start_keys())
         if self.runner.skipped(payload, found):
             await commit_wake(self.aq, leased, payload)
@@ -299,7 +301,13 @@ class Engine:
         # timer's wake is produced again (a no-op, but for an early wake).
         produce: Produce = {}
         if isinstance(request, Sleep):
-            again = wake_item(run_id, str(request.position), request.until, trace=live.meta.trace)
+            again = wake_item(
+                run_id,
+                str(request.position),
+                request.until,
+                trace=live.meta.trace,
+                workflow=live.meta.workflow,
+            )
             produce = {live.ctx.workflow_queue: [again]}
         await commit_held(self.aq, wake, produce)
 
@@ -326,8 +334,9 @@ class Engine:
         if timer is not None:
             slept(run_id, timer.position, timer.since, timer.until, history.meta.trace)
         wf = self.served.workflows.get(history.meta.workflow)
-        if wf is None:
-            raise unknown_workflow(run_id, history.meta)
+        if wf is None:  # a wake written before routing: for the workers that serve it
+            workflow = history.meta.workflow
+            raise NotServed(f"workflow {workflow!r} is not served here", wake_kind(workflow))
         if needs_saga_path(wf, history, self.aq.clock.now()):
             await self._saga(wake, run_id, wf, history)
             return
@@ -440,7 +449,8 @@ class Engine:
         if to_saga:
             await self.live.drop(live)
             if produce:  # store the step's record first; the wake compensates
-                wake = {live.ctx.workflow_queue: [wake_item(run_id, "saga", trace=live.meta.trace)]}
+                saga = wake_item(run_id, "saga", trace=live.meta.trace, workflow=live.meta.workflow)
+                wake = {live.ctx.workflow_queue: [saga]}
                 await commit_held(self.aq, held, merge_items(produce, wake))
             else:
                 history = await load_history(self.aq, run_id, live.ctx.position)
@@ -459,7 +469,7 @@ class Engine:
     ) -> tuple[Leased, StepPayload, dict[str, StoredItem]] | None:
         """:meth:`_commit_request` of what comes next in the run (not its end)."""
         run_id = live.run_id
-        items = request_items(run_id, live.ctx.workflow_queue, request, live.meta.trace)
+        items = request_items(run_id, live.ctx, request, live.meta.trace)
         payloads = {}
         if isinstance(request, StepCall):
             payloads = {items[request.queue][0].dedup_key or "": request.payload}

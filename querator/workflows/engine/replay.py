@@ -66,6 +66,7 @@ def new_live(
         known=history.known,
         clock=clock,
         trace=meta.trace,
+        workflow=meta.workflow,
     )
     return LiveRun(run_id, wf, meta, ctx, body_fiber(wf, ctx, meta.args))
 
@@ -140,5 +141,5 @@ async def evaluate(
         done.request = message
         done.awaited = awaited_steps(message)
         if abort is None:
-            done.produce = request_items(run_id, ctx.workflow_queue, message, ctx.trace)
+            done.produce = request_items(run_id, ctx, message, ctx.trace)
     return done

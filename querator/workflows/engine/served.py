@@ -1,4 +1,4 @@
-"""What a worker serves: its workflows, and the steps it runs.
+"""What a worker serves: its workflows, the steps it runs, and the kinds it leases.
 
 A worker runs the steps it was given, their compensations, and every step
 *defined in the process* (found by its persisted name,
@@ -6,6 +6,14 @@ A worker runs the steps it was given, their compensations, and every step
 the queue of a workflow it serves: ``Worker(q, [checkout])`` runs ``checkout``
 and the steps it calls on its own queue without listing them. A step routed to
 another queue (``@step(queue=...)``) goes to the pools that serve that queue.
+
+**Routing.** Wake tasks and step items carry their workflow's or step's name in
+their kind (``querator.wake:{workflow}``, ``querator.step:{step}``), and a worker
+leases from each queue only the kinds it serves there (:meth:`Served.kinds`):
+apps that share a store and a queue never lease each other's items, and an
+item nobody serves waits in its queue (see :mod:`querator.workflows.pollers`).
+Items written before routing have bare kinds; every worker of the queue leases
+those and hands on the ones it does not serve (:mod:`.rerouting`).
 """
 
 from __future__ import annotations
@@ -19,14 +27,18 @@ from querator.workflows.functions import (
     StepFunction,
     WorkflowFunction,
     registered_step,
+    registered_steps,
 )
-from querator.workflows.layout import WORKFLOW_QUEUE
+from querator.workflows.layout import STEP_KIND, WAKE_KIND, WORKFLOW_QUEUE, step_kind, wake_kind
 
 __all__ = ["Served"]
 
+LEGACY_KINDS = (STEP_KIND, WAKE_KIND)
+"""The bare kinds of items written before routing: leased by every worker of their queue."""
+
 
 class Served:
-    """The functions of one worker and the queues it leases from."""
+    """The functions of one worker, the queues it leases from and the kinds it takes."""
 
     def __init__(self, functions: Iterable[DurableFunction]) -> None:
         self.workflows: dict[str, WorkflowFunction[..., Any]] = {}
@@ -41,6 +53,7 @@ class Served:
             self.workflow_queues | {s.queue or WORKFLOW_QUEUE for s in self.steps.values()}
         )
         """Every queue the worker leases from."""
+        self._kinds: dict[str, tuple[int, tuple[str, ...]]] = {}
 
     def _register(self, fn: DurableFunction) -> None:
         if not isinstance(fn, StepFunction | WorkflowFunction):
@@ -62,3 +75,27 @@ class Served:
     def can_run(self, name: str, queue: str) -> bool:
         """Whether this worker runs step ``name`` for an item of ``queue`` it leases from."""
         return queue in self.queues and self.step(name, queue) is not None
+
+    def names(self, queue: str) -> tuple[list[str], list[str]]:
+        """The workflows whose wakes and the steps whose items this worker takes
+        from ``queue``, sorted."""
+        workflows = sorted(
+            name for name, wf in self.workflows.items() if (wf.queue or WORKFLOW_QUEUE) == queue
+        )
+        steps = set(self.steps)
+        if queue in self.workflow_queues:
+            steps.update(registered_steps())
+        return workflows, sorted(steps)
+
+    def kinds(self, queue: str) -> tuple[str, ...]:
+        """The item kinds this worker leases from ``queue`` (sorted; recomputed when
+        the process defines more steps)."""
+        defined = len(registered_steps())
+        cached = self._kinds.get(queue)
+        if cached is not None and cached[0] == defined:
+            return cached[1]
+        workflows, steps = self.names(queue)
+        kinds = [wake_kind(name) for name in workflows] + [step_kind(name) for name in steps]
+        found = tuple(sorted({*kinds, *LEGACY_KINDS}))
+        self._kinds[queue] = (defined, found)
+        return found

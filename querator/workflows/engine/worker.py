@@ -14,34 +14,34 @@ from typing import Any, TypedDict
 
 import anyio
 from anyio.lowlevel import EventLoopToken, current_token
-from pydantic import ValidationError
 from typing_extensions import Unpack
 
 from querator.clock import using
 from querator.errors import Conflict, RequestTimeout, Unavailable
 from querator.queue.client import QueueClient
-from querator.queue.models import Item, Leased
+from querator.queue.models import Leased
 from querator.queue.options import check_options
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_duration, check_flag, check_name
 from querator.workflows.cron.scheduler import AsyncScheduler
-from querator.workflows.engine.commit import ensure_work_queue, transact_creating
+from querator.workflows.engine.commit import ensure_work_queue
 from querator.workflows.engine.driver import Engine, Poison
 from querator.workflows.engine.execute import StepRunner
+from querator.workflows.engine.heartbeat import Heartbeat
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
+from querator.workflows.engine.poison import decode, discard
 from querator.workflows.engine.renewal import Renewer
+from querator.workflows.engine.rerouting import NotServed, reroute
 from querator.workflows.engine.served import Served
-from querator.workflows.engine.unknown import UnknownName, leave_for_others
 from querator.workflows.functions import DurableFunction
 from querator.workflows.layout import (
-    DEAD_QUEUE,
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
-    STEP_KIND,
-    WAKE_KIND,
     StepPayload,
     WakePayload,
+    is_step,
+    is_wake,
 )
 
 __all__ = ["AsyncWorker", "Worker"]
@@ -170,6 +170,13 @@ class AsyncWorker:
         )
         """Advances this worker's runs and keeps their live bodies (see
         :mod:`querator.workflows.engine.driver`)."""
+        self._heartbeat = Heartbeat(
+            aq,
+            self.client_id,
+            lambda: {queue: list(self.served.kinds(queue)) for queue in self.queues},
+            self.queues,
+        )
+        """This worker's entry in the registry of workers (what it leases)."""
         self.counts = self.engine.counts
         """Since this worker was made: ``leased`` items from its queues;
         ``handed_over``: step items it produced leased to itself and ran at once;
@@ -221,10 +228,12 @@ class AsyncWorker:
                 async with anyio.create_task_group() as pollers:
                     for queue in self.queues:
                         pollers.start_soon(self._poll, queue, items)
+                    pollers.start_soon(self._heartbeat.run)  # the registry of workers
                     if self.scheduler is not None:
                         pollers.start_soon(self.scheduler.arun)
                     await self._stop.wait()
                     pollers.cancel_scope.cancel()
+                await self._heartbeat.release()
                 log.info("worker %s stopping: %d item(s) in hand", self.client_id, self._in_flight)
                 if not await self._drain():
                     released: set[str] = set()
@@ -318,7 +327,11 @@ class AsyncWorker:
             free = max(1, (self.concurrency - self._in_flight) // len(self.queues))
             try:
                 batch = await self.aq.lease(
-                    queue, client_id=self.client_id, batch_size=free, timeout=self.poll_timeout
+                    queue,
+                    client_id=self.client_id,
+                    batch_size=free,
+                    timeout=self.poll_timeout,
+                    kinds=self.served.kinds(queue),
                 )
             except RequestTimeout:
                 outage.back()
@@ -343,10 +356,10 @@ class AsyncWorker:
     async def _handle(self, leased: Leased) -> None:
         try:
             await self._dispatch(leased)
-        except UnknownName as exc:
-            await leave_for_others(self.aq, leased, exc)
+        except NotServed as exc:
+            await reroute(self.aq, leased, exc)
         except Poison as exc:
-            await self._discard(leased, str(exc))
+            await discard(self.aq, leased, str(exc))
         except Exception:
             log.exception(
                 "worker %s: item %s of run %s failed; its lease will expire",
@@ -361,11 +374,11 @@ class AsyncWorker:
                 self._slots.notify_all()
 
     async def _dispatch(self, leased: Leased) -> None:
-        if leased.kind == WAKE_KIND:
-            await self.engine.wake(leased, _decode(WakePayload, leased))
-        elif leased.kind == STEP_KIND:
+        if is_wake(leased.kind):
+            await self.engine.wake(leased, decode(WakePayload, leased))
+        elif is_step(leased.kind):
             began = time.monotonic()
-            payload = _decode(StepPayload, leased)
+            payload = decode(StepPayload, leased)
             await self.engine.step(leased, payload)
             log.debug(
                 "run %s step %s@%d: handled in %.3fs",
@@ -376,35 +389,6 @@ class AsyncWorker:
             )
         else:
             raise Poison(f"unknown item kind {leased.kind!r}")
-
-    async def _discard(self, leased: Leased, reason: str) -> None:
-        try:
-            info = await self.aq.get_queue(leased.queue)
-            if info.settings.dead_queue:
-                await self.aq.retry(leased.queue, [leased], dead=True)
-                where = info.settings.dead_queue
-            else:  # a queue made without one: the item moves to querator's own
-                copy = Item(
-                    payload=leased.payload,
-                    kind=leased.kind,
-                    encoding=leased.encoding,
-                    reference=leased.reference,
-                    headers=dict(leased.headers),
-                )
-                await transact_creating(self.aq, [leased], {DEAD_QUEUE: [copy]})
-                where = DEAD_QUEUE
-            log.error(
-                "poison item %s of %s moved to %s: %s", leased.id, leased.queue, where, reason
-            )
-        except Conflict as exc:
-            log.warning("poison item %s: lease lost before discarding: %s", leased.id, exc)
-
-
-def _decode(model: type[StepPayload] | type[WakePayload], leased: Leased) -> Any:
-    try:
-        return model.model_validate_json(leased.payload)
-    except ValidationError as exc:
-        raise Poison(f"undecodable {leased.kind} payload: {exc.errors()[0]['msg']}") from exc
 
 
 class Worker:

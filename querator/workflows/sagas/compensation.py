@@ -117,6 +117,7 @@ def compensation_items(
             step=entry.name,
             args=entry.args,
             workflow_queue=meta.queue,
+            workflow=meta.workflow,
             slot=compensation_slot(move.index, move.round),
         )
         log.info(
@@ -171,7 +172,9 @@ async def redrive(aq: AsyncQueueClient, run_id: str) -> bool:
     await aq.transact(
         produce={
             RESULTS_QUEUE: [record_item(redrive_key(run_id, g), record, run_id)],
-            meta.queue: [wake_item(run_id, f"redrive{g}", trace=meta.trace)],
+            meta.queue: [
+                wake_item(run_id, f"redrive{g}", trace=meta.trace, workflow=meta.workflow)
+            ],
         }
     )
     log.info("saga %s: compensation %s re-driven", run_id, state.failed[g].name)

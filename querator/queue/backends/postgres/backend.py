@@ -25,7 +25,7 @@ from querator.errors import (
     QueueNotFound,
     Unavailable,
 )
-from querator.queue.backends.base import Leases, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import Kinds, Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import text_array
@@ -343,10 +343,13 @@ class PostgresBackend:
         async with self._transaction(queue.name) as conn:
             return await insert_items(conn, self._names, queue, items, now=self._clock.given())
 
-    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
-        """Lease up to ``limit`` leasable items of one partition, in order."""
+    async def lease(
+        self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
+    ) -> Leases:
+        """Lease up to ``limit`` leasable items of one partition (of ``kinds``), in order."""
         statement = stmt.lease_for(self._names, queue.queue_id, partition)
         params = {
+            "kinds": None if kinds is None else list(kinds),
             "max_attempts": queue.settings.max_attempts,
             "limit": limit,
             "lease_timeout": float(queue.settings.lease_timeout),
@@ -365,13 +368,18 @@ class PostgresBackend:
             leases.waited.append((item.lease_deadline - row[0]).total_seconds() - timeout)
         return leases
 
-    async def next_available_at(self, queue: QueueInfo) -> datetime | None:
-        """Earliest ``available_at`` of any item that could become leasable, or None."""
+    async def next_available_at(self, queue: QueueInfo, kinds: Kinds = None) -> datetime | None:
+        """Earliest ``available_at`` of any item (of ``kinds``) that could become
+        leasable, or None."""
         statement = stmt.NEXT_AVAILABLE.format(
             branches=self._union(stmt.NEXT_AVAILABLE_BRANCH, queue)
         )
         async with self._connect(queue.name) as conn:
-            params = {"max_attempts": queue.settings.max_attempts, "now": self._clock.given()}
+            params = {
+                "max_attempts": queue.settings.max_attempts,
+                "now": self._clock.given(),
+                "kinds": None if kinds is None else list(kinds),
+            }
             cur = await conn.execute(statement, params)
             row = await cur.fetchone()
         return None if row is None else _as_datetime(row[0])

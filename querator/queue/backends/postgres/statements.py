@@ -336,6 +336,7 @@ WITH picked AS (
     WHERE available_at <= coalesce(%(now)s, now())
       AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
       AND expire_at > coalesce(%(now)s, now())
+      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
     ORDER BY available_at, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -347,7 +348,8 @@ WHERE t.seq = picked.seq
 RETURNING picked.lease_order, {columns}
 """
 )
-"""Leases the first leasable items of a partition; rows another client locks are skipped."""
+"""Leases the first leasable items of a partition (of the given kinds, unless
+``kinds`` is NULL); rows another client locks are skipped."""
 
 CLAIM: Final = sql.SQL(
     """
@@ -367,6 +369,7 @@ NEXT_AVAILABLE_BRANCH: Final = sql.SQL(
 SELECT min(available_at) AS available_at FROM {table}
 WHERE (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
   AND expire_at > coalesce(%(now)s, now())
+  AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
 """
 )
 """Earliest availability of one partition's live items; branches join by UNION ALL."""

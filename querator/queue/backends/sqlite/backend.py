@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from querator.clock import SYSTEM, Clock
 from querator.errors import Unavailable
-from querator.queue.backends.base import Leases, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import Kinds, Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.backends.sqlite import items as item_ops
 from querator.queue.backends.sqlite import queues as queue_ops
@@ -150,16 +150,24 @@ class SqliteBackend:
         op = partial(item_ops.produce_items, queue=queue, items=items)
         return await self._call(op, write=True, queue=queue.name)
 
-    async def lease(self, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
-        """Lease up to ``limit`` leasable items of one partition, in order."""
+    async def lease(
+        self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
+    ) -> Leases:
+        """Lease up to ``limit`` leasable items of one partition (of ``kinds``), in order."""
         op = partial(
-            item_ops.lease, queue=queue, partition=partition, client_id=client_id, limit=limit
+            item_ops.lease,
+            queue=queue,
+            partition=partition,
+            client_id=client_id,
+            limit=limit,
+            kinds=kinds,
         )
         return await self._call(op, write=True, queue=queue.name)
 
-    async def next_available_at(self, queue: QueueInfo) -> datetime | None:
-        """Earliest ``available_at`` of any item that could become leasable, or None."""
-        op = partial(item_ops.next_available_at, queue=queue)
+    async def next_available_at(self, queue: QueueInfo, kinds: Kinds = None) -> datetime | None:
+        """Earliest ``available_at`` of any item (of ``kinds``) that could become
+        leasable, or None."""
+        op = partial(item_ops.next_available_at, queue=queue, kinds=kinds)
         micros = await self._call(op, write=False, queue=queue.name)
         return None if micros is None else from_us(micros)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from querator.errors import Conflict, ConflictReason
-from querator.queue.backends.base import InsertPlan, Leases, NewItem
+from querator.queue.backends.base import InsertPlan, Kinds, Leases, NewItem
 from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.rows import (
     ItemRow,
@@ -91,12 +91,17 @@ def produce_items(txn: Txn, queue: QueueInfo, items: Sequence[NewItem]) -> list[
 # -- lease --------------------------------------------------------------------
 
 
-def lease(txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int) -> Leases:
-    """Lease up to ``limit`` leasable items of one partition, by ``(available_at, seq)``."""
+def lease(
+    txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
+) -> Leases:
+    """Lease up to ``limit`` leasable items of one partition (of ``kinds``), by
+    ``(available_at, seq)``."""
     now = txn.now
     bound = stmt.attempts_bound(queue.settings.max_attempts)
-    query = stmt.leasable(queue.queue_id, partition)
-    rows = [ItemRow(*row) for row in txn.conn.execute(query, (now, now, bound, limit))]
+    wanted = kinds or ()
+    query = stmt.leasable(queue.queue_id, partition, len(wanted))
+    params = (now, now, bound, *wanted, limit)
+    rows = [ItemRow(*row) for row in txn.conn.execute(query, params)]
     leased = _lease_rows(txn, queue, partition, client_id, rows)
     return Leases(leased, [(now - row.available_at) / 1e6 for row in rows])
 
@@ -142,12 +147,14 @@ def _lease_rows(
     ]
 
 
-def next_available_at(txn: Txn, queue: QueueInfo) -> int | None:
-    """Earliest ``available_at`` (microseconds) of an item not exhausted and not expired."""
+def next_available_at(txn: Txn, queue: QueueInfo, kinds: Kinds = None) -> int | None:
+    """Earliest ``available_at`` (microseconds) of an item not exhausted and not
+    expired (of ``kinds``)."""
     earliest: int | None = None
-    params = (txn.now, stmt.attempts_bound(queue.settings.max_attempts))
+    wanted = kinds or ()
+    params = (txn.now, stmt.attempts_bound(queue.settings.max_attempts), *wanted)
     for partition in range(queue.settings.partitions):
-        query = stmt.next_available(queue.queue_id, partition)
+        query = stmt.next_available(queue.queue_id, partition, len(wanted))
         row = txn.conn.execute(query, params).fetchone()
         if row is not None and (earliest is None or row[0] < earliest):
             earliest = row[0]

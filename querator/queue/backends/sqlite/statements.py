@@ -117,13 +117,19 @@ def insert_item(queue_id: int, partition: int) -> str:
 
 
 @lru_cache(maxsize=_CACHE)
-def leasable(queue_id: int, partition: int) -> str:
-    """Leasable items (now, now, attempts bound) in lease order, at most ``?``."""
+def leasable(queue_id: int, partition: int, kinds: int = 0) -> str:
+    """Leasable items (now, now, attempts bound, then ``kinds`` kinds when not 0)
+    in lease order, at most ``?``."""
     return (
         f"SELECT {_ITEM} FROM {table_name(queue_id, partition)}"
         " WHERE available_at <= ? AND expire_at > ? AND attempts < ?"
-        " ORDER BY available_at, seq LIMIT ?"
+        f"{_kind_in(kinds)} ORDER BY available_at, seq LIMIT ?"
     )
+
+
+def _kind_in(kinds: int) -> str:
+    """The condition of a kind filter of ``kinds`` values (none when 0)."""
+    return f" AND kind IN ({_marks(kinds)})" if kinds else ""
 
 
 @lru_cache(maxsize=_CACHE)
@@ -146,11 +152,12 @@ def lease_update(queue_id: int, partition: int, n: int) -> str:
 
 
 @lru_cache(maxsize=_CACHE)
-def next_available(queue_id: int, partition: int) -> str:
-    """Earliest ``available_at`` of an item neither expired (now) nor exhausted (bound)."""
+def next_available(queue_id: int, partition: int, kinds: int = 0) -> str:
+    """Earliest ``available_at`` of an item neither expired (now) nor exhausted
+    (bound), of ``kinds`` kinds when not 0 (then the kinds)."""
     return (
         f"SELECT available_at FROM {table_name(queue_id, partition)}"
-        " WHERE expire_at > ? AND attempts < ? ORDER BY available_at LIMIT 1"
+        f" WHERE expire_at > ? AND attempts < ?{_kind_in(kinds)} ORDER BY available_at LIMIT 1"
     )
 
 

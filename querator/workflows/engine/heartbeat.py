@@ -1,0 +1,140 @@
+"""A worker's entry in the registry of workers (:mod:`querator.workflows.pollers`),
+and its WARNING about items that no live worker serves.
+
+The entry is a record of the results queue (``pollers/{client id}``) the worker
+holds leased while it polls: claimed at start, renewed every
+:data:`~querator.workflows.pollers.HEARTBEAT` seconds, given back when the
+worker stops polling. Every few beats the worker also looks at the heads of
+the queues it leases from and logs, once per queue and kind, a WARNING for
+items that waited longer than :data:`~querator.workflows.pollers.UNSERVED_GRACE`
+seconds while no live worker serves them (routing leaves them in the queue:
+see :mod:`querator.workflows.engine.served`), and deletes the entries of
+workers gone for :data:`~querator.workflows.pollers.POLLERS_KEPT` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import anyio
+
+from querator.errors import Conflict, QueratorError
+from querator.queue.models import Item, Leased
+from querator.queue.service import AsyncQueueClient
+from querator.workflows.layout import RESULTS_QUEUE, RESULTS_SETTINGS
+from querator.workflows.pollers import (
+    HEARTBEAT,
+    POLLER_KIND,
+    POLLER_TTL,
+    POLLERS_KEPT,
+    POLLERS_PREFIX,
+    PollerRecord,
+    read_pollers,
+    unserved_items,
+)
+
+__all__ = ["Heartbeat"]
+
+log = logging.getLogger("querator.worker")
+
+WARN_EVERY = 3
+"""Beats between two looks for items nobody serves (one a minute)."""
+PROBE = 100
+"""Items read from the head of each partition by such a look."""
+
+
+class Heartbeat:
+    """Keeps a worker's registry entry live (:meth:`run`) until :meth:`release`."""
+
+    def __init__(
+        self,
+        aq: AsyncQueueClient,
+        client_id: str,
+        serves: Callable[[], dict[str, list[str]]],
+        queues: Sequence[str],
+    ) -> None:
+        self.aq = aq
+        self.client_id = client_id
+        self._serves = serves
+        self._queues = list(queues)
+        self._held: Leased | None = None
+        self._told: set[tuple[str, str]] = set()
+        self._started = aq.clock.now()
+
+    async def run(self) -> None:
+        """Beat until cancelled (the worker stops polling)."""
+        beats = 0
+        while True:
+            try:
+                await self._beat()
+                if beats % WARN_EVERY == WARN_EVERY - 1:  # not at start: a restart is cheap
+                    await self._warn()
+                    await self._prune()
+            except QueratorError as exc:  # the store away: the next beat tries again
+                log.debug("worker %s: registry heartbeat failed: %s", self.client_id, exc)
+            beats += 1
+            await anyio.sleep(HEARTBEAT)
+
+    async def _beat(self) -> None:
+        if self._held is not None:
+            try:
+                [self._held] = await self.aq.renew(RESULTS_QUEUE, [self._held], extend=POLLER_TTL)
+                return
+            except Conflict:
+                self._held = None  # lost (the process stalled past the TTL): claim it again
+        self._held = await self._claim()
+
+    async def _claim(self) -> Leased | None:
+        await self.aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+        record = PollerRecord(
+            client_id=self.client_id, started_at=self._started, serves=self._serves()
+        )
+        item = Item(
+            payload=record.model_dump_json().encode(),
+            kind=POLLER_KIND,
+            encoding="json",
+            dedup_key=POLLERS_PREFIX + self.client_id,
+        )
+        result = await self.aq.commit(
+            produce_leased={RESULTS_QUEUE: [item]},
+            client_id=self.client_id,
+            silent=(RESULTS_QUEUE,),  # nobody waits for it
+        )
+        return result.leased.get(RESULTS_QUEUE, [None])[0]
+
+    async def _prune(self) -> None:
+        """Delete the entries of workers that stopped more than POLLERS_KEPT ago."""
+        oldest = self.aq.clock.now() - timedelta(seconds=POLLERS_KEPT)
+        gone = [
+            p.item_id for p in await read_pollers(self.aq) if not p.live and p.last_seen < oldest
+        ]
+        if gone:
+            with contextlib.suppress(Conflict):  # another worker pruned them first
+                await self.aq.delete_items(RESULTS_QUEUE, gone[:1_000])
+
+    async def _warn(self) -> None:
+        for unserved in await unserved_items(self.aq, self._queues, limit=PROBE):
+            told = (unserved.queue, unserved.kind)
+            if told in self._told:
+                continue
+            self._told.add(told)
+            log.warning(
+                "%d item(s) of queue %s wait since %s: %s (logged once per name)",
+                unserved.items,
+                unserved.queue,
+                unserved.waiting_since.isoformat(timespec="seconds"),
+                unserved.reason,
+            )
+
+    async def release(self) -> None:
+        """Give the entry back: the registry records when this worker stopped."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        try:
+            await self.aq.retry(RESULTS_QUEUE, [held])
+        except QueratorError as exc:  # its lease ends within the TTL anyway
+            log.debug("worker %s: registry entry not released: %s", self.client_id, exc)

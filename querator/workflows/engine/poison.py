@@ -1,0 +1,50 @@
+"""Items a worker cannot handle (poison): decoded or dead-lettered, never dropped."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from querator.errors import Conflict
+from querator.queue.models import Item, Leased
+from querator.queue.service import AsyncQueueClient
+from querator.workflows.engine.commit import transact_creating
+from querator.workflows.engine.driver import Poison
+from querator.workflows.layout import DEAD_QUEUE, StepPayload, WakePayload
+
+__all__ = ["decode", "discard"]
+
+log = logging.getLogger("querator.worker")
+
+
+async def discard(aq: AsyncQueueClient, leased: Leased, reason: str) -> None:
+    """Move a poison item to its queue's dead queue (querator's own when its
+    queue has none), in the transaction that completes it."""
+    try:
+        info = await aq.get_queue(leased.queue)
+        if info.settings.dead_queue:
+            await aq.retry(leased.queue, [leased], dead=True)
+            where = info.settings.dead_queue
+        else:  # a queue made without one: the item moves to querator's own
+            copy = Item(
+                payload=leased.payload,
+                kind=leased.kind,
+                encoding=leased.encoding,
+                reference=leased.reference,
+                headers=dict(leased.headers),
+            )
+            await transact_creating(aq, [leased], {DEAD_QUEUE: [copy]})
+            where = DEAD_QUEUE
+        log.error("poison item %s of %s moved to %s: %s", leased.id, leased.queue, where, reason)
+    except Conflict as exc:
+        log.warning("poison item %s: lease lost before discarding: %s", leased.id, exc)
+
+
+def decode(model: type[StepPayload] | type[WakePayload], leased: Leased) -> Any:
+    """The item's payload, or :class:`Poison` when it does not decode."""
+    try:
+        return model.model_validate_json(leased.payload)
+    except ValidationError as exc:
+        raise Poison(f"undecodable {leased.kind} payload: {exc.errors()[0]['msg']}") from exc
