@@ -11,6 +11,8 @@ Conventions every backend keeps:
   SQLite and memory). Durations arrive as seconds.
 * An item is *leasable* when ``available_at <= now`` and it has attempts left
   (``max_attempts == 0 or attempts < max_attempts``) and ``expire_at > now``.
+  A produced item's ``expire_at`` counts from when it becomes available:
+  ``max(enqueue_at, now) + expire_timeout``.
   Leasing orders by ``(available_at, seq)``, sets ``available_at`` and
   ``lease_deadline`` to ``now + lease_timeout``, sets ``client_id``, and bumps
   ``attempts`` and ``version``.
@@ -21,7 +23,8 @@ Conventions every backend keeps:
   ``available_at`` to ``now + extend`` and bumps ``version``.
 * Dead-lettering moves an item into the dead queue's partition
   ``partition % dead.partitions`` as a new item (new id, version 1, attempts 0,
-  available now, ``source_id`` = old id, fresh ``expire_at``) and deletes the
+  available now, ``source_id`` = old id, ``expire_at`` by the dead queue's
+  ``dead_letter_expiry``, else :data:`~querator.queue.models.KEPT`) and deletes the
   source row, in one transaction; with no dead queue the item is deleted.
   A retry of an item whose attempts are used up dead-letters it at once.
 * Every change that can make an item leasable (produce, retry, dead-letter

@@ -23,6 +23,7 @@ from querator.queue.backends.base import ItemKey, Leases, NewItem, TxnPlan, Wake
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
+    KEPT,
     Leased,
     PartitionGauges,
     PartitionStats,
@@ -31,6 +32,9 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
+
+_KEPT = KEPT.timestamp()
+"""The ``expire_at`` of an item that never expires."""
 
 
 def _ts(seconds: float) -> datetime:
@@ -190,14 +194,15 @@ class MemoryBackend:
             if new.dedup_key is not None and new.dedup_key in part.dedup:
                 ids.append(format_id(queue.queue_id, new.partition, part.dedup[new.dedup_key]))
                 continue
+            available = new.available_at.timestamp() if new.available_at else now
             row = _Row(
                 seq=next(part.seqs),
                 version=1,
-                available_at=new.available_at.timestamp() if new.available_at else now,
+                available_at=available,
                 lease_deadline=None,
                 client_id=None,
                 attempts=0,
-                expire_at=now + queue.settings.expire_timeout,
+                expire_at=max(available, now) + queue.settings.expire_timeout,
                 payload=new.payload,
                 kind=new.kind,
                 encoding=new.encoding,
@@ -379,6 +384,7 @@ class MemoryBackend:
         if dead is None:
             return
         dead_parts = self._partitions(dead)
+        keep = dead.settings.dead_letter_expiry
         target = dead_parts[partition % len(dead_parts)]
         moved = replace(
             row,
@@ -388,7 +394,7 @@ class MemoryBackend:
             lease_deadline=None,
             client_id=None,
             attempts=0,
-            expire_at=now + dead.settings.expire_timeout,
+            expire_at=_KEPT if keep is None else now + keep,
             dedup_key=None,
             source_id=format_id(info.queue_id, partition, row.seq),
             created_at=now,

@@ -33,6 +33,7 @@ from querator.queue.backends.postgres.schema import (
     item_row,
     item_select,
 )
+from querator.queue.models import KEPT
 
 SCHEMA_PATTERN: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 """Accepted schema names: lower-case identifiers that never need quoting."""
@@ -195,13 +196,17 @@ UNKEYED: Final = tuple(c for c in GIVEN if c.name != "dedup_key")
 
 def produced(prefix: str = "") -> dict[str, str]:
     """What inserting a produced item puts in each column, reading the item from
-    the arrays' row ``v`` and the queue's expiry from ``<prefix>expire_timeout``."""
+    the arrays' row ``v`` and the queue's expiry from ``<prefix>expire_timeout``
+    (counted from when the item becomes available)."""
     return {
         **given_values("v"),
         "version": "1",
         "available_at": "coalesce(v.available_at, %(now)s, now())",
         "attempts": "0",
-        "expire_at": f"{NOW} + make_interval(secs => %({prefix}expire_timeout)s::float8)",
+        "expire_at": (
+            f"greatest(v.available_at, {NOW})"
+            f" + make_interval(secs => %({prefix}expire_timeout)s::float8)"
+        ),
         "created_at": NOW,
     }
 
@@ -537,7 +542,10 @@ _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
         "version": "1",
         "available_at": NOW,
         "attempts": "0",
-        "expire_at": f"{NOW} + make_interval(secs => %(expire_timeout)s::float8)",
+        "expire_at": (
+            f"coalesce({NOW} + make_interval(secs => %(expire_timeout)s::float8),"
+            f" '{KEPT.isoformat()}'::timestamptz)"
+        ),
         **{column: f"m.{column}" for column in MOVED},
         "source_id": "%(id_prefix)s || m.seq::text",
         "created_at": NOW,

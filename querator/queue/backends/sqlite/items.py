@@ -165,7 +165,7 @@ def dead_letter(
         return
     if dead is not None:
         insert = stmt.insert_item(dead.queue_id, partition % dead.settings.partitions)
-        expire = dead.settings.expire_timeout
+        expire = dead.settings.dead_letter_expiry
         values = [
             dead_values(row, format_id(queue.queue_id, partition, row.seq), txn.now, expire)
             for row in rows
