@@ -223,6 +223,9 @@ def test_dead_letters_are_listed_requeued_and_purged(tmp_path: Path) -> None:
     listed = cli("dead", "list", "orders", "--url", url)
     assert listed.returncode == 0, listed.stderr
     assert "orders: 3 dead letter(s)" in listed.stdout and "order 1" in listed.stdout
+    assert "EXPIRES" in listed.stdout and "never" in listed.stdout
+    stats = cli("queues", "stats", "orders-dead", "--url", url)
+    assert "dead letters arriving here kept until requeued or purged" in stats.stdout
     shown = cli("dead", "show", "orders", dead_ids[0], "--url", url)
     assert json.loads(shown.stdout)["payload"] == "order 0"
     one = cli("dead", "requeue", "orders", dead_ids[0], "--url", url)
