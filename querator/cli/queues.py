@@ -66,6 +66,18 @@ def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> 
     _table(rows)
 
 
+@queues_app.command("delete")
+def queues_delete(
+    name: str,
+    force: Annotated[bool, typer.Option(help="Delete the items the queue holds with it.")] = False,
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Delete queue NAME; one that still holds items only with --force."""
+    with _reporting(), _store(url) as q:
+        q.delete_queue(name, force=force)
+    typer.echo(f"{name}: deleted")
+
+
 def _expiry(settings: QueueSettings) -> str:
     """How long the queue keeps items, and dead letters, in words."""
     kept = settings.dead_letter_expiry

@@ -151,9 +151,11 @@ class AsyncQuerator:
         body = settings_body(check_name("name", name), settings)
         return info(await self._post("/v1/queues.update", body, wa.CreateReply))
 
-    async def delete_queue(self, name: str) -> None:
+    async def delete_queue(self, name: str, *, force: bool = False) -> None:
         """See :meth:`querator.AsyncQuerator.delete_queue`."""
-        body = {"queue_name": check_name("name", name)}
+        if not isinstance(force, bool):
+            raise InvalidArgument("force", f"must be a bool, got {type(force).__name__}")
+        body = {"queue_name": check_name("name", name), "force": force}
         await self._post("/v1/queues.delete", body, wq.Reply)
 
     async def get_queue(self, name: str) -> QueueInfo:

@@ -242,6 +242,20 @@ def test_dead_letters_are_listed_requeued_and_purged(tmp_path: Path) -> None:
     assert none.returncode == 2 and "has no dead_queue" in none.stderr
 
 
+def test_queues_delete_refuses_a_queue_with_items_unless_forced(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'delete.db'}"
+    with Querator(url) as q:
+        q.create_queue("orders")
+        q.produce("orders", [Item(payload=b"a"), Item(payload=b"b")])
+    refused = cli("queues", "delete", "orders", "--url", url)
+    assert refused.returncode == 1, refused.stderr
+    assert "holds 2 item(s)" in refused.stderr and "Traceback" not in refused.stderr
+    forced = cli("queues", "delete", "orders", "--force", "--url", url)
+    assert forced.returncode == 0 and "orders: deleted" in forced.stdout, forced.stderr
+    with Querator(url) as q:
+        assert q.list_queues() == []
+
+
 def test_schedules_are_listed_paused_triggered_and_deleted(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'sched.db'}"
     with Querator(url) as q:

@@ -209,8 +209,10 @@ class Backend(Protocol):
     async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Store new settings, creating added partitions; QueueNotFound if absent."""
 
-    async def delete_queue(self, name: str) -> None:
-        """Drop the queue and its tables; QueueNotFound if absent."""
+    async def delete_queue(self, name: str, force: bool) -> None:
+        """Drop the queue and its tables; QueueNotFound if absent. Unless ``force``,
+        a queue that holds items raises QueueNotEmpty and stays (checked in the
+        transaction that would drop it, so no item produced meanwhile is lost)."""
 
     async def get_queue(self, name: str) -> QueueInfo:
         """The queue's info; QueueNotFound if absent."""

@@ -18,7 +18,14 @@ from typing import Any
 import anyio
 
 from querator.clock import SYSTEM, Clock
-from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
+from querator.errors import (
+    Conflict,
+    ConflictReason,
+    InvalidArgument,
+    QueueExists,
+    QueueNotEmpty,
+    QueueNotFound,
+)
 from querator.queue.backends.base import ItemKey, Leases, NewItem, TxnPlan, WakeCallback
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.ids import format_id, parse_id
@@ -151,9 +158,12 @@ class MemoryBackend:
         self._queues[name] = info
         return info
 
-    async def delete_queue(self, name: str) -> None:
-        """Drop the queue and its items."""
+    async def delete_queue(self, name: str, force: bool) -> None:
+        """Drop the queue and its items (refused while it holds any, unless ``force``)."""
         info = await self.get_queue(name)
+        count = sum(len(part.rows) for part in self._parts[info.queue_id])
+        if count and not force:
+            raise QueueNotEmpty(name, count)
         del self._queues[name]
         del self._parts[info.queue_id]
 

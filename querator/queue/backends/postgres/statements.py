@@ -160,6 +160,12 @@ RETURNING {columns}
 DELETE_QUEUE: Final = sql.SQL("DELETE FROM {queues} WHERE name = %(name)s RETURNING id, partitions")
 """Removes a queue's row; returns what is needed to drop its tables."""
 
+LOCK_TABLES: Final = sql.SQL("LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+"""Holds a queue's partition tables against every writer until the transaction ends."""
+
+COUNT_ITEMS: Final = sql.SQL("(SELECT count(*) FROM {table})")
+"""The number of items in one partition table (summed over a queue's tables)."""
+
 LIST_QUEUES: Final = sql.SQL(
     "SELECT {columns} FROM {queues} WHERE name >= %(pivot)s ORDER BY name LIMIT %(limit)s"
 )
