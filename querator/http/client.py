@@ -55,6 +55,7 @@ from querator.queue.validation import (
     check_duration,
     check_instant,
     check_name,
+    check_sequence,
     key_range,
 )
 from querator.telemetry import inject, messaging
@@ -175,6 +176,7 @@ class AsyncQuerator:
     # -- items --------------------------------------------------------------
     async def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
         """See :meth:`querator.AsyncQuerator.produce`."""
+        check_sequence("items", items, "querator.Item")
         with messaging.sending("produce", {queue: len(items)}) as send:
             body = {
                 "queue_name": check_name("queue", queue),
@@ -227,7 +229,7 @@ class AsyncQuerator:
             await self._post("/v1/queue.complete", body, wq.Reply)
 
     def _batch(self, queue: str, items: Sequence[RefLike]) -> list[dict[str, Any]]:
-        check_batch("items", len(items))
+        check_batch("items", len(check_sequence("items", items, "Leased items")))
         return refs(queue, items, "items")
 
     async def retry(
@@ -388,7 +390,7 @@ class AsyncQuerator:
     async def delete_items(self, queue: str, ids: Sequence[str]) -> None:
         """See :meth:`querator.AsyncQuerator.delete_items`."""
         check_name("queue", queue)
-        check_batch("ids", len(ids))
+        check_batch("ids", len(check_sequence("ids", ids, "item ids")))
         body = {"queue_name": queue, "ids": list(ids)}
         await self._post("/v1/storage/items.delete", body, wq.Reply)
 

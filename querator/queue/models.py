@@ -110,7 +110,9 @@ class Item(InputModel):
     """An item to produce."""
 
     payload: bytes = b""
-    """The opaque body of the item."""
+    """The opaque body of the item: bytes, or a str, stored as its UTF-8 encoding
+    (read back as bytes). Anything else is an InvalidArgument: encode structured
+    data yourself (``json.dumps(data).encode()``)."""
     kind: str = Field(default="", max_length=512)
     """What the payload is (an application-level type name)."""
     encoding: str = Field(default="", max_length=512)
@@ -127,6 +129,23 @@ class Item(InputModel):
     """Items with the same key land in the same partition and keep FIFO order."""
 
     _texts = field_validator("kind", "encoding", "reference", "dedup_key", "partition_key")(_no_nul)
+
+    @field_validator("payload", mode="before")
+    @classmethod
+    def _payload_bytes(cls, value: object) -> bytes:
+        if isinstance(value, bytes):
+            return value
+        if isinstance(value, bytearray):
+            return bytes(value)
+        if isinstance(value, str):
+            try:
+                return value.encode()
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"a str payload must encode as UTF-8: {exc.reason}") from None
+        raise ValueError(
+            f"must be bytes, or a str (stored as UTF-8), got {type(value).__name__};"
+            " encode structured data yourself, e.g. json.dumps(data).encode()"
+        )
 
     @field_validator("headers")
     @classmethod

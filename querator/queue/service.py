@@ -51,6 +51,7 @@ from querator.queue.validation import (
     check_duration,
     check_keys,
     check_name,
+    check_sequence,
     key_range,
 )
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
@@ -459,8 +460,8 @@ class AsyncQueueClient(QueueAdmin):
         extend: float | None = None,
     ) -> TransactResult:
         check_name("queue", queue)
-        check_batch("items", len(items))
         refs = refs_of(queue, items, "items")
+        check_batch("items", len(refs))
         return await self._transact({role: refs}, {}, retry_at, dead, extend)
 
     async def transact(self, **options: Unpack[TransactOptions]) -> TransactResult:
@@ -736,7 +737,7 @@ class AsyncQueueClient(QueueAdmin):
         """Delete items by id whatever their state; all or nothing."""
         backend = self._require_open()
         info = await self.queue_info(queue)
-        check_batch("ids", len(ids))
+        check_batch("ids", len(check_sequence("ids", ids, "item ids")))
         keys = []
         for item_id in ids:
             address = parse_id(item_id)

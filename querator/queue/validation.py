@@ -63,10 +63,17 @@ def check_batch(field: str, size: int) -> None:
         raise InvalidArgument(field, f"must hold 1 to {MAX_BATCH} entries, got {size}")
 
 
+def check_sequence(field: str, values: object, what: str) -> Sequence[object]:
+    """``values`` if it is a list (any sequence) and not one str or bytes, which
+    would otherwise be taken apart character by character."""
+    if isinstance(values, str | bytes | bytearray | memoryview) or not isinstance(values, Sequence):
+        raise InvalidArgument(field, f"must be a list of {what}, got one {type(values).__name__}")
+    return values
+
+
 def check_keys(dedup_keys: Sequence[str], field: str = "dedup_keys") -> list[str]:
     """1 to MAX_BATCH dedup keys of 1-512 characters each; repeats dropped."""
-    if isinstance(dedup_keys, str):
-        raise InvalidArgument(field, "must be a list of keys, not one string")
+    check_sequence(field, dedup_keys, "keys")
     check_batch(field, len(dedup_keys))
     for index, key in enumerate(dedup_keys):
         if not isinstance(key, str) or not 1 <= len(key) <= 512:
