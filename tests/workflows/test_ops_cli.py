@@ -310,6 +310,11 @@ def test_start_runs_a_workflow_from_the_shell_and_waits_for_it(tmp_path: Path) -
         assert done.returncode == 2, (what, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, (what, done.stderr)
     assert "ops.greet" in bad["no such workflow"].stderr  # names the workflows it has
+    floats = ["--app", "tests.http_api.http_flows", "--url", url]
+    for number in ["NaN", "Infinity", "-Infinity"]:
+        refused = cli("start", "http.slow", *floats, "--args", f"[{number}]")
+        assert refused.returncode == 2, (number, refused.stdout, refused.stderr)
+        assert "argument 'seconds'" in refused.stderr and "NaN" in refused.stderr
     with Querator(url) as q:
         assert len(list_runs(q)) == 2  # the refused starts wrote nothing
 
