@@ -22,6 +22,7 @@ from querator.cli import (
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.dead_letters import dead_letters, purge, requeue
+from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
 from querator.queue.models import KEPT, QueueSettings, StoredItem
 
 
@@ -88,6 +89,11 @@ def _expiry(settings: QueueSettings) -> str:
     )
 
 
+def _reason(item: StoredItem, width: int = 60) -> str:
+    text = " ".join(item.headers.get(REASON_HEADER, "-").split())
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
 def _expires(item: StoredItem) -> str:
     return "never" if item.expire_at >= KEPT else _when(item.expire_at)
 
@@ -112,10 +118,13 @@ def dead_list(
         return
     typer.echo(f"{queue}: {len(items)} dead letter(s)")
     if items:
-        rows = [["ID", "SOURCE_ID", "KIND", "ATTEMPTS", "DEAD SINCE", "EXPIRES", "PAYLOAD"]]
+        header = ["ID", "SOURCE_ID", "KIND", "ATTEMPTS", "DEAD SINCE", "EXPIRES", "REASON"]
+        rows = [[*header, "PAYLOAD"]]
         for item in items[:limit]:
-            rows.append([item.id, item.source_id or "-", item.kind or "-", str(item.attempts)])
-            rows[-1] += [_when(item.created_at), _expires(item), _excerpt(item.payload)]
+            attempts = item.headers.get(ATTEMPTS_HEADER, str(item.attempts))
+            rows.append([item.id, item.source_id or "-", item.kind or "-", attempts])
+            rows[-1] += [_when(item.created_at), _expires(item), _reason(item)]
+            rows[-1].append(_excerpt(item.payload))
         _table(rows)
 
 

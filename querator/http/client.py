@@ -55,6 +55,7 @@ from querator.queue.validation import (
     check_duration,
     check_instant,
     check_name,
+    check_reason,
     check_sequence,
     key_range,
 )
@@ -239,11 +240,15 @@ class AsyncQuerator:
         *,
         retry_at: datetime | None = None,
         dead: bool = False,
+        reason: str | None = None,
     ) -> None:
         """See :meth:`querator.AsyncQuerator.retry`."""
         check_name("queue", queue)
         check_instant("retry_at", retry_at)
         extra = {"retry_at": retry_at.isoformat() if retry_at else None, "dead": bool(dead)}
+        why = check_reason(reason)
+        if why is not None:
+            extra["reason"] = why
         wire = [{**ref, **extra} for ref in self._batch(queue, items)]
         with messaging.settling({"retry": [(queue, ref["id"]) for ref in wire]}):
             await self._post("/v1/queue.retry", {"queue_name": queue, "items": wire}, wq.Reply)

@@ -145,9 +145,12 @@ class QueueClient:
         *,
         retry_at: datetime | None = None,
         dead: bool = False,
+        reason: str | None = None,
     ) -> None:
         """See :meth:`AsyncQueueClient.retry`."""
-        return self._call(self._async.retry, queue, items, retry_at=retry_at, dead=dead)
+        return self._call(
+            self._async.retry, queue, items, retry_at=retry_at, dead=dead, reason=reason
+        )
 
     def renew(
         self, queue: str, items: Sequence[RefLike], *, extend: float | None = None

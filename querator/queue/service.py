@@ -51,6 +51,7 @@ from querator.queue.validation import (
     check_duration,
     check_keys,
     check_name,
+    check_reason,
     check_sequence,
     key_range,
 )
@@ -435,11 +436,15 @@ class AsyncQueueClient(QueueAdmin):
         *,
         retry_at: datetime | None = None,
         dead: bool = False,
+        reason: str | None = None,
     ) -> None:
         """Give leased items back: leasable again at ``retry_at`` (default now), at
         the tail; ``dead=True`` moves them to the dead queue now. An item whose
-        attempts are used up is dead-lettered instead of retried."""
-        await self._change(queue, "retry", items, retry_at=retry_at, dead=dead)
+        attempts are used up is dead-lettered instead of retried. ``reason`` (the
+        last error, say) goes with an item this dead-letters, with its attempts
+        (:mod:`querator.queue.dead_reasons`)."""
+        why = check_reason(reason)
+        await self._change(queue, "retry", items, retry_at=retry_at, dead=dead, reason=why)
 
     async def renew(
         self, queue: str, items: Sequence[RefLike], *, extend: float | None = None
@@ -458,11 +463,12 @@ class AsyncQueueClient(QueueAdmin):
         retry_at: datetime | None = None,
         dead: bool = False,
         extend: float | None = None,
+        reason: str | None = None,
     ) -> TransactResult:
         check_name("queue", queue)
         refs = refs_of(queue, items, "items")
         check_batch("items", len(refs))
-        return await self._transact({role: refs}, {}, retry_at, dead, extend)
+        return await self._transact({role: refs}, {}, retry_at, dead, extend, reason=reason)
 
     async def transact(self, **options: Unpack[TransactOptions]) -> TransactResult:
         """Apply completes, retries, renews, produces and version checks atomically.
@@ -545,6 +551,7 @@ class AsyncQueueClient(QueueAdmin):
         claim: tuple[str | None, Mapping[str, Sequence[Item]]] | None = None,
         lookup: Mapping[str, list[str]] | None = None,
         silent: frozenset[str] = frozenset(),
+        reason: str | None = None,
     ) -> TransactResult:
         backend = self._require_open()
         check_unique(groups)
@@ -572,6 +579,8 @@ class AsyncQueueClient(QueueAdmin):
                 ]
 
             made = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
+            if reason is not None:
+                made = replace(made, retry=[replace(op, reason=reason) for op in made.retry])
             if claimed:
                 made = replace(made, claim=routed("produce_leased", claimed), client_id=client_id)
             if lookup or silent:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from querator.errors import InvalidArgument
+from querator.queue.dead_reasons import clean_reason
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,512}$"
 """Queue names and client ids: letters, digits, ``.``, ``_``, ``-``; 1 to 512 characters."""
@@ -139,3 +140,13 @@ def check_instant(field: str, value: object) -> datetime | None:
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise InvalidArgument(field, "must be a timezone-aware datetime")
     return value
+
+
+def check_reason(reason: object) -> str | None:
+    """A dead-letter reason: None, or a str kept as a header holds it (NUL
+    characters dropped, cut to :data:`~querator.queue.dead_reasons.MAX_REASON`)."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise InvalidArgument("reason", f"must be a str or None, got {type(reason).__name__}")
+    return clean_reason(reason)

@@ -23,7 +23,8 @@ Conventions every backend keeps:
   ``available_at`` to ``now + extend`` and bumps ``version``.
 * Dead-lettering moves an item into the dead queue's partition
   ``partition % dead.partitions`` as a new item (new id, version 1, attempts 0,
-  available now, ``source_id`` = old id, ``expire_at`` by the dead queue's
+  available now, ``source_id`` = old id, the marks of
+  :mod:`querator.queue.dead_reasons` added to its headers, ``expire_at`` by the dead queue's
   ``dead_letter_expiry``, else :data:`~querator.queue.models.KEPT`) and deletes the
   source row, in one transaction; with no dead queue the item is deleted.
   A retry of an item whose attempts are used up dead-letters it at once.
@@ -104,6 +105,8 @@ class RetryOp:
     key: ItemKey
     retry_at: datetime | None = None
     dead: bool = False
+    reason: str | None = None
+    """Why, should this retry dead-letter the item (:mod:`querator.queue.dead_reasons`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,16 @@ from querator.errors import (
     QueueNotEmpty,
     QueueNotFound,
 )
-from querator.queue.backends.base import ItemKey, Leases, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import (
+    ItemKey,
+    Leases,
+    NewItem,
+    RetryOp,
+    TxnPlan,
+    WakeCallback,
+)
 from querator.queue.backends.schema_versions import SchemaReport
+from querator.queue.dead_reasons import marked, retry_reason, sweep_reason
 from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
     KEPT,
@@ -307,7 +315,7 @@ class MemoryBackend:
         for key in plan.complete:
             self._part(plan, key).remove(key.seq)
         for op in plan.retry:
-            self._retry(plan, op.key, op.retry_at, op.dead, now)
+            self._retry(plan, op, now)
         renewed = []
         for renew in plan.renew:
             part = self._part(plan, renew.key)
@@ -365,20 +373,21 @@ class MemoryBackend:
             return ConflictReason.NOT_LEASED
         return None
 
-    def _retry(
-        self, plan: TxnPlan, key: ItemKey, retry_at: datetime | None, dead: bool, now: float
-    ) -> None:
+    def _retry(self, plan: TxnPlan, op: RetryOp, now: float) -> None:
+        key = op.key
         info = plan.queues[key.queue]
         part = self._part(plan, key)
         row = part.rows[key.seq]
-        if dead or 0 < info.settings.max_attempts <= row.attempts:
+        limit = info.settings.max_attempts
+        if op.dead or 0 < limit <= row.attempts:
             dead_info = plan.queues.get(info.settings.dead_queue or "")
-            self._dead_letter(info, key.partition, part, row, dead_info, now)
+            why = retry_reason(op.reason, op.dead, limit)
+            self._dead_letter(info, key.partition, part, row, (dead_info, why), now)
             return
         row.version += 1
         row.lease_deadline = None
         row.client_id = None
-        row.available_at = retry_at.timestamp() if retry_at else now
+        row.available_at = op.retry_at.timestamp() if op.retry_at else now
         part.push(row)
 
     def _dead_letter(
@@ -387,9 +396,11 @@ class MemoryBackend:
         partition: int,
         part: _Partition,
         row: _Row,
-        dead: QueueInfo | None,
+        to: tuple[QueueInfo | None, str],
         now: float,
     ) -> None:
+        """Move ``row`` into the dead queue ``to[0]`` (delete it when None), why: ``to[1]``."""
+        dead, why = to
         part.remove(row.seq)
         if dead is None:
             return
@@ -405,6 +416,7 @@ class MemoryBackend:
             client_id=None,
             attempts=0,
             expire_at=_KEPT if keep is None else now + keep,
+            headers=marked(row.headers, row.attempts, why),
             dedup_key=None,
             source_id=format_id(info.queue_id, partition, row.seq),
             created_at=now,
@@ -416,13 +428,15 @@ class MemoryBackend:
         """Move exhausted or expired unheld items to the dead queue."""
         now = self._time()
         moved = 0
+        max_attempts = queue.settings.max_attempts
         for index, part in enumerate(self._partitions(queue)):
             for row in list(part.rows.values()):
                 if moved >= limit:
                     return moved
-                exhausted = 0 < queue.settings.max_attempts <= row.attempts
+                exhausted = 0 < max_attempts <= row.attempts
                 if row.available_at <= now and (exhausted or row.expire_at <= now):
-                    self._dead_letter(queue, index, part, row, dead, now)
+                    why = sweep_reason(row.attempts, max_attempts)
+                    self._dead_letter(queue, index, part, row, (dead, why), now)
                     moved += 1
         return moved
 

@@ -20,6 +20,7 @@ from typing_extensions import Unpack
 from querator.clock import using
 from querator.errors import Conflict, RequestTimeout, Unavailable
 from querator.queue.client import QueueClient
+from querator.queue.dead_reasons import clean_reason, marked
 from querator.queue.models import Item, Leased
 from querator.queue.options import check_options
 from querator.queue.outage import Backoff, Outage
@@ -366,7 +367,7 @@ class AsyncWorker:
         try:
             info = await self.aq.get_queue(leased.queue)
             if info.settings.dead_queue:
-                await self.aq.retry(leased.queue, [leased], dead=True)
+                await self.aq.retry(leased.queue, [leased], dead=True, reason=reason)
                 where = info.settings.dead_queue
             else:  # a queue made without one: the item moves to querator's own
                 copy = Item(
@@ -374,7 +375,7 @@ class AsyncWorker:
                     kind=leased.kind,
                     encoding=leased.encoding,
                     reference=leased.reference,
-                    headers=dict(leased.headers),
+                    headers=marked(leased.headers, leased.attempts, clean_reason(reason)),
                 )
                 await transact_creating(self.aq, [leased], {DEAD_QUEUE: [copy]})
                 where = DEAD_QUEUE

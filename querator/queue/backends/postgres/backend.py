@@ -60,6 +60,7 @@ from querator.queue.backends.postgres.transact import (
     run_transact,
 )
 from querator.queue.backends.schema_versions import SchemaReport
+from querator.queue.dead_reasons import EXPIRED, exhausted
 from querator.queue.models import (
     Leased,
     PartitionGauges,
@@ -416,6 +417,8 @@ class PostgresBackend:
                     break
                 params = {
                     "max_attempts": queue.settings.max_attempts,
+                    "exhausted": exhausted(queue.settings.max_attempts),
+                    "expired": EXPIRED,
                     "limit": limit - moved,
                     "now": self._clock.given(),
                 }

@@ -33,6 +33,7 @@ from querator.queue.backends.postgres.schema import (
     item_row,
     item_select,
 )
+from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
 from querator.queue.models import KEPT
 
 SCHEMA_PATTERN: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -540,8 +541,10 @@ RETURNING {columns}
 
 # -- dead-lettering -----------------------------------------------------------
 
-DUE_GIVEN: Final = sql.SQL("SELECT unnest(%(seqs)s::bigint[]) AS seq")
-"""Dead-letter selection: the given (already locked) seqs."""
+DUE_GIVEN: Final = sql.SQL(
+    "SELECT d.seq, d.reason FROM unnest(%(seqs)s::bigint[], %(reasons)s::text[]) AS d(seq, reason)"
+)
+"""Dead-letter selection: the given (already locked) seqs, each with why."""
 
 _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
     {
@@ -553,6 +556,10 @@ _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
             f" '{KEPT.isoformat()}'::timestamptz)"
         ),
         **{column: f"m.{column}" for column in MOVED},
+        "headers": (
+            f"m.headers || jsonb_build_object('{ATTEMPTS_HEADER}', m.attempts::text,"
+            f" '{REASON_HEADER}', m.reason)"
+        ),
         "source_id": "%(id_prefix)s || m.seq::text",
         "created_at": NOW,
     }
@@ -560,7 +567,9 @@ _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
 
 DUE_FOUND: Final = sql.SQL(
     """
-SELECT seq FROM {source}
+SELECT seq, CASE WHEN %(max_attempts)s::integer > 0 AND attempts >= %(max_attempts)s::integer
+            THEN %(exhausted)s::text ELSE %(expired)s::text END AS reason
+FROM {source}
 WHERE """
     + SWEEP_KEY
     + """ <= coalesce(%(now)s, now())
@@ -575,14 +584,14 @@ FOR UPDATE SKIP LOCKED
 """
 )
 """Dead-letter selection: unheld items that are exhausted or expired, found
-through the sweep's index (:data:`SWEEP_KEY`)."""
+through the sweep's index (:data:`SWEEP_KEY`), each with why."""
 
 DEAD_MOVE: Final = sql.SQL(
     """
 WITH due AS ({due}),
 moved AS (
     DELETE FROM {source} AS s USING due WHERE s.seq = due.seq
-    RETURNING s.seq, """
+    RETURNING s.seq, s.attempts, due.reason, """
     + ", ".join(f"s.{column}" for column in MOVED)
     + """
 )
@@ -595,7 +604,8 @@ FROM moved AS m
 ORDER BY m.seq
 """
 )
-"""Moves selected items into a dead partition as new items in one statement."""
+"""Moves selected items into a dead partition as new items in one statement,
+their headers marked with their attempts and why (:mod:`querator.queue.dead_reasons`)."""
 
 DEAD_DROP: Final = sql.SQL(
     "WITH due AS ({due}) DELETE FROM {source} AS s USING due WHERE s.seq = due.seq"

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from querator.queue.backends.base import NewItem
+from querator.queue.dead_reasons import marked
 from querator.queue.ids import format_id
 from querator.queue.models import KEPT, Leased, QueueInfo, QueueSettings, StoredItem
 
@@ -182,10 +183,12 @@ def item_values(item: NewItem, now: int, expire_timeout: float) -> tuple[Any, ..
 
 
 def dead_values(
-    row: ItemRow, source_id: str, now: int, expire_timeout: float | None
+    row: ItemRow, source_id: str, now: int, expire_timeout: float | None, why: str
 ) -> tuple[Any, ...]:
     """Parameters of :func:`.statements.insert_item` for the copy a dead queue
-    receives (kept when ``expire_timeout`` is None)."""
+    receives (kept when ``expire_timeout`` is None), marked with its attempts
+    and ``why`` (:mod:`querator.queue.dead_reasons`)."""
+    headers = marked(json.loads(row.headers), row.attempts, why)
     return (
         now,
         KEPT_US if expire_timeout is None else now + seconds_us(expire_timeout),
@@ -193,7 +196,7 @@ def dead_values(
         row.kind,
         row.encoding,
         row.reference,
-        row.headers,
+        json.dumps(headers, separators=(",", ":")),
         None,
         source_id,
         now,
