@@ -68,7 +68,8 @@ def check_sequence(field: str, values: object, what: str) -> Sequence[object]:
     """``values`` if it is a list (any sequence) and not one str or bytes, which
     would otherwise be taken apart character by character."""
     if isinstance(values, str | bytes | bytearray | memoryview) or not isinstance(values, Sequence):
-        raise InvalidArgument(field, f"must be a list of {what}, got one {type(values).__name__}")
+        one = "string" if isinstance(values, str) else type(values).__name__
+        raise InvalidArgument(field, f"must be a list of {what}, not one {one}")
     return values
 
 
