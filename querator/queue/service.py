@@ -266,6 +266,7 @@ class AsyncQueueClient(QueueAdmin):
         """
         backend = self._require_open()
         info = await self.queue_info(queue)
+        check_sequence("items", items, "querator.Item")
         if observing():
             ids = await self._produce_observed(backend, info, items)
         else:
@@ -556,6 +557,8 @@ class AsyncQueueClient(QueueAdmin):
         backend = self._require_open()
         check_unique(groups)
         client_id, claimed = claim or (None, {})
+        _check_produce("produce", produce)
+        _check_produce("produce_leased", claimed)
         lookup = lookup or {}
         names = {ref.queue for refs in groups.values() for ref in refs}
         names |= set(produce) | set(claimed) | set(lookup)
@@ -771,6 +774,14 @@ class AsyncQueueClient(QueueAdmin):
         force the moves (tests, operations).
         """
         return await run_maintenance(self._require_open(), self._board.wake)
+
+
+def _check_produce(field: str, by_queue: object) -> None:
+    """A transaction's ``produce`` (or ``produce_leased``): a dict of lists."""
+    if not isinstance(by_queue, Mapping):
+        raise InvalidArgument(field, "must be a dict: queue name -> list of querator.Item")
+    for name, items in by_queue.items():
+        check_sequence(f"{field}[{name!r}]", items, "querator.Item")
 
 
 def _gauges_failed(exc: Exception) -> None:

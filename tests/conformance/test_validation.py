@@ -206,6 +206,7 @@ def test_one_str_or_bytes_where_a_list_is_expected_is_refused(q: Querator, qname
         ("ids", lambda: q.delete_items(qname, item_id)),
         ("dedup_keys", lambda: q.lookup(qname, "key")),
         ("complete", lambda: q.transact(complete=item_id)),  # type: ignore[arg-type]
+        (f"produce[{qname!r}]", lambda: q.transact(produce={qname: "x"})),  # type: ignore[dict-item]
     ]
     for field, call in bad:
         err = raises_invalid(call)
