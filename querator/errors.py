@@ -5,6 +5,7 @@ QueratorError                 base of everything querator raises
 ├── InvalidArgument           bad input: names the field and the rule (not retryable)
 ├── QueueNotFound             the named queue does not exist (not retryable)
 ├── QueueExists               create_queue on a name that is taken (not retryable)
+├── QueueNotEmpty             delete_queue of a queue that holds items, without force
 ├── Conflict                  one or more items failed a check; carries per-id reasons
 ├── RequestTimeout            a long poll found nothing before its timeout (retryable)
 ├── Unavailable               the store could not be reached or failed (retryable)
@@ -46,6 +47,7 @@ __all__ = [
     "LockLost",
     "QueratorError",
     "QueueExists",
+    "QueueNotEmpty",
     "QueueNotFound",
     "RequestTimeout",
     "SchemaTooNew",
@@ -90,6 +92,18 @@ class QueueExists(QueratorError):
     def __init__(self, queue: str) -> None:
         self.queue = queue
         super().__init__(f"queue {queue!r} already exists")
+
+
+class QueueNotEmpty(QueratorError):
+    """``delete_queue`` of a queue that still holds ``count`` items, without
+    ``force``; nothing was deleted."""
+
+    def __init__(self, queue: str, count: int) -> None:
+        self.queue = queue
+        self.count = count
+        super().__init__(
+            f"queue {queue!r} holds {count} item(s); delete it with force=True to drop them"
+        )
 
 
 class ConflictReason(StrEnum):

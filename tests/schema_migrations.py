@@ -55,7 +55,7 @@ ITEMS = [
 """Keys whose code point order ("B" < "_x" < "a" < "a-1" < "b" < "é") differs
 from a linguistic collation's."""
 
-MIGRATED = "migrated from schema version 1 to 2"
+MIGRATED = "migrated from schema version 1 to 3"
 """What the log says when opening migrates a version 1 store."""
 
 

@@ -46,6 +46,7 @@ def test_error_names_are_pinned() -> None:
         "LockLost",
         "QueratorError",
         "QueueExists",
+        "QueueNotEmpty",
         "QueueNotFound",
         "RequestTimeout",
         "SchemaTooNew",

@@ -66,7 +66,7 @@ class QueratorAgent(Agent):
         then create ``queue``."""
         for old in self.q.list_queues(limit=1000):
             with contextlib.suppress(QueueNotFound):
-                self.q.delete_queue(old.name)
+                self.q.delete_queue(old.name, force=True)
         self.q.create_queue(queue, QueueSettings(lease_timeout=30, partitions=partitions))
 
     def produce(

@@ -58,7 +58,7 @@ class QueratorAsyncAgent(Agent):
     async def _reset(self, queue: str, partitions: int) -> None:
         for old in await self.q.list_queues(limit=1000):
             with contextlib.suppress(QueueNotFound):
-                await self.q.delete_queue(old.name)
+                await self.q.delete_queue(old.name, force=True)
         await self.q.create_queue(queue, QueueSettings(lease_timeout=30, partitions=partitions))
 
     def produce(

@@ -17,6 +17,7 @@ querator runs replay RUN_ID... --app myapp.flows   # check new code against stor
 querator runs replay --running --app myapp.flows   # ... against every running run
 querator queues list
 querator queues stats NAME
+querator queues delete NAME [--force]
 querator locks list [--json]                 # semaphores and locks: limit, free, holders
 querator dead list QUEUE [--limit N]         # dead letters of QUEUE (its dead_queue), with a count
 querator dead show QUEUE ITEM_ID

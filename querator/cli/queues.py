@@ -22,6 +22,8 @@ from querator.cli import (
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.backends import DEFAULT_URL
 from querator.queue.dead_letters import dead_letters, purge, requeue
+from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
+from querator.queue.models import KEPT, QueueSettings, StoredItem
 from querator.queue.validation import check_duration
 from querator.workflows.pollers import UNSERVED_GRACE, unserved_items
 
@@ -50,9 +52,11 @@ def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> 
     """Item counts of one queue, per partition and in total."""
     with _reporting(), _store(url) as q:
         stats = q.stats(name)
+        settings = q.get_queue(name).settings
     if as_json:
         typer.echo(stats.model_dump_json())
         return
+    typer.echo(f"expiry: {_expiry(settings)}")
     rows = [["PARTITION", "TOTAL", "LEASED", "SCHEDULED", "DEAD_LETTERED", "OLDEST_AGE"]]
     for p in stats.partitions:
         age = f"{p.oldest_age:.1f}s" if p.oldest_age is not None else "-"
@@ -63,6 +67,37 @@ def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> 
     totals += [sum(p.scheduled for p in parts), sum(p.dead_lettered for p in parts)]
     rows.append(["all", *(str(t) for t in totals), "-"])
     _table(rows)
+
+
+@queues_app.command("delete")
+def queues_delete(
+    name: str,
+    force: Annotated[bool, typer.Option(help="Delete the items the queue holds with it.")] = False,
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Delete queue NAME; one that still holds items only with --force."""
+    with _reporting(), _store(url) as q:
+        q.delete_queue(name, force=force)
+    typer.echo(f"{name}: deleted")
+
+
+def _expiry(settings: QueueSettings) -> str:
+    """How long the queue keeps items, and dead letters, in words."""
+    kept = settings.dead_letter_expiry
+    letters = "kept until requeued or purged" if kept is None else f"expire after {kept:g}s"
+    return (
+        f"items {settings.expire_timeout:g}s after they become available;"
+        f" dead letters arriving here {letters}"
+    )
+
+
+def _reason(item: StoredItem, width: int = 60) -> str:
+    text = " ".join(item.headers.get(REASON_HEADER, "-").split())
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+def _expires(item: StoredItem) -> str:
+    return "never" if item.expire_at >= KEPT else _when(item.expire_at)
 
 
 def _excerpt(payload: bytes, width: int = 60) -> str:
@@ -85,10 +120,13 @@ def dead_list(
         return
     typer.echo(f"{queue}: {len(items)} dead letter(s)")
     if items:
-        rows = [["ID", "SOURCE_ID", "KIND", "ATTEMPTS", "DEAD SINCE", "PAYLOAD"]]
+        header = ["ID", "SOURCE_ID", "KIND", "ATTEMPTS", "DEAD SINCE", "EXPIRES", "REASON"]
+        rows = [[*header, "PAYLOAD"]]
         for item in items[:limit]:
-            rows.append([item.id, item.source_id or "-", item.kind or "-", str(item.attempts)])
-            rows[-1] += [_when(item.created_at), _excerpt(item.payload)]
+            attempts = item.headers.get(ATTEMPTS_HEADER, str(item.attempts))
+            rows.append([item.id, item.source_id or "-", item.kind or "-", attempts])
+            rows[-1] += [_when(item.created_at), _expires(item), _reason(item)]
+            rows[-1].append(_excerpt(item.payload))
         _table(rows)
 
 

@@ -12,7 +12,7 @@ from querator.http.wire import admin as wa
 from querator.http.wire.items import LeaseItem, ProduceItem, StorageItem
 from querator.queue.models import Item, Leased, QueueInfo, QueueSettings, StoredItem
 from querator.queue.plans import refs_of
-from querator.queue.validation import check_batch, check_instant
+from querator.queue.validation import check_batch, check_instant, check_sequence
 
 
 def leased_of(item: LeaseItem) -> Leased:
@@ -30,9 +30,7 @@ def wire_items(
 ) -> list[dict[str, Any]]:
     """Produce items as JSON, after the library's checks of them; ``trace`` (the
     producer span's context) joins the headers of items without a ``traceparent``."""
-    if isinstance(items, Item | str | bytes) or not isinstance(items, Sequence):
-        raise InvalidArgument(field, "must be a list of querator.Item")
-    check_batch(field, len(items))
+    check_batch(field, len(check_sequence(field, items, "querator.Item")))
     wire = []
     for index, item in enumerate(items):
         if not isinstance(item, Item):

@@ -56,6 +56,8 @@ from querator.queue.validation import (
     check_instant,
     check_kinds,
     check_name,
+    check_reason,
+    check_sequence,
     key_range,
 )
 from querator.telemetry import inject, messaging
@@ -152,9 +154,11 @@ class AsyncQuerator:
         body = settings_body(check_name("name", name), settings)
         return info(await self._post("/v1/queues.update", body, wa.CreateReply))
 
-    async def delete_queue(self, name: str) -> None:
+    async def delete_queue(self, name: str, *, force: bool = False) -> None:
         """See :meth:`querator.AsyncQuerator.delete_queue`."""
-        body = {"queue_name": check_name("name", name)}
+        if not isinstance(force, bool):
+            raise InvalidArgument("force", f"must be a bool, got {type(force).__name__}")
+        body = {"queue_name": check_name("name", name), "force": force}
         await self._post("/v1/queues.delete", body, wq.Reply)
 
     async def get_queue(self, name: str) -> QueueInfo:
@@ -174,6 +178,7 @@ class AsyncQuerator:
     # -- items --------------------------------------------------------------
     async def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
         """See :meth:`querator.AsyncQuerator.produce`."""
+        check_sequence("items", items, "querator.Item")
         with messaging.sending("produce", {queue: len(items)}) as send:
             body = {
                 "queue_name": check_name("queue", queue),
@@ -235,7 +240,7 @@ class AsyncQuerator:
             await self._post("/v1/queue.complete", body, wq.Reply)
 
     def _batch(self, queue: str, items: Sequence[RefLike]) -> list[dict[str, Any]]:
-        check_batch("items", len(items))
+        check_batch("items", len(check_sequence("items", items, "Leased items")))
         return refs(queue, items, "items")
 
     async def retry(
@@ -245,11 +250,15 @@ class AsyncQuerator:
         *,
         retry_at: datetime | None = None,
         dead: bool = False,
+        reason: str | None = None,
     ) -> None:
         """See :meth:`querator.AsyncQuerator.retry`."""
         check_name("queue", queue)
         check_instant("retry_at", retry_at)
         extra = {"retry_at": retry_at.isoformat() if retry_at else None, "dead": bool(dead)}
+        why = check_reason(reason)
+        if why is not None:
+            extra["reason"] = why
         wire = [{**ref, **extra} for ref in self._batch(queue, items)]
         with messaging.settling({"retry": [(queue, ref["id"]) for ref in wire]}):
             await self._post("/v1/queue.retry", {"queue_name": queue, "items": wire}, wq.Reply)
@@ -396,7 +405,7 @@ class AsyncQuerator:
     async def delete_items(self, queue: str, ids: Sequence[str]) -> None:
         """See :meth:`querator.AsyncQuerator.delete_items`."""
         check_name("queue", queue)
-        check_batch("ids", len(ids))
+        check_batch("ids", len(check_sequence("ids", ids, "item ids")))
         body = {"queue_name": queue, "ids": list(ids)}
         await self._post("/v1/storage/items.delete", body, wq.Reply)
 

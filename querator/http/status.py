@@ -20,6 +20,7 @@ from querator.errors import (
     LockLost,
     QueratorError,
     QueueExists,
+    QueueNotEmpty,
     QueueNotFound,
     RequestTimeout,
     StoreFault,
@@ -94,6 +95,14 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
         BAD_REQUEST,
         lambda e: (f"invalid queue; '{e.queue}' already exists", {"queue": e.queue}),
     ),
+    (
+        QueueNotEmpty,
+        BAD_REQUEST,
+        lambda e: (
+            f"queue is not empty; '{e.queue}' holds {e.count} item(s), use force to delete it",
+            {"queue": e.queue, "count": str(e.count)},
+        ),
+    ),
     (Conflict, CONFLICT, _conflict),
     (
         LockLost,
@@ -125,12 +134,18 @@ def error_reply(exc: QueratorError) -> Reply:
     return reply(REQUEST_FAILED, f"request failed; {exc}", {"type": type(exc).__name__})
 
 
+def _count(body: Reply) -> int:
+    text = body.details.get("count", "")
+    return int(text) if text.isdigit() else 0
+
+
 _CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
     "InvalidArgument": lambda r: InvalidArgument(
         r.details.get("field", "request"), r.details.get("rule", r.message)
     ),
     "QueueNotFound": lambda r: QueueNotFound(r.details.get("queue", "")),
     "QueueExists": lambda r: QueueExists(r.details.get("queue", "")),
+    "QueueNotEmpty": lambda r: QueueNotEmpty(r.details.get("queue", ""), _count(r)),
     "Conflict": lambda r: Conflict(
         {key: ConflictReason(value) for key, value in r.details.items() if key != "type"}
     ),

@@ -98,18 +98,22 @@ class QueueAdmin:
         self._cache.pop(name, None)
         return info
 
-    async def delete_queue(self, name: str) -> None:
-        """Delete a queue and all its items. A queue that is another queue's dead
-        queue cannot be deleted until that queue names another."""
+    async def delete_queue(self, name: str, *, force: bool = False) -> None:
+        """Delete a queue. One that still holds items raises QueueNotEmpty (naming
+        how many; nothing is deleted) unless ``force``, which drops them with it.
+        A queue that is another queue's dead queue cannot be deleted until that
+        queue names another."""
         backend = self._require_open()
         check_name("name", name)
+        if not isinstance(force, bool):
+            raise InvalidArgument("force", f"must be a bool, got {type(force).__name__}")
         users = [q for q in await backend.queues_with_dead_queue(name) if q != name]
         if users:
             raise InvalidArgument(
                 "name", f"{name!r} is the dead queue of {', '.join(map(repr, users))}"
             )
         self._cache.pop(name, None)
-        await backend.delete_queue(name)
+        await backend.delete_queue(name, force=force)
 
     async def get_queue(self, name: str) -> QueueInfo:
         """The queue's current info (always read from the store)."""

@@ -110,9 +110,9 @@ class QueueClient:
         """See :meth:`AsyncQueueClient.update_queue`."""
         return self._call(self._async.update_queue, name, settings)
 
-    def delete_queue(self, name: str) -> None:
+    def delete_queue(self, name: str, *, force: bool = False) -> None:
         """See :meth:`AsyncQueueClient.delete_queue`."""
-        return self._call(self._async.delete_queue, name)
+        return self._call(self._async.delete_queue, name, force=force)
 
     def get_queue(self, name: str) -> QueueInfo:
         """See :meth:`AsyncQueueClient.get_queue`."""
@@ -156,9 +156,12 @@ class QueueClient:
         *,
         retry_at: datetime | None = None,
         dead: bool = False,
+        reason: str | None = None,
     ) -> None:
         """See :meth:`AsyncQueueClient.retry`."""
-        return self._call(self._async.retry, queue, items, retry_at=retry_at, dead=dead)
+        return self._call(
+            self._async.retry, queue, items, retry_at=retry_at, dead=dead, reason=reason
+        )
 
     def renew(
         self, queue: str, items: Sequence[RefLike], *, extend: float | None = None

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
+from querator.queue.dead_reasons import unmarked
 from querator.queue.models import Item, StoredItem
 from querator.queue.service import AsyncQueueClient
 
@@ -90,7 +91,7 @@ async def requeue_async(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | N
                 kind=item.kind,
                 encoding=item.encoding,
                 reference=item.reference,
-                headers=dict(item.headers),
+                headers=unmarked(item.headers),
                 dedup_key=item.dedup_key or f"requeue/{item.id}",
             )
             for item in batch

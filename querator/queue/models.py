@@ -6,7 +6,7 @@ All timestamps are timezone-aware UTC ``datetime``s; all durations are seconds
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, NamedTuple
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -15,6 +15,8 @@ from querator.queue.validation import MAX_DURATION, NAME_PATTERN
 from querator.records import InputModel, View
 
 __all__ = [
+    "DEFAULT_EXPIRE_TIMEOUT",
+    "KEPT",
     "Item",
     "Leased",
     "PartitionGauges",
@@ -42,14 +44,25 @@ def _no_nul(value: str | None) -> str | None:
 
 Seconds = Annotated[float, Field(gt=0, le=MAX_DURATION, allow_inf_nan=False)]
 
+DEFAULT_EXPIRE_TIMEOUT = 86_400.0 * 7
+"""A queue's ``expire_timeout`` unless its settings set one (7 days)."""
+
+KEPT = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+"""The ``expire_at`` of an item that never expires: a dead letter its dead queue
+keeps until it is requeued or purged."""
+
 
 class QueueSettings(InputModel):
     """How a queue treats its items. Defaults live here and nowhere else."""
 
     lease_timeout: Seconds = 60.0
     """Seconds a lease holds an item before it becomes leasable again."""
-    expire_timeout: Seconds = 86_400.0 * 7
-    """Seconds after produce when an unfinished item is dead-lettered (>= lease_timeout)."""
+    expire_timeout: Seconds = DEFAULT_EXPIRE_TIMEOUT
+    """Seconds an unfinished item lives, counted from the instant it becomes
+    available (its ``enqueue_at``, or its production), before it is dead-lettered
+    (>= lease_timeout); a scheduled item never expires while it waits. The dead
+    letters a queue receives expire only when this is set to anything but the
+    default (:attr:`dead_letter_expiry`): by default a dead queue keeps them."""
     max_attempts: int = Field(default=0, ge=0, le=65_536)
     """Leases an item may have before it is dead-lettered; 0 means unlimited."""
     dead_queue: QueueName | None = None
@@ -60,6 +73,16 @@ class QueueSettings(InputModel):
     """Number of partitions (tables); may only grow."""
 
     _reference_text = field_validator("reference")(_no_nul)
+
+    @property
+    def dead_letter_expiry(self) -> float | None:
+        """Seconds a dead letter arriving in this queue is kept, or None (the
+        default): kept until it is requeued or purged. A queue asks for an expiry
+        of its dead letters by setting ``expire_timeout`` to anything but
+        :data:`DEFAULT_EXPIRE_TIMEOUT` (the value, not how it was given, decides,
+        so every backend and the HTTP API agree)."""
+        expire = self.expire_timeout
+        return None if expire == DEFAULT_EXPIRE_TIMEOUT else expire
 
     @field_validator("expire_timeout")
     @classmethod
@@ -87,7 +110,9 @@ class Item(InputModel):
     """An item to produce."""
 
     payload: bytes = b""
-    """The opaque body of the item."""
+    """The opaque body of the item: bytes, or a str, stored as its UTF-8 encoding
+    (read back as bytes). Anything else is an InvalidArgument: encode structured
+    data yourself (``json.dumps(data).encode()``)."""
     kind: str = Field(default="", max_length=512)
     """What the payload is (an application-level type name)."""
     encoding: str = Field(default="", max_length=512)
@@ -104,6 +129,23 @@ class Item(InputModel):
     """Items with the same key land in the same partition and keep FIFO order."""
 
     _texts = field_validator("kind", "encoding", "reference", "dedup_key", "partition_key")(_no_nul)
+
+    @field_validator("payload", mode="before")
+    @classmethod
+    def _payload_bytes(cls, value: object) -> bytes:
+        if isinstance(value, bytes):
+            return value
+        if isinstance(value, bytearray):
+            return bytes(value)
+        if isinstance(value, str):
+            try:
+                return value.encode()
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"a str payload must encode as UTF-8: {exc.reason}") from None
+        raise ValueError(
+            f"must be bytes, or a str (stored as UTF-8), got {type(value).__name__};"
+            " encode structured data yourself, e.g. json.dumps(data).encode()"
+        )
 
     @field_validator("headers")
     @classmethod

@@ -20,6 +20,7 @@ from querator.queue.validation import (
     check_duration,
     check_instant,
     check_name,
+    check_sequence,
 )
 
 RefLike = Leased | Ref | tuple[str, int]
@@ -39,7 +40,7 @@ def route_items(
 
     ``trace`` (the producer span's context as headers) is added to the headers
     of every item that carries no ``traceparent`` of its own."""
-    check_batch(field, len(items))
+    check_batch(field, len(check_sequence(field, items, "querator.Item")))
     partitions = info.settings.partitions
     routed = []
     for index, item in enumerate(items):
@@ -122,7 +123,8 @@ def item_key(info: QueueInfo, ref: Ref) -> ItemKey:
 
 def refs_of(queue: str | None, refs: Iterable[object], field: str) -> list[Ref]:
     """Normalise a list of references."""
-    return [as_ref(queue, ref, f"{field}[{i}]") for i, ref in enumerate(refs)]
+    given = check_sequence(field, refs, "Leased items or (id, version) pairs")
+    return [as_ref(queue, ref, f"{field}[{i}]") for i, ref in enumerate(given)]
 
 
 def check_unique(groups: Mapping[str, Sequence[Ref]]) -> None:

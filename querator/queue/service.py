@@ -52,6 +52,8 @@ from querator.queue.validation import (
     check_keys,
     check_kinds,
     check_name,
+    check_reason,
+    check_sequence,
     key_range,
 )
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
@@ -269,6 +271,7 @@ class AsyncQueueClient(QueueAdmin):
         """
         backend = self._require_open()
         info = await self.queue_info(queue)
+        check_sequence("items", items, "querator.Item")
         if observing():
             ids = await self._produce_observed(backend, info, items)
         else:
@@ -461,11 +464,15 @@ class AsyncQueueClient(QueueAdmin):
         *,
         retry_at: datetime | None = None,
         dead: bool = False,
+        reason: str | None = None,
     ) -> None:
         """Give leased items back: leasable again at ``retry_at`` (default now), at
         the tail; ``dead=True`` moves them to the dead queue now. An item whose
-        attempts are used up is dead-lettered instead of retried."""
-        await self._change(queue, "retry", items, retry_at=retry_at, dead=dead)
+        attempts are used up is dead-lettered instead of retried. ``reason`` (the
+        last error, say) goes with an item this dead-letters, with its attempts
+        (:mod:`querator.queue.dead_reasons`)."""
+        why = check_reason(reason)
+        await self._change(queue, "retry", items, retry_at=retry_at, dead=dead, reason=why)
 
     async def renew(
         self, queue: str, items: Sequence[RefLike], *, extend: float | None = None
@@ -484,11 +491,12 @@ class AsyncQueueClient(QueueAdmin):
         retry_at: datetime | None = None,
         dead: bool = False,
         extend: float | None = None,
+        reason: str | None = None,
     ) -> TransactResult:
         check_name("queue", queue)
-        check_batch("items", len(items))
         refs = refs_of(queue, items, "items")
-        return await self._transact({role: refs}, {}, retry_at, dead, extend)
+        check_batch("items", len(refs))
+        return await self._transact({role: refs}, {}, retry_at, dead, extend, reason=reason)
 
     async def transact(self, **options: Unpack[TransactOptions]) -> TransactResult:
         """Apply completes, retries, renews, produces and version checks atomically.
@@ -571,10 +579,13 @@ class AsyncQueueClient(QueueAdmin):
         claim: tuple[str | None, Mapping[str, Sequence[Item]]] | None = None,
         lookup: Mapping[str, list[str]] | None = None,
         silent: frozenset[str] = frozenset(),
+        reason: str | None = None,
     ) -> TransactResult:
         backend = self._require_open()
         check_unique(groups)
         client_id, claimed = claim or (None, {})
+        _check_produce("produce", produce)
+        _check_produce("produce_leased", claimed)
         lookup = lookup or {}
         names = {ref.queue for refs in groups.values() for ref in refs}
         names |= set(produce) | set(claimed) | set(lookup)
@@ -598,6 +609,8 @@ class AsyncQueueClient(QueueAdmin):
                 ]
 
             made = build_plan(queues, groups, routed("produce", produce), retry_at, dead, extend)
+            if reason is not None:
+                made = replace(made, retry=[replace(op, reason=reason) for op in made.retry])
             if claimed:
                 made = replace(made, claim=routed("produce_leased", claimed), client_id=client_id)
             if lookup or silent:
@@ -763,7 +776,7 @@ class AsyncQueueClient(QueueAdmin):
         """Delete items by id whatever their state; all or nothing."""
         backend = self._require_open()
         info = await self.queue_info(queue)
-        check_batch("ids", len(ids))
+        check_batch("ids", len(check_sequence("ids", ids, "item ids")))
         keys = []
         for item_id in ids:
             address = parse_id(item_id)
@@ -788,6 +801,14 @@ class AsyncQueueClient(QueueAdmin):
         force the moves (tests, operations).
         """
         return await run_maintenance(self._require_open(), self._board.wake)
+
+
+def _check_produce(field: str, by_queue: object) -> None:
+    """A transaction's ``produce`` (or ``produce_leased``): a dict of lists."""
+    if not isinstance(by_queue, Mapping):
+        raise InvalidArgument(field, "must be a dict: queue name -> list of querator.Item")
+    for name, items in by_queue.items():
+        check_sequence(f"{field}[{name!r}]", items, "querator.Item")
 
 
 def _gauges_failed(exc: Exception) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from querator.errors import InvalidArgument
+from querator.queue.dead_reasons import clean_reason
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,512}$"
 """Queue names and client ids: letters, digits, ``.``, ``_``, ``-``; 1 to 512 characters."""
@@ -93,10 +94,18 @@ def check_batch(field: str, size: int) -> None:
         raise InvalidArgument(field, f"must hold 1 to {MAX_BATCH} entries, got {size}")
 
 
+def check_sequence(field: str, values: object, what: str) -> Sequence[object]:
+    """``values`` if it is a list (any sequence) and not one str or bytes, which
+    would otherwise be taken apart character by character."""
+    if isinstance(values, str | bytes | bytearray | memoryview) or not isinstance(values, Sequence):
+        one = "string" if isinstance(values, str) else type(values).__name__
+        raise InvalidArgument(field, f"must be a list of {what}, not one {one}")
+    return values
+
+
 def check_keys(dedup_keys: Sequence[str], field: str = "dedup_keys") -> list[str]:
     """1 to MAX_BATCH dedup keys of 1-512 characters each; repeats dropped."""
-    if isinstance(dedup_keys, str):
-        raise InvalidArgument(field, "must be a list of keys, not one string")
+    check_sequence(field, dedup_keys, "keys")
     check_batch(field, len(dedup_keys))
     for index, key in enumerate(dedup_keys):
         if not isinstance(key, str) or not 1 <= len(key) <= 512:
@@ -169,3 +178,13 @@ def check_instant(field: str, value: object) -> datetime | None:
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise InvalidArgument(field, "must be a timezone-aware datetime")
     return value
+
+
+def check_reason(reason: object) -> str | None:
+    """A dead-letter reason: None, or a str kept as a header holds it (NUL
+    characters dropped, cut to :data:`~querator.queue.dead_reasons.MAX_REASON`)."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise InvalidArgument("reason", f"must be a str or None, got {type(reason).__name__}")
+    return clean_reason(reason)

@@ -214,8 +214,9 @@ class AsyncDeliveryWorker:
     async def _process(self, leased: Leased) -> None:
         try:
             delivery = Delivery.model_validate_json(leased.payload)
-        except ValidationError:
-            await self.aq.retry(DELIVERIES, [leased], dead=True)
+        except ValidationError as exc:
+            why = f"not a delivery: {exc.error_count()} validation error(s)"
+            await self.aq.retry(DELIVERIES, [leased], dead=True, reason=why)
             return
         # Renewed from now on, while the item waits for room and while it is attempted.
         held = self._held[leased.id] = _Held(leased)

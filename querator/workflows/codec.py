@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import math
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -76,7 +77,11 @@ class Codec:
             raise InvalidArgument(f"{self._where} arguments", str(exc)) from exc
         encoded = {}
         for name, value in bound.arguments.items():
-            encoded[name] = self._dump(params[name], value, f"{self._where} argument {name!r}")
+            what = f"{self._where} argument {name!r}"
+            dumped = self._dump(params[name], value, what)
+            if _non_finite(value) or _non_finite(dumped):
+                raise InvalidArgument(what, NOT_FINITE)
+            encoded[name] = dumped
         return _bounded(json.dumps(encoded, separators=(",", ":")), f"{self._where} arguments")
 
     def decode_args(self, text: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -111,6 +116,23 @@ class Codec:
             return adapter.dump_python(checked, mode="json", warnings="error")
         except _CODEC_ERRORS as exc:
             raise InvalidArgument(what, f"cannot be serialised: {_explain(exc)}") from exc
+
+
+NOT_FINITE = "must not hold NaN or an infinity (JSON has no such numbers)"
+"""Why such an argument is refused: ``json.dumps`` would write ``NaN``, which no
+other JSON reader accepts, and pydantic turns one under ``Any`` into null."""
+
+
+def _non_finite(value: object) -> bool:
+    """Whether ``value`` is, or its lists, tuples, sets and dicts hold, a float
+    that is NaN or infinite (the input, or what pydantic dumped of it)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return any(_non_finite(one) for one in value)
+    if isinstance(value, dict):
+        return any(_non_finite(one) for one in value.values())
+    return False
 
 
 MAX_ENCODED = MAX_PAYLOAD - 64 * 1024

@@ -76,8 +76,10 @@ DEAD_QUEUE = "querator.dead"
 """Where items of the workflow and step queues querator creates go when they
 cannot be handled (undecodable, unknown kind, a run with no meta): kept for a
 user to see (``querator dead list QUEUE``) and re-drive, never dropped."""
-DEAD_SETTINGS = QueueSettings(expire_timeout=MAX_DURATION)
-"""Settings of :data:`DEAD_QUEUE`."""
+DEAD_SETTINGS = QueueSettings()
+"""Settings of :data:`DEAD_QUEUE`: the default expiry, so its dead letters are
+kept until requeued or purged (a dead queue with the default ``expire_timeout``
+never expires its items)."""
 WORK_SETTINGS = QueueSettings(
     lease_timeout=WORK_LEASE, expire_timeout=MAX_DURATION, dead_queue=DEAD_QUEUE
 )

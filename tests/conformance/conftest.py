@@ -17,7 +17,10 @@ import pytest
 from http_server import Forks
 
 from querator import AsyncQuerator, Querator
+from querator.clock import ManualClock
 from querator.queue.client import QueueClient
+
+from .helpers import START
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres", "http"])
@@ -87,6 +90,21 @@ def q2(q: QueueClient, backend_url: str, backend_name: str) -> Iterator[QueueCli
         yield q
         return
     with Querator(backend_url) as client:
+        yield client
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A manual clock standing at :data:`~.helpers.START`."""
+    return ManualClock(START)
+
+
+@pytest.fixture
+def cq(backend_url: str, backend_name: str, clock: ManualClock) -> Iterator[Querator]:
+    """A library client on the store under test, reading ``clock``."""
+    if backend_name == "http":
+        pytest.skip("a server keeps its store's clock; an HTTP client has none to give")
+    with Querator(backend_url, clock=clock) as client:
         yield client
 
 

@@ -12,6 +12,10 @@ from typing import Any
 from querator import Item, Leased, Querator, QueueSettings, StoredItem, TransactResult
 from querator.errors import RequestTimeout
 
+START = datetime(2031, 3, 4, 5, 6, 7, tzinfo=UTC)
+"""Where the ``clock`` fixture stands: years ahead of the store's clock, so that
+anything decided by the wrong clock shows."""
+
 
 def utcnow() -> datetime:
     """The current instant, timezone-aware."""

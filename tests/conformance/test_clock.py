@@ -1,12 +1,12 @@
 """An injected clock decides every instant: due items, expired leases, expiry, renewals.
 
-A :class:`ManualClock` stands still; each test steps it by hours without
-sleeping, and a store whose own clock would say otherwise must follow it.
+A :class:`ManualClock` stands still (the ``clock`` and ``cq`` fixtures of
+conftest.py); each test steps it by hours without sleeping, and a store whose
+own clock would say otherwise must follow it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -16,25 +16,7 @@ from querator import Item, Querator, QueueSettings
 from querator.clock import ManualClock, SystemClock
 from querator.errors import Conflict, InvalidArgument, RequestTimeout
 
-from .helpers import ids_of, make_queue
-
-START = datetime(2031, 3, 4, 5, 6, 7, tzinfo=UTC)
-"""Years ahead of the store's clock: anything decided by the wrong clock shows."""
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    """A manual clock standing at :data:`START`."""
-    return ManualClock(START)
-
-
-@pytest.fixture
-def cq(backend_url: str, backend_name: str, clock: ManualClock) -> Iterator[Querator]:
-    """A library client on the store under test, reading ``clock``."""
-    if backend_name == "http":
-        pytest.skip("a server keeps its store's clock; an HTTP client has none to give")
-    with Querator(backend_url, clock=clock) as client:
-        yield client
+from .helpers import START, ids_of, make_queue
 
 
 def test_a_scheduled_item_comes_due_when_the_clock_gets_there(

@@ -46,7 +46,11 @@ def test_retry_after_last_attempt_dead_letters_at_once(q: Querator, qname: str) 
     assert moved.id != item_id
     assert moved.queue == dead
     assert (moved.payload, moved.kind, moved.encoding, moved.reference) == (b"p", "k", "e", "r")
-    assert moved.headers == {"h": "v"}
+    assert moved.headers == {  # its own, and querator's marks (test_dead_marks.py)
+        "h": "v",
+        "querator-dead-attempts": "2",
+        "querator-dead-reason": "used all 2 attempts (max_attempts)",
+    }
     assert moved.attempts == 0
     assert q.stats(dead).dead_lettered == 1
     with pytest.raises(Conflict) as err:

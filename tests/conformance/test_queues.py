@@ -13,6 +13,7 @@ from querator.errors import (
     ConflictReason,
     InvalidArgument,
     QueueExists,
+    QueueNotEmpty,
     QueueNotFound,
     RequestTimeout,
 )
@@ -111,10 +112,26 @@ def test_update_queue_applies_to_new_leases_only(q: Querator, qname: str) -> Non
     assert ids_of(again) == [second.id]
 
 
+def test_delete_queue_refuses_a_queue_that_holds_items_unless_forced(
+    q: Querator, qname: str
+) -> None:
+    make_queue(q, qname, partitions=2)
+    q.produce(qname, items(b"a", b"b", b"c"))
+    with pytest.raises(QueueNotEmpty) as refused:
+        q.delete_queue(qname)
+    assert (refused.value.queue, refused.value.count) == (qname, 3)
+    assert "3 item(s)" in str(refused.value)
+    assert q.stats(qname).total == 3  # nothing was deleted
+    q.complete(qname, drain(q, qname))
+    q.delete_queue(qname)  # empty now: no force needed
+    with pytest.raises(QueueNotFound):
+        q.get_queue(qname)
+
+
 def test_delete_queue_drops_it_and_its_items(q: Querator, qname: str) -> None:
     make_queue(q, qname)
     old_ids = q.produce(qname, items(b"a", b"b"))
-    q.delete_queue(qname)
+    q.delete_queue(qname, force=True)
 
     with pytest.raises(QueueNotFound):
         q.get_queue(qname)

@@ -191,3 +191,37 @@ def test_settings_are_frozen() -> None:
     with pytest.raises((ValidationError, TypeError, AttributeError)):
         settings.lease_timeout = 5
     assert settings.lease_timeout == 60.0
+
+
+def test_one_str_or_bytes_where_a_list_is_expected_is_refused(q: Querator, qname: str) -> None:
+    make_queue(q, qname)
+    [item_id] = q.produce(qname, items(b"x"))
+    bad: list[tuple[str, Callable[[], Any]]] = [
+        ("items", lambda: q.complete(qname, item_id)),  # type: ignore[arg-type]
+        ("items", lambda: q.retry(qname, item_id)),  # type: ignore[arg-type]
+        ("items", lambda: q.renew(qname, item_id)),  # type: ignore[arg-type]
+        ("items", lambda: q.produce(qname, b"payload")),  # type: ignore[arg-type]
+        ("items", lambda: q.produce(qname, "payload")),  # type: ignore[arg-type]
+        ("items", lambda: q.produce(qname, Item(payload=b"x"))),  # type: ignore[arg-type]
+        ("ids", lambda: q.delete_items(qname, item_id)),
+        ("dedup_keys", lambda: q.lookup(qname, "key")),
+        ("complete", lambda: q.transact(complete=item_id)),  # type: ignore[arg-type]
+        (f"produce[{qname!r}]", lambda: q.transact(produce={qname: "x"})),  # type: ignore[dict-item]
+    ]
+    for field, call in bad:
+        err = raises_invalid(call)
+        assert err.field == field, err
+        assert "must be a list" in err.rule, err
+    assert q.stats(qname).total == 1  # nothing changed
+
+
+def test_a_payload_is_bytes_or_a_str_stored_as_utf8(q: Querator, qname: str) -> None:
+    make_queue(q, qname)
+    text, raw = "h\u00e9llo", bytearray(b"raw")
+    q.produce(qname, [Item(payload=text), Item(payload=raw)])  # type: ignore[arg-type]
+    assert sorted(i.payload for i in q.list_items(qname)) == [b"h\xc3\xa9llo", b"raw"]
+    values: list[object] = [{"a": 1}, 5, None, ["x"], "\udc80"]
+    for value in values:
+        with pytest.raises(InvalidArgument) as err:
+            Item(payload=value)  # type: ignore[arg-type]
+        assert err.value.field == "payload", err.value

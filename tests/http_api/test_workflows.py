@@ -84,6 +84,16 @@ def test_waiting_for_a_running_run_times_out_with_454_and_cancel_ends_it(
     assert call(http, "/v1/runs.retry_compensation", run_id=run_id) == {"changed": False}
 
 
+def test_nan_in_arguments_is_refused_naming_the_argument(http: httpx.Client) -> None:
+    for number in ["NaN", "Infinity", "-Infinity"]:
+        body = b'{"workflow": "http.slow", "args": [' + number.encode() + b"]}"
+        json_type = {"content-type": "application/json"}
+        response = http.post("/v1/workflows.start", content=body, headers=json_type)
+        assert response.status_code == 400, response.text
+        assert "argument 'seconds'" in response.json()["message"], response.text
+    assert call(http, "/v1/runs.list")["runs"] == []
+
+
 def test_unknown_runs_and_workflows_are_refused(http: httpx.Client) -> None:
     response = http.post("/v1/runs.get", json={"run_id": "nope"})
     assert response.status_code == 453

@@ -6,6 +6,7 @@ and a store from a newer querator is refused."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from psycopg import sql
 from querator import Querator
 from querator.errors import SchemaTooNew
 from querator.queue.backends.postgres.migrations import MIGRATIONS
+from querator.queue.models import KEPT
 
 HERE = Path(__file__).parent
 V1_SCHEMA = (HERE / "schema_v1.sql").read_text()
@@ -131,11 +133,11 @@ def fresh_catalog(pg_dsn: str, pg_schema: str, fresh_url: str) -> Iterator[Catal
     drop_schema(pg_dsn, f"{pg_schema}_fresh")
 
 
-def test_the_newest_version_is_2_and_a_fresh_store_records_it_without_migrating(
+def test_the_newest_version_is_3_and_a_fresh_store_records_it_without_migrating(
     pg_dsn: str, pg_schema: str, fresh_catalog: Catalog
 ) -> None:
-    assert [m.version for m in MIGRATIONS] == [1, 2]
-    assert store_version(pg_dsn, f"{pg_schema}_fresh") == (2, 1)
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3]
+    assert store_version(pg_dsn, f"{pg_schema}_fresh") == (3, 1)
     dedup = [c for c in fresh_catalog["columns"] if c[2] == "dedup_key"]
     assert dedup and {c[4] for c in dedup} == {"C"}
 
@@ -152,7 +154,7 @@ def test_an_old_store_opened_migrates_to_the_fresh_schema_and_keeps_its_items(
         pass
 
     assert catalog(pg_dsn, pg_schema) == fresh_catalog
-    assert store_version(pg_dsn, pg_schema) == (2, 1)
+    assert store_version(pg_dsn, pg_schema) == (3, 1)
     v1.check_items_work(pg_schema_url)
 
 
@@ -198,11 +200,11 @@ def test_querator_migrate_lists_pending_migrations_then_applies_them(
 
     done = v1.migrate_cli(pg_schema_url)
     assert done.returncode == 0, done.stderr
-    assert "migrated to schema version 2" in done.stdout
+    assert "migrated to schema version 3" in done.stdout
     assert catalog(pg_dsn, pg_schema) == fresh_catalog
 
     again = v1.migrate_cli(pg_schema_url)
-    assert "at schema version 2: nothing to migrate" in again.stdout
+    assert "at schema version 3: nothing to migrate" in again.stdout
     v1.check_items_work(pg_schema_url)
 
 
@@ -217,8 +219,8 @@ def test_a_store_from_a_newer_querator_is_refused_naming_both_versions(
 
     with pytest.raises(SchemaTooNew) as refused:
         Querator(pg_schema_url)
-    assert (refused.value.store_version, refused.value.known_version) == (7, 2)
-    assert "schema version 7" in str(refused.value) and "up to 2" in str(refused.value)
+    assert (refused.value.store_version, refused.value.known_version) == (7, 3)
+    assert "schema version 7" in str(refused.value) and "up to 3" in str(refused.value)
     cli = v1.migrate_cli(pg_schema_url, "--dry-run")
     assert cli.returncode == 1 and "schema version 7" in cli.stderr
 
@@ -228,3 +230,31 @@ def test_a_store_from_a_newer_querator_is_refused_naming_both_versions(
     with Querator(pg_schema_url) as q:
         assert q.list_queues() == []
     assert store_version(pg_dsn, pg_schema) == (7, 2)  # left as it was
+
+
+def test_migration_3_counts_expiry_from_availability_and_keeps_dead_letters(
+    pg_dsn: str, pg_schema: str, pg_schema_url: str
+) -> None:
+    build_v1_store(pg_dsn, pg_schema)
+    with psycopg.connect(pg_dsn) as conn:
+        queues = sql.Identifier(pg_schema, "queues")
+        conn.execute(sql.SQL("UPDATE {} SET expire_timeout = 604800 WHERE id = 1").format(queues))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (version, available_at, attempts, expire_at, payload, kind,"
+                " encoding, reference, headers) VALUES (1, now() + interval '10 days', 0,"
+                " now() + interval '1 day', 'scheduled', '', '', '', '{{}}')"
+            ).format(sql.Identifier(pg_schema, "q2_p0"))
+        )
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (version, available_at, attempts, expire_at, payload, kind,"
+                " encoding, reference, headers, source_id) VALUES (1, now(), 0,"
+                " now() + interval '7 days', 'dead letter', '', '', '', '{{}}', '2.0.99')"
+            ).format(sql.Identifier(pg_schema, "q1_p0"))
+        )
+    with Querator(pg_schema_url) as q:
+        [scheduled] = [i for i in q.list_items(v1.QUEUE) if i.payload == b"scheduled"]
+        assert scheduled.expire_at - scheduled.available_at == timedelta(days=1)
+        [letter] = q.list_items(v1.DEAD_QUEUE)
+        assert letter.expire_at == KEPT

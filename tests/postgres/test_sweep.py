@@ -57,7 +57,8 @@ def test_sweep_reads_the_items_it_moves_not_the_backlog(
     explain = sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + due
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(stmt.SESSION_SETTINGS)
-        row = conn.execute(explain, {"max_attempts": 1, "limit": 1000, "now": None}).fetchone()
+        params = {"max_attempts": 1, "exhausted": "x", "expired": "y", "limit": 1000, "now": None}
+        row = conn.execute(explain, params).fetchone()
         conn.rollback()  # the statement locks what it selects
     assert row is not None
     plan = row[0] if isinstance(row[0], list) else json.loads(row[0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import schema_migrations as v1
 from querator import Querator
 from querator.errors import SchemaTooNew
 from querator.queue.backends.sqlite.migrations import MIGRATIONS
+from querator.queue.models import KEPT
 
 HERE = Path(__file__).parent
 V1_SCHEMA = (HERE / "schema_v1.sql").read_text()
@@ -74,7 +76,7 @@ def fresh_catalog(tmp_path: Path) -> list[tuple[str, str, str, str]]:
     """The catalog of a fresh file with the old one's queues."""
     fresh = tmp_path / "fresh.db"
     v1.make_fresh_store(f"sqlite:///{fresh}")
-    assert store_version(fresh) == (2, 1)
+    assert store_version(fresh) == (3, 1)
     return catalog(fresh)
 
 
@@ -87,7 +89,7 @@ def old(tmp_path: Path) -> Path:
 
 
 def test_versions_align_with_postgresql() -> None:
-    assert [m.version for m in MIGRATIONS] == [1, 2]
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3]
 
 
 def test_an_old_file_opened_migrates_to_the_fresh_catalog_and_keeps_its_items(
@@ -97,7 +99,7 @@ def test_an_old_file_opened_migrates_to_the_fresh_catalog_and_keeps_its_items(
     with Querator(f"sqlite:///{old}"):
         pass
     assert catalog(old) == fresh_catalog
-    assert store_version(old) == (2, 1)
+    assert store_version(old) == (3, 1)
     v1.check_items_work(f"sqlite:///{old}")
 
 
@@ -130,7 +132,7 @@ def test_querator_migrate_lists_pending_migrations_then_applies_them(
 
     done = v1.migrate_cli(url)
     assert done.returncode == 0, done.stderr
-    assert "migrated to schema version 2" in done.stdout
+    assert "migrated to schema version 3" in done.stdout
     assert catalog(old) == fresh_catalog
     v1.check_items_work(url)
 
@@ -149,5 +151,29 @@ def test_a_file_from_a_newer_querator_is_refused_naming_both_versions(tmp_path: 
 
     with pytest.raises(SchemaTooNew) as refused:
         Querator(f"sqlite:///{path}")
-    assert (refused.value.store_version, refused.value.known_version) == (7, 2)
-    assert "schema version 7" in str(refused.value) and "up to 2" in str(refused.value)
+    assert (refused.value.store_version, refused.value.known_version) == (7, 3)
+    assert "schema version 7" in str(refused.value) and "up to 3" in str(refused.value)
+
+
+def test_migration_3_counts_expiry_from_availability_and_keeps_dead_letters(old: Path) -> None:
+    now = int(time.time() * 1_000_000)
+    with sqlite3.connect(old) as conn:
+        conn.execute("UPDATE queues SET expire_timeout = 604800 WHERE id = 1")  # the default
+        conn.execute(
+            "INSERT INTO q2_p0 (version, available_at, attempts, expire_at, payload, kind,"
+            " encoding, reference, headers, created_at)"
+            " VALUES (1, ?, 0, ?, ?, '', '', '', '{}', ?)",
+            (now + 10 * DAY_US, now + DAY_US, b"scheduled", now),
+        )
+        conn.execute(
+            "INSERT INTO q1_p0 (version, available_at, attempts, expire_at, payload, kind,"
+            " encoding, reference, headers, source_id, created_at)"
+            " VALUES (1, ?, 0, ?, ?, '', '', '', '{}', '2.0.99', ?)",
+            (now, now + 7 * DAY_US, b"dead letter", now),
+        )
+    conn.close()
+    with Querator(f"sqlite:///{old}") as q:
+        [scheduled] = [i for i in q.list_items(v1.QUEUE) if i.payload == b"scheduled"]
+        assert scheduled.expire_at - scheduled.available_at == timedelta(days=1)
+        [letter] = q.list_items(v1.DEAD_QUEUE)
+        assert letter.expire_at == KEPT

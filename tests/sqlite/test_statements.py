@@ -38,7 +38,7 @@ def test_queue_recreated_by_another_client_never_reaches_the_old_table(
     held = mine.lease("jobs", client_id="w1", batch_size=1, timeout=1)
     # The other client drops the queue; this one still caches its info and the
     # statements on its connections name the dropped table.
-    other.delete_queue("jobs")
+    other.delete_queue("jobs", force=True)
     other.create_queue("jobs")
     other.produce("jobs", [Item(payload=b"new")])
 

@@ -5,6 +5,8 @@ what it says."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -87,3 +89,23 @@ def test_retry_forever_is_max_attempts_zero() -> None:
     forever = RetryPolicy(max_attempts=0, jitter=False)
     assert forever.decide(RuntimeError(), 10_000).retry
     assert not RetryPolicy(max_attempts=1).decide(RuntimeError(), 1).retry
+
+
+@workflow(name="b.measure")
+def measure(value: float, *more: Any, **named: Any) -> float:
+    return value
+
+
+def test_nan_and_infinities_in_arguments_are_refused_naming_the_argument(q: Querator) -> None:
+    refused: dict[str, Callable[[], object]] = {
+        "value": lambda: start(q, measure, math.nan),
+        "more": lambda: start(q, measure, 1.0, [2.0, math.inf]),
+        "named": lambda: start(q, measure, 1.0, extra={"deep": -math.inf}),
+    }
+    for name, call in refused.items():
+        with pytest.raises(InvalidArgument) as error:
+            call()
+        assert error.value.field == f"workflow 'b.measure' argument {name!r}"
+        assert "NaN or an infinity" in error.value.rule
+    assert list_runs(q) == []  # nothing was written
+    assert start(q, measure, 1.5, [2.0], extra={"deep": 0.0}).run_id

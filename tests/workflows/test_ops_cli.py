@@ -227,6 +227,12 @@ def test_dead_letters_are_listed_requeued_and_purged(tmp_path: Path) -> None:
     listed = cli("dead", "list", "orders", "--url", url)
     assert listed.returncode == 0, listed.stderr
     assert "orders: 3 dead letter(s)" in listed.stdout and "order 1" in listed.stdout
+    assert "EXPIRES" in listed.stdout and "never" in listed.stdout
+    [row] = [line.split() for line in listed.stdout.splitlines() if line.startswith(dead_ids[0])]
+    assert row[3] == "1"  # the leases it had in "orders", not its own in the dead queue
+    assert "moved by retry(dead=True)" in listed.stdout
+    stats = cli("queues", "stats", "orders-dead", "--url", url)
+    assert "dead letters arriving here kept until requeued or purged" in stats.stdout
     shown = cli("dead", "show", "orders", dead_ids[0], "--url", url)
     assert json.loads(shown.stdout)["payload"] == "order 0"
     one = cli("dead", "requeue", "orders", dead_ids[0], "--url", url)
@@ -241,6 +247,20 @@ def test_dead_letters_are_listed_requeued_and_purged(tmp_path: Path) -> None:
         assert q.list_items("orders-dead") == []
     none = cli("dead", "list", "orders-dead", "--url", url)
     assert none.returncode == 2 and "has no dead_queue" in none.stderr
+
+
+def test_queues_delete_refuses_a_queue_with_items_unless_forced(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'delete.db'}"
+    with Querator(url) as q:
+        q.create_queue("orders")
+        q.produce("orders", [Item(payload=b"a"), Item(payload=b"b")])
+    refused = cli("queues", "delete", "orders", "--url", url)
+    assert refused.returncode == 1, refused.stderr
+    assert "holds 2 item(s)" in refused.stderr and "Traceback" not in refused.stderr
+    forced = cli("queues", "delete", "orders", "--force", "--url", url)
+    assert forced.returncode == 0 and "orders: deleted" in forced.stdout, forced.stderr
+    with Querator(url) as q:
+        assert q.list_queues() == []
 
 
 def test_schedules_are_listed_paused_triggered_and_deleted(tmp_path: Path) -> None:
@@ -297,6 +317,11 @@ def test_start_runs_a_workflow_from_the_shell_and_waits_for_it(tmp_path: Path) -
         assert done.returncode == 2, (what, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, (what, done.stderr)
     assert "ops.greet" in bad["no such workflow"].stderr  # names the workflows it has
+    floats = ["--app", "tests.http_api.http_flows", "--url", url]
+    for number in ["NaN", "Infinity", "-Infinity"]:
+        refused = cli("start", "http.slow", *floats, "--args", f"[{number}]")
+        assert refused.returncode == 2, (number, refused.stdout, refused.stderr)
+        assert "argument 'seconds'" in refused.stderr and "NaN" in refused.stderr
     with Querator(url) as q:
         assert len(list_runs(q)) == 2  # the refused starts wrote nothing
 

@@ -7,6 +7,7 @@ from polling import wait_for
 
 from querator import Item, Querator, QueueSettings
 from querator.errors import InvalidArgument
+from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
 from querator.workflows import WorkflowFailed, start
 
 from .conftest import RunWorker
@@ -148,6 +149,8 @@ def test_poison_items_do_not_crash_the_worker(q: Querator, run_worker: RunWorker
         ("querator.step:nope", 0),
         ("something.else", 0),
     ]
+    reasons = {i.payload: i.headers[REASON_HEADER] for i in q.list_items("wf-dead")}
+    assert reasons[b"not json"].startswith("undecodable querator.step payload")
 
 
 def test_poison_items_are_never_dropped(q: Querator, run_worker: RunWorker) -> None:
@@ -159,6 +162,8 @@ def test_poison_items_are_never_dropped(q: Querator, run_worker: RunWorker) -> N
         wait_for(lambda: q.stats("querator.dead").total == 1, timeout=10, message="the poison kept")
     [kept] = q.list_items("querator.dead")
     assert kept.payload == b"not json" and kept.kind == "querator.step"
+    assert kept.headers[ATTEMPTS_HEADER] == "1"
+    assert kept.headers[REASON_HEADER].startswith("undecodable querator.step payload")
 
 
 def test_queues_made_by_workers_dead_letter_into_querator_dead(

@@ -53,8 +53,8 @@ async def list_queues(aq: AsyncQueueClient, body: ListRequest) -> ListReply:
 
 
 async def delete(aq: AsyncQueueClient, body: DeleteRequest) -> None:
-    """Delete a queue and its items."""
-    await aq.delete_queue(body.queue_name)
+    """Delete a queue; one that holds items only with ``force``."""
+    await aq.delete_queue(body.queue_name, force=body.force)
 
 
 async def list_items(aq: AsyncQueueClient, body: ItemsListRequest) -> ItemsListReply:

@@ -99,7 +99,9 @@ async def retry(aq: AsyncQueueClient, body: RetryRequest) -> None:
     """Give leased items back (or dead-letter them), all or nothing."""
     first = body.items[0]
     chosen = await refs(aq, body.queue_name, (), body.items)
-    await aq.retry(body.queue_name, chosen, retry_at=first.retry_at, dead=first.dead)
+    await aq.retry(
+        body.queue_name, chosen, retry_at=first.retry_at, dead=first.dead, reason=first.reason
+    )
 
 
 async def renew(aq: AsyncQueueClient, body: RenewRequest) -> RenewReply:

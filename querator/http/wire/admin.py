@@ -112,7 +112,8 @@ class DeleteRequest(WireModel):
 
     queue_name: QueueName
     force: bool = False
-    """Accepted for Querator's sake; deleting always deletes the items."""
+    """Delete the queue's items with it; without it a queue that holds items is
+    refused (QueueNotEmpty, naming the count)."""
 
 
 class ItemsListRequest(WireModel):

@@ -121,10 +121,12 @@ class RetryItem(ItemRef):
     """Leasable again at this instant (default now)."""
     dead: bool = False
     """Move it to the dead queue now."""
+    reason: str | None = None
+    """Why, should this dead-letter the item: kept with the dead letter (querator)."""
 
 
 class RetryRequest(WireModel):
-    """``/v1/queue.retry``: every item must share ``retry_at`` and ``dead``."""
+    """``/v1/queue.retry``: every item must share ``retry_at``, ``dead`` and ``reason``."""
 
     queue_name: QueueName
     partition: int = 0
@@ -135,9 +137,9 @@ class RetryRequest(WireModel):
     @classmethod
     def _some(cls, items: list[RetryItem]) -> list[RetryItem]:
         _batch("items", len(items))
-        if len({(item.retry_at, item.dead) for item in items}) > 1:
+        if len({(item.retry_at, item.dead, item.reason) for item in items}) > 1:
             raise ValueError(
-                "items is invalid; every item of one retry must share retry_at and dead"
+                "items is invalid; every item of one retry must share retry_at, dead and reason"
             )
         return items
 

@@ -11,6 +11,8 @@ Conventions every backend keeps:
   SQLite and memory). Durations arrive as seconds.
 * An item is *leasable* when ``available_at <= now`` and it has attempts left
   (``max_attempts == 0 or attempts < max_attempts``) and ``expire_at > now``.
+  A produced item's ``expire_at`` counts from when it becomes available:
+  ``max(enqueue_at, now) + expire_timeout``.
   Leasing orders by ``(available_at, seq)``, sets ``available_at`` and
   ``lease_deadline`` to ``now + lease_timeout``, sets ``client_id``, and bumps
   ``attempts`` and ``version``.
@@ -21,7 +23,9 @@ Conventions every backend keeps:
   ``available_at`` to ``now + extend`` and bumps ``version``.
 * Dead-lettering moves an item into the dead queue's partition
   ``partition % dead.partitions`` as a new item (new id, version 1, attempts 0,
-  available now, ``source_id`` = old id, fresh ``expire_at``) and deletes the
+  available now, ``source_id`` = old id, the marks of
+  :mod:`querator.queue.dead_reasons` added to its headers, ``expire_at`` by the dead queue's
+  ``dead_letter_expiry``, else :data:`~querator.queue.models.KEPT`) and deletes the
   source row, in one transaction; with no dead queue the item is deleted.
   A retry of an item whose attempts are used up dead-letters it at once.
 * Every change that can make an item leasable (produce, retry, dead-letter
@@ -104,6 +108,8 @@ class RetryOp:
     key: ItemKey
     retry_at: datetime | None = None
     dead: bool = False
+    reason: str | None = None
+    """Why, should this retry dead-letter the item (:mod:`querator.queue.dead_reasons`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +215,10 @@ class Backend(Protocol):
     async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Store new settings, creating added partitions; QueueNotFound if absent."""
 
-    async def delete_queue(self, name: str) -> None:
-        """Drop the queue and its tables; QueueNotFound if absent."""
+    async def delete_queue(self, name: str, force: bool) -> None:
+        """Drop the queue and its tables; QueueNotFound if absent. Unless ``force``,
+        a queue that holds items raises QueueNotEmpty and stays (checked in the
+        transaction that would drop it, so no item produced meanwhile is lost)."""
 
     async def get_queue(self, name: str) -> QueueInfo:
         """The queue's info; QueueNotFound if absent."""

@@ -18,11 +18,28 @@ from typing import Any
 import anyio
 
 from querator.clock import SYSTEM, Clock
-from querator.errors import Conflict, ConflictReason, InvalidArgument, QueueExists, QueueNotFound
-from querator.queue.backends.base import ItemKey, Kinds, Leases, NewItem, TxnPlan, WakeCallback
+from querator.errors import (
+    Conflict,
+    ConflictReason,
+    InvalidArgument,
+    QueueExists,
+    QueueNotEmpty,
+    QueueNotFound,
+)
+from querator.queue.backends.base import (
+    ItemKey,
+    Kinds,
+    Leases,
+    NewItem,
+    RetryOp,
+    TxnPlan,
+    WakeCallback,
+)
 from querator.queue.backends.schema_versions import SchemaReport
+from querator.queue.dead_reasons import marked, retry_reason, sweep_reason
 from querator.queue.ids import format_id, parse_id
 from querator.queue.models import (
+    KEPT,
     Leased,
     PartitionGauges,
     PartitionStats,
@@ -31,6 +48,9 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
+
+_KEPT = KEPT.timestamp()
+"""The ``expire_at`` of an item that never expires."""
 
 
 def _ts(seconds: float) -> datetime:
@@ -147,9 +167,12 @@ class MemoryBackend:
         self._queues[name] = info
         return info
 
-    async def delete_queue(self, name: str) -> None:
-        """Drop the queue and its items."""
+    async def delete_queue(self, name: str, force: bool) -> None:
+        """Drop the queue and its items (refused while it holds any, unless ``force``)."""
         info = await self.get_queue(name)
+        count = sum(len(part.rows) for part in self._parts[info.queue_id])
+        if count and not force:
+            raise QueueNotEmpty(name, count)
         del self._queues[name]
         del self._parts[info.queue_id]
 
@@ -190,14 +213,15 @@ class MemoryBackend:
             if new.dedup_key is not None and new.dedup_key in part.dedup:
                 ids.append(format_id(queue.queue_id, new.partition, part.dedup[new.dedup_key]))
                 continue
+            available = new.available_at.timestamp() if new.available_at else now
             row = _Row(
                 seq=next(part.seqs),
                 version=1,
-                available_at=new.available_at.timestamp() if new.available_at else now,
+                available_at=available,
                 lease_deadline=None,
                 client_id=None,
                 attempts=0,
-                expire_at=now + queue.settings.expire_timeout,
+                expire_at=max(available, now) + queue.settings.expire_timeout,
                 payload=new.payload,
                 kind=new.kind,
                 encoding=new.encoding,
@@ -299,7 +323,7 @@ class MemoryBackend:
         for key in plan.complete:
             self._part(plan, key).remove(key.seq)
         for op in plan.retry:
-            self._retry(plan, op.key, op.retry_at, op.dead, now)
+            self._retry(plan, op, now)
         renewed = []
         for renew in plan.renew:
             part = self._part(plan, renew.key)
@@ -357,20 +381,21 @@ class MemoryBackend:
             return ConflictReason.NOT_LEASED
         return None
 
-    def _retry(
-        self, plan: TxnPlan, key: ItemKey, retry_at: datetime | None, dead: bool, now: float
-    ) -> None:
+    def _retry(self, plan: TxnPlan, op: RetryOp, now: float) -> None:
+        key = op.key
         info = plan.queues[key.queue]
         part = self._part(plan, key)
         row = part.rows[key.seq]
-        if dead or 0 < info.settings.max_attempts <= row.attempts:
+        limit = info.settings.max_attempts
+        if op.dead or 0 < limit <= row.attempts:
             dead_info = plan.queues.get(info.settings.dead_queue or "")
-            self._dead_letter(info, key.partition, part, row, dead_info, now)
+            why = retry_reason(op.reason, op.dead, limit)
+            self._dead_letter(info, key.partition, part, row, (dead_info, why), now)
             return
         row.version += 1
         row.lease_deadline = None
         row.client_id = None
-        row.available_at = retry_at.timestamp() if retry_at else now
+        row.available_at = op.retry_at.timestamp() if op.retry_at else now
         part.push(row)
 
     def _dead_letter(
@@ -379,13 +404,16 @@ class MemoryBackend:
         partition: int,
         part: _Partition,
         row: _Row,
-        dead: QueueInfo | None,
+        to: tuple[QueueInfo | None, str],
         now: float,
     ) -> None:
+        """Move ``row`` into the dead queue ``to[0]`` (delete it when None), why: ``to[1]``."""
+        dead, why = to
         part.remove(row.seq)
         if dead is None:
             return
         dead_parts = self._partitions(dead)
+        keep = dead.settings.dead_letter_expiry
         target = dead_parts[partition % len(dead_parts)]
         moved = replace(
             row,
@@ -395,7 +423,8 @@ class MemoryBackend:
             lease_deadline=None,
             client_id=None,
             attempts=0,
-            expire_at=now + dead.settings.expire_timeout,
+            expire_at=_KEPT if keep is None else now + keep,
+            headers=marked(row.headers, row.attempts, why),
             dedup_key=None,
             source_id=format_id(info.queue_id, partition, row.seq),
             created_at=now,
@@ -407,13 +436,15 @@ class MemoryBackend:
         """Move exhausted or expired unheld items to the dead queue."""
         now = self._time()
         moved = 0
+        max_attempts = queue.settings.max_attempts
         for index, part in enumerate(self._partitions(queue)):
             for row in list(part.rows.values()):
                 if moved >= limit:
                     return moved
-                exhausted = 0 < queue.settings.max_attempts <= row.attempts
+                exhausted = 0 < max_attempts <= row.attempts
                 if row.available_at <= now and (exhausted or row.expire_at <= now):
-                    self._dead_letter(queue, index, part, row, dead, now)
+                    why = sweep_reason(row.attempts, max_attempts)
+                    self._dead_letter(queue, index, part, row, (dead, why), now)
                     moved += 1
         return moved
 

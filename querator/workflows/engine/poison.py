@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from querator.errors import Conflict
+from querator.queue.dead_reasons import clean_reason, marked
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import transact_creating
@@ -25,7 +26,7 @@ async def discard(aq: AsyncQueueClient, leased: Leased, reason: str) -> None:
     try:
         info = await aq.get_queue(leased.queue)
         if info.settings.dead_queue:
-            await aq.retry(leased.queue, [leased], dead=True)
+            await aq.retry(leased.queue, [leased], dead=True, reason=reason)
             where = info.settings.dead_queue
         else:  # a queue made without one: the item moves to querator's own
             copy = Item(
@@ -33,7 +34,7 @@ async def discard(aq: AsyncQueueClient, leased: Leased, reason: str) -> None:
                 kind=leased.kind,
                 encoding=leased.encoding,
                 reference=leased.reference,
-                headers=dict(leased.headers),
+                headers=marked(leased.headers, leased.attempts, clean_reason(reason)),
             )
             await transact_creating(aq, [leased], {DEAD_QUEUE: [copy]})
             where = DEAD_QUEUE

@@ -22,6 +22,7 @@ from querator.errors import (
     InvalidArgument,
     QueratorError,
     QueueExists,
+    QueueNotEmpty,
     QueueNotFound,
     Unavailable,
 )
@@ -59,6 +60,7 @@ from querator.queue.backends.postgres.transact import (
     run_transact,
 )
 from querator.queue.backends.schema_versions import SchemaReport
+from querator.queue.dead_reasons import EXPIRED, exhausted
 from querator.queue.models import (
     Leased,
     PartitionGauges,
@@ -295,18 +297,26 @@ class PostgresBackend:
             await self._create_partitions(conn, info.queue_id, range(old, settings.partitions))
         return info
 
-    async def delete_queue(self, name: str) -> None:
-        """Drop the queue and its tables; QueueNotFound if absent."""
+    async def delete_queue(self, name: str, force: bool) -> None:
+        """Drop the queue and its tables; QueueNotFound if absent, QueueNotEmpty if
+        it holds items and not ``force`` (counted with its tables locked against
+        writers, so no item produced meanwhile is dropped unseen)."""
         async with self._transaction() as conn:
             cur = await conn.execute(self._fill(stmt.DELETE_QUEUE), {"name": name})
             row = await cur.fetchone()
             if row is None:
                 raise QueueNotFound(name)
             queue_id, partitions = row
-            tables = sql.SQL(", ").join(
-                self._names.partition(queue_id, n) for n in range(partitions)
-            )
-            await conn.execute(DROP_TABLES.format(tables=tables))
+            tables = [self._names.partition(queue_id, n) for n in range(partitions)]
+            joined = sql.SQL(", ").join(tables)
+            if not force:
+                await conn.execute(stmt.LOCK_TABLES.format(tables=joined))
+                count = sql.SQL(" + ").join(stmt.COUNT_ITEMS.format(table=t) for t in tables)
+                cur = await conn.execute(sql.SQL("SELECT ") + count)
+                found = _one(await cur.fetchone())[0]
+                if found:
+                    raise QueueNotEmpty(name, found)
+            await conn.execute(DROP_TABLES.format(tables=joined))
 
     async def get_queue(self, name: str) -> QueueInfo:
         """The queue's info; QueueNotFound if absent."""
@@ -415,6 +425,8 @@ class PostgresBackend:
                     break
                 params = {
                     "max_attempts": queue.settings.max_attempts,
+                    "exhausted": exhausted(queue.settings.max_attempts),
+                    "expired": EXPIRED,
                     "limit": limit - moved,
                     "now": self._clock.given(),
                 }

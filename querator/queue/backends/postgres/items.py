@@ -199,7 +199,7 @@ async def dead_letter(
     statement = stmt.DEAD_MOVE.format(due=selection, source=table, dead=target)
     args = {
         **params,
-        "expire_timeout": float(dead.settings.expire_timeout),
+        "expire_timeout": dead.settings.dead_letter_expiry,
         "id_prefix": f"{queue.queue_id}.{partition}.",
     }
     cur = await conn.execute(statement, args)

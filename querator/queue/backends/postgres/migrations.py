@@ -21,6 +21,7 @@ from querator.queue.backends.postgres import schema
 from querator.queue.backends.postgres.items import Conn
 from querator.queue.backends.postgres.statements import Names
 from querator.queue.backends.schema_versions import Migration, SchemaReport, StoreVersion
+from querator.queue.models import DEFAULT_EXPIRE_TIMEOUT, KEPT
 
 __all__ = ["MIGRATIONS", "prepare_schema"]
 
@@ -44,12 +45,35 @@ async def _dedup_keys_by_code_point(conn: Conn, names: Names) -> None:
         await conn.execute(ddl, prepare=False)
 
 
+async def _expiry_from_availability(conn: Conn, names: Names) -> None:
+    """Scheduled items expire counted from when they become available; a queue
+    with the default expiry keeps its dead letters."""
+    params = {"default": DEFAULT_EXPIRE_TIMEOUT}
+    cur = await conn.execute(_fill(schema.QUEUE_EXPIRIES, names), params)
+    parts: list[sql.Composable] = []
+    for queue_id, partitions, keeps in await cur.fetchall():
+        for n in range(partitions):
+            table = names.partition(queue_id, n)
+            parts.append(schema.EXPIRE_FROM_AVAILABILITY.format(table=table))
+            if keeps:
+                kept = sql.Literal(KEPT)
+                parts.append(schema.KEEP_DEAD_LETTERS.format(table=table, kept=kept))
+    if parts:
+        await conn.execute(sql.SQL("").join(parts), prepare=False)
+
+
 MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
     Migration(1, "initial schema (querator's git tag schema-v1)", None),
     Migration(
         2,
         'dedup keys compare by code point: item tables\' dedup_key becomes COLLATE "C"',
         _dedup_keys_by_code_point,
+    ),
+    Migration(
+        3,
+        "expiry counts from when an item becomes available; a dead queue with the"
+        " default expiry keeps its dead letters",
+        _expiry_from_availability,
     ),
 )
 """Every schema version, oldest first; append new ones (never edit a released one)."""

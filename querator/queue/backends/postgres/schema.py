@@ -281,3 +281,21 @@ COLLATE_DEDUP_KEY: Final = sql.SQL(
     'ALTER TABLE {table} ALTER COLUMN dedup_key TYPE text COLLATE "C";'
 )
 """Version 2: dedup keys compare by code point (rebuilds the table's dedup index)."""
+
+QUEUE_EXPIRIES: Final = sql.SQL(
+    "SELECT id, partitions, expire_timeout = %(default)s FROM {queues} ORDER BY id"
+)
+"""Version 3: every queue's id, partition count, and whether its expiry is the
+default (a dead queue with the default expiry keeps its dead letters)."""
+
+EXPIRE_FROM_AVAILABILITY: Final = sql.SQL(
+    "UPDATE {table} SET expire_at = available_at + (expire_at - created_at)"
+    " WHERE attempts = 0 AND source_id IS NULL AND available_at > created_at;"
+)
+"""Version 3: a scheduled item's expiry counts from when it becomes available
+(it was stored counted from its production)."""
+
+KEEP_DEAD_LETTERS: Final = sql.SQL(
+    "UPDATE {table} SET expire_at = {kept} WHERE source_id IS NOT NULL;"
+)
+"""Version 3: the dead letters of a queue with the default expiry never expire."""

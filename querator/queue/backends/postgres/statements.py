@@ -33,6 +33,8 @@ from querator.queue.backends.postgres.schema import (
     item_row,
     item_select,
 )
+from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
+from querator.queue.models import KEPT
 
 SCHEMA_PATTERN: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 """Accepted schema names: lower-case identifiers that never need quoting."""
@@ -159,6 +161,12 @@ RETURNING {columns}
 DELETE_QUEUE: Final = sql.SQL("DELETE FROM {queues} WHERE name = %(name)s RETURNING id, partitions")
 """Removes a queue's row; returns what is needed to drop its tables."""
 
+LOCK_TABLES: Final = sql.SQL("LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+"""Holds a queue's partition tables against every writer until the transaction ends."""
+
+COUNT_ITEMS: Final = sql.SQL("(SELECT count(*) FROM {table})")
+"""The number of items in one partition table (summed over a queue's tables)."""
+
 LIST_QUEUES: Final = sql.SQL(
     "SELECT {columns} FROM {queues} WHERE name >= %(pivot)s ORDER BY name LIMIT %(limit)s"
 )
@@ -195,13 +203,17 @@ UNKEYED: Final = tuple(c for c in GIVEN if c.name != "dedup_key")
 
 def produced(prefix: str = "") -> dict[str, str]:
     """What inserting a produced item puts in each column, reading the item from
-    the arrays' row ``v`` and the queue's expiry from ``<prefix>expire_timeout``."""
+    the arrays' row ``v`` and the queue's expiry from ``<prefix>expire_timeout``
+    (counted from when the item becomes available)."""
     return {
         **given_values("v"),
         "version": "1",
         "available_at": "coalesce(v.available_at, %(now)s, now())",
         "attempts": "0",
-        "expire_at": f"{NOW} + make_interval(secs => %({prefix}expire_timeout)s::float8)",
+        "expire_at": (
+            f"greatest(v.available_at, {NOW})"
+            f" + make_interval(secs => %({prefix}expire_timeout)s::float8)"
+        ),
         "created_at": NOW,
     }
 
@@ -532,16 +544,25 @@ RETURNING {columns}
 
 # -- dead-lettering -----------------------------------------------------------
 
-DUE_GIVEN: Final = sql.SQL("SELECT unnest(%(seqs)s::bigint[]) AS seq")
-"""Dead-letter selection: the given (already locked) seqs."""
+DUE_GIVEN: Final = sql.SQL(
+    "SELECT d.seq, d.reason FROM unnest(%(seqs)s::bigint[], %(reasons)s::text[]) AS d(seq, reason)"
+)
+"""Dead-letter selection: the given (already locked) seqs, each with why."""
 
 _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
     {
         "version": "1",
         "available_at": NOW,
         "attempts": "0",
-        "expire_at": f"{NOW} + make_interval(secs => %(expire_timeout)s::float8)",
+        "expire_at": (
+            f"coalesce({NOW} + make_interval(secs => %(expire_timeout)s::float8),"
+            f" '{KEPT.isoformat()}'::timestamptz)"
+        ),
         **{column: f"m.{column}" for column in MOVED},
+        "headers": (
+            f"m.headers || jsonb_build_object('{ATTEMPTS_HEADER}', m.attempts::text,"
+            f" '{REASON_HEADER}', m.reason)"
+        ),
         "source_id": "%(id_prefix)s || m.seq::text",
         "created_at": NOW,
     }
@@ -549,7 +570,9 @@ _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
 
 DUE_FOUND: Final = sql.SQL(
     """
-SELECT seq FROM {source}
+SELECT seq, CASE WHEN %(max_attempts)s::integer > 0 AND attempts >= %(max_attempts)s::integer
+            THEN %(exhausted)s::text ELSE %(expired)s::text END AS reason
+FROM {source}
 WHERE """
     + SWEEP_KEY
     + """ <= coalesce(%(now)s, now())
@@ -564,14 +587,14 @@ FOR UPDATE SKIP LOCKED
 """
 )
 """Dead-letter selection: unheld items that are exhausted or expired, found
-through the sweep's index (:data:`SWEEP_KEY`)."""
+through the sweep's index (:data:`SWEEP_KEY`), each with why."""
 
 DEAD_MOVE: Final = sql.SQL(
     """
 WITH due AS ({due}),
 moved AS (
     DELETE FROM {source} AS s USING due WHERE s.seq = due.seq
-    RETURNING s.seq, """
+    RETURNING s.seq, s.attempts, due.reason, """
     + ", ".join(f"s.{column}" for column in MOVED)
     + """
 )
@@ -584,7 +607,8 @@ FROM moved AS m
 ORDER BY m.seq
 """
 )
-"""Moves selected items into a dead partition as new items in one statement."""
+"""Moves selected items into a dead partition as new items in one statement,
+their headers marked with their attempts and why (:mod:`querator.queue.dead_reasons`)."""
 
 DEAD_DROP: Final = sql.SQL(
     "WITH due AS ({due}) DELETE FROM {source} AS s USING due WHERE s.seq = due.seq"

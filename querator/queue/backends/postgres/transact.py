@@ -12,7 +12,7 @@ from querator.errors import Conflict, ConflictReason, QueueNotFound
 from querator.queue.backends.base import ItemKey, RetryOp, TxnPlan
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
-from querator.queue.backends.postgres.array_params import int_array
+from querator.queue.backends.postgres.array_params import int_array, text_array
 from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import (
     Conn,
@@ -21,6 +21,7 @@ from querator.queue.backends.postgres.items import (
     insert_items,
     notify,
 )
+from querator.queue.dead_reasons import retry_reason
 from querator.queue.ids import seqs_by_partition
 from querator.queue.models import Leased, QueueInfo, TransactResult
 
@@ -281,7 +282,12 @@ async def _retry(
         if dead_ops:
             dead = _dead_queue_of(info, plan)
             with driver_errors(dead.name if dead else info.name):
-                params = {"seqs": int_array(op.key.seq for op in dead_ops), "now": now}
+                whys = (retry_reason(op.reason, op.dead, limit) for op in dead_ops)
+                params = {
+                    "seqs": int_array(op.key.seq for op in dead_ops),
+                    "reasons": text_array(whys),
+                    "now": now,
+                }
                 moved = await dead_letter(
                     conn, names, (info, partition), dead, stmt.DUE_GIVEN, params
                 )

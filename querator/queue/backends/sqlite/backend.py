@@ -126,9 +126,10 @@ class SqliteBackend:
             partial(queue_ops.update_queue, name=name, settings=settings), write=True
         )
 
-    async def delete_queue(self, name: str) -> None:
-        """Drop the queue and its tables; QueueNotFound if absent."""
-        await self._call(partial(queue_ops.delete_queue, name=name), write=True)
+    async def delete_queue(self, name: str, force: bool) -> None:
+        """Drop the queue and its tables; QueueNotFound if absent, QueueNotEmpty
+        if it holds items and not ``force``."""
+        await self._call(partial(queue_ops.delete_queue, name=name, force=force), write=True)
 
     async def get_queue(self, name: str) -> QueueInfo:
         """The queue's info; QueueNotFound if absent."""

@@ -21,6 +21,7 @@ from querator.queue.backends.sqlite.rows import (
     seconds_us,
     stored_item,
 )
+from querator.queue.dead_reasons import sweep_reason
 from querator.queue.ids import format_id, seqs_by_partition
 from querator.queue.models import Leased, PartitionGauges, PartitionStats, QueueInfo, StoredItem
 
@@ -165,22 +166,27 @@ def next_available_at(txn: Txn, queue: QueueInfo, kinds: Kinds = None) -> int | 
 
 
 def dead_letter(
-    txn: Txn, queue: QueueInfo, partition: int, rows: Sequence[ItemRow], dead: QueueInfo | None
+    txn: Txn,
+    queue: QueueInfo,
+    partition: int,
+    rows: Sequence[tuple[ItemRow, str]],
+    dead: QueueInfo | None,
 ) -> None:
-    """Move ``rows`` of one partition into ``dead`` (or delete them when None)."""
+    """Move ``rows`` of one partition, each with why, into ``dead`` (or delete
+    them when None)."""
     if not rows:
         return
     if dead is not None:
         insert = stmt.insert_item(dead.queue_id, partition % dead.settings.partitions)
-        expire = dead.settings.expire_timeout
+        expire = dead.settings.dead_letter_expiry
         values = [
-            dead_values(row, format_id(queue.queue_id, partition, row.seq), txn.now, expire)
-            for row in rows
+            dead_values(row, format_id(queue.queue_id, partition, row.seq), txn.now, expire, why)
+            for row, why in rows
         ]
         txn.conn.executemany(insert, values)
         txn.wake.add(dead.name)
     delete = stmt.delete_seqs(queue.queue_id, partition, len(rows))
-    txn.conn.execute(delete, tuple(row.seq for row in rows))
+    txn.conn.execute(delete, tuple(row.seq for row, _ in rows))
 
 
 def dead_letter_due(txn: Txn, queue: QueueInfo, dead: QueueInfo | None, limit: int) -> int:
@@ -198,7 +204,8 @@ def dead_letter_due(txn: Txn, queue: QueueInfo, dead: QueueInfo | None, limit: i
         query = stmt.dead_due(queue.queue_id, partition)
         cursor = txn.conn.execute(query, (now, bound, limit - moved))
         rows = sorted((ItemRow(*row) for row in cursor), key=lambda row: row.seq)
-        dead_letter(txn, queue, partition, rows, dead)
+        whys = [(row, sweep_reason(row.attempts, queue.settings.max_attempts)) for row in rows]
+        dead_letter(txn, queue, partition, whys, dead)
         moved += len(rows)
     return moved
 

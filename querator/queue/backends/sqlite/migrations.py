@@ -18,7 +18,8 @@ from typing import Final
 from querator.queue.backends import schema_versions as versions
 from querator.queue.backends.schema_versions import Migration, SchemaReport, StoreVersion
 from querator.queue.backends.sqlite import schema
-from querator.queue.backends.sqlite.rows import now_us
+from querator.queue.backends.sqlite.rows import KEPT_US, now_us
+from querator.queue.models import DEFAULT_EXPIRE_TIMEOUT
 
 __all__ = ["MIGRATIONS", "prepare_schema"]
 
@@ -32,12 +33,37 @@ def _dedup_keys_by_code_point(conn: sqlite3.Connection) -> None:
     schema.add_sweep_indexes(conn)
 
 
+def _expiry_from_availability(conn: sqlite3.Connection) -> None:
+    """Scheduled items expire counted from when they become available; a queue
+    with the default expiry keeps its dead letters (as on PostgreSQL)."""
+    queues = conn.execute(
+        "SELECT id, partitions, expire_timeout = ? FROM queues", (DEFAULT_EXPIRE_TIMEOUT,)
+    ).fetchall()
+    for queue_id, partitions, keeps in queues:
+        for partition in range(partitions):
+            table = schema.table_name(queue_id, partition)
+            conn.execute(
+                f'UPDATE "{table}" SET expire_at = available_at + (expire_at - created_at)'
+                " WHERE attempts = 0 AND source_id IS NULL AND available_at > created_at"
+            )
+            if keeps:
+                conn.execute(
+                    f'UPDATE "{table}" SET expire_at = ? WHERE source_id IS NOT NULL', (KEPT_US,)
+                )
+
+
 MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
     Migration(1, "initial schema (querator's git tag schema-v1)", None),
     Migration(
         2,
         "dedup keys compare by code point (SQLite's BINARY collation already does)",
         _dedup_keys_by_code_point,
+    ),
+    Migration(
+        3,
+        "expiry counts from when an item becomes available; a dead queue with the"
+        " default expiry keeps its dead letters",
+        _expiry_from_availability,
     ),
 )
 """Every schema version, oldest first; append new ones (never edit a released one)."""

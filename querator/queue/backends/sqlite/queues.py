@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from querator.errors import InvalidArgument, QueueExists, QueueNotFound
+from querator.errors import InvalidArgument, QueueExists, QueueNotEmpty, QueueNotFound
 from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.rows import QueueRow, Txn, queue_info, seconds_us
 from querator.queue.backends.sqlite.schema import create_partitions, drop_partitions
@@ -68,9 +68,17 @@ def update_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
     return queue_info(row)
 
 
-def delete_queue(txn: Txn, name: str) -> None:
-    """Drop the queue's tables and its row; QueueNotFound if absent."""
+def delete_queue(txn: Txn, name: str, force: bool) -> None:
+    """Drop the queue's tables and its row; QueueNotFound if absent, QueueNotEmpty
+    if it holds items and not ``force`` (counted in the write transaction)."""
     row = _row(txn, name)
+    if not force:
+        count = sum(
+            txn.conn.execute(stmt.count_items(row.id, n)).fetchone()[0]
+            for n in range(row.partitions)
+        )
+        if count:
+            raise QueueNotEmpty(name, count)
     drop_partitions(txn.conn, row.id, range(row.partitions))
     txn.conn.execute(stmt.DELETE_QUEUE, (row.id,))
 

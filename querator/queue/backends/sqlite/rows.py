@@ -16,8 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from querator.queue.backends.base import NewItem
+from querator.queue.dead_reasons import marked
 from querator.queue.ids import format_id
-from querator.queue.models import Leased, QueueInfo, QueueSettings, StoredItem
+from querator.queue.models import KEPT, Leased, QueueInfo, QueueSettings, StoredItem
 
 __all__ = [
     "ItemRow",
@@ -94,6 +95,10 @@ def to_us(instant: datetime) -> int:
     return (instant - _EPOCH) // _MICROSECOND
 
 
+KEPT_US = to_us(KEPT)
+"""The ``expire_at`` of an item that never expires, in microseconds."""
+
+
 def from_us(micros: int) -> datetime:
     """Integer microseconds since the epoch as a UTC datetime."""
     return _EPOCH + timedelta(microseconds=micros)
@@ -162,9 +167,10 @@ def leased_item(
 
 def item_values(item: NewItem, now: int, expire_timeout: float) -> tuple[Any, ...]:
     """Parameters of :func:`.statements.insert_item` for a newly produced item."""
+    available = now if item.available_at is None else to_us(item.available_at)
     return (
-        now if item.available_at is None else to_us(item.available_at),
-        now + seconds_us(expire_timeout),
+        available,
+        max(available, now) + seconds_us(expire_timeout),
         item.payload,
         item.kind,
         item.encoding,
@@ -176,16 +182,21 @@ def item_values(item: NewItem, now: int, expire_timeout: float) -> tuple[Any, ..
     )
 
 
-def dead_values(row: ItemRow, source_id: str, now: int, expire_timeout: float) -> tuple[Any, ...]:
-    """Parameters of :func:`.statements.insert_item` for the copy a dead queue receives."""
+def dead_values(
+    row: ItemRow, source_id: str, now: int, expire_timeout: float | None, why: str
+) -> tuple[Any, ...]:
+    """Parameters of :func:`.statements.insert_item` for the copy a dead queue
+    receives (kept when ``expire_timeout`` is None), marked with its attempts
+    and ``why`` (:mod:`querator.queue.dead_reasons`)."""
+    headers = marked(json.loads(row.headers), row.attempts, why)
     return (
         now,
-        now + seconds_us(expire_timeout),
+        KEPT_US if expire_timeout is None else now + seconds_us(expire_timeout),
         row.payload,
         row.kind,
         row.encoding,
         row.reference,
-        row.headers,
+        json.dumps(headers, separators=(",", ":")),
         None,
         source_id,
         now,

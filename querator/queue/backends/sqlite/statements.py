@@ -234,6 +234,11 @@ def scan_keys(queue_id: int, partition: int, include_low: bool, bounded: bool) -
     )
 
 
+def count_items(queue_id: int, partition: int) -> str:
+    """How many items the partition holds."""
+    return f"SELECT count(*) FROM {table_name(queue_id, partition)}"
+
+
 def stats(queue_id: int, partition: int) -> str:
     """Total, held (now, now), scheduled (now), dead-lettered and oldest created_at."""
     return (

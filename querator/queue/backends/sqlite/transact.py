@@ -16,6 +16,7 @@ from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.engine import is_missing_table
 from querator.queue.backends.sqlite.items import claim, dead_letter, produce_items
 from querator.queue.backends.sqlite.rows import ItemRow, Txn, leased_item, seconds_us, to_us
+from querator.queue.dead_reasons import retry_reason
 from querator.queue.models import Leased, QueueInfo, TransactResult
 
 __all__ = ["transact"]
@@ -88,7 +89,8 @@ def _retry(txn: Txn, plan: TxnPlan, op: RetryOp, row: ItemRow) -> None:
     max_attempts = queue.settings.max_attempts
     if op.dead or (max_attempts and row.attempts >= max_attempts):
         dead = _dead_queue(plan, queue)
-        dead_letter(txn, queue, key.partition, [row], dead)
+        why = retry_reason(op.reason, op.dead, max_attempts)
+        dead_letter(txn, queue, key.partition, [(row, why)], dead)
         return
     available = txn.now if op.retry_at is None else to_us(op.retry_at)
     txn.conn.execute(stmt.retry(key.queue_id, key.partition), (available, key.seq))
