@@ -44,6 +44,9 @@ WARN_EVERY = 3
 """Beats between two looks for items nobody serves (one a minute)."""
 PROBE = 100
 """Items read from the head of each partition by such a look."""
+RELEASE_TIMEOUT = 1.0
+"""Seconds a stopping worker gives the release of its registry entry (a blocked
+store must not hold up its exit: the entry's lease ends by itself)."""
 
 
 class Heartbeat:
@@ -135,6 +138,10 @@ class Heartbeat:
         if held is None:
             return
         try:
-            await self.aq.retry(RESULTS_QUEUE, [held])
+            # bounded: a stopping worker never waits on a blocked store for this
+            with anyio.fail_after(RELEASE_TIMEOUT):
+                await self.aq.retry(RESULTS_QUEUE, [held])
+        except TimeoutError:
+            log.debug("worker %s: registry entry not released in time", self.client_id)
         except QueratorError as exc:  # its lease ends within the TTL anyway
             log.debug("worker %s: registry entry not released: %s", self.client_id, exc)
