@@ -7,11 +7,13 @@ so neither can drift from the other. Caps follow Querator's server.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from querator.http.handlers import admin, locks, queue, workflows
+from querator.http.protocol import QUERATOR_CALLS
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
 from querator.http.wire import locks as wl
@@ -37,7 +39,7 @@ def on_queue(fn: Callable[[Any, B], Awaitable[R]]) -> Callable[[Any, B], Awaitab
     return handler
 
 
-QUEUE_ENDPOINTS = [
+_QUEUE_ENDPOINTS = [
     Endpoint("/v1/queue.produce", wq.ProduceRequest, wq.ProduceReply,
              on_queue(queue.produce), WRITE, 5 * MB, "Produce items"),
     Endpoint("/v1/queue.lease", wq.LeaseRequest, wq.LeaseReply,
@@ -81,7 +83,9 @@ QUEUE_ENDPOINTS = [
     Endpoint("/v1/storage/scheduled.list", wa.ItemsListRequest, wa.ItemsListReply,
              on_queue(admin.list_scheduled), READ, 256 * KB, "List scheduled items"),
 ]  # fmt: skip
-"""Querator's queue API, plus renew, transact, lookup and maintain."""
+QUEUE_ENDPOINTS = [replace(e, messages=QUERATOR_CALLS.get(e.path)) for e in _QUEUE_ENDPOINTS]
+"""Querator's queue API (also in protobuf), plus renew, transact, lookup,
+scan_keys, gauges and maintain (querator's own, JSON only)."""
 
 WORKFLOW_ENDPOINTS = [
     Endpoint("/v1/workflows.start", ww.StartRequest, ww.RunReply,

@@ -33,7 +33,7 @@ def http(tmp_path: Path) -> Iterator[httpx.Client]:
 
 
 def call(http: httpx.Client, path: str, **body: Any) -> Any:
-    response = http.post(path, json=body)
+    response = http.post(path, json=body, headers={"Querator-Extras": "true"})
     assert response.status_code == 200, response.text
     return response.json()
 
