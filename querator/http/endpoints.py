@@ -19,6 +19,7 @@ from querator.http.wire import admin as wa
 from querator.http.wire import locks as wl
 from querator.http.wire import queue as wq
 from querator.http.wire import workflows as ww
+from querator.http.wire.items import StorageItem
 from querator.workflows.inspection import RunInfo
 
 B = TypeVar("B", bound=BaseModel)
@@ -98,6 +99,10 @@ WORKFLOW_ENDPOINTS = [
              workflows.cancel, WRITE, 16 * KB, "Cancel a run"),
     Endpoint("/v1/runs.retry_compensation", ww.RunRequest, ww.DoneReply,
              workflows.retry_compensation, WRITE, 4 * KB, "Re-drive a failed compensation"),
+    Endpoint("/v1/runs.resume", ww.RunRequest, ww.DoneReply,
+             workflows.resume_run, WRITE, 4 * KB, "Resume a failed or cancelled run"),
+    Endpoint("/v1/runs.fork", ww.ForkRequest, ww.RunReply,
+             workflows.fork_run, WRITE, 4 * KB, "Fork a run from a step"),
     Endpoint("/v1/runs.result", ww.ResultRequest, ww.ResultReply,
              workflows.result, READ, 4 * KB, "Wait for a run's result (long poll)"),
     Endpoint("/v1/schedules.list", wq.Empty, ww.SchedulesReply,
@@ -116,6 +121,10 @@ WORKFLOW_ENDPOINTS = [
              workflows.dead_list, READ, 4 * KB, "List a queue's dead letters"),
     Endpoint("/v1/dead.requeue", ww.DeadRequeueRequest, ww.CountReply,
              workflows.dead_requeue, ADMIN, 256 * KB, "Send dead letters back"),
+    Endpoint("/v1/dead.show", ww.DeadShowRequest, StorageItem,
+             workflows.dead_show, READ, 4 * KB, "One dead letter in full"),
+    Endpoint("/v1/dead.purge", ww.DeadPurgeRequest, ww.CountReply,
+             workflows.dead_purge, ADMIN, 256 * KB, "Delete dead letters for good"),
 ]  # fmt: skip
 """Workflows, schedules and dead letters (querator's own)."""
 
