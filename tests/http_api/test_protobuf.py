@@ -159,3 +159,11 @@ def test_querators_own_calls_answer_protobuf_with_455(http: httpx.Client) -> Non
     answer = http.post("/v1/queue.renew", json={}, headers={"Accept": "application/protobuf"})
     assert answer.status_code == 455
     assert "only [application/json]" in answer.json()["message"]
+
+
+def test_the_client_refuses_an_unknown_encoding(server: str) -> None:
+    from querator.errors import InvalidArgument
+    from querator.http import Querator
+
+    with pytest.raises(InvalidArgument, match="encoding"):
+        Querator(server, encoding="xml")
