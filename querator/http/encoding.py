@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
+
+from querator.http.proto_data import field_of, from_message, inner, is_map, to_message
 
 JSON = "application/json"
 PROTOBUF = "application/protobuf"
@@ -85,34 +86,7 @@ def decode(data: bytes, kind: type[Message]) -> bytes:
 
 def encode(data: Any, kind: type[Message]) -> bytes:
     """JSON data (as a model dumps it) as a protobuf message of ``kind``."""
-    return json_format.ParseDict(data, kind()).SerializeToString()
-
-
-_BY_NAME: dict[str, dict[str, FieldDescriptor]] = {}
-
-
-def _field(descriptor: Any, name: str) -> FieldDescriptor | None:
-    """A message's field by its JSON name or its own name."""
-    names = _BY_NAME.get(descriptor.full_name)
-    if names is None:
-        names = {f.name: f for f in descriptor.fields} | {f.json_name: f for f in descriptor.fields}
-        _BY_NAME[descriptor.full_name] = names
-    return names.get(name)
-
-
-def _is_map(field: FieldDescriptor) -> bool:
-    kind = field.message_type
-    return kind is not None and bool(kind.GetOptions().map_entry)
-
-
-def _inner(field: FieldDescriptor) -> Descriptor | None:
-    """The message type of a field's values (of a map's values), if any."""
-    kind = field.message_type
-    if kind is None or kind.full_name.startswith("google.protobuf."):
-        return None
-    if _is_map(field):
-        return _inner(kind.fields_by_name["value"])
-    return kind
+    return to_message(data, kind.DESCRIPTOR).SerializeToString()
 
 
 def querator_fields(data: Any, kind: type[Message]) -> Any:
@@ -126,46 +100,22 @@ def _strip(data: Any, descriptor: Any) -> Any:
         return data
     kept: dict[str, Any] = {}
     for name, value in data.items():
-        field = _field(descriptor, name)
+        field = field_of(descriptor, name)
         if field is None or field.number >= FIRST_EXTRA:
             continue
-        inner = _inner(field)
-        if inner is None:
+        kind = inner(field)
+        if kind is None:
             kept[name] = value
         elif isinstance(value, list):
-            kept[name] = [_strip(v, inner) for v in value]
-        elif isinstance(value, dict) and _is_map(field):
-            kept[name] = {k: _strip(v, inner) for k, v in value.items()}
+            kept[name] = [_strip(v, kind) for v in value]
+        elif isinstance(value, dict) and is_map(field):
+            kept[name] = {k: _strip(v, kind) for k, v in value.items()}
         else:
-            kept[name] = _strip(value, inner)
+            kept[name] = _strip(value, kind)
     return kept
 
 
-def _nones(data: dict[str, Any], descriptor: Any) -> dict[str, Any]:
-    """Fill in None for the fields with presence that a message left unset."""
-    for field in descriptor.fields:
-        if not field.is_repeated and field.has_presence:
-            data.setdefault(field.json_name, None)
-        inner = _inner(field)
-        value = data.get(field.json_name)
-        if inner is None or value is None:
-            continue
-        if isinstance(value, list):
-            values = value
-        elif isinstance(value, dict) and _is_map(field):
-            values = list(value.values())
-        else:
-            values = [value]
-        for item in values:
-            if isinstance(item, dict):
-                _nones(item, inner)
-    return data
-
-
 def reply_data(data: bytes, kind: type[Message]) -> dict[str, Any]:
-    """A protobuf reply as JSON data with every field (client side): unset
-    fields with presence are None, others their defaults."""
-    message = kind()
-    message.ParseFromString(data)
-    fields = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-    return _nones(fields, kind.DESCRIPTOR)
+    """A protobuf reply as data with every field, for the reply's model to read
+    (client side): unset fields with presence are None, others their defaults."""
+    return from_message(kind.FromString(data))
