@@ -29,7 +29,8 @@ from querator.http.auth import AuthMode, TokenCheck
 from querator.http.endpoints import ENDPOINTS, QUEUE_ENDPOINTS, READ
 from querator.http.metrics import metrics_response
 from querator.http.openapi import DOCS_PAGE, openapi_document
-from querator.http.rpc import BadRequest, Endpoint, call, error_response, read_body
+from querator.http.rpc import Answer, BadRequest, Endpoint, call, error_response, read_body
+from querator.http.wire.queue import Reply
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry import prometheus
 from querator.telemetry.requests import joined
@@ -119,15 +120,18 @@ class _Api:
         assert state is not None, "the app's lifespan has not started"
         if path in self.pages and request.method in ("GET", "HEAD"):
             return await self.page(request, state)
-        if request.method != "POST":
-            message = f"http method '{request.method}' not allowed; only POST"
-            return error_response(status.reply(status.BAD_REQUEST, message))
         endpoint = self.table.get(path)
-        if endpoint is None:
-            return error_response(status.reply(status.NOT_IMPLEMENTED, f"no such method; {path}"))
-        return await self.rpc(request, state, endpoint)
+        try:
+            answer = Answer.to(request, endpoint)
+        except BadRequest as exc:
+            return error_response(exc.body)
+        if request.method != "POST" or endpoint is None:
+            return answer.error(_refusal(request.method, path))
+        return await self.rpc(request, state, endpoint, answer)
 
-    async def rpc(self, request: Request, state: ServerState, endpoint: Endpoint) -> Response:
+    async def rpc(
+        self, request: Request, state: ServerState, endpoint: Endpoint, answer: Answer
+    ) -> Response:
         """One RPC: the token, the body, the internal-queue guard, the handler."""
         try:
             header = request.headers.get("authorization")
@@ -138,13 +142,20 @@ class _Api:
             else:
                 internal.guard_tokens(internal.queues_named(body))
         except BadRequest as exc:
-            return error_response(exc.body)
+            return answer.error(exc.body)
         except ClientDisconnect:  # gone (or cut off by the read timeout): nobody to answer
             return Response(status_code=status.BAD_REQUEST)
         except QueratorError as exc:
-            return error_response(status.error_reply(exc))
+            return answer.error(status.error_reply(exc))
         with joined(request.headers):
-            return await call(endpoint, state, body)
+            return await call(endpoint, state, body, answer)
+
+
+def _refusal(method: str, path: str) -> Reply:
+    """The reply to a request that is no call: not a POST, or no such method."""
+    if method != "POST":
+        return status.reply(status.BAD_REQUEST, f"http method '{method}' not allowed; only POST")
+    return status.reply(status.NOT_IMPLEMENTED, f"no such method; {path}")
 
 
 def _stop_on_signals(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:

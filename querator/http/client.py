@@ -9,6 +9,7 @@ back into :mod:`querator.errors` exceptions by one table
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -17,6 +18,7 @@ from typing import Any, Self, TypeVar
 
 import anyio
 import httpx
+from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Unpack
 
@@ -32,6 +34,9 @@ from querator.http.bodies import (
     wire_items,
 )
 from querator.http.durations import format_duration
+from querator.http.encoding import EXTRAS_HEADER, JSON, PROTOBUF, encode, mime, reply_data
+from querator.http.proto.reply_pb2 import Reply as ReplyMessage
+from querator.http.protocol import QUERATOR_CALLS
 from querator.http.wire import admin as wa
 from querator.http.wire import queue as wq
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
@@ -70,23 +75,37 @@ DEFAULT_URL = "http://127.0.0.1:2319"
 """Where ``querator serve`` listens by default."""
 SHORTEST_POLL = LONG_POLL_MIN + 0.001
 """The ``request_timeout`` sent for ``timeout=0`` (the server's minimum is above 10 ms)."""
+ENCODINGS = ("json", "protobuf")
+"""What the client may send: JSON, or protobuf on the calls of Querator's protocol."""
 
 
 class AsyncQuerator:
     """A client of a querator HTTP server, for ``async`` code.
 
     ``url`` is the server's base URL; ``token`` a bearer token (``qrt_…``)
-    when the server requires one. Use it as ``async with AsyncQuerator(url)``
-    (or ``await open()`` / ``await close()``).
+    when the server requires one; ``encoding`` ``"json"`` (the default) or
+    ``"protobuf"`` (the calls of Querator's protocol are then sent and answered
+    in protobuf; querator's own calls stay JSON). Use it as
+    ``async with AsyncQuerator(url)`` (or ``await open()`` / ``await close()``).
     """
 
     def __init__(
-        self, url: str = DEFAULT_URL, *, token: str | None = None, timeout: float = 30.0
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        encoding: str = "json",
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidArgument("url", f"must be an http:// or https:// URL, got {url!r}")
+        if encoding not in ENCODINGS:
+            raise InvalidArgument("encoding", f"must be one of {ENCODINGS}, got {encoding!r}")
         self._url = url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._protobuf = encoding == "protobuf"
+        self._headers = {EXTRAS_HEADER: "true"}  # querator's fields: versions, ids, ...
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
         self._timeout = check_duration("timeout", timeout)
         self._http: httpx.AsyncClient | None = None
 
@@ -126,22 +145,34 @@ class AsyncQuerator:
             raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
         headers: dict[str, str] = {}
         inject(headers)  # the server's spans join the caller's trace
+        messages = QUERATOR_CALLS.get(path) if self._protobuf else None
+        if messages is not None:
+            headers |= {"Content-Type": PROTOBUF, "Accept": PROTOBUF}
+            content = encode(body, messages.request)
+        else:
+            headers["Content-Type"] = JSON
+            content = json.dumps(body).encode()
         try:
             response = await http.post(
-                path, json=body, timeout=self._timeout + wait, headers=headers or None
+                path, content=content, timeout=self._timeout + wait, headers=headers
             )
         except httpx.TransportError as exc:
             raise Unavailable(f"{self._url}{path}: {type(exc).__name__}: {exc}") from exc
+        protobuf = mime(response.headers.get("content-type")) == PROTOBUF
         if response.status_code != status.OK:
             try:
-                reply = wq.Reply.model_validate_json(response.content)
-            except ValidationError:
+                if protobuf:
+                    reply = wq.Reply.model_validate(reply_data(response.content, ReplyMessage))
+                else:
+                    reply = wq.Reply.model_validate_json(response.content)
+            except (ValidationError, DecodeError):
                 text = response.text[:200]
                 reply = status.reply(response.status_code, text or response.reason_phrase)
             raise status.error_of(response.status_code, reply)
+        if protobuf and messages is not None:
+            return answer.model_validate(reply_data(response.content, messages.reply))
         return answer.model_validate_json(response.content)
 
-    # -- queues -------------------------------------------------------------
     async def create_queue(
         self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False
     ) -> QueueInfo:

@@ -7,16 +7,19 @@ so neither can drift from the other. Caps follow Querator's server.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from querator.http.handlers import admin, locks, queue, workflows
+from querator.http.protocol import QUERATOR_CALLS
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
 from querator.http.wire import locks as wl
 from querator.http.wire import queue as wq
 from querator.http.wire import workflows as ww
+from querator.http.wire.items import StorageItem
 from querator.workflows.inspection import RunInfo
 
 B = TypeVar("B", bound=BaseModel)
@@ -37,7 +40,7 @@ def on_queue(fn: Callable[[Any, B], Awaitable[R]]) -> Callable[[Any, B], Awaitab
     return handler
 
 
-QUEUE_ENDPOINTS = [
+_QUEUE_ENDPOINTS = [
     Endpoint("/v1/queue.produce", wq.ProduceRequest, wq.ProduceReply,
              on_queue(queue.produce), WRITE, 5 * MB, "Produce items"),
     Endpoint("/v1/queue.lease", wq.LeaseRequest, wq.LeaseReply,
@@ -81,7 +84,9 @@ QUEUE_ENDPOINTS = [
     Endpoint("/v1/storage/scheduled.list", wa.ItemsListRequest, wa.ItemsListReply,
              on_queue(admin.list_scheduled), READ, 256 * KB, "List scheduled items"),
 ]  # fmt: skip
-"""Querator's queue API, plus renew, transact, lookup and maintain."""
+QUEUE_ENDPOINTS = [replace(e, messages=QUERATOR_CALLS.get(e.path)) for e in _QUEUE_ENDPOINTS]
+"""Querator's queue API (also in protobuf), plus renew, transact, lookup,
+scan_keys, gauges and maintain (querator's own, JSON only)."""
 
 WORKFLOW_ENDPOINTS = [
     Endpoint("/v1/workflows.start", ww.StartRequest, ww.RunReply,
@@ -94,6 +99,10 @@ WORKFLOW_ENDPOINTS = [
              workflows.cancel, WRITE, 16 * KB, "Cancel a run"),
     Endpoint("/v1/runs.retry_compensation", ww.RunRequest, ww.DoneReply,
              workflows.retry_compensation, WRITE, 4 * KB, "Re-drive a failed compensation"),
+    Endpoint("/v1/runs.resume", ww.RunRequest, ww.DoneReply,
+             workflows.resume_run, WRITE, 4 * KB, "Resume a failed or cancelled run"),
+    Endpoint("/v1/runs.fork", ww.ForkRequest, ww.RunReply,
+             workflows.fork_run, WRITE, 4 * KB, "Fork a run from a step"),
     Endpoint("/v1/runs.result", ww.ResultRequest, ww.ResultReply,
              workflows.result, READ, 4 * KB, "Wait for a run's result (long poll)"),
     Endpoint("/v1/schedules.list", wq.Empty, ww.SchedulesReply,
@@ -112,6 +121,10 @@ WORKFLOW_ENDPOINTS = [
              workflows.dead_list, READ, 4 * KB, "List a queue's dead letters"),
     Endpoint("/v1/dead.requeue", ww.DeadRequeueRequest, ww.CountReply,
              workflows.dead_requeue, ADMIN, 256 * KB, "Send dead letters back"),
+    Endpoint("/v1/dead.show", ww.DeadShowRequest, StorageItem,
+             workflows.dead_show, READ, 4 * KB, "One dead letter in full"),
+    Endpoint("/v1/dead.purge", ww.DeadPurgeRequest, ww.CountReply,
+             workflows.dead_purge, ADMIN, 256 * KB, "Delete dead letters for good"),
 ]  # fmt: skip
 """Workflows, schedules and dead letters (querator's own)."""
 

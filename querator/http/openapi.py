@@ -14,10 +14,10 @@ from querator.http.wire.queue import Reply
 
 REF = "#/components/schemas/{model}"
 ERRORS = {
-    "400": "Bad request: a field broke a rule (Querator's message).",
+    "400": "Bad request: a field broke a rule, or an item failed its id/version/lease check.",
     "401": "No valid bearer token.",
     "403": "The token's scope does not allow this call.",
-    "409": "An item failed its id/version/lease check.",
+    "409": "A lock's permit was lost (querator's locks).",
     "453": "Request failed.",
     "454": "Retry request: a long poll found nothing, or the store is unavailable.",
     "455": "Client content error: the body is not JSON of this shape.",
@@ -88,7 +88,12 @@ def openapi_document(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
         "info": {
             "title": "querator",
             "version": "1",
-            "description": "Querator's DUH-RPC API and querator's additions.",
+            "description": (
+                "Querator's DUH-RPC API and querator's additions. Replies are described "
+                "with querator's fields; Querator's calls send them only to a request "
+                "with the header `Querator-Extras: true` (Querator's fields otherwise). "
+                "Querator's calls also take and answer `application/protobuf`."
+            ),
         },
         "paths": paths,
         "components": {

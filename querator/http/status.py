@@ -73,10 +73,25 @@ def invalid(field: str, rule: str, message: str | None = None) -> Reply:
     return reply(BAD_REQUEST, message or f"{field} is invalid; {rule}", details)
 
 
-def _conflict(exc: Conflict) -> tuple[str, dict[str, str]]:
-    listed = ", ".join(f"'{key}' is {reason.value}" for key, reason in exc.reasons.items())
-    reasons = {key: reason.value for key, reason in exc.reasons.items()}
-    return f"item(s) failed their checks; {listed}", reasons
+_DONE = {
+    "/v1/queue.complete": "completed",
+    "/v1/queue.retry": "retried",
+    "/v1/queue.renew": "renewed",
+}
+"""What each call does to items, in Querator's conflict message."""
+
+
+def conflict_message(exc: Conflict, path: str = "") -> str:
+    """Querator's message for the first item that failed its check:
+    ``invalid storage id; '<id>' does not exist`` or ``item(s) cannot be
+    completed; '<id>' is not marked as leased`` (querator adds ``... is stale``)."""
+    item, reason = next(iter(exc.reasons.items()))
+    if reason is ConflictReason.MISSING:
+        return f"invalid storage id; '{item}' does not exist"
+    done = _DONE.get(path, "changed")
+    if reason is ConflictReason.NOT_LEASED:
+        return f"item(s) cannot be {done}; '{item}' is not marked as leased"
+    return f"item(s) cannot be {done}; '{item}' is stale, its version has changed"
 
 
 def _unavailable(exc: Unavailable) -> str:
@@ -103,7 +118,6 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
             {"queue": e.queue, "count": str(e.count)},
         ),
     ),
-    (Conflict, CONFLICT, _conflict),
     (
         LockLost,
         CONFLICT,
@@ -123,10 +137,14 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
 """Error class -> status and (message, details) of its reply."""
 
 
-def error_reply(exc: QueratorError) -> Reply:
-    """The reply for a querator error (the server side of the table)."""
+def error_reply(exc: QueratorError, path: str = "") -> Reply:
+    """The reply for a querator error (the server side of the table) raised by
+    the call at ``path``."""
     if isinstance(exc, InvalidArgument):
         return invalid(exc.field, exc.rule)
+    if isinstance(exc, Conflict):  # Querator answers its conflicts with 400
+        reasons = {key: reason.value for key, reason in exc.reasons.items()}
+        return reply(BAD_REQUEST, conflict_message(exc, path), {"type": "Conflict", **reasons})
     for cls, code, shape in _SERVER_SIDE:
         if isinstance(exc, cls):
             message, details = shape(exc)

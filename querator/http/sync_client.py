@@ -17,8 +17,9 @@ from querator.queue.service import AsyncQueueClient as StoreClient
 class Querator(QueueClient):
     """A client of a querator HTTP server, for ordinary (sync) code.
 
-    ``Querator(url, token=None, timeout=30.0)``: same methods, return types
-    and exceptions as :class:`querator.Querator`'s queue operations.
+    ``Querator(url, token=None, timeout=30.0, encoding="json")``: same
+    methods, return types and exceptions as :class:`querator.Querator`'s queue
+    operations (``encoding="protobuf"``: see :class:`AsyncQuerator`).
     """
 
     _async_class = cast(type[StoreClient], AsyncQuerator)
@@ -26,6 +27,11 @@ class Querator(QueueClient):
     signatures; the shell only forwards to them (``aio`` is that HTTP client)."""
 
     def __init__(
-        self, url: str = DEFAULT_URL, *, token: str | None = None, timeout: float = 30.0
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        encoding: str = "json",
     ) -> None:
-        super().__init__(url, token=token, timeout=timeout)  # type: ignore[call-arg]
+        super().__init__(url, token=token, timeout=timeout, encoding=encoding)  # type: ignore[call-arg]

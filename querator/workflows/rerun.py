@@ -93,7 +93,7 @@ async def _resume_children(aq: AsyncQueueClient, run_id: str, failed: list[int])
 async def fork_async(aq: AsyncQueueClient, run_id: str, from_step: int) -> AsyncRunHandle[object]:
     """A new run of ``run_id``'s workflow and arguments whose steps before
     position ``from_step`` keep the old run's results (0: start afresh)."""
-    history = await load_history(aq, run_id, max(from_step, 0))
+    history = await load_history(aq, run_id)  # not from_step: it is checked below
     meta = history.meta
     if meta is None:
         raise RunNotFound(run_id)

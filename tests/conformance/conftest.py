@@ -1,10 +1,12 @@
 """Fixtures of the conformance suite on top of tests/conftest.py.
 
-The suite runs on one more backend here, ``http``: ``q`` and ``aq`` are the
-HTTP clients of :mod:`querator.http`, talking to a real ``querator serve``
-process started for the test over its own PostgreSQL schema; ``backend_url``
-is that schema's URL, so a test's "other client" (``Querator(backend_url)``,
-worker processes) is a library client of the same store as the server.
+The suite runs on two more backends here, ``http`` and ``http-protobuf``:
+``q`` and ``aq`` are the HTTP clients of :mod:`querator.http`, talking to a
+real ``querator serve`` process started for the test over its own PostgreSQL
+schema, in JSON or in protobuf (Querator's calls; querator's own stay JSON);
+``backend_url`` is that schema's URL, so a test's "other client"
+(``Querator(backend_url)``, worker processes) is a library client of the same
+store as the server.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from querator.queue.client import QueueClient
 
 from .helpers import START
 
+HTTP_BACKENDS = {"http": "json", "http-protobuf": "protobuf"}
+"""The HTTP backends and the encoding their clients send."""
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "http"])
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", *HTTP_BACKENDS])
 def backend_name(request: pytest.FixtureRequest) -> str:
-    """Which backend this test instance runs against (the store's, or ``http``)."""
+    """Which backend this test instance runs against (the store's, or an HTTP one)."""
     return str(request.param)
 
 
@@ -43,7 +48,7 @@ def server_url(
 ) -> Iterator[str | None]:
     """The base URL of the test's own ``querator serve`` over its own store
     (None off the http backend)."""
-    if backend_name != "http":
+    if backend_name not in HTTP_BACKENDS:
         yield None
         return
     forks: Forks = request.getfixturevalue("forks")
@@ -52,12 +57,13 @@ def server_url(
 
 
 @pytest.fixture
-def q(backend_url: str, server_url: str | None) -> Iterator[QueueClient]:
-    """A sync client on the store under test (over HTTP on the http backend)."""
+def q(backend_url: str, backend_name: str, server_url: str | None) -> Iterator[QueueClient]:
+    """A sync client on the store under test (over HTTP on the http backends)."""
     if server_url is not None:
         from querator.http import Querator as HttpQuerator
 
-        with HttpQuerator(server_url) as http_client:
+        encoding = HTTP_BACKENDS[backend_name]
+        with HttpQuerator(server_url, encoding=encoding) as http_client:
             yield http_client
         return
     with Querator(backend_url) as client:
@@ -66,13 +72,14 @@ def q(backend_url: str, server_url: str | None) -> Iterator[QueueClient]:
 
 @pytest.fixture
 async def aq(
-    backend_url: str, server_url: str | None, anyio_backend: str
+    backend_url: str, backend_name: str, server_url: str | None, anyio_backend: str
 ) -> AsyncIterator[AsyncQuerator]:
-    """An async client on the store under test (over HTTP on the http backend)."""
+    """An async client on the store under test (over HTTP on the http backends)."""
     if server_url is not None:
         from querator.http import AsyncQuerator as HttpAsyncQuerator
 
-        async with HttpAsyncQuerator(server_url) as http_client:
+        encoding = HTTP_BACKENDS[backend_name]
+        async with HttpAsyncQuerator(server_url, encoding=encoding) as http_client:
             yield cast(AsyncQuerator, http_client)  # the same queue methods, over HTTP
         return
     async with AsyncQuerator(backend_url) as client:
@@ -102,7 +109,7 @@ def clock() -> ManualClock:
 @pytest.fixture
 def cq(backend_url: str, backend_name: str, clock: ManualClock) -> Iterator[Querator]:
     """A library client on the store under test, reading ``clock``."""
-    if backend_name == "http":
+    if backend_name.startswith("http"):
         pytest.skip("a server keeps its store's clock; an HTTP client has none to give")
     with Querator(backend_url, clock=clock) as client:
         yield client
@@ -125,8 +132,8 @@ HTTP_CANNOT = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip, on the http backend only, the tests named in HTTP_CANNOT."""
+    """Skip, on the http backends only, the tests named in HTTP_CANNOT."""
     for item in items:
         name = getattr(item, "originalname", item.name)
-        if name in HTTP_CANNOT and item.name.endswith("[http]"):
+        if name in HTTP_CANNOT and item.name.endswith(("[http]", "[http-protobuf]")):
             item.add_marker(pytest.mark.skip(reason=HTTP_CANNOT[name]))

@@ -109,7 +109,7 @@ def test_a_waiting_lease_wakes_when_the_clock_moves(
 
 
 def test_the_system_clock_is_the_stores(backend_url: str, backend_name: str, qname: str) -> None:
-    if backend_name == "http":
+    if backend_name.startswith("http"):
         pytest.skip("the library client's default clock; the HTTP client has no clock option")
     with Querator(backend_url, clock=SystemClock()) as q:
         make_queue(q, qname)
@@ -119,7 +119,7 @@ def test_the_system_clock_is_the_stores(backend_url: str, backend_name: str, qna
 
 
 def test_bad_clocks_are_refused(backend_url: str, backend_name: str) -> None:
-    if backend_name == "http":
+    if backend_name.startswith("http"):
         pytest.skip("the HTTP client has no clock option")
     with pytest.raises(InvalidArgument, match="clock"):
         Querator(backend_url, clock="now")  # type: ignore[arg-type]
@@ -134,7 +134,7 @@ def test_bad_clocks_are_refused(backend_url: str, backend_name: str) -> None:
 
 
 def test_one_clock_serves_several_clients(backend_url: str, backend_name: str, qname: str) -> None:
-    if backend_name in ("http", "memory"):
+    if backend_name.startswith("http") or backend_name == "memory":
         pytest.skip("two library clients of one store (memory:// stores are per client)")
     clock = ManualClock(START)
     with Querator(backend_url, clock=clock) as a, Querator(backend_url, clock=clock) as b:

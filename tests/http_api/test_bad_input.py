@@ -78,7 +78,10 @@ CATALOGUE: list[tuple[str, str, Any, int, str]] = [
      "ids is invalid; list of ids cannot be empty"),
     ("unknown id", "/v1/queue.complete",
      {"queue_name": "known", "request_timeout": "1s", "items": [{"id": "1.0.99", "version": 2}]},
-     409, "item(s) failed their checks; '1.0.99' is missing"),
+     400, "invalid storage id; '1.0.99' does not exist"),
+    ("id of another queue", "/v1/queue.complete",
+     {"queue_name": "known", "request_timeout": "1s", "ids": ["999999.0.5"]},
+     400, "invalid storage id; '999999.0.5' does not exist"),
     ("bad base64", "/v1/queue.produce", produce(items=[{"bytes": "@@"}]), 400,
      "is not valid base64"),
     ("naive enqueue_at", "/v1/queue.produce",
@@ -175,4 +178,28 @@ def test_nothing_is_written_by_a_refused_call(http: httpx.Client) -> None:
     bad = produce(queue_name=name, items=[{"utf8": "ok"}, {"bytes": "@@"}])
     assert http.post("/v1/queue.produce", json=bad).status_code == 400
     stats = http.post("/v1/queue.stats", json={"queue_name": name}).json()
-    assert stats["logical_queues"][0]["partitions"][0]["total"] == 0
+    assert stats["logicalQueues"][0]["partitions"][0]["total"] == 0
+
+
+@pytest.mark.parametrize(("path", "done"), [("complete", "completed"), ("retry", "retried")])
+def test_items_not_leased_are_answered_as_querator_does(
+    http: httpx.Client, path: str, done: str
+) -> None:
+    name = f"unleased-{secrets.token_hex(3)}"
+    http.post("/v1/queues.create", json={"queue_name": name})
+    produced = http.post(
+        "/v1/queue.produce", json=produce(queue_name=name), headers={"Querator-Extras": "true"}
+    )
+    (item,) = produced.json()["ids"]
+    body: dict[str, Any] = {"queue_name": name}
+    body |= (
+        {"ids": [item], "request_timeout": "1s"}
+        if path == "complete"
+        else {"items": [{"id": item}]}
+    )
+    response = http.post(f"/v1/queue.{path}", json=body)
+    assert response.status_code == 400
+    reply = response.json()
+    assert reply["code_text"] == "Bad Request"
+    assert reply["message"] == f"item(s) cannot be {done}; '{item}' is not marked as leased"
+    assert reply["details"] == {"type": "Conflict", item: "not_leased"}

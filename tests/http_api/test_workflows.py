@@ -33,7 +33,7 @@ def http(tmp_path: Path) -> Iterator[httpx.Client]:
 
 
 def call(http: httpx.Client, path: str, **body: Any) -> Any:
-    response = http.post(path, json=body)
+    response = http.post(path, json=body, headers={"Querator-Extras": "true"})
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -139,3 +139,49 @@ def test_dead_letters_are_listed_and_requeued(http: httpx.Client) -> None:
     back = call(http, "/v1/queue.lease", queue_name="jobs", client_id="w", batch_size=1,
                 request_timeout="5s")["items"]  # fmt: skip
     assert back[0]["bytes"] == "cG9pc29u"
+
+
+def test_dead_letters_are_shown_and_purged(http: httpx.Client) -> None:
+    call(http, "/v1/queues.create", queue_name="gone-dead")
+    call(http, "/v1/queues.create", queue_name="gone", dead_queue="gone-dead")
+    call(http, "/v1/queue.produce", queue_name="gone", request_timeout="5s",
+         items=[{"utf8": "a"}, {"utf8": "b"}])  # fmt: skip
+    leased = call(http, "/v1/queue.lease", queue_name="gone", client_id="w", batch_size=2,
+                  request_timeout="5s")["items"]  # fmt: skip
+    refs = [{"id": item["id"], "version": item["version"], "dead": True} for item in leased]
+    call(http, "/v1/queue.retry", queue_name="gone", items=refs)
+    first, second = call(http, "/v1/dead.list", queue_name="gone")["items"]
+    shown = call(http, "/v1/dead.show", queue_name="gone", id=first["id"])
+    assert (shown["source_id"], shown["payload"]) == (first["source_id"], first["payload"])
+    missing = http.post("/v1/dead.show", json={"queue_name": "gone", "id": "0.0.9"})
+    assert missing.status_code == 400
+    assert "is not a dead letter of 'gone'" in missing.json()["message"]
+    assert call(http, "/v1/dead.purge", queue_name="gone", ids=[first["id"]]) == {"count": 1}
+    assert [i["id"] for i in call(http, "/v1/dead.list", queue_name="gone")["items"]] == [
+        second["id"]
+    ]
+    assert call(http, "/v1/dead.purge", queue_name="gone") == {"count": 1}
+    assert call(http, "/v1/dead.list", queue_name="gone")["items"] == []
+
+
+def test_runs_are_resumed_and_forked(http: httpx.Client) -> None:
+    run_id = call(http, "/v1/workflows.start", workflow="http.slow", args=[0.2])["run_id"]
+    assert call(http, "/v1/runs.cancel", run_id=run_id, reason="pause") == {"changed": True}
+    assert call(http, "/v1/runs.result", run_id=run_id, request_timeout="30s")["status"] == (
+        "cancelled"
+    )
+    assert call(http, "/v1/runs.resume", run_id=run_id) == {"changed": True}
+    assert call(http, "/v1/runs.result", run_id=run_id, request_timeout="30s")["status"] == (
+        "completed"
+    )
+    assert call(http, "/v1/runs.resume", run_id=run_id) == {"changed": False}
+    fork = call(http, "/v1/runs.fork", run_id=run_id, from_step=0)["run_id"]
+    assert fork != run_id
+    done = call(http, "/v1/runs.result", run_id=fork, request_timeout="30s")
+    assert done["status"] == "completed"
+    for beyond in (99, 10**15):  # a huge one is refused as fast (no lookup of each position)
+        response = http.post("/v1/runs.fork", json={"run_id": run_id, "from_step": beyond})
+        assert response.status_code == 400
+        assert response.json()["details"]["field"] == "from_step"
+    response = http.post("/v1/runs.resume", json={"run_id": "nope"})
+    assert response.status_code == 453

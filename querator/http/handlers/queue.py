@@ -83,7 +83,11 @@ async def refs(
 async def _current_version(aq: AsyncQueueClient, queue: str, item_id: str) -> int:
     address = parse_id(item_id)
     info = await aq.queue_info(queue)
-    if address is None or address.partition >= info.settings.partitions:
+    if (
+        address is None
+        or address.queue_id != info.queue_id  # another queue's item: not one of this queue
+        or address.partition >= info.settings.partitions
+    ):
         return -1
     page = await aq.list_items(queue, partition=address.partition, pivot=item_id, limit=1)
     return page[0].version if page and page[0].id == item_id else -1

@@ -14,8 +14,11 @@ from querator.http.wire.workflows import (
     CountReply,
     DeadListReply,
     DeadListRequest,
+    DeadPurgeRequest,
     DeadRequeueRequest,
+    DeadShowRequest,
     DoneReply,
+    ForkRequest,
     ListRunsReply,
     ListRunsRequest,
     PauseRequest,
@@ -28,7 +31,7 @@ from querator.http.wire.workflows import (
     SchedulesReply,
     StartRequest,
 )
-from querator.queue.dead_letters import dead_letters_async, requeue_async
+from querator.queue.dead_letters import dead_letters_async, purge_async, requeue_async
 from querator.workflows.cron.api import (
     delete_schedule_async,
     list_schedules_async,
@@ -40,6 +43,7 @@ from querator.workflows.cron.api import (
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
+from querator.workflows.rerun import fork_async, resume_async
 from querator.workflows.runs import AsyncRunHandle, start_async
 
 
@@ -171,3 +175,28 @@ async def dead_list(state: Any, body: DeadListRequest) -> DeadListReply:
 async def dead_requeue(state: Any, body: DeadRequeueRequest) -> CountReply:
     """Send dead letters back to their queue."""
     return CountReply(count=await requeue_async(state.aq, body.queue_name, body.ids))
+
+
+async def dead_show(state: Any, body: DeadShowRequest) -> StorageItem:
+    """One dead letter of a queue, in full."""
+    for item in await dead_letters_async(state.aq, body.queue_name):
+        if item.id == body.id:
+            return StorageItem.of(item)
+    raise InvalidArgument("id", f"{body.id!r} is not a dead letter of {body.queue_name!r}")
+
+
+async def dead_purge(state: Any, body: DeadPurgeRequest) -> CountReply:
+    """Delete dead letters for good."""
+    return CountReply(count=await purge_async(state.aq, body.queue_name, body.ids))
+
+
+async def resume_run(state: Any, body: RunRequest) -> DoneReply:
+    """Resume a failed or cancelled run from its failed step (``changed``
+    false: the run is running or completed)."""
+    return DoneReply(changed=await resume_async(state.aq, body.run_id))
+
+
+async def fork_run(state: Any, body: ForkRequest) -> RunReply:
+    """Start a new run of a run's workflow and arguments, keeping the results
+    of the steps before ``from_step``."""
+    return RunReply(run_id=(await fork_async(state.aq, body.run_id, body.from_step)).run_id)

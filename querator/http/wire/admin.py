@@ -37,6 +37,10 @@ class QueueInfo(WireModel):
     """Read only: the partitions."""
     created_at: Instant | None = None
     """Read only."""
+    updated_at: Instant | None = None
+    """Querator's; not kept here."""
+    namespace: str = ""
+    """Querator's; accepted and ignored (one namespace)."""
     queue_id: int | None = None
     """Read only: internal id (querator)."""
     exist_ok: bool = False
@@ -99,6 +103,8 @@ class ListRequest(WireModel):
     pivot: str = ""
     limit: int = 0
     """1 to 1000; 0 means 100."""
+    namespace: str = ""
+    """Querator's; accepted and ignored (one namespace)."""
 
 
 class ListReply(WireModel):

@@ -164,6 +164,12 @@ class StorageItem(_ItemFields):
     """True while a lease holds the item."""
     enqueue_at: Instant | None
     """When a scheduled item becomes leasable (None once due)."""
+    dead_deadline: Instant | None = None
+    """Querator's; not kept here (expiry dead-letters at ``expire_deadline``)."""
+    updated_at: Instant | None = None
+    """Querator's; not kept here."""
+    max_attempts: int = 0
+    """Querator's; a queue setting here, not an item's."""
 
     @classmethod
     def of(cls, item: StoredItem, now: datetime | None = None) -> StorageItem:

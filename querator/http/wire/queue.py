@@ -3,7 +3,7 @@ transact, which Querator does not have)."""
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from querator.http.wire.items import ItemRef, LeaseItem, ProduceItem, QueueItemRef, StorageItem
 from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
@@ -214,6 +214,10 @@ class PartitionStats(WireModel):
     scheduled: int
     failures: int = 0
     """Always 0: attempts are per item here."""
+    average_age: str = ""
+    """Querator's; not computed here (see ``oldest_age``)."""
+    average_leased_age: str = ""
+    """Querator's; not computed here."""
     dead_lettered: int
     """Items that arrived by dead-lettering (querator)."""
     oldest_age: Duration | None
@@ -233,8 +237,11 @@ class LogicalStats(WireModel):
 class StatsReply(WireModel):
     """``/v1/queue.stats``."""
 
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+
     queue_name: str
-    logical_queues: list[LogicalStats]
+    logical_queues: list[LogicalStats] = Field(alias="logicalQueues")
+    """Written ``logicalQueues``, as Querator's definition names it (no json_name)."""
 
     @classmethod
     def of(cls, stats: QueueStats) -> StatsReply:
@@ -250,7 +257,7 @@ class StatsReply(WireModel):
             )
             for p in stats.partitions
         ]
-        return cls(queue_name=stats.queue, logical_queues=[LogicalStats(partitions=partitions)])
+        return cls(queue_name=stats.queue, logicalQueues=[LogicalStats(partitions=partitions)])
 
     def to_stats(self) -> QueueStats:
         """Back to the library's counts (every logical queue's partitions)."""

@@ -149,6 +149,28 @@ class DeadRequeueRequest(WireModel):
     ids: list[str] | None = None
 
 
+class ForkRequest(WireModel):
+    """``/v1/runs.fork``: a new run of a run's workflow and arguments."""
+
+    run_id: str
+    from_step: int = 0
+    """Steps before this position keep the old run's results (0: start afresh)."""
+
+
+class DeadShowRequest(WireModel):
+    """``/v1/dead.show``: one dead letter of a queue."""
+
+    queue_name: QueueName
+    id: str
+
+
+class DeadPurgeRequest(WireModel):
+    """``/v1/dead.purge``: delete dead letters for good (``ids``, or all when absent)."""
+
+    queue_name: QueueName
+    ids: list[str] | None = None
+
+
 class DeadListReply(WireModel):
     """Dead letters in arrival order."""
 
