@@ -27,6 +27,7 @@ from querator.dashboard.session import (
     CSRF_COOKIE,
     Viewer,
     check_origin,
+    read_form,
     sign_in,
     sign_out,
     viewer,
@@ -97,7 +98,7 @@ class Dashboard:
         async def endpoint(request: Request) -> Response:
             state, who = self.served(), None
             try:
-                who = await writer(request, state.tokens, await request.form())
+                who = await writer(request, state.tokens, await read_form(request))
                 response = await handler(request, state, who)
             except QueratorError as exc:
                 return _error_page(request, exc, who)
@@ -112,9 +113,9 @@ class Dashboard:
         return page(request, "login.html", signed_out(request), failed=False)
 
     async def login(self, request: Request) -> Response:
-        form = await request.form()
         state = self.served()
         try:
+            form = await read_form(request)
             check_origin(request, form)
             token = str(form.get("token", "")).strip()
             await state.tokens.check(f"Bearer {token}", "read")

@@ -74,7 +74,7 @@ def _chosen(form_ids: list[str]) -> list[str] | None:
 async def requeue(request: Request, state: Served, viewer: Viewer) -> Response:
     """Send the chosen dead letters (or all) back to their queue."""
     name = request.path_params["name"]
-    ids = [str(v) for v in (await request.form()).getlist("id")]
+    ids = [str(v) for v in request.state.form.getlist("id")]
     if ids:
         await requeue_async(state.aq, name, _chosen(ids))
     return RedirectResponse(link(request, "queue", name=name), status_code=303)
@@ -83,7 +83,7 @@ async def requeue(request: Request, state: Served, viewer: Viewer) -> Response:
 async def purge(request: Request, state: Served, viewer: Viewer) -> Response:
     """Delete the chosen dead letters (or all) for good."""
     name = request.path_params["name"]
-    ids = [str(v) for v in (await request.form()).getlist("id")]
+    ids = [str(v) for v in request.state.form.getlist("id")]
     if ids:
         await purge_async(state.aq, name, _chosen(ids))
     return RedirectResponse(link(request, "queue", name=name), status_code=303)

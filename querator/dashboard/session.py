@@ -19,17 +19,20 @@ from __future__ import annotations
 import hmac
 import secrets
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 
-from querator.errors import Forbidden
+from querator.errors import Forbidden, InvalidArgument
 from querator.http.auth import TokenCheck
 
 SESSION_COOKIE = "querator_session"
 CSRF_COOKIE = "querator_csrf"
 COOKIE_PATH = "/ui"
+FORM_BYTES = 65_536
+"""The largest form an action accepts."""
 SESSION_SECONDS = 12 * 3600
 """How long a browser stays signed in (a revoked token ends it at once)."""
 
@@ -75,6 +78,24 @@ async def writer(request: Request, tokens: TokenCheck, form: FormData) -> Viewer
     header = _authorization(request)
     await tokens.check(header, "write")
     return Viewer(can_write=True, csrf=str(form.get("csrf")), signed_in=header is not None)
+
+
+async def read_form(request: Request) -> FormData:
+    """The request's ``application/x-www-form-urlencoded`` body (every dashboard
+    form is one), at most :data:`FORM_BYTES`; also kept as ``request.state.form``."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    if kind != "application/x-www-form-urlencoded":
+        raise InvalidArgument("content-type", f"must be a form (urlencoded), got {kind!r}")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_BYTES:
+            raise InvalidArgument("form", f"must be at most {FORM_BYTES} bytes")
+    fields: list[tuple[str, str | UploadFile]] = []
+    fields += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+    form = FormData(fields)
+    request.state.form = form
+    return form
 
 
 def _own_origin(request: Request) -> str:
