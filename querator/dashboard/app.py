@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from querator.dashboard import queues, runs
+from querator.dashboard import queues, runs, schedules
 from querator.dashboard.live import events
 from querator.dashboard.render import ROUTER_KEY, link, page
 from querator.dashboard.session import (
@@ -148,6 +148,26 @@ class Dashboard:
             Route("/queues/{name}", view(queues.detail), name="queue"),
             Route("/queues/{name}/requeue", act(queues.requeue), methods=["POST"], name="requeue"),
             Route("/queues/{name}/purge", act(queues.purge), methods=["POST"], name="purge"),
+            Route("/schedules", view(schedules.listing), name="schedules"),
+            Route(
+                "/schedules/{name}/pause",
+                act(schedules.pause),
+                methods=["POST"],
+                name="schedule_pause",
+            ),
+            Route(
+                "/schedules/{name}/resume",
+                act(schedules.resume),
+                methods=["POST"],
+                name="schedule_resume",
+            ),
+            Route(
+                "/schedules/{name}/trigger",
+                act(schedules.trigger),
+                methods=["POST"],
+                name="schedule_trigger",
+            ),
+            Route("/locks", view(schedules.locks), name="locks"),
             Route("/events", view(events), name="events"),
             Mount(
                 "/static", StaticFiles(packages=[("querator.dashboard", "static")]), name="static"

@@ -31,8 +31,8 @@ PREVIEW = 2_000
 
 
 def when(at: datetime | None) -> str:
-    """An instant as ``2026-11-25 17:03:16`` UTC (empty for None)."""
-    return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    """An instant as ``2026-11-25 17:03:16Z`` (UTC; empty for None)."""
+    return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def seconds(value: float | None) -> str:

@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from querator.dashboard.render import link, page
 from querator.dashboard.session import Viewer
 from querator.errors import InvalidArgument, QueueNotFound
-from querator.workflows.inspection import get_run_async, list_runs_async
+from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
 from querator.workflows.layout import RESULTS_QUEUE
 from querator.workflows.rerun import resume_async
 from querator.workflows.run_index import facet_prefix
@@ -88,7 +88,18 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
 async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
     """``/ui/runs/{run_id}``: a run with its steps, what it waits for, its saga."""
     run = await get_run_async(state.aq, request.path_params["run_id"])
-    return page(request, "run.html", viewer, run=run)
+    return page(request, "run.html", viewer, run=run, spans=step_spans(run))
+
+
+def step_spans(run: RunInfo) -> dict[int, float]:
+    """Seconds from the previous step's end (the run's start for the first) to each
+    ended step's end, by position: how long the step took, its retries and
+    waits included (steps started together overlap: a gather shows its slowest)."""
+    spans, previous = {}, run.started_at
+    for step in sorted(run.steps, key=lambda s: s.finished_at):
+        spans[step.position] = max(0.0, (step.finished_at - previous).total_seconds())
+        previous = max(previous, step.finished_at)
+    return spans
 
 
 def _back(request: Request) -> Response:

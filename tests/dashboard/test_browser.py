@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,8 @@ from polling import wait_for
 
 from dashboard.demo_app import MAILS, bounce_mails, deliver_mails, gate, nap, order_example
 from dashboard.sites import IMAGES, Site
-from querator.workflows import get_run, start
+from querator.locks import Semaphore
+from querator.workflows import get_run, get_schedule, schedule, start
 
 expect.set_options(timeout=20_000)
 
@@ -80,6 +82,7 @@ def test_a_run_page_goes_from_running_to_completed_without_reload(
 
     gate_file.write_text("the test")
 
+    wait_for(functools.partial(ended, site, run.run_id), timeout=30)
     expect(page.locator("h1 .badge")).to_have_text("completed")
     expect(page.locator("#result")).to_contain_text('"opened_with": "the test"')
     assert page.evaluate("window.notReloaded") is True
@@ -228,3 +231,44 @@ def test_assets_are_served_by_querator(site: Site, browser: Browser) -> None:
     expect(page.locator("h1")).to_have_text("Queues")
     assert requested and all(url.startswith(site.url) for url in requested)
     page.context.close()
+
+
+def test_schedules_are_paused_resumed_and_triggered(site: Site, browser: Browser) -> None:
+    name = f"nightly-nap-{site.backend}"
+    site.do(schedule, site.q, name, nap, cron="0 3 * * *", tz="Europe/Paris", args=("nightly",))
+    page = site.sign_in(browser, "write")
+    page.goto("/ui/schedules")
+    row = page.locator(f"tr[data-schedule='{name}']")
+    expect(row).to_contain_text("0 3 * * *")
+    row.locator("button[data-action=Pause]").click()
+    expect(row).to_contain_text("paused")
+    assert site.do(get_schedule, site.q, name).paused is True
+    row.locator("button[data-action=Resume]").click()
+    expect(row.locator("button[data-action=Pause]")).to_be_visible()
+    assert site.do(get_schedule, site.q, name).paused is False
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    row.locator("button[data-action=Trigger]").click()
+    expect(page).to_have_url(re.compile(r"/ui/runs/run-"))
+    expect(page.locator("#args")).to_contain_text("nightly")
+    page.goto("/ui/schedules")
+    expect(row.locator(".badge.running")).to_be_visible()
+    shot(site, page, "schedules")
+    page.context.close()
+
+
+def test_locks_show_their_holders_and_fencing_tokens(site: Site, browser: Browser) -> None:
+    semaphore = site.do(
+        Semaphore, site.q, f"report-slots-{site.backend}", 2, client_id="reporter-7"
+    )
+    permit = site.do(semaphore.acquire_permit, 10)
+    try:
+        page = site.sign_in(browser, "read")
+        page.goto("/ui/locks")
+        row = page.locator(f"tr[data-semaphore='report-slots-{site.backend}']")
+        expect(row).to_contain_text("reporter-7")
+        expect(row).to_contain_text(f"token {permit.token}")
+        shot(site, page, "locks")
+        page.context.close()
+    finally:
+        site.do(semaphore.release, permit)
