@@ -226,10 +226,19 @@ def _images() -> None:
 def test_assets_are_served_by_querator(site: Site, browser: Browser) -> None:
     page = site.sign_in(browser, "read")
     requested: list[str] = []
+    errors: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.on(
+        "console", lambda message: errors.append(message.text) if message.type == "error" else None
+    )
+    page.goto("/ui/runs")
+    expect(page.locator("body")).to_have_attribute("data-live-state", "open")
     page.goto("/ui/queues")
     expect(page.locator("h1")).to_have_text("Queues")
     assert requested and all(url.startswith(site.url) for url in requested)
+    assert any(url.endswith("/ui/static/htmx.min.js") for url in requested)
+    assert errors == [], errors  # no script or style refused by the Content-Security-Policy
     page.context.close()
 
 
