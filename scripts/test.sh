@@ -2,6 +2,7 @@
 # THE test command of querator: `bash scripts/test.sh [pytest args...]`.
 #
 # 1. creates (or reuses) the virtualenv .venv and installs querator[dev] into it;
+#    installs Debian's chromium (apt-get) when /usr/bin/chromium is missing;
 # 2. finds PostgreSQL (scripts/find_postgres.sh: $QUERATOR_TEST_DSN, the local
 #    server at 127.0.0.1:5432, the local cluster started, or a throwaway cluster)
 #    and exports QUERATOR_TEST_DSN — with no PostgreSQL it fails, it never skips;
@@ -44,6 +45,17 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 if ! python -m pip install -q -e '.[dev]'; then
     loud "pip install -e '.[dev]' failed"
     exit 2
+fi
+
+# -- 1b. Chromium for the dashboard's browser tests (Debian's package, never a download)
+if ! [ -x /usr/bin/chromium ]; then
+    echo "scripts/test.sh: installing chromium with apt-get (tests/dashboard drive it)" >&2
+    if ! { apt-get install -y -q chromium >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }; }; then
+        loud "NO CHROMIUM: /usr/bin/chromium is missing and \`apt-get install -y chromium\` failed.
+The dashboard's browser tests (tests/dashboard/) need Debian's chromium package."
+        exit 2
+    fi
 fi
 
 # -- 2. PostgreSQL ---------------------------------------------------------------

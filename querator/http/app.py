@@ -21,8 +21,9 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
+from querator.dashboard import dashboard
 from querator.errors import QueratorError, Unavailable
 from querator.http import internal, status
 from querator.http.auth import AuthMode, TokenCheck
@@ -199,5 +200,8 @@ def create_app(
             _stop_on_signals(state, asyncio.get_running_loop())
             yield
 
-    routes = [Route("/{path:path}", api.dispatch, methods=ALL_METHODS)]
+    routes = [
+        Mount("/ui", dashboard(lambda: api.state)),
+        Route("/{path:path}", api.dispatch, methods=ALL_METHODS),
+    ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,194 @@
+"""The dashboard's ASGI application, mounted at ``/ui`` by ``querator serve``:
+its routes, the sign-in pages and the one place that turns errors into pages.
+
+Pages are GETs that read through the library's own functions; actions are
+POSTs of forms (:mod:`querator.dashboard.session` checks their origin, CSRF
+token and the token's scope) answered by a redirect to the page they came from.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from querator.dashboard import queues, runs, schedules
+from querator.dashboard.live import events
+from querator.dashboard.render import ROUTER_KEY, link, page
+from querator.dashboard.session import (
+    CSRF_COOKIE,
+    Viewer,
+    check_origin,
+    read_form,
+    sign_in,
+    sign_out,
+    viewer,
+    writer,
+)
+from querator.errors import (
+    Forbidden,
+    InvalidArgument,
+    QueratorError,
+    QueueNotFound,
+    Unauthorized,
+)
+from querator.http.auth import TokenCheck
+from querator.queue.service import AsyncQueueClient
+from querator.workflows.errors import RunNotFound
+
+
+class Served(Protocol):
+    """What the dashboard needs of the server's state (``ServerState``)."""
+
+    aq: AsyncQueueClient
+    tokens: TokenCheck
+    waits: set[anyio.CancelScope]
+    stopping: bool
+
+
+Handler = Callable[[Request, Served, Viewer], Awaitable[Response]]
+_STATUS = {Unauthorized: 401, Forbidden: 403, RunNotFound: 404, QueueNotFound: 404}
+
+
+def _error_page(request: Request, exc: QueratorError, who: Viewer | None) -> Response:
+    status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 500)
+    if isinstance(exc, InvalidArgument):
+        status = 400
+    shown = who or Viewer(can_write=False, csrf="", signed_in=False)
+    return page(request, "error.html", shown, status_code=status, error=exc, status=status)
+
+
+class Dashboard:
+    """The routes, bound to the server's state once its lifespan has begun."""
+
+    def __init__(self, state: Callable[[], Served | None]) -> None:
+        self._state = state
+
+    def served(self) -> Served:
+        found = self._state()
+        assert found is not None, "the server's lifespan has not started"
+        return found
+
+    def view(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        """A GET page: the viewer is checked first (to the login page without a token)."""
+
+        async def endpoint(request: Request) -> Response:
+            state, who = self.served(), None
+            try:
+                who = await viewer(request, state.tokens)
+                return await handler(request, state, who)
+            except Unauthorized:
+                return RedirectResponse(link(request, "login"), status_code=303)
+            except QueratorError as exc:
+                return _error_page(request, exc, who)
+
+        return endpoint
+
+    def action(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        """A POST action: refused unless :func:`~querator.dashboard.session.writer` allows it."""
+
+        async def endpoint(request: Request) -> Response:
+            state, who = self.served(), None
+            try:
+                who = await writer(request, state.tokens, await read_form(request))
+                response = await handler(request, state, who)
+            except QueratorError as exc:
+                return _error_page(request, exc, who)
+            if request.headers.get("hx-request") and response.status_code == 303:
+                # htmx's request would follow the redirect itself: have it load the page
+                return Response(headers={"hx-redirect": response.headers["location"]})
+            return response
+
+        return endpoint
+
+    async def login_page(self, request: Request) -> Response:
+        return page(request, "login.html", signed_out(request), failed=False)
+
+    async def login(self, request: Request) -> Response:
+        state = self.served()
+        try:
+            form = await read_form(request)
+            check_origin(request, form)
+            token = str(form.get("token", "")).strip()
+            await state.tokens.check(f"Bearer {token}", "read")
+        except QueratorError as exc:
+            return page(
+                request, "login.html", signed_out(request), status_code=401, failed=str(exc)
+            )
+        response = RedirectResponse(link(request, "runs"), status_code=303)
+        sign_in(response, request, token)
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        response = RedirectResponse(link(request, "login"), status_code=303)
+        sign_out(response)
+        return response
+
+    def routes(self) -> list[Route | Mount]:
+        """Every route of the dashboard (relative to its mount point)."""
+        view, act = self.view, self.action
+        return [
+            Route("/", view(runs.home), name="home"),
+            Route("/login", self.login_page, name="login"),
+            Route("/login", self.login, methods=["POST"], name="login_post"),
+            Route("/logout", self.logout, methods=["POST"], name="logout"),
+            Route("/runs", view(runs.listing), name="runs"),
+            Route("/runs/{run_id}", view(runs.detail), name="run"),
+            Route("/runs/{run_id}/cancel", act(runs.cancel), methods=["POST"], name="cancel"),
+            Route("/runs/{run_id}/resume", act(runs.resume), methods=["POST"], name="resume"),
+            Route("/queues", view(queues.listing), name="queues"),
+            Route("/queues/{name}", view(queues.detail), name="queue"),
+            Route("/queues/{name}/requeue", act(queues.requeue), methods=["POST"], name="requeue"),
+            Route("/queues/{name}/purge", act(queues.purge), methods=["POST"], name="purge"),
+            Route("/schedules", view(schedules.listing), name="schedules"),
+            Route(
+                "/schedules/{name}/pause",
+                act(schedules.pause),
+                methods=["POST"],
+                name="schedule_pause",
+            ),
+            Route(
+                "/schedules/{name}/resume",
+                act(schedules.resume),
+                methods=["POST"],
+                name="schedule_resume",
+            ),
+            Route(
+                "/schedules/{name}/trigger",
+                act(schedules.trigger),
+                methods=["POST"],
+                name="schedule_trigger",
+            ),
+            Route("/locks", view(schedules.locks), name="locks"),
+            Route("/events", view(events), name="events"),
+            Mount(
+                "/static", StaticFiles(packages=[("querator.dashboard", "static")]), name="static"
+            ),
+        ]
+
+
+def signed_out(request: Request) -> Viewer:
+    """A viewer not signed in, with the browser's CSRF token (a fresh one when it
+    has none): the login form carries it too."""
+    csrf = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
+    return Viewer(can_write=False, csrf=csrf, signed_in=False)
+
+
+def dashboard(state: Callable[[], Any]) -> ASGIApp:
+    """The dashboard app over the server state ``state()`` returns (None before
+    the server's lifespan began); mount it at ``/ui``."""
+    app = Starlette(routes=Dashboard(state).routes())
+
+    async def with_router(scope: Scope, receive: Receive, send: Send) -> None:
+        scope[ROUTER_KEY] = app.router  # for links, wherever the app is mounted
+        await app(scope, receive, send)
+
+    return with_router

@@ -1,0 +1,89 @@
+"""The Queues pages: every queue with its gauges (depth, leased, scheduled,
+oldest age, dead-letter depth), and one queue with its dead letters, which a
+write token may requeue or purge.
+
+Gauges come from ``AsyncQuerator.gauges`` (bounded probes and estimates,
+never a count of the table); dead letters from :mod:`querator.queue.dead_letters`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from querator.dashboard.render import link, page
+from querator.dashboard.session import Viewer
+from querator.errors import QueueNotFound
+from querator.queue.dead_letters import dead_letters_async, purge_async, requeue_async
+from querator.queue.models import QueueGauges, QueueInfo
+
+if TYPE_CHECKING:
+    from querator.dashboard.app import Served
+
+PAGE = 200
+"""Queues a page lists."""
+DEAD_SHOWN = 100
+"""Dead letters the queue page shows."""
+
+
+class Row:
+    """One queue as the list shows it."""
+
+    def __init__(self, info: QueueInfo, gauges: QueueGauges, dead: QueueGauges | None) -> None:
+        self.info = info
+        self.gauges = gauges
+        self.dead = dead
+
+
+async def _row(state: Served, info: QueueInfo) -> Row:
+    dead = None
+    if info.settings.dead_queue:
+        with contextlib.suppress(QueueNotFound):
+            dead = await state.aq.gauges(info.settings.dead_queue)
+    return Row(info, await state.aq.gauges(info.name), dead)
+
+
+async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
+    """``/ui/queues?after=``: queues by name, a page at a time."""
+    after = request.query_params.get("after") or None
+    infos = await state.aq.list_queues(pivot=after, limit=PAGE + 1)
+    infos = [info for info in infos if info.name != after][:PAGE]
+    rows = [await _row(state, info) for info in infos]
+    more = infos[-1].name if len(infos) == PAGE else None
+    return page(request, "queues.html", viewer, rows=rows, more=more)
+
+
+async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
+    """``/ui/queues/{name}``: a queue's settings, gauges and dead letters."""
+    info = await state.aq.get_queue(request.path_params["name"])
+    dead = []
+    if info.settings.dead_queue:
+        dead = await dead_letters_async(state.aq, info.name, DEAD_SHOWN)
+    row = await _row(state, info)
+    return page(request, "queue.html", viewer, row=row, dead=dead)
+
+
+def _chosen(form_ids: list[str]) -> list[str] | None:
+    """The ids ticked in the form; None (all of them) when the form sent ``all``."""
+    return None if "all" in form_ids else form_ids
+
+
+async def requeue(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Send the chosen dead letters (or all) back to their queue."""
+    name = request.path_params["name"]
+    ids = [str(v) for v in request.state.form.getlist("id")]
+    if ids:
+        await requeue_async(state.aq, name, _chosen(ids))
+    return RedirectResponse(link(request, "queue", name=name), status_code=303)
+
+
+async def purge(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Delete the chosen dead letters (or all) for good."""
+    name = request.path_params["name"]
+    ids = [str(v) for v in request.state.form.getlist("id")]
+    if ids:
+        await purge_async(state.aq, name, _chosen(ids))
+    return RedirectResponse(link(request, "queue", name=name), status_code=303)

@@ -1,0 +1,121 @@
+"""The Runs pages: the list (filters in the URL, newest first, paged through
+the run index, counts by status) and a run's detail, with cancel and resume.
+
+Everything is read with :func:`~querator.workflows.inspection.list_runs_async`
+and :func:`~querator.workflows.inspection.get_run_async`, and changed with
+the run handle's ``cancel`` and :func:`~querator.workflows.rerun.resume_async`:
+what a Python user calls.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast, get_args
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from querator.dashboard.render import link, page
+from querator.dashboard.session import Viewer
+from querator.errors import InvalidArgument, QueueNotFound
+from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
+from querator.workflows.layout import RESULTS_QUEUE
+from querator.workflows.rerun import resume_async
+from querator.workflows.run_index import facet_prefix
+from querator.workflows.runs import AsyncRunHandle, RunStatus
+
+if TYPE_CHECKING:
+    from querator.dashboard.app import Served
+
+PAGE = 50
+"""Runs a page lists."""
+COUNT_CAP = 1000
+"""Index entries counted per status (one index page): above it the page shows ``1000+``."""
+INDEXED = ("running", "completed", "failed", "cancelled", "compensated")
+"""The statuses the run index keeps entries for (pending saga states are ``running`` there)."""
+
+
+def _filters(request: Request) -> dict[str, Any]:
+    """The list's filters from the query string (empty values: no filter)."""
+    status = request.query_params.get("status") or None
+    if status is not None and status not in get_args(RunStatus):
+        raise InvalidArgument("status", f"must be one of {get_args(RunStatus)}, got {status!r}")
+    return {
+        "status": cast("RunStatus | None", status),
+        "workflow": request.query_params.get("workflow") or None,
+    }
+
+
+async def _counts(state: Served, workflow: str | None) -> dict[str, str]:
+    """Runs by status, from the index: one key scan of at most COUNT_CAP keys each,
+    never a count of the stored runs (entries of runs that changed status and
+    were not yet pruned by a listing are counted too)."""
+    counts: dict[str, str] = {}
+    for status in INDEXED:
+        try:
+            found = await state.aq.scan_keys(
+                RESULTS_QUEUE, facet_prefix(workflow, status), limit=COUNT_CAP
+            )
+        except QueueNotFound:
+            return {}
+        counts[status] = f"{COUNT_CAP}+" if len(found) == COUNT_CAP else str(len(found))
+    return counts
+
+
+async def home(request: Request, state: Served, viewer: Viewer) -> Response:
+    """``/ui/``: the runs."""
+    return RedirectResponse(link(request, "runs"), status_code=303)
+
+
+async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
+    """``/ui/runs?status=&workflow=&after=``: a page of runs, newest first."""
+    filters = _filters(request)
+    after = request.query_params.get("after") or None
+    found = await list_runs_async(state.aq, after=after, limit=PAGE + 1, **filters)
+    more = found[PAGE - 1].run_id if len(found) > PAGE else None
+    return page(
+        request,
+        "runs.html",
+        viewer,
+        runs=found[:PAGE],
+        filters=filters,
+        after=after,
+        more=more,
+        counts=await _counts(state, filters["workflow"]),
+        statuses=get_args(RunStatus),
+    )
+
+
+async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
+    """``/ui/runs/{run_id}``: a run with its steps, what it waits for, its saga."""
+    run = await get_run_async(state.aq, request.path_params["run_id"])
+    return page(request, "run.html", viewer, run=run, spans=step_spans(run))
+
+
+def step_spans(run: RunInfo) -> dict[int, float]:
+    """Seconds from the previous step's end (the run's start for the first) to each
+    ended step's end, by position: how long the step took, its retries and
+    waits included (steps started together overlap: a gather shows its slowest)."""
+    spans, previous = {}, run.started_at
+    for step in sorted(run.steps, key=lambda s: s.finished_at):
+        spans[step.position] = max(0.0, (step.finished_at - previous).total_seconds())
+        previous = max(previous, step.finished_at)
+    return spans
+
+
+def _back(request: Request) -> Response:
+    run_id = request.path_params["run_id"]
+    return RedirectResponse(link(request, "run", run_id=run_id), status_code=303)
+
+
+async def cancel(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Ask the run to end as cancelled (as ``RunHandle.cancel``)."""
+    run_id = request.path_params["run_id"]
+    await get_run_async(state.aq, run_id)  # RunNotFound before anything is written
+    await AsyncRunHandle(state.aq, run_id).cancel("cancelled from the dashboard")
+    return _back(request)
+
+
+async def resume(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Resume a failed or cancelled run (as ``querator.workflows.resume``)."""
+    await resume_async(state.aq, request.path_params["run_id"])
+    return _back(request)

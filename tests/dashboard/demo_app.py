@@ -1,0 +1,98 @@
+"""The store the dashboard's browser tests look at: the order-fulfilment saga
+of ``examples/sagas/order_fulfilment.py`` served by a worker thread, two
+workflows a test can hold (a gate that opens when a file appears, a long
+durable nap), and a mail queue with dead letters."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+from querator import Item, Querator, QueueSettings
+from querator.workflows import Worker, sleep, step, workflow
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+MAILS = "shop.mails"
+MAILS_DEAD = "shop.mails-dead"
+GATE_SECONDS = 120.0
+"""How long the gate step waits for its file before it gives up."""
+
+
+def order_example() -> ModuleType:
+    """``examples/sagas/order_fulfilment.py``, imported once per process."""
+    name = "order_fulfilment_example"
+    if name not in sys.modules:
+        path = ROOT / "examples" / "sagas" / "order_fulfilment.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@step(name="demo.wait_for_file")
+def wait_for_file(path: str) -> str:
+    """Return once ``path`` exists (the test opens the gate by creating it)."""
+    deadline = time.monotonic() + GATE_SECONDS
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear")
+        time.sleep(0.02)
+    return Path(path).read_text()
+
+
+@workflow(name="demo.gate")
+def gate(path: str) -> dict[str, str]:
+    """A run that stays running until its file appears."""
+    return {"opened_with": wait_for_file(path)}
+
+
+@workflow(name="demo.nap")
+def nap(note: str) -> str:
+    """A run that sleeps (a durable timer) for an hour."""
+    sleep(3600)
+    return note
+
+
+def worker(q: Querator) -> Worker:
+    """A worker serving the order saga and the demo workflows."""
+    shop = order_example()
+    functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
+    return Worker(q, [*functions, gate, wait_for_file, nap])
+
+
+def create_queues(q: Querator) -> None:
+    """The queues of the shop (the saga's own, and the mails with their dead letters)."""
+    shop = order_example()
+    q.create_queue(shop.QUEUE, QueueSettings(lease_timeout=5.0, expire_timeout=86_400))
+    q.create_queue(MAILS_DEAD, QueueSettings(lease_timeout=30, expire_timeout=86_400))
+    settings = QueueSettings(
+        lease_timeout=30, expire_timeout=86_400, max_attempts=3, dead_queue=MAILS_DEAD
+    )
+    q.create_queue(MAILS, settings)
+
+
+def bounce_mails(q: Querator, recipients: list[str]) -> list[str]:
+    """Produce a mail per recipient and dead-letter each (as after its last
+    failed attempt); the ids of the dead letters."""
+    items = [
+        Item(payload=f'{{"to": "{to}", "template": "receipt"}}'.encode(), kind="mail.receipt")
+        for to in recipients
+    ]
+    produced = q.produce(MAILS, items)
+    leased = q.lease(MAILS, client_id="mailer-1", batch_size=len(items), timeout=5)
+    assert sorted(item.id for item in leased) == sorted(produced), (leased, produced)
+    q.retry(MAILS, leased, dead=True)
+    dead = {item.source_id: item.id for item in q.list_items(MAILS_DEAD, limit=1000)}
+    return [dead[item_id] for item_id in produced]
+
+
+def deliver_mails(q: Querator) -> int:
+    """Lease and complete every mail waiting (a mailer that got through); how many."""
+    leased = q.lease(MAILS, client_id="mailer-2", batch_size=1000, timeout=5)
+    q.complete(MAILS, leased)
+    return len(leased)

@@ -1,0 +1,59 @@
+"""A running dashboard for the browser tests (see conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from playwright.sync_api import Browser, Page, expect
+
+from querator import Querator
+
+T = TypeVar("T")
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+IMAGES = Path(__file__).resolve().parent.parent.parent / "docs" / "img"
+
+
+@dataclass
+class Site:
+    """A running dashboard over a store the test can also reach directly."""
+
+    backend: str
+    url: str
+    """The server's base URL (``http://127.0.0.1:PORT``)."""
+    store: str
+    q: Querator
+    tokens: dict[str, str]
+    """Tokens by scope: ``read`` and ``write``."""
+    scratch: Path
+
+    @staticmethod
+    def off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on a thread of its own: Playwright's sync API
+        keeps an event loop running in the test's thread, where the sync
+        Querator refuses to be called."""
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(fn, *args, **kwargs).result(timeout=120)
+
+    def do(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`off_loop`, for a test's calls of the store."""
+        return self.off_loop(fn, *args, **kwargs)
+
+    def sign_in(self, browser: Browser, scope: str) -> Page:
+        """A fresh browser context signed in with the token of ``scope``, on the runs page."""
+        page = browser.new_context(base_url=self.url, viewport={"width": 1280, "height": 800})
+        tab = page.new_page()
+        tab.goto("/ui/runs")
+        expect(tab).to_have_url(f"{self.url}/ui/login")
+        tab.fill("input[name=token]", self.tokens[scope])
+        tab.click("form.login button")
+        expect(tab).to_have_url(f"{self.url}/ui/runs")
+        return tab

@@ -1,0 +1,283 @@
+"""The dashboard in a real browser (Debian's Chromium), on SQLite and PostgreSQL:
+sign-in, live run pages, cancel, dead letters, read-only tokens, forged
+cross-site posts, escaping. The SQLite run saves the screenshots of
+docs/dashboard.md."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Dialog, Page, expect
+from polling import wait_for
+
+from dashboard.demo_app import MAILS, bounce_mails, deliver_mails, gate, nap, order_example
+from dashboard.sites import IMAGES, Site
+from querator.locks import Semaphore
+from querator.workflows import get_run, get_schedule, schedule, start
+
+expect.set_options(timeout=20_000)
+
+
+def shot(site: Site, page: Page, name: str) -> None:
+    """Save the page as docs/img/dashboard-NAME.png (from the SQLite run only)."""
+    if site.backend == "sqlite":
+        page.screenshot(path=str(IMAGES / f"dashboard-{name}.png"), full_page=True)
+
+
+def ended(site: Site, run_id: str) -> bool:
+    return site.do(get_run, site.q, run_id).status != "running"
+
+
+def test_pages_show_the_shop_with_steps_and_compensations(site: Site, browser: Browser) -> None:
+    shop = order_example()
+    kettle = shop.Order(id=f"k-{site.backend}", item="kettle", quantity=1, cents=3_999)
+    piano = shop.Order(id=f"p-{site.backend}", item="piano", quantity=1, cents=899_000)
+    mugs = shop.Order(id=f"m-{site.backend}", item="mugs", quantity=6, cents=2_400)
+    runs = [site.do(start, site.q, shop.fulfil, order) for order in (kettle, piano, mugs)]
+    napping = site.do(start, site.q, nap, "wake me in an hour")
+    for run in runs:
+        wait_for(functools.partial(ended, site, run.run_id), timeout=60)
+    site.do(bounce_mails, site.q, ["ana@example.com", "bo@example.com", "cy@example.com"])
+
+    page = site.sign_in(browser, "write")
+    row = page.locator(f"tr[data-run='{runs[1].run_id}']")
+    expect(row).to_contain_text("compensated")
+    expect(page.locator(f"tr[data-run='{napping.run_id}']")).to_contain_text("running")
+    expect(page.locator("[data-count=compensated]")).not_to_have_text("0")
+    shot(site, page, "runs")
+
+    page.click(f"a[href='/ui/runs/{runs[1].run_id}']")
+    expect(page.locator("h1")).to_contain_text("compensated")
+    expect(page.locator("table.steps").first).to_contain_text("shop.reserve_stock")
+    expect(page.locator("body")).to_contain_text("card declined for 8990.00")
+    expect(page.locator("body")).to_contain_text("shop.release_stock")
+    shot(site, page, "run")
+
+    page.goto("/ui/queues")
+    expect(page.locator(f"tr[data-queue='{MAILS}']")).to_be_visible()
+    shot(site, page, "queues")
+    page.goto(f"/ui/queues/{MAILS}")
+    expect(page.locator("table.dead")).to_contain_text("mail.receipt")
+    shot(site, page, "dead-letters")
+    page.context.close()
+
+
+def test_a_run_page_goes_from_running_to_completed_without_reload(
+    site: Site, browser: Browser
+) -> None:
+    gate_file = site.scratch / f"gate-{id(site)}-{site.backend}"
+    run = site.do(start, site.q, gate, str(gate_file))
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/runs/{run.run_id}")
+    expect(page.locator("h1 .badge")).to_have_text("running")
+    expect(page.locator("body")).to_have_attribute("data-live-state", "open")
+    page.evaluate("window.notReloaded = true")
+
+    gate_file.write_text("the test")
+
+    wait_for(functools.partial(ended, site, run.run_id), timeout=30)
+    expect(page.locator("h1 .badge")).to_have_text("completed")
+    expect(page.locator("#result")).to_contain_text('"opened_with": "the test"')
+    assert page.evaluate("window.notReloaded") is True
+    page.context.close()
+
+
+def test_cancelling_a_run_from_its_page(site: Site, browser: Browser) -> None:
+    run = site.do(start, site.q, nap, "to be cancelled")
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/runs/{run.run_id}")
+    page.click("button[data-action=Cancel]")
+    expect(page.locator("h1 .badge")).to_have_text("cancelled")
+    assert site.do(get_run, site.q, run.run_id).status == "cancelled"
+    expect(page.locator("button[data-action=Resume]")).to_be_visible()
+    page.context.close()
+
+
+def test_requeueing_and_purging_dead_letters(site: Site, browser: Browser) -> None:
+    mails = ["x@example.com", "y@example.com", "z@example.com"]
+    first, second, third = site.do(bounce_mails, site.q, mails)
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/queues/{MAILS}")
+    page.locator(f"tr[data-item='{first}'] button[data-action=Requeue]").click()
+    expect(page.locator(f"tr[data-item='{first}']")).to_have_count(0)
+    expect(page.locator(f"tr[data-item='{second}']")).to_be_visible()
+    items = site.do(site.q.list_items, MAILS, limit=1000)
+    assert [item.payload for item in items] == [b'{"to": "x@example.com", "template": "receipt"}']
+    assert site.do(deliver_mails, site.q) == 1
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.locator(f"tr[data-item='{third}'] button[data-action=Purge]").click()
+    expect(page.locator(f"tr[data-item='{third}']")).to_have_count(0)
+    expect(page.locator(f"tr[data-item='{second}']")).to_be_visible()
+    page.context.close()
+
+
+def _csrf(page: Page) -> str:
+    return next(c["value"] for c in page.context.cookies() if c["name"] == "querator_csrf")
+
+
+def test_a_read_only_token_sees_no_action_and_cannot_post(site: Site, browser: Browser) -> None:
+    run = site.do(start, site.q, nap, "read only")
+    site.do(bounce_mails, site.q, ["ro@example.com"])
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/runs/{run.run_id}")
+    expect(page.locator("h1 .badge")).to_have_text("running")
+    expect(page.locator("button[data-action]")).to_have_count(0)
+    page.goto(f"/ui/queues/{MAILS}")
+    expect(page.locator("table.dead")).to_be_visible()
+    expect(page.locator("button[data-action]")).to_have_count(0)
+
+    answer = page.request.post(f"/ui/runs/{run.run_id}/cancel", form={"csrf": _csrf(page)})
+    assert answer.status == 403
+    assert "write needed" in answer.text()
+    assert site.do(get_run, site.q, run.run_id).cancel_requested is False
+    page.context.close()
+
+
+@contextmanager
+def attacker_site(html: str) -> Iterator[str]:
+    """Another origin serving ``html`` at ``/``; its URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_a_forged_cross_site_post_is_refused(site: Site, browser: Browser) -> None:
+    run = site.do(start, site.q, nap, "not yours to cancel")
+    page = site.sign_in(browser, "write")
+    target = f"{site.url}/ui/runs/{run.run_id}/cancel"
+    forged = (
+        f'<form method="post" action="{target}"><input name="csrf" value="guessed"></form>'
+        "<script>document.forms[0].submit()</script>"
+    )
+    with attacker_site(forged) as evil, page.expect_response(target) as answer:
+        page.goto(evil)
+    assert answer.value.status == 403
+    # Even with the right CSRF token, another origin is refused.
+    stolen = page.request.post(target, form={"csrf": _csrf(page)}, headers={"origin": evil[:-1]})
+    assert stolen.status == 403
+    assert site.do(get_run, site.q, run.run_id).cancel_requested is False
+    page.context.close()
+
+
+def test_user_strings_render_as_text(site: Site, browser: Browser) -> None:
+    hostile = "<script>alert('owned')</script><img src=x onerror=alert(1)>"
+    run = site.do(start, site.q, nap, hostile)
+    page = site.sign_in(browser, "read")
+    dialogs: list[str] = []
+
+    def refuse(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", refuse)
+    page.goto(f"/ui/runs/{run.run_id}")
+    expect(page.locator("#args")).to_contain_text(hostile)
+    assert page.locator("main script, main img").count() == 0
+    page.goto("/ui/runs?workflow=demo.nap")
+    expect(page.locator(f"tr[data-run='{run.run_id}'] td.args")).to_contain_text("<script>")
+    assert dialogs == []
+    page.context.close()
+
+
+def test_a_wrong_token_is_refused_at_sign_in(site: Site, browser: Browser) -> None:
+    context = browser.new_context(base_url=site.url)
+    page = context.new_page()
+    page.goto("/ui/login")
+    page.fill("input[name=token]", "qrt_nope_nope")
+    page.click("form.login button")
+    expect(page.locator(".error")).to_contain_text("api key is invalid")
+    page.goto("/ui/queues")
+    expect(page).to_have_url(f"{site.url}/ui/login")
+    context.close()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _images() -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+
+
+def test_assets_are_served_by_querator(site: Site, browser: Browser) -> None:
+    page = site.sign_in(browser, "read")
+    requested: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.on(
+        "console", lambda message: errors.append(message.text) if message.type == "error" else None
+    )
+    page.goto("/ui/runs")
+    expect(page.locator("body")).to_have_attribute("data-live-state", "open")
+    page.goto("/ui/queues")
+    expect(page.locator("h1")).to_have_text("Queues")
+    assert requested and all(url.startswith(site.url) for url in requested)
+    assert any(url.endswith("/ui/static/htmx.min.js") for url in requested)
+    assert errors == [], errors  # no script or style refused by the Content-Security-Policy
+    page.context.close()
+
+
+def test_schedules_are_paused_resumed_and_triggered(site: Site, browser: Browser) -> None:
+    name = f"nightly-nap-{site.backend}"
+    site.do(schedule, site.q, name, nap, cron="0 3 * * *", tz="Europe/Paris", args=("nightly",))
+    page = site.sign_in(browser, "write")
+    page.goto("/ui/schedules")
+    row = page.locator(f"tr[data-schedule='{name}']")
+    expect(row).to_contain_text("0 3 * * *")
+    row.locator("button[data-action=Pause]").click()
+    expect(row).to_contain_text("paused")
+    assert site.do(get_schedule, site.q, name).paused is True
+    row.locator("button[data-action=Resume]").click()
+    expect(row.locator("button[data-action=Pause]")).to_be_visible()
+    assert site.do(get_schedule, site.q, name).paused is False
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    row.locator("button[data-action=Trigger]").click()
+    expect(page).to_have_url(re.compile(r"/ui/runs/run-"))
+    expect(page.locator("#args")).to_contain_text("nightly")
+    page.goto("/ui/schedules")
+    expect(row.locator(".badge.running")).to_be_visible()
+    shot(site, page, "schedules")
+    page.context.close()
+
+
+def test_locks_show_their_holders_and_fencing_tokens(site: Site, browser: Browser) -> None:
+    semaphore = site.do(
+        Semaphore, site.q, f"report-slots-{site.backend}", 2, client_id="reporter-7"
+    )
+    permit = site.do(semaphore.acquire_permit, 10)
+    try:
+        page = site.sign_in(browser, "read")
+        page.goto("/ui/locks")
+        row = page.locator(f"tr[data-semaphore='report-slots-{site.backend}']")
+        expect(row).to_contain_text("reporter-7")
+        expect(row).to_contain_text(f"token {permit.token}")
+        shot(site, page, "locks")
+        page.context.close()
+    finally:
+        site.do(semaphore.release, permit)
