@@ -14,15 +14,24 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 import pytest
+from citus.cluster import citus_installed
 from http_server import Forks
 
 from querator import AsyncQuerator, Querator
 from querator.queue.client import QueueClient
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "http"])
+CONFORMANCE_BACKENDS = ["memory", "sqlite", "postgres", "http"] + (
+    ["citus"] if citus_installed() else []
+)
+"""The backends the suite runs on: ``citus`` (the PostgreSQL backend on a
+distributed schema of a throwaway Citus cluster's coordinator) when Citus is
+installed into the local PostgreSQL (``scripts/test.sh`` installs it)."""
+
+
+@pytest.fixture(params=CONFORMANCE_BACKENDS)
 def backend_name(request: pytest.FixtureRequest) -> str:
-    """Which backend this test instance runs against (the store's, or ``http``)."""
+    """Which backend this test instance runs against (the store's, ``http`` or ``citus``)."""
     return str(request.param)
 
 
