@@ -53,7 +53,8 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
 def citus() -> Iterator[CitusCluster]:
     """A throwaway Citus cluster (a coordinator and two workers) for this session
     (this xdist worker), stopped and removed after it; see tests/citus/cluster.py."""
-    from citus.cluster import CitusCluster, ClusterError, citus_installed
+    from citus.cluster import CitusCluster, citus_installed
+    from faults.cluster import ClusterError
 
     if not citus_installed():
         pytest.fail(

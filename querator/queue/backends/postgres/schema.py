@@ -235,7 +235,7 @@ CREATE_PARTITION: Final = (
 The dead-letter sweep's index comes with it (:data:`CREATE_SWEEP_INDEX`)."""
 
 
-async def run_each(conn: Conn, statements: Iterable[sql.Composable]) -> None:
+async def run_each(conn: Conn, statements: Iterable[sql.SQL | sql.Composed]) -> None:
     """Run ``statements`` in order, one ``execute`` each, unprepared (DDL runs once)."""
     for statement in statements:
         await conn.execute(statement, prepare=False)
