@@ -72,6 +72,23 @@ trap stop_throwaway_postgres EXIT
 export QUERATOR_TEST_DSN
 echo "scripts/test.sh: QUERATOR_TEST_DSN=$QUERATOR_TEST_DSN" >&2
 
+# -- 2b. Citus -------------------------------------------------------------------
+# tests/citus start a throwaway Citus cluster; the extension is built into the
+# local PostgreSQL once by ../shared/citus/build.sh (about a minute on 2 cores the
+# first time, 6 minutes on a busy machine; a no-op check of ~0.1 s afterwards).
+citus_build=""
+for candidate in "${QUERATOR_CITUS_BUILD:-}" "$ROOT/../shared/citus/build.sh" "$ROOT/../../shared/citus/build.sh"; do
+    if [ -n "$candidate" ] && [ -f "$candidate" ]; then
+        citus_build="$candidate"
+        break
+    fi
+done
+pkglibdir="$(pg_config --pkglibdir 2>/dev/null || /usr/lib/postgresql/15/bin/pg_config --pkglibdir 2>/dev/null || true)"
+if [ -n "$citus_build" ] && ! [ -f "$pkglibdir/citus.so" ]; then
+    echo "scripts/test.sh: building Citus into PostgreSQL ($citus_build)" >&2
+    bash "$citus_build" >&2 || loud "building Citus failed: the tests in tests/citus will fail"
+fi
+
 # -- 3. checks -------------------------------------------------------------------
 failed=()
 step() {

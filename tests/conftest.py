@@ -19,6 +19,7 @@ import pytest
 from pg_schemas import drop_schema, with_query
 
 if TYPE_CHECKING:
+    from citus.cluster import CitusCluster
     from otel_sdk import Telemetry
 
     from querator import AsyncQuerator, Querator
@@ -48,6 +49,37 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
     drop_schema(pg_dsn, schema)
 
 
+@pytest.fixture(scope="session")
+def citus() -> Iterator[CitusCluster]:
+    """A throwaway Citus cluster (a coordinator and two workers) for this session
+    (this xdist worker), stopped and removed after it; see tests/citus/cluster.py."""
+    from citus.cluster import CitusCluster, citus_installed
+    from faults.cluster import ClusterError
+
+    if not citus_installed():
+        pytest.fail(
+            "Citus is not installed: run `bash ../shared/citus/build.sh` (scripts/test.sh does)",
+            pytrace=False,
+        )
+    try:
+        made = CitusCluster.create()
+    except ClusterError as exc:
+        pytest.fail(f"could not make a throwaway Citus cluster: {exc}", pytrace=False)
+    try:
+        yield made
+    finally:
+        made.destroy()
+
+
+@pytest.fixture
+def citus_schema(citus: CitusCluster) -> Iterator[str]:
+    """A fresh schema name on the Citus coordinator for this test (a distributed
+    schema once the backend creates it), dropped after it."""
+    schema = f"c_{secrets.token_hex(6)}"
+    yield schema
+    drop_schema(citus.dsn, schema)
+
+
 @pytest.fixture
 def pg_schema_url(pg_dsn: str, pg_schema: str) -> str:
     """A PostgreSQL URL naming the test's own schema (the backend creates its tables there)."""
@@ -67,6 +99,9 @@ def backend_url(backend_name: str, request: pytest.FixtureRequest, tmp_path: Pat
         return "memory://"
     if backend_name == "sqlite":
         return f"sqlite:///{tmp_path / 'q.db'}"
+    if backend_name == "citus":
+        citus: CitusCluster = request.getfixturevalue("citus")
+        return citus.url(str(request.getfixturevalue("citus_schema")))
     return str(request.getfixturevalue("pg_schema_url"))
 
 

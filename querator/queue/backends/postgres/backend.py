@@ -45,7 +45,7 @@ from querator.queue.backends.postgres.items import (
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
 from querator.queue.backends.postgres.replication import Timeline
-from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl
+from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl, run_each
 from querator.queue.backends.postgres.sessions import (
     Sessions,
     checkout,
@@ -252,8 +252,7 @@ class PostgresBackend:
 
     async def _create_partitions(self, conn: Conn, queue_id: int, numbers: range) -> None:
         if numbers:
-            ddl = partitions_ddl(self._names, ((queue_id, n) for n in numbers))
-            await conn.execute(ddl, prepare=False)
+            await run_each(conn, partitions_ddl(self._names, ((queue_id, n) for n in numbers)))
 
     def _table(self, queue: QueueInfo, partition: int) -> sql.Identifier:
         return self._names.partition(queue.queue_id, partition)

@@ -36,13 +36,14 @@ async def _dedup_keys_by_code_point(conn: Conn, names: Names) -> None:
     tables = [
         (queue_id, n) for queue_id, partitions in await cur.fetchall() for n in range(partitions)
     ]
-    if tables:
-        ddl = sql.SQL("").join(
-            schema.COLLATE_DEDUP_KEY.format(table=names.partition(queue_id, n))
-            + schema.sweep_index_ddl(names, queue_id, n)
-            for queue_id, n in tables
+    for queue_id, n in tables:
+        await schema.run_each(
+            conn,
+            (
+                schema.COLLATE_DEDUP_KEY.format(table=names.partition(queue_id, n)),
+                schema.sweep_index_ddl(names, queue_id, n),
+            ),
         )
-        await conn.execute(ddl, prepare=False)
 
 
 async def _expiry_from_availability(conn: Conn, names: Names) -> None:
@@ -91,7 +92,7 @@ async def prepare_schema(conn: Conn, names: Names, store: str, apply: bool) -> S
     if found is None:
         after = versions.newest(MIGRATIONS)
         if apply:
-            await conn.execute(_fill(schema.CREATE_SCHEMA, names), prepare=False)
+            await schema.run_each(conn, (_fill(s, names) for s in schema.CREATE_SCHEMA))
             await _record(conn, names, after)
         return versions.report(store, None, (), after, apply)
     todo, after = versions.plan_migrations(MIGRATIONS, found, store)
@@ -100,7 +101,7 @@ async def prepare_schema(conn: Conn, names: Names, store: str, apply: bool) -> S
             assert migration.step is not None, "version 1 is every store's baseline"
             await migration.step(conn, names)
         await conn.execute(_fill(schema.CREATE_VERSION_TABLE, names), prepare=False)
-        await conn.execute(_fill(schema.CREATE_FUNCTIONS, names), prepare=False)
+        await schema.run_each(conn, (_fill(s, names) for s in schema.CREATE_FUNCTIONS))
         await _record(conn, names, after)
     return versions.report(store, found, todo, after, apply)
 

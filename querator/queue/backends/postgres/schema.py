@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from psycopg import sql
 
 if TYPE_CHECKING:
+    from querator.queue.backends.postgres.items import Conn
     from querator.queue.backends.postgres.statements import Names
 
 
@@ -134,47 +135,53 @@ CREATE TABLE IF NOT EXISTS {schema_version} (
     version integer NOT NULL,
     requires integer NOT NULL,
     migrated_at timestamptz NOT NULL DEFAULT now()
-);
+)
 """
 CREATE_VERSION_TABLE: Final = sql.SQL(_VERSION_TABLE)
 """The one-row table of the schema's version, and the oldest version a client
 must know to use the store (see :mod:`.migrations`)."""
 
-_FUNCTIONS = (
-    """
+CREATE_FUNCTIONS: Final = (
+    sql.SQL(
+        """
 CREATE OR REPLACE FUNCTION {schema}.check_failed() RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'querator: a checked change found a failed check'
         USING ERRCODE = 'QR409';
 END
-$$;
+$$
+"""
+    ),
+    sql.SQL(
+        """
 CREATE OR REPLACE FUNCTION {schema}.lookup_keys(tables regclass[], keys text[], after bigint)
 RETURNS TABLE (part integer, """
-    + ", ".join(f"{c.name} {c.read_type}" for c in ITEM_TABLE)
-    + """)
+        + ", ".join(f"{c.name} {c.read_type}" for c in ITEM_TABLE)
+        + """)
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     FOR n IN 1 .. coalesce(array_length(tables, 1), 0) LOOP
         RETURN QUERY EXECUTE format(
             'SELECT $2, """
-    + item_select("t")
-    + """ FROM %s AS t WHERE t.dedup_key = ANY($1)', tables[n])
+        + item_select("t")
+        + """ FROM %s AS t WHERE t.dedup_key = ANY($1)', tables[n])
         USING keys, n - 1;
     END LOOP;
 END
-$$;
+$$
 """
+    ),
 )
-CREATE_FUNCTIONS: Final = sql.SQL(_FUNCTIONS)
 """``check_failed()``, which one-statement changes call to undo themselves, and
 ``lookup_keys()``, which looks up dedup keys with a snapshot of its own: called
 at the end of a one-statement change (``after`` makes it wait for the change's
 parts), it sees the change and everything committed until then (idempotent).
 Functions hold no data: :mod:`.migrations` replaces them after any migration."""
 
-CREATE_SCHEMA: Final = sql.SQL(
-    """
-CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE_SCHEMA: Final = (
+    sql.SQL("CREATE SCHEMA IF NOT EXISTS {schema}"),
+    sql.SQL(
+        """
 CREATE TABLE IF NOT EXISTS {queues} (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name text COLLATE "C" NOT NULL UNIQUE,
@@ -185,34 +192,54 @@ CREATE TABLE IF NOT EXISTS {queues} (
     reference text NOT NULL,
     partitions integer NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS queues_dead_queue ON {queues} (dead_queue)
-    WHERE dead_queue IS NOT NULL;
+)
+"""
+    ),
+    sql.SQL(
+        "CREATE INDEX IF NOT EXISTS queues_dead_queue ON {queues} (dead_queue)"
+        " WHERE dead_queue IS NOT NULL"
+    ),
+    sql.SQL(
+        """
 CREATE TABLE IF NOT EXISTS {maintenance} (
     id boolean PRIMARY KEY DEFAULT true CHECK (id),
     last_run timestamptz NOT NULL
-);
-INSERT INTO {maintenance} (id, last_run) VALUES (true, '-infinity')
-    ON CONFLICT (id) DO NOTHING;
+)
 """
-    + _VERSION_TABLE
-    + _FUNCTIONS
+    ),
+    sql.SQL(
+        "INSERT INTO {maintenance} (id, last_run) VALUES (true, '-infinity')"
+        " ON CONFLICT (id) DO NOTHING"
+    ),
+    CREATE_VERSION_TABLE,
+    *CREATE_FUNCTIONS,
 )
 """Creates the newest schema: the queue table, the maintenance row, the version
-table (its row is written by :mod:`.migrations`) and the functions."""
+table (its row is written by :mod:`.migrations`) and the functions. Like every
+DDL here it is a sequence of single statements, run one ``execute`` each
+(:func:`run_each`): Citus refuses several commands in one string."""
 
-CREATE_PARTITION: Final = sql.SQL(
-    "\nCREATE TABLE IF NOT EXISTS {table} (\n    "
-    + ",\n    ".join(c.definition for c in ITEM_TABLE)
-    + """
-) WITH (fillfactor = 70);
-CREATE UNIQUE INDEX IF NOT EXISTS {dedup_index} ON {table} (dedup_key)
-    WHERE dedup_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS {available_index} ON {table} (available_at, seq);
-"""
+CREATE_PARTITION: Final = (
+    sql.SQL(
+        "\nCREATE TABLE IF NOT EXISTS {table} (\n    "
+        + ",\n    ".join(c.definition for c in ITEM_TABLE)
+        + "\n) WITH (fillfactor = 70)"
+    ),
+    sql.SQL(
+        "CREATE UNIQUE INDEX IF NOT EXISTS {dedup_index} ON {table} (dedup_key)"
+        " WHERE dedup_key IS NOT NULL"
+    ),
+    sql.SQL("CREATE INDEX IF NOT EXISTS {available_index} ON {table} (available_at, seq)"),
 )
 """Creates one partition's item table; fillfactor leaves room for HOT updates.
 The dead-letter sweep's index comes with it (:data:`CREATE_SWEEP_INDEX`)."""
+
+
+async def run_each(conn: Conn, statements: Iterable[sql.SQL | sql.Composed]) -> None:
+    """Run ``statements`` in order, one ``execute`` each, unprepared (DDL runs once)."""
+    for statement in statements:
+        await conn.execute(statement, prepare=False)
+
 
 SWEEP_KEY: Final = (
     "(CASE WHEN attempts > 0 AND available_at < expire_at THEN available_at ELSE expire_at END)"
@@ -222,7 +249,7 @@ leased, the end of its lease if sooner. Every exhausted or expired, unheld item
 has this key in the past; a fresh item reaches it only when it expires."""
 
 CREATE_SWEEP_INDEX: Final = sql.SQL(
-    "CREATE INDEX IF NOT EXISTS {sweep_index} ON {table} (" + SWEEP_KEY + ");"
+    "CREATE INDEX IF NOT EXISTS {sweep_index} ON {table} (" + SWEEP_KEY + ")"
 )
 """The index :data:`~.statements.DUE_FOUND` walks, so that a sweep reads the
 items it may move, not every due item of the partition (a backlog of 100k due
@@ -232,17 +259,20 @@ DROP_TABLES: Final = sql.SQL("DROP TABLE IF EXISTS {tables}")
 """Drops a queue's partition tables (``{tables}`` is a joined identifier list)."""
 
 
-def partitions_ddl(names: Names, tables: Iterable[tuple[int, int]]) -> sql.Composed:
+def partitions_ddl(names: Names, tables: Iterable[tuple[int, int]]) -> list[sql.Composed]:
     """:data:`CREATE_PARTITION` and :data:`CREATE_SWEEP_INDEX` of each (queue_id, partition)."""
-    return sql.SQL("").join(
-        CREATE_PARTITION.format(
-            table=names.partition(queue_id, n),
-            dedup_index=names.index(queue_id, n, "dedup"),
-            available_index=names.index(queue_id, n, "available"),
+    statements: list[sql.Composed] = []
+    for queue_id, n in tables:
+        statements.extend(
+            statement.format(
+                table=names.partition(queue_id, n),
+                dedup_index=names.index(queue_id, n, "dedup"),
+                available_index=names.index(queue_id, n, "available"),
+            )
+            for statement in CREATE_PARTITION
         )
-        + sweep_index_ddl(names, queue_id, n)
-        for queue_id, n in tables
-    )
+        statements.append(sweep_index_ddl(names, queue_id, n))
+    return statements
 
 
 def sweep_index_ddl(names: Names, queue_id: int, partition: int) -> sql.Composed:
@@ -269,7 +299,7 @@ WRITE_VERSION: Final = sql.SQL(
     """
 INSERT INTO {schema_version} (id, version, requires) VALUES (true, %(version)s, %(requires)s)
 ON CONFLICT (id) DO UPDATE
-SET version = excluded.version, requires = excluded.requires, migrated_at = now()
+SET version = excluded.version, requires = excluded.requires, migrated_at = excluded.migrated_at
 """
 )
 """Records the version the store is at now."""
@@ -278,7 +308,7 @@ QUEUE_TABLES: Final = sql.SQL("SELECT id, partitions FROM {queues} ORDER BY id")
 """Every queue's id and partition count: the item tables a migration changes."""
 
 COLLATE_DEDUP_KEY: Final = sql.SQL(
-    'ALTER TABLE {table} ALTER COLUMN dedup_key TYPE text COLLATE "C";'
+    'ALTER TABLE {table} ALTER COLUMN dedup_key TYPE text COLLATE "C"'
 )
 """Version 2: dedup keys compare by code point (rebuilds the table's dedup index)."""
 

@@ -95,13 +95,15 @@ class Names:
 
 SESSION_SETTINGS: Final = sql.SQL(
     "SELECT set_config('TimeZone', 'UTC', false),"
-    " set_config('plan_cache_mode', 'force_generic_plan', false),"
+    " set_config('plan_cache_mode', CASE WHEN current_setting('citus.version', true) IS NULL"
+    " THEN 'force_generic_plan' ELSE 'auto' END, false),"
     " set_config('enable_seqscan', 'off', false),"
     " set_config('jit', 'off', false)"
 )
 """Run on every pooled connection: timestamps come back in UTC, prepared
 statements keep one generic plan, scans go through indexes, and nothing is
-JIT-compiled.
+JIT-compiled (on a Citus coordinator, plans stay PostgreSQL's choice: Citus
+cannot route a generic plan of a statement whose bound values it must see).
 
 Every hot statement looks rows up by key or leases in index order. A custom
 plan per execution (PostgreSQL's choice for the first five executions, and for
@@ -255,7 +257,7 @@ WITH inserted AS (
     ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING seq, dedup_key
 ),
-woken AS (SELECT pg_notify(%(channel)s, %(queue)s) WHERE %(notify)s::boolean)
+woken AS (SELECT pg_notify(%(channel)s, %(queue)s)::text WHERE %(notify)s::boolean)
 SELECT seq, dedup_key FROM inserted
 UNION ALL SELECT -1, NULL FROM woken
 """
@@ -308,7 +310,7 @@ INSERT_UNKEYED_SELECT: Final = sql.SQL("SELECT {partition}::integer, seq FROM {n
 INSERT_UNKEYED: Final = sql.SQL(
     """
 WITH {branches},
-woken AS (SELECT pg_notify(%(channel)s, %(queue)s))
+woken AS (SELECT pg_notify(%(channel)s, %(queue)s)::text)
 {selects}
 UNION ALL SELECT -1, 0 FROM woken
 """
@@ -712,7 +714,7 @@ FUSED_DONE: Final = "CASE WHEN {explained} THEN 0 ELSE {{schema}}.check_failed()
 taken by a transaction that committed after the statement began)."""
 
 FUSED_WOKEN: Final = (
-    "\nwoken AS (SELECT pg_notify(%(channel)s, w) FROM unnest(%(notify)s::text[]) AS w)"
+    "\nwoken AS (SELECT pg_notify(%(channel)s, w)::text FROM unnest(%(notify)s::text[]) AS w)"
 )
 """Wakes the produced queues' listeners (at commit)."""
 
