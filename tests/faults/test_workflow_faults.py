@@ -43,6 +43,7 @@ from workflows.ops_procs import WorkerProc, read_log, spawn_worker
 from querator import Querator
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable
 from querator.workflows import RunHandle, WorkflowError, start
+from querator.workflows.errors import RunNotFound
 
 from .cluster import Cluster
 from .harness import (
@@ -328,7 +329,7 @@ def _not_stored(run: RunHandle[int], unavailable: Counter[str]) -> bool:
     """Whether the database knows nothing of ``run`` (its start was lost)."""
     try:
         until_available(run.status, time.monotonic() + 30)
-    except InvalidArgument:
+    except (InvalidArgument, RunNotFound):  # RunNotFound: no record of it at all
         return True
     except Unavailable:
         unavailable["status"] += 1
