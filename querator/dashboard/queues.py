@@ -9,6 +9,7 @@ never a count of the table); dead letters from :mod:`querator.queue.dead_letters
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -22,6 +23,7 @@ from querator.queue.models import QueueGauges, QueueInfo
 
 if TYPE_CHECKING:
     from querator.dashboard.app import Served
+    from querator.queue.service import AsyncQueueClient
 
 PAGE = 200
 """Queues a page lists."""
@@ -73,17 +75,22 @@ def _chosen(form_ids: list[str]) -> list[str] | None:
 
 async def requeue(request: Request, state: Served, viewer: Viewer) -> Response:
     """Send the chosen dead letters (or all) back to their queue."""
-    name = request.path_params["name"]
-    ids = [str(v) for v in request.state.form.getlist("id")]
-    if ids:
-        await requeue_async(state.aq, name, _chosen(ids))
-    return RedirectResponse(link(request, "queue", name=name), status_code=303)
+    return await _on_dead_letters(request, state, requeue_async)
 
 
 async def purge(request: Request, state: Served, viewer: Viewer) -> Response:
     """Delete the chosen dead letters (or all) for good."""
+    return await _on_dead_letters(request, state, purge_async)
+
+
+async def _on_dead_letters(
+    request: Request,
+    state: Served,
+    action: Callable[[AsyncQueueClient, str, Sequence[str] | None], Awaitable[int]],
+) -> Response:
+    """Apply ``action`` to the dead letters the form chose, then show the queue."""
     name = request.path_params["name"]
     ids = [str(v) for v in request.state.form.getlist("id")]
     if ids:
-        await purge_async(state.aq, name, _chosen(ids))
+        await action(state.aq, name, _chosen(ids))
     return RedirectResponse(link(request, "queue", name=name), status_code=303)
