@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from querator.cli import AsJson, Url, _json_list, _reporting, _store, _table, _when, app
+from querator.cli.app import AsJson, Url, _reporting, _store, app
 from querator.cli.help_format import CliGroup
+from querator.cli.output import _json_list, _table, _when
 from querator.locks import list_semaphores
-from querator.queue.backends import DEFAULT_URL
+from querator.queue.options import DEFAULT_URL
 
 locks_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Locks and semaphores.")
 app.add_typer(locks_app, name="locks")

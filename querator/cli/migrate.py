@@ -12,9 +12,9 @@ from typing import Annotated
 import anyio
 import typer
 
-from querator.cli import Url, _refuse_missing_file, _reporting, app
-from querator.queue.backends import DEFAULT_URL, open_backend
-from querator.queue.backends.schema_versions import SchemaReport
+from querator.cli.app import Url, _refuse_missing_file, _reporting, app
+from querator.queue.options import DEFAULT_URL
+from querator.queue.service import SchemaReport, migrate_store
 
 DryRun = Annotated[
     bool, typer.Option("--dry-run", help="List the pending migrations; change nothing.")
@@ -26,8 +26,7 @@ def migrate(url: Url = DEFAULT_URL, dry_run: DryRun = False) -> None:
     """Create the store's schema, or migrate it to the newest version this querator knows."""
     with _reporting():
         _refuse_missing_file(url)
-        backend = open_backend(url)
-        report = anyio.run(backend.migrate, not dry_run)
+        report = anyio.run(migrate_store, url, not dry_run)
     for line in describe(report):
         typer.echo(line)
 

@@ -7,23 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from querator.cli import (
-    AsJson,
-    Url,
-    _json_list,
-    _reporting,
-    _store,
-    _table,
-    _when,
-    app,
-    dead_app,
-    queues_app,
-)
+from querator.cli.app import AsJson, Url, _reporting, _store, app, dead_app, queues_app
+from querator.cli.output import _json_list, _table, _when
 from querator.errors import InvalidArgument, QueratorError
-from querator.queue.backends import DEFAULT_URL
 from querator.queue.dead_letters import dead_letters, purge, requeue
 from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
 from querator.queue.models import KEPT, QueueSettings, StoredItem
+from querator.queue.options import DEFAULT_URL
 from querator.queue.validation import check_duration
 from querator.workflows.pollers import UNSERVED_GRACE, unserved_items
 

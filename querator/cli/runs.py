@@ -9,20 +9,12 @@ from typing import Annotated
 
 import typer
 
-from querator.cli import (
-    AsJson,
-    Url,
-    _json_list,
-    _reporting,
-    _store,
-    _table,
-    _when,
-    load_functions,
-    runs_app,
-)
+from querator.cli.app import AsJson, Url, _reporting, _store, runs_app
+from querator.cli.loading import load_functions
+from querator.cli.output import _json_list, _table, _when
 from querator.errors import InvalidArgument
-from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
+from querator.queue.options import DEFAULT_URL
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs

@@ -11,11 +11,12 @@ from typing import Annotated
 
 import typer
 
-from querator.cli import Url, _refuse_missing_file, _reporting, app, load_functions
+from querator.cli.app import Url, _refuse_missing_file, _reporting, app
+from querator.cli.loading import load_functions
 from querator.cli.worker import WORKER_STORE_WAIT, LogFormat, LogLevel, check_logging
 from querator.errors import InvalidArgument
-from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
+from querator.queue.options import DEFAULT_URL
 from querator.queue.validation import check_duration
 from querator.telemetry.logs import configure_logging
 from querator.workflows.cron.scheduler import Scheduler

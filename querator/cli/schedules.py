@@ -6,19 +6,11 @@ from typing import Annotated
 
 import typer
 
-from querator.cli import (
-    AsJson,
-    Url,
-    _json_list,
-    _reporting,
-    _store,
-    _table,
-    _when,
-    schedules_app,
-)
+from querator.cli.app import AsJson, Url, _reporting, _store, schedules_app
+from querator.cli.output import _json_list, _table, _when
 from querator.cli.start import WorkflowApp, _arguments, _workflow
 from querator.errors import InvalidArgument
-from querator.queue.backends import DEFAULT_URL
+from querator.queue.options import DEFAULT_URL
 from querator.workflows.cron.api import (
     ScheduleOptions,
     delete_schedule,

@@ -25,21 +25,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from querator.cli import (
-    AsJson,
-    Url,
-    _json_list,
-    _reporting,
-    _store,
-    _table,
-    _when,
-    app,
-    load_functions,
-)
+from querator.cli.app import AsJson, Url, _reporting, _store, app
 from querator.cli.help_format import CliGroup
+from querator.cli.loading import load_functions
+from querator.cli.output import _json_list, _table, _when
 from querator.errors import InvalidArgument
 from querator.http.limits import ConnectionLimits
-from querator.queue.backends import DEFAULT_URL
+from querator.queue.options import DEFAULT_URL
 
 if TYPE_CHECKING:
     from querator.http.auth import AuthMode

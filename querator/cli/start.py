@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from querator.cli import AsJson, Url, _reporting, _store, app, load_functions
+from querator.cli.app import AsJson, Url, _reporting, _store, app
+from querator.cli.loading import load_functions
 from querator.errors import InvalidArgument
-from querator.queue.backends import DEFAULT_URL
+from querator.queue.options import DEFAULT_URL
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import get_run
 from querator.workflows.runs import start

@@ -23,12 +23,13 @@ from typing import Annotated, Any
 
 import typer
 
-from querator.cli import AsJson, Url, _reporting, _store, _table, _when, app
+from querator.cli.app import AsJson, Url, _reporting, _store, app
 from querator.cli.help_format import CliGroup
+from querator.cli.output import _table, _when
 from querator.cli.worker import WORKER_STORE_WAIT, LogFormat, LogLevel, check_logging
 from querator.errors import InvalidArgument
-from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
+from querator.queue.options import DEFAULT_URL
 from querator.telemetry.logs import configure_logging
 from querator.webhooks import DeliveryWorker, Endpoint, Webhooks, WebhookSettings
 

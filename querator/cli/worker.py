@@ -8,15 +8,11 @@ from typing import Annotated
 
 import typer
 
-from querator.cli import (
-    Url,
-    _reporting,
-    app,
-    load_functions,
-)
+from querator.cli.app import Url, _reporting, app
+from querator.cli.loading import load_functions
 from querator.errors import InvalidArgument
-from querator.queue.backends import DEFAULT_URL
 from querator.queue.client import QueueClient
+from querator.queue.options import DEFAULT_URL
 from querator.telemetry import logs
 from querator.telemetry.logs import FORMATS, configure_logging
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS

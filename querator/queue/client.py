@@ -13,7 +13,6 @@ from typing import Any, Self, TypeVar
 from typing_extensions import Unpack
 
 from querator.errors import UsageError
-from querator.queue.backends import DEFAULT_URL
 from querator.queue.loop_thread import LoopThread
 from querator.queue.models import (
     Item,
@@ -25,7 +24,7 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
-from querator.queue.options import ClientOptions, TransactOptions
+from querator.queue.options import DEFAULT_URL, ClientOptions, TransactOptions
 from querator.queue.plans import RefLike
 from querator.queue.service import AsyncQueueClient
 

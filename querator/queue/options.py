@@ -16,7 +16,11 @@ from querator.clock import Clock
 from querator.errors import InvalidArgument
 from querator.queue.models import Item, Leased, Ref
 
-__all__ = ["ClientOptions", "TransactOptions", "check_options"]
+__all__ = ["DEFAULT_URL", "ClientOptions", "TransactOptions", "check_options"]
+
+DEFAULT_URL = "sqlite:///querator.db"
+"""The store a client opens when given no URL (and the CLI without ``--url``
+or ``$QUERATOR_URL``)."""
 
 
 class ClientOptions(TypedDict, total=False):

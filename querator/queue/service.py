@@ -26,8 +26,9 @@ from typing_extensions import Unpack
 from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
-from querator.queue.backends import DEFAULT_URL, open_backend
+from querator.queue.backends import open_backend
 from querator.queue.backends.base import Backend, Kinds, Leases, NewItem, TxnPlan
+from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.ids import parse_id
 from querator.queue.maintenance import maintain_forever, run_maintenance
 from querator.queue.models import (
@@ -40,7 +41,7 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
-from querator.queue.options import ClientOptions, TransactOptions, check_options
+from querator.queue.options import DEFAULT_URL, ClientOptions, TransactOptions, check_options
 from querator.queue.outage import Backoff, Outage
 from querator.queue.plans import RefLike, build_plan, check_unique, refs_of, route_items
 from querator.queue.routing import Spreader, lease_order
@@ -59,6 +60,8 @@ from querator.queue.validation import (
 from querator.queue.waiting import WakeBoard, Watch, wait_for_wake
 from querator.telemetry import messaging, queue_gauges, queue_metrics
 from querator.telemetry.switches import metering, observing
+
+__all__ = ["AsyncQueueClient", "SchemaReport", "migrate_store"]
 
 Carrier = Callable[[str], Mapping[str, str] | None]
 """Per destination queue, the trace context its produced items get (or None)."""
@@ -813,3 +816,10 @@ def _check_produce(field: str, by_queue: object) -> None:
 
 def _gauges_failed(exc: Exception) -> None:
     log.warning("querator: reading the queue gauges failed: %s", exc)
+
+
+async def migrate_store(url: str, apply: bool = True) -> SchemaReport:
+    """Create the schema of the store at ``url``, or migrate it to the newest
+    version this querator knows (``apply=False``: only report what would be
+    done); opening a client does the same, this lets operators choose the time."""
+    return await open_backend(url).migrate(apply)

@@ -8,7 +8,7 @@ from conformance.helpers import items, make_queue
 
 from querator import Querator
 from querator.queue.backends.postgres.backend import PostgresBackend
-from querator.queue.backends.postgres.statements import Names
+from querator.queue.backends.postgres.schema import Names
 
 from .cluster import CitusCluster
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument
 from querator.queue.backends.base import Backend
+from querator.queue.options import DEFAULT_URL as DEFAULT_URL
 
-DEFAULT_URL = "sqlite:///querator.db"
-"""Where ``Querator()`` keeps its data when given no URL: ``./querator.db``."""
+# DEFAULT_URL moved to querator.queue.options; kept for the branches merged after.
 
 
 def open_backend(url: str, clock: Clock = SYSTEM) -> Backend:

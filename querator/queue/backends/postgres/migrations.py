@@ -19,7 +19,7 @@ from psycopg import sql
 from querator.queue.backends import schema_versions as versions
 from querator.queue.backends.postgres import schema
 from querator.queue.backends.postgres.items import Conn
-from querator.queue.backends.postgres.statements import Names
+from querator.queue.backends.postgres.schema import Names
 from querator.queue.backends.schema_versions import Migration, SchemaReport, StoreVersion
 from querator.queue.models import DEFAULT_EXPIRE_TIMEOUT, KEPT
 

@@ -8,19 +8,74 @@ list of item columns a statement selects, inserts or returns
 The DDL here builds the newest schema in one go, for a new store; a store made
 by an older querator is brought up to it by :mod:`.migrations`. Templates are
 :class:`psycopg.sql.SQL` objects whose ``{fields}`` are identifiers from
-:class:`~.statements.Names`.
+:class:`Names`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Final, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
 
-from psycopg import sql
+from psycopg import AsyncConnection, sql
 
-if TYPE_CHECKING:
-    from querator.queue.backends.postgres.items import Conn
-    from querator.queue.backends.postgres.statements import Names
+from querator.errors import InvalidArgument
+
+SCHEMA_PATTERN: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+"""Accepted schema names: lower-case identifiers that never need quoting."""
+
+_CHANNEL_PREFIX: Final = "querator_"
+_MAX_IDENTIFIER: Final = 63
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """The identifiers of one querator schema."""
+
+    schema: str
+
+    def __post_init__(self) -> None:
+        if not SCHEMA_PATTERN.fullmatch(self.schema):
+            raise InvalidArgument("schema", f"{self.schema!r} must match {SCHEMA_PATTERN.pattern}")
+
+    @property
+    def schema_id(self) -> sql.Identifier:
+        """The schema itself."""
+        return sql.Identifier(self.schema)
+
+    @property
+    def queues(self) -> sql.Identifier:
+        """The table of queues and their settings."""
+        return sql.Identifier(self.schema, "queues")
+
+    @property
+    def maintenance(self) -> sql.Identifier:
+        """The one-row table that coordinates maintenance runs."""
+        return sql.Identifier(self.schema, "maintenance")
+
+    @property
+    def schema_version(self) -> sql.Identifier:
+        """The one-row table of the schema's version."""
+        return sql.Identifier(self.schema, "schema_version")
+
+    @property
+    def channel(self) -> str:
+        """The LISTEN/NOTIFY channel of this schema (at most 63 bytes)."""
+        channel = _CHANNEL_PREFIX + self.schema
+        if len(channel) > _MAX_IDENTIFIER:
+            digest = hashlib.sha256(self.schema.encode()).hexdigest()[:32]
+            channel = _CHANNEL_PREFIX + digest
+        return channel
+
+    def partition(self, queue_id: int, partition: int) -> sql.Identifier:
+        """The item table of one partition, named from internal numbers only."""
+        return sql.Identifier(self.schema, f"q{int(queue_id)}_p{int(partition)}")
+
+    def index(self, queue_id: int, partition: int, suffix: str) -> sql.Identifier:
+        """An index of a partition table (indexes live in their table's schema)."""
+        return sql.Identifier(f"q{int(queue_id)}_p{int(partition)}_{suffix}")
 
 
 class Column(NamedTuple):
@@ -235,7 +290,9 @@ CREATE_PARTITION: Final = (
 The dead-letter sweep's index comes with it (:data:`CREATE_SWEEP_INDEX`)."""
 
 
-async def run_each(conn: Conn, statements: Iterable[sql.SQL | sql.Composed]) -> None:
+async def run_each(
+    conn: AsyncConnection[Any], statements: Iterable[sql.SQL | sql.Composed]
+) -> None:
     """Run ``statements`` in order, one ``execute`` each, unprepared (DDL runs once)."""
     for statement in statements:
         await conn.execute(statement, prepare=False)

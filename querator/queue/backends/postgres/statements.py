@@ -4,7 +4,8 @@ DDL (:mod:`.schema`): queues, items, transactions, dead-lettering, and the parts
 columns here is built from :data:`.schema.ITEM_TABLE`.
 
 Templates are :class:`psycopg.sql.SQL` objects. Identifiers fill their
-``{fields}`` through :class:`Names`, which builds every table name from the
+``{fields}`` through :class:`.schema.Names` (imported here too, for the
+modules that name it ``stmt.Names``), which builds every table name from the
 schema and internal numbers only; values are always bound parameters
 (``%(name)s``). The alias ``t`` names the item table wherever
 :data:`ITEM_COLUMNS` is selected.
@@ -13,14 +14,10 @@ schema and internal numbers only; values are always bound parameters
 from __future__ import annotations
 
 import functools
-import hashlib
-import re
-from dataclasses import dataclass
 from typing import Final
 
 from psycopg import sql
 
-from querator.errors import InvalidArgument
 from querator.queue.backends.postgres.schema import (
     GIVEN,
     ITEM_POSITION,
@@ -33,63 +30,11 @@ from querator.queue.backends.postgres.schema import (
     item_row,
     item_select,
 )
+from querator.queue.backends.postgres.schema import Names as Names  # noqa: PLC0414
 from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
 from querator.queue.models import KEPT
 
-SCHEMA_PATTERN: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-"""Accepted schema names: lower-case identifiers that never need quoting."""
-
-_CHANNEL_PREFIX: Final = "querator_"
-_MAX_IDENTIFIER: Final = 63
-
-
-@dataclass(frozen=True, slots=True)
-class Names:
-    """The identifiers of one querator schema."""
-
-    schema: str
-
-    def __post_init__(self) -> None:
-        if not SCHEMA_PATTERN.fullmatch(self.schema):
-            raise InvalidArgument("schema", f"{self.schema!r} must match {SCHEMA_PATTERN.pattern}")
-
-    @property
-    def schema_id(self) -> sql.Identifier:
-        """The schema itself."""
-        return sql.Identifier(self.schema)
-
-    @property
-    def queues(self) -> sql.Identifier:
-        """The table of queues and their settings."""
-        return sql.Identifier(self.schema, "queues")
-
-    @property
-    def maintenance(self) -> sql.Identifier:
-        """The one-row table that coordinates maintenance runs."""
-        return sql.Identifier(self.schema, "maintenance")
-
-    @property
-    def schema_version(self) -> sql.Identifier:
-        """The one-row table of the schema's version."""
-        return sql.Identifier(self.schema, "schema_version")
-
-    @property
-    def channel(self) -> str:
-        """The LISTEN/NOTIFY channel of this schema (at most 63 bytes)."""
-        channel = _CHANNEL_PREFIX + self.schema
-        if len(channel) > _MAX_IDENTIFIER:
-            digest = hashlib.sha256(self.schema.encode()).hexdigest()[:32]
-            channel = _CHANNEL_PREFIX + digest
-        return channel
-
-    def partition(self, queue_id: int, partition: int) -> sql.Identifier:
-        """The item table of one partition, named from internal numbers only."""
-        return sql.Identifier(self.schema, f"q{int(queue_id)}_p{int(partition)}")
-
-    def index(self, queue_id: int, partition: int, suffix: str) -> sql.Identifier:
-        """An index of a partition table (indexes live in their table's schema)."""
-        return sql.Identifier(f"q{int(queue_id)}_p{int(partition)}_{suffix}")
-
+# Names moved to .schema; ``stmt.Names`` is kept for the branches merged after.
 
 # -- schema -----------------------------------------------------------------
 
