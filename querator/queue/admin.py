@@ -9,6 +9,7 @@ invalidate it at once; changes made by other processes are seen within
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 
@@ -19,17 +20,16 @@ from querator.queue.validation import check_count, check_name
 
 
 class QueueAdmin:
-    """Queue management shared by the async client (and, through it, the sync one)."""
+    """Queue management of one client (a part of
+    :class:`~querator.queue.service.AsyncQueueClient`, which documents each
+    call); ``opened`` returns the backend, or raises when the client is closed."""
 
-    def __init__(self, backend: Backend, *, cache_ttl: float) -> None:
-        self._backend = backend
+    def __init__(self, opened: Callable[[], Backend], *, cache_ttl: float) -> None:
+        self._require_open = opened
         self._cache_ttl = cache_ttl
         self._cache: dict[str, tuple[QueueInfo, float]] = {}
         self._fetching: dict[str, anyio.Event] = {}
         """Queue -> set when the look-up of its info under way ends (one at a time)."""
-
-    def _require_open(self) -> Backend:
-        return self._backend
 
     async def queue_info(self, name: str) -> QueueInfo:
         """The queue's info, from the cache when fresh.

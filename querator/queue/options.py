@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
-from querator.clock import Clock
+from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument
 from querator.queue.models import Item, Leased, Ref
+from querator.queue.validation import check_duration
 
-__all__ = ["DEFAULT_URL", "ClientOptions", "TransactOptions", "check_options"]
+__all__ = [
+    "DEFAULT_URL",
+    "ClientOptions",
+    "ClientSettings",
+    "TransactOptions",
+    "check_options",
+    "client_settings",
+]
 
 DEFAULT_URL = "sqlite:///querator.db"
 """The store a client opens when given no URL (and the CLI without ``--url``
@@ -39,6 +47,39 @@ class ClientOptions(TypedDict, total=False):
     clock: Clock
     """The clock every decision reads (default: the store's own; a
     :class:`~querator.clock.ManualClock` lets tests step time)."""
+
+
+class ClientSettings(NamedTuple):
+    """:class:`ClientOptions` checked, every default filled in."""
+
+    notifications: bool
+    poll_interval: float
+    maintenance_interval: float
+    cache_ttl: float
+    wait_for_store: float
+    clock: Clock
+
+
+def client_settings(options: ClientOptions) -> ClientSettings:
+    """The checked settings of a client given ``options`` (the defaults live here)."""
+    check_options("Querator", options, ClientOptions)
+    clock = options.get("clock", SYSTEM)
+    if not isinstance(clock, Clock):
+        raise InvalidArgument(
+            "clock", f"must be a querator.clock.Clock, got {type(clock).__name__}"
+        )
+    return ClientSettings(
+        notifications=options.get("notifications", True),
+        poll_interval=check_duration("poll_interval", options.get("poll_interval", 1.0)),
+        maintenance_interval=check_duration(
+            "maintenance_interval", options.get("maintenance_interval", 5.0)
+        ),
+        cache_ttl=check_duration("cache_ttl", options.get("cache_ttl", 1.0)),
+        wait_for_store=check_duration(
+            "wait_for_store", options.get("wait_for_store", 0.0), allow_zero=True
+        ),
+        clock=clock,
+    )
 
 
 class TransactOptions(TypedDict, total=False):

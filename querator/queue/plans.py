@@ -6,22 +6,31 @@ shape of a transaction are decided once, for the sync and async clients alike.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from querator.errors import InvalidArgument
 from querator.queue.backends.base import ItemKey, NewItem, RenewOp, RetryOp, TxnPlan
 from querator.queue.ids import parse_id
-from querator.queue.models import Item, Leased, QueueInfo, Ref
+from querator.queue.models import Item, Leased, QueueInfo, Ref, TransactResult
+from querator.queue.options import TransactOptions
 from querator.queue.routing import Spreader, partition_for_key
 from querator.queue.validation import (
+    MAX_BATCH,
     MAX_PAYLOAD,
     check_batch,
     check_duration,
     check_instant,
+    check_keys,
     check_name,
     check_sequence,
 )
+
+_NONE: Mapping[str, list[Any]] = MappingProxyType({})
+"""An empty mapping no transaction changes (the default of its mapping fields)."""
 
 RefLike = Leased | Ref | tuple[str, int]
 """What complete/retry/renew accept: a leased item, a Ref, or an (id, version) pair."""
@@ -164,3 +173,170 @@ def build_plan(
         depends=keys("depends"),
         produce=produce,
     )
+
+
+class Transaction(NamedTuple):
+    """One checked transaction request of the queue service (a ``transact``,
+    ``commit``, ``complete``, ``retry`` or ``renew``), before the queues it names
+    are looked up."""
+
+    groups: Mapping[str, Sequence[Ref]]
+    """``complete``, ``retry``, ``renew`` and ``depends``: the items of each role."""
+    produce: Mapping[str, Sequence[Item]] = _NONE
+    retry_at: datetime | None = None
+    dead: bool = False
+    extend: float | None = None
+    client_id: str | None = None
+    """Who leases the ``claimed`` items (given with them only)."""
+    claimed: Mapping[str, Sequence[Item]] = _NONE
+    """``produce_leased``: items produced like ``produce``, each one leasable at
+    once leased to ``client_id`` for its queue's ``lease_timeout`` (a hand-off to
+    yourself that skips the round trip of a ``lease``). ``TransactResult.leased``
+    holds, per queue and in order, the :class:`Leased` item or None (scheduled
+    later, or a dedup hit on an item another client holds)."""
+    lookup: Mapping[str, list[str]] = _NONE
+    """Queue -> dedup keys: which items hold those keys once the transaction is
+    applied (``TransactResult.found``), its own changes included and whatever
+    other clients committed before it. PostgreSQL answers in the same statement;
+    SQLite and memory right after, outside the transaction."""
+    silent: frozenset[str] = frozenset()
+    """Queues this transaction does not wake: their waiting consumers and watchers
+    are not notified (records nobody waits for; the items are leasable all the
+    same, found at a waiter's next look, within its wait cap)."""
+    reason: str | None = None
+    """Why retried items are retried (kept with those this dead-letters)."""
+
+    def queue_names(self) -> set[str]:
+        """Every queue the transaction names (their dead queues are looked up too)."""
+        names = {ref.queue for refs in self.groups.values() for ref in refs}
+        return names | set(self.produce) | set(self.claimed) | set(self.lookup)
+
+    def plan(
+        self,
+        queues: Mapping[str, QueueInfo],
+        spreader: Spreader,
+        carrier: Callable[[str], Mapping[str, str] | None],
+    ) -> TxnPlan:
+        """The backend's plan, produced items routed, each with ``carrier(queue)``
+        as its trace context."""
+
+        def routed(
+            field: str, by_queue: Mapping[str, Sequence[Item]]
+        ) -> list[tuple[str, Sequence[NewItem]]]:
+            return [
+                (
+                    name,
+                    route_items(queues[name], items, spreader, f"{field}[{name!r}]", carrier(name)),
+                )
+                for name, items in by_queue.items()
+            ]
+
+        made = build_plan(
+            queues,
+            self.groups,
+            routed("produce", self.produce),
+            self.retry_at,
+            self.dead,
+            self.extend,
+        )
+        if self.reason is not None:
+            made = replace(made, retry=[replace(op, reason=self.reason) for op in made.retry])
+        if self.claimed:
+            made = replace(
+                made, claim=routed("produce_leased", self.claimed), client_id=self.client_id
+            )
+        if self.lookup or self.silent:
+            made = replace(made, lookup=list(self.lookup.items()), silent=self.silent)
+        return made
+
+    def woken(self, queues: Mapping[str, QueueInfo], result: TransactResult) -> set[str]:
+        """The queues whose local waiters to wake once applied: where something may
+        have become leasable (completes, renews and items leased to the caller make
+        nothing new available), less the silent ones."""
+        woken = {name for name, items in self.produce.items() if items}
+        for ref in self.groups.get("retry", ()):
+            woken.add(ref.queue)
+            dead_queue = queues[ref.queue].settings.dead_queue
+            if dead_queue:
+                woken.add(dead_queue)
+        woken |= {name for name, got in result.leased.items() if None in got}
+        return woken - self.silent
+
+
+def change_request(
+    queue: str,
+    role: str,
+    items: Sequence[RefLike],
+    *,
+    retry_at: datetime | None = None,
+    dead: bool = False,
+    extend: float | None = None,
+    reason: str | None = None,
+) -> Transaction:
+    """The checked :class:`Transaction` of a ``complete``, ``retry`` or ``renew``
+    (``role``) of ``items`` of ``queue``."""
+    check_name("queue", queue)
+    refs = refs_of(queue, items, "items")
+    check_batch("items", len(refs))
+    request = Transaction({role: refs}, _NONE, retry_at, dead, extend, reason=reason)
+    check_transaction(request)
+    return request
+
+
+def commit_request(
+    options: TransactOptions,
+    produce_leased: Mapping[str, Sequence[Item]] | None,
+    client_id: str | None,
+    lookup: Mapping[str, Sequence[str]] | None,
+    silent: Collection[str],
+) -> Transaction:
+    """The checked :class:`Transaction` of a ``commit`` (``options``: its
+    :class:`~querator.queue.options.TransactOptions`, names already checked)."""
+    if produce_leased and client_id is None:
+        raise InvalidArgument("client_id", "is required with produce_leased")
+    if client_id is not None:
+        check_name("client_id", client_id)
+    groups = {
+        "complete": refs_of(None, options.get("complete", ()), "complete"),
+        "retry": refs_of(None, options.get("retry", ()), "retry"),
+        "renew": refs_of(None, options.get("renew", ()), "renew"),
+        "depends": refs_of(None, options.get("depends", ()), "depends"),
+    }
+    for role, refs in groups.items():
+        if len(refs) > MAX_BATCH:
+            check_batch(role, len(refs))
+    produce = options.get("produce") or {}
+    if not any(groups.values()) and not produce and not produce_leased:
+        check_batch("transact", 0)
+    keys = {name: check_keys(keys) for name, keys in (lookup or {}).items()}
+    if isinstance(silent, str):
+        raise InvalidArgument("silent", "must be a list of queue names, not one string")
+    quiet = frozenset(check_name("silent", name) for name in silent)
+    request = Transaction(
+        groups,
+        produce,
+        options.get("retry_at"),
+        extend=options.get("extend"),
+        client_id=client_id if produce_leased else None,
+        claimed=produce_leased or {},
+        lookup=keys,
+        silent=quiet,
+    )
+    check_transaction(request)
+    return request
+
+
+def check_transaction(request: Transaction) -> None:
+    """What every transaction is checked for before its queues are looked up: an
+    item in one role once, ``produce`` and ``produce_leased`` dicts of lists."""
+    check_unique(request.groups)
+    _check_produce("produce", request.produce)
+    _check_produce("produce_leased", request.claimed)
+
+
+def _check_produce(field: str, by_queue: object) -> None:
+    """A transaction's ``produce`` (or ``produce_leased``): a dict of lists."""
+    if not isinstance(by_queue, Mapping):
+        raise InvalidArgument(field, "must be a dict: queue name -> list of querator.Item")
+    for name, items in by_queue.items():
+        check_sequence(f"{field}[{name!r}]", items, "querator.Item")
