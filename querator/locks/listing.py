@@ -6,10 +6,10 @@ from datetime import datetime
 
 from querator.locks.names import MAX_LIMIT, QUEUE_PREFIX, index_of, limit_of, name_of, token_of
 from querator.locks.store import holder_of
+from querator.model_bases import View
 from querator.queue.client import QueueClient
 from querator.queue.models import QueueInfo
 from querator.queue.service import AsyncQueueClient
-from querator.records import View
 
 PAGE = 100
 """Queues read per page while listing."""

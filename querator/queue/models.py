@@ -11,8 +11,8 @@ from typing import Annotated, NamedTuple
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from querator.model_bases import InputModel, View
 from querator.queue.validation import MAX_DURATION, NAME_PATTERN
-from querator.records import InputModel, View
 
 __all__ = [
     "DEFAULT_EXPIRE_TIMEOUT",

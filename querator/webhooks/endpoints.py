@@ -8,7 +8,7 @@ from typing import Annotated, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from querator.records import InputModel
+from querator.model_bases import InputModel
 from querator.webhooks.signing import secret_key
 from querator.webhooks.slots import Versioned
 from querator.webhooks.targets import check_url

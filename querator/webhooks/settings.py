@@ -6,8 +6,8 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
+from querator.model_bases import InputModel
 from querator.queue.validation import MAX_DURATION
-from querator.records import InputModel
 
 __all__ = ["DEFAULT_SCHEDULE", "WebhookSettings"]
 

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from querator.errors import InvalidArgument, QueueNotFound
+from querator.model_bases import View
 from querator.queue.client import QueueClient
 from querator.queue.service import AsyncQueueClient
-from querator.records import View
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import load_history
 from querator.workflows.engine.replay import new_live, resume

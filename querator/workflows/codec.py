@@ -21,8 +21,8 @@ from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from querator.errors import InvalidArgument
+from querator.model_bases import validation_message
 from querator.queue.validation import MAX_PAYLOAD
-from querator.records import validation_message
 
 __all__ = ["Codec"]
 

@@ -35,9 +35,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from querator.clock import stamp
+from querator.model_bases import StoredModel
 from querator.queue.models import Item, QueueSettings
 from querator.queue.validation import MAX_DURATION
-from querator.records import StoredModel
 from querator.workflows.run_index import entry_keys
 
 RESULTS_QUEUE = "querator.results"

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from querator.errors import QueueNotFound
+from querator.model_bases import StoredModel, View
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
-from querator.records import StoredModel, View
 from querator.workflows.layout import RESULTS_QUEUE, is_step, is_wake, routed_name
 
 __all__ = [

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from querator.records import InputModel
+from querator.model_bases import InputModel
 
 __all__ = ["RetryDecision", "RetryPolicy"]
 

@@ -17,9 +17,9 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from querator.errors import QueueNotFound
+from querator.model_bases import View
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
-from querator.records import View
 from querator.workflows.layout import RESULTS_QUEUE, StepPayload, is_step, is_wake
 from querator.workflows.pollers import read_pollers, unserved_reason
 from querator.workflows.sagas.compensation import load_saga_state

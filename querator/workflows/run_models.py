@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from querator.records import View
+from querator.model_bases import View
 from querator.workflows.run_detail import CompensationInfo, PendingStep
 from querator.workflows.runs import RunStatus
 

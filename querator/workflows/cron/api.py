@@ -17,11 +17,11 @@ from typing import Any, TypedDict
 from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument, QueueNotFound
+from querator.model_bases import View
 from querator.queue.client import QueueClient
 from querator.queue.options import check_options
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION, check_duration, check_name
-from querator.records import View
 from querator.telemetry.runs import Started, starting
 from querator.workflows.cron.schedules import (
     CatchupPolicy,

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from querator.clock import stamp
 from querator.errors import InvalidArgument
-from querator.records import StoredModel
+from querator.model_bases import StoredModel
 
 __all__ = [
     "CatchupPolicy",
