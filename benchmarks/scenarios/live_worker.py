@@ -17,7 +17,7 @@ from types import TracebackType
 
 from benchmarks.systems.base import Deadline
 from querator import Querator
-from querator.workflows.layout import RESULTS_QUEUE, WORKFLOW_QUEUE
+from querator.workflows.keys import RESULTS_QUEUE, WORKFLOW_QUEUE
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository (the worker's working directory: ``benchmarks`` is importable there)."""

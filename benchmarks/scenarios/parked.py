@@ -27,7 +27,8 @@ from benchmarks.scenarios.live_worker import WorkerProcess
 from benchmarks.systems import QUERATOR
 from benchmarks.systems.base import Deadline
 from querator import Querator
-from querator.workflows.layout import RESULTS_QUEUE, SLEEP_STEP, StepRecord, step_key
+from querator.workflows.keys import RESULTS_QUEUE, SLEEP_STEP, step_key
+from querator.workflows.stored import StepRecord
 
 SCENARIO = "parked"
 POLL = 0.25

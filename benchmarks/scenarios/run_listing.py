@@ -28,7 +28,7 @@ from benchmarks.context import Bench
 from benchmarks.results import Measurement
 from benchmarks.systems import QUERATOR
 from querator import Querator
-from querator.workflows import layout, workflow
+from querator.workflows import stored, workflow
 from querator.workflows.inspection import list_runs
 
 SCENARIO = "run_listing"
@@ -115,15 +115,15 @@ def _start_ms(bench: Bench) -> float:
 
 def _start_cost(bench: Bench) -> None:
     indexed, bare = [], []
-    real = layout.index_items
+    real = stored.index_items
     try:
         for _ in range(AB_ROUNDS):
-            layout.index_items = real
+            stored.index_items = real
             indexed.append(_start_ms(bench))
-            layout.index_items = lambda *args, **kwargs: []  # the same start, no entries
+            stored.index_items = lambda *args, **kwargs: []  # the same start, no entries
             bare.append(_start_ms(bench))
     finally:
-        layout.index_items = real
+        stored.index_items = real
     detail = {"rounds": AB_ROUNDS, "starts": AB_STARTS, "with": indexed, "without": bare}
     rows = (
         ("start() p50, with the run index entries", statistics.median(indexed)),

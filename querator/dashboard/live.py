@@ -22,7 +22,7 @@ from querator.dashboard.render import HEADERS
 from querator.dashboard.session import Viewer
 from querator.errors import InvalidArgument
 from querator.queue.waiting import Watch
-from querator.workflows.layout import RESULTS_QUEUE
+from querator.workflows.keys import RESULTS_QUEUE
 
 if TYPE_CHECKING:
     from querator.dashboard.app import Served

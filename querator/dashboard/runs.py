@@ -18,7 +18,7 @@ from querator.dashboard.render import link, page
 from querator.dashboard.session import Viewer
 from querator.errors import InvalidArgument, QueueNotFound
 from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
-from querator.workflows.layout import RESULTS_QUEUE
+from querator.workflows.keys import RESULTS_QUEUE
 from querator.workflows.rerun import resume_async
 from querator.workflows.run_index import facet_prefix
 from querator.workflows.runs import AsyncRunHandle, RunStatus

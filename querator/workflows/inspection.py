@@ -27,15 +27,11 @@ from querator.queue.models import Item, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count
 from querator.workflows.errors import RunNotFound
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     ENCODING,
     PROGRESS_SLOTS,
     RECORD_KIND,
     RESULTS_QUEUE,
-    ProgressRecord,
-    RunMeta,
-    RunRecord,
-    StepRecord,
     cancel_key,
     meta_key,
     progress_key,
@@ -59,6 +55,7 @@ from querator.workflows.run_index import (
 from querator.workflows.run_models import RunInfo, StepInfo, StepProgress
 from querator.workflows.runs import RunStatus
 from querator.workflows.sagas.compensation import saga_statuses
+from querator.workflows.stored import ProgressRecord, RunMeta, RunRecord, StepRecord
 
 __all__ = [
     "RunInfo",

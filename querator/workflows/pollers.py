@@ -29,7 +29,7 @@ from querator.errors import QueueNotFound
 from querator.model_bases import StoredModel, View
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.layout import RESULTS_QUEUE, is_step, is_wake, routed_name
+from querator.workflows.keys import RESULTS_QUEUE, is_step, is_wake, routed_name
 
 __all__ = [
     "HEARTBEAT",

@@ -28,14 +28,9 @@ from typing import Any
 import anyio.from_thread
 
 from querator.errors import Conflict, InvalidArgument, QueratorError, UsageError
-from querator.workflows.layout import (
-    PROGRESS_SLOTS,
-    RESULTS_QUEUE,
-    ProgressRecord,
-    progress_key,
-    record_item,
-)
+from querator.workflows.keys import PROGRESS_SLOTS, RESULTS_QUEUE, progress_key
 from querator.workflows.step_context import StepContext, current_step
+from querator.workflows.stored import ProgressRecord, record_item
 
 __all__ = ["areport_progress", "report_progress"]
 

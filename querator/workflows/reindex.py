@@ -13,7 +13,8 @@ from querator.queue.client import QueueClient
 from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.inspection import run_infos_async
-from querator.workflows.layout import RECORD_KIND, RESULTS_QUEUE, RunMeta, index_items, meta_key
+from querator.workflows.keys import RECORD_KIND, RESULTS_QUEUE, meta_key
+from querator.workflows.stored import RunMeta, index_items
 
 __all__ = ["reindex_runs", "reindex_runs_async"]
 

@@ -26,22 +26,24 @@ from querator.telemetry.runs import starting
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.history import load_history
 from querator.workflows.errors import RunNotFound
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESUME_TAG,
-    ResumeRecord,
-    RunMeta,
     child_run_id,
-    index_items,
     meta_key,
     new_run_id,
-    record_item,
     resume_key,
-    start_items,
     step_key,
-    wake_item,
 )
 from querator.workflows.runs import AsyncRunHandle, RunHandle
+from querator.workflows.stored import (
+    ResumeRecord,
+    RunMeta,
+    index_items,
+    record_item,
+    start_items,
+    wake_item,
+)
 
 __all__ = ["fork", "fork_async", "resume", "resume_async"]
 

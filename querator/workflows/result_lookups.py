@@ -16,7 +16,7 @@ import anyio
 
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.layout import RESULTS_QUEUE
+from querator.workflows.keys import RESULTS_QUEUE
 
 
 class SharedLookups:

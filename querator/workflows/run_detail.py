@@ -20,9 +20,10 @@ from querator.errors import QueueNotFound
 from querator.model_bases import View
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.layout import RESULTS_QUEUE, StepPayload, is_step, is_wake
+from querator.workflows.keys import RESULTS_QUEUE, is_step, is_wake
 from querator.workflows.pollers import read_pollers, unserved_reason
 from querator.workflows.sagas.compensation import load_saga_state
+from querator.workflows.stored import StepPayload
 
 __all__ = [
     "CompensationInfo",

@@ -26,26 +26,28 @@ from querator.workflows.errors import (
     WorkflowFailed,
 )
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     RESULTS_QUEUE,
     WORKFLOW_QUEUE,
-    CancelRecord,
-    RunMeta,
-    RunRecord,
-    RunStatus,
     cancel_key,
     compensating_key,
     meta_key,
     new_run_id,
-    record_item,
     result_key,
     resume_key,
-    start_items,
-    wake_item,
 )
 from querator.workflows.result_lookups import shared_lookups
 from querator.workflows.sagas.compensation import load_saga_state, redrive
 from querator.workflows.sagas.core import pending_status
+from querator.workflows.stored import (
+    CancelRecord,
+    RunMeta,
+    RunRecord,
+    RunStatus,
+    record_item,
+    start_items,
+    wake_item,
+)
 
 __all__ = ["AsyncRunHandle", "RunHandle", "RunStatus", "start", "start_async"]
 

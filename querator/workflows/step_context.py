@@ -25,14 +25,14 @@ import anyio.from_thread
 
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.errors import WorkflowCancelled
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     RESULTS_QUEUE,
-    RunMeta,
     aborted_key,
     cancel_key,
     compensating_key,
     meta_key,
 )
+from querator.workflows.stored import RunMeta
 
 __all__ = ["CURRENT_STEP", "StepContext", "current_step"]
 

@@ -23,7 +23,8 @@ from workflows.ops_procs import WorkerProc
 
 from querator import Querator, QueueSettings, telemetry
 from querator.workflows import RunHandle
-from querator.workflows.layout import RESULTS_QUEUE, RunMeta, meta_key
+from querator.workflows.keys import RESULTS_QUEUE, meta_key
+from querator.workflows.stored import RunMeta
 
 from .traced_app import WORK_QUEUE
 

@@ -18,7 +18,8 @@ from worker_threads import serving
 from querator import AsyncQuerator, Querator, telemetry
 from querator.telemetry.runs import ATTEMPT, OUTCOME, POSITION, QUEUE, RUN_ID, STEP
 from querator.workflows import SagaFailed, Worker
-from querator.workflows.layout import RESULTS_QUEUE, RunMeta, meta_key
+from querator.workflows.keys import RESULTS_QUEUE, meta_key
+from querator.workflows.stored import RunMeta
 
 from .flows import FLAKY, napping, parent, retrying, three, trip
 

@@ -8,7 +8,8 @@ from datetime import datetime
 
 from querator import Querator
 from querator.workflows import workflow
-from querator.workflows.layout import RESULTS_QUEUE, RunMeta
+from querator.workflows.keys import RESULTS_QUEUE
+from querator.workflows.stored import RunMeta
 
 
 @workflow(name="cron.record")

@@ -22,7 +22,7 @@ from querator.workflows import (
 )
 from querator.workflows.codec import Codec
 from querator.workflows.functions import default_name
-from querator.workflows.layout import StepPayload, StepRecord, WakePayload
+from querator.workflows.stored import StepPayload, StepRecord, WakePayload
 
 from .conftest import RunWorker
 from .flows import (

@@ -21,7 +21,7 @@ from querator.workflows import (
     step,
     workflow,
 )
-from querator.workflows.layout import RESULTS_QUEUE, step_key
+from querator.workflows.keys import RESULTS_QUEUE, step_key
 
 from .conftest import RunWorker
 from .flows import CALLS, count_call

@@ -18,7 +18,7 @@ from querator.workflows import (
     step,
     workflow,
 )
-from querator.workflows.layout import child_run_id
+from querator.workflows.keys import child_run_id
 
 from .conftest import RunWorker
 from .flows import CALLS, count_call

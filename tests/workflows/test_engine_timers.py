@@ -25,7 +25,8 @@ from querator.workflows import (
 )
 from querator.workflows.engine.context import RunContext, Sleep, request_items
 from querator.workflows.engine.fiber import Fiber, Finished
-from querator.workflows.layout import RESULTS_QUEUE, SLEEP_STEP, StepRecord, step_key
+from querator.workflows.keys import RESULTS_QUEUE, SLEEP_STEP, step_key
+from querator.workflows.stored import StepRecord
 
 from .conftest import RunWorker
 from .flows import CALLS, count_call
@@ -173,7 +174,7 @@ def test_delayed_start_waits_before_the_first_replay(q: Querator, run_worker: Ru
 def test_a_wake_reproduced_while_completed_gets_another_key() -> None:
     from querator import Leased
     from querator.workflows.engine.commit import not_colliding
-    from querator.workflows.layout import wake_item
+    from querator.workflows.stored import wake_item
 
     now = datetime.now(UTC)
     item = wake_item("run-x", "0", now, workflow="t.wf")

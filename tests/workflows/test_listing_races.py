@@ -12,8 +12,8 @@ from querator import Querator
 from querator.workflows import WorkflowFailed, resume, start, workflow
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.inspection import list_runs, prune_entries_async, scan_runs_async
-from querator.workflows.layout import RunMeta, start_items
 from querator.workflows.run_index import facet_prefix
+from querator.workflows.stored import RunMeta, start_items
 
 from .conftest import RunWorker
 

@@ -14,7 +14,8 @@ from polling import wait_for
 
 from querator import Querator
 from querator.workflows import RunHandle, WorkflowFailed, check_replay, start
-from querator.workflows.layout import RESULTS_QUEUE, SLEEP_STEP, StepRecord, step_key
+from querator.workflows.keys import RESULTS_QUEUE, SLEEP_STEP, step_key
+from querator.workflows.stored import StepRecord
 
 from . import live_flows
 from .conftest import RunWorker

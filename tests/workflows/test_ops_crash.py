@@ -20,7 +20,8 @@ from polling import wait_for
 
 from querator import Querator, QueueSettings
 from querator.workflows import RunHandle, start
-from querator.workflows.layout import RESULTS_QUEUE, StepRecord, result_key, step_key
+from querator.workflows.keys import RESULTS_QUEUE, result_key, step_key
+from querator.workflows.stored import StepRecord
 
 from .ops_flows import CHAIN_LENGTH, WORK_QUEUE, chain, stalling
 from .ops_procs import WorkerProc, durable_url_for, read_log, spawn_worker

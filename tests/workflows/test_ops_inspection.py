@@ -10,7 +10,7 @@ from querator import AsyncQuerator, Querator
 from querator.errors import InvalidArgument
 from querator.workflows import RunNotFound, WorkflowFailed, start, start_async
 from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
-from querator.workflows.layout import RESULTS_QUEUE
+from querator.workflows.keys import RESULTS_QUEUE
 from querator.workflows.reindex import reindex_runs
 
 from .conftest import RunWorker

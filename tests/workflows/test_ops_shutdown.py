@@ -19,7 +19,7 @@ from polling import wait_for
 
 from querator import PartitionStats, Querator, QueueSettings
 from querator.workflows import Worker, start
-from querator.workflows.layout import RESULTS_QUEUE, step_key
+from querator.workflows.keys import RESULTS_QUEUE, step_key
 
 from .ops_flows import WORK_QUEUE, nap, napping, napping_twice
 from .ops_procs import durable_url_for, logged, spawn_worker

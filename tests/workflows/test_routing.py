@@ -8,7 +8,7 @@ from polling import wait_for
 from querator import Item, Querator
 from querator.cli import load_functions
 from querator.workflows import start
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
     RESULTS_QUEUE,
@@ -17,15 +17,12 @@ from querator.workflows.layout import (
     WAKE_KIND,
     WORK_SETTINGS,
     WORKFLOW_QUEUE,
-    RunMeta,
-    StepPayload,
     new_run_id,
-    start_items,
-    step_item,
     step_kind,
     wake_kind,
 )
 from querator.workflows.runs import RunHandle
+from querator.workflows.stored import RunMeta, StepPayload, start_items, step_item
 
 from . import app_pipeline as a
 from . import app_reports as b

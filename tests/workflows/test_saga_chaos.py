@@ -24,7 +24,8 @@ import pytest
 
 from querator import Querator, QueueSettings
 from querator.workflows import RunHandle, SagaFailed, start
-from querator.workflows.layout import RESULTS_QUEUE, StepRecord, result_key, step_key
+from querator.workflows.keys import RESULTS_QUEUE, result_key, step_key
+from querator.workflows.stored import StepRecord
 
 from .saga_chaos_worker import ACCOUNTS, CHAIN, INITIAL, QUEUE, connect, create_ledger, transfer
 

@@ -20,7 +20,7 @@ from querator.workflows import (
     step,
 )
 from querator.workflows.inspection import get_run, list_runs
-from querator.workflows.layout import RESULTS_QUEUE, step_key
+from querator.workflows.keys import RESULTS_QUEUE, step_key
 
 from .conftest import RunWorker
 

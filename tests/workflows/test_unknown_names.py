@@ -9,7 +9,7 @@ from polling import wait_for
 from querator import Querator
 from querator.workflows import functions as functions_module
 from querator.workflows import start
-from querator.workflows.layout import WORKFLOW_QUEUE, step_kind, wake_kind
+from querator.workflows.keys import WORKFLOW_QUEUE, step_kind, wake_kind
 
 from .conftest import RunWorker
 from .flows import Order, charge, checkout, reserve, ship, unregistered

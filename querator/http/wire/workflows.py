@@ -15,7 +15,7 @@ from querator.http.wire.items import StorageItem
 from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
 from querator.workflows.cron.api import ScheduleInfo
 from querator.workflows.inspection import RunInfo
-from querator.workflows.layout import RunStatus
+from querator.workflows.stored import RunStatus
 
 
 class StartRequest(WireModel):

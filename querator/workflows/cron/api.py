@@ -38,18 +38,17 @@ from querator.workflows.cron.store import Stored, read_all, read_one, remove, wr
 from querator.workflows.engine.commit import ensure_work_queue
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, run_infos_async
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
     WORKFLOW_QUEUE,
-    RunMeta,
     meta_key,
     new_run_id,
-    start_items,
     wake_kind,
 )
 from querator.workflows.pollers import Poller, read_pollers, served_by
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus
+from querator.workflows.stored import RunMeta, start_items
 
 __all__ = [
     "ScheduleInfo",

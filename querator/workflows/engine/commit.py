@@ -19,22 +19,24 @@ from querator.queue.service import AsyncQueueClient
 from querator.telemetry import workflow_metrics
 from querator.telemetry.runs import RUN_ID, starting
 from querator.workflows.engine.context import Child
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
     WORK_SETTINGS,
+    awaited_record,
+    is_step,
+    result_key,
+    step_key,
+)
+from querator.workflows.stored import (
     RunMeta,
     RunRecord,
     StepPayload,
     StepRecord,
-    awaited_record,
     index_items,
-    is_step,
     record_item,
-    result_key,
-    step_key,
     wake_item,
 )
 

@@ -22,18 +22,15 @@ from querator.queue.models import Item
 from querator.workflows.codec import Codec
 from querator.workflows.engine.fiber import Evicted, park
 from querator.workflows.errors import NonDeterminism, StepFailed
-from querator.workflows.layout import (
-    RESULTS_QUEUE,
-    SLEEP_STEP,
+from querator.workflows.keys import RESULTS_QUEUE, SLEEP_STEP, child_run_id, step_key
+from querator.workflows.stored import (
     ParentLink,
     RunMeta,
     StepPayload,
     StepRecord,
-    child_run_id,
     record_item,
     start_items,
     step_item,
-    step_key,
     wake_item,
 )
 

@@ -21,8 +21,9 @@ from querator.workflows.engine.history import History
 from querator.workflows.engine.live import LiveRun
 from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.layout import SLEEP_STEP, ErrorInfo, RunRecord, error_info
+from querator.workflows.keys import SLEEP_STEP
 from querator.workflows.sagas.core import SagaFunction
+from querator.workflows.stored import ErrorInfo, RunRecord, error_info
 
 __all__ = [
     "ended_early",

@@ -84,26 +84,28 @@ from querator.workflows.engine.resumption import apply_resume
 from querator.workflows.engine.served import Served
 from querator.workflows.errors import WorkflowError
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESUME_TAG,
-    RunRecord,
-    StepPayload,
-    StepRecord,
-    WakePayload,
     aborted_key,
     cancel_key,
     compensating_key,
     meta_key,
-    record_item,
     result_key,
     step_key,
     step_kind,
-    wake_item,
     wake_kind,
 )
 from querator.workflows.sagas.advance import saga_advance
 from querator.workflows.sagas.core import SagaFunction
+from querator.workflows.stored import (
+    RunRecord,
+    StepPayload,
+    StepRecord,
+    WakePayload,
+    record_item,
+    wake_item,
+)
 
 __all__ = ["Engine", "Poison"]
 

@@ -21,9 +21,9 @@ from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.renewal import Renewer
 from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
 from querator.workflows.functions import StepFunction
-from querator.workflows.layout import StepPayload, StepRecord, error_info, step_item
 from querator.workflows.retry import RetryDecision
 from querator.workflows.step_context import CURRENT_STEP, StepContext
+from querator.workflows.stored import StepPayload, StepRecord, error_info, step_item
 
 log = logging.getLogger("querator.workflows")
 

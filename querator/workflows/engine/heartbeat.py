@@ -24,7 +24,7 @@ import anyio
 from querator.errors import Conflict, QueratorError
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.layout import RESULTS_QUEUE, RESULTS_SETTINGS
+from querator.workflows.keys import RESULTS_QUEUE, RESULTS_SETTINGS
 from querator.workflows.pollers import (
     HEARTBEAT,
     POLLER_KIND,

@@ -6,18 +6,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     RESULTS_QUEUE,
-    CancelRecord,
-    RunMeta,
-    RunRecord,
-    StepRecord,
     cancel_key,
     compensating_key,
     meta_key,
     result_key,
     step_key,
 )
+from querator.workflows.stored import CancelRecord, RunMeta, RunRecord, StepRecord
 
 __all__ = ["WINDOW", "History", "load_history", "load_records", "started"]
 

@@ -24,7 +24,7 @@ import anyio
 from querator.workflows.engine.context import CURRENT, Request, RunContext
 from querator.workflows.engine.fiber import Fiber
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.layout import RunMeta
+from querator.workflows.stored import RunMeta
 
 __all__ = ["DEFAULT_MAX_LIVE_RUNS", "LiveRun", "LiveRuns", "body_fiber"]
 

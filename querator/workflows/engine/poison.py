@@ -13,7 +13,8 @@ from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.driver import Poison
-from querator.workflows.layout import DEAD_QUEUE, StepPayload, WakePayload
+from querator.workflows.keys import DEAD_QUEUE
+from querator.workflows.stored import StepPayload, WakePayload
 
 __all__ = ["decode", "discard"]
 

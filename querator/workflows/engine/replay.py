@@ -32,8 +32,8 @@ from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_records
 from querator.workflows.engine.live import LiveRun, body_fiber
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.layout import RunRecord, StepRecord, error_info
 from querator.workflows.sagas.core import SagaFunction
+from querator.workflows.stored import RunRecord, StepRecord, error_info
 
 __all__ = [
     "SLOW_BODY",

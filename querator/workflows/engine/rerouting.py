@@ -4,8 +4,8 @@ Wake tasks and step items written by querator before routing have bare kinds
 (``querator.wake``, ``querator.step``): every worker of their queue leases
 them. A worker that serves the item's workflow or step handles it; one that
 does not never fails it: it completes the item and produces the same item
-under its routed kind (:func:`querator.workflows.layout.wake_kind`,
-:func:`~querator.workflows.layout.step_kind`) in one transaction, so only the
+under its routed kind (:func:`querator.workflows.keys.wake_kind`,
+:func:`~querator.workflows.keys.step_kind`) in one transaction, so only the
 workers that serve it lease it from then on. This is the compatibility path
 for runs in flight across the upgrade; it needs no migration.
 """

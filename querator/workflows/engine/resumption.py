@@ -8,14 +8,8 @@ import logging
 
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.history import WINDOW
-from querator.workflows.layout import (
-    RESULTS_QUEUE,
-    ResumeRecord,
-    cancel_key,
-    result_key,
-    resume_key,
-    step_key,
-)
+from querator.workflows.keys import RESULTS_QUEUE, cancel_key, result_key, resume_key, step_key
+from querator.workflows.stored import ResumeRecord
 
 __all__ = ["apply_resume"]
 

@@ -29,7 +29,7 @@ from querator.workflows.functions import (
     registered_step,
     registered_steps,
 )
-from querator.workflows.layout import STEP_KIND, WAKE_KIND, WORKFLOW_QUEUE, step_kind, wake_kind
+from querator.workflows.keys import STEP_KIND, WAKE_KIND, WORKFLOW_QUEUE, step_kind, wake_kind
 
 __all__ = ["Served"]
 

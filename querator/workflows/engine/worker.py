@@ -35,14 +35,8 @@ from querator.workflows.engine.renewal import Renewer
 from querator.workflows.engine.rerouting import NotServed, reroute
 from querator.workflows.engine.served import Served
 from querator.workflows.functions import DurableFunction
-from querator.workflows.layout import (
-    RESULTS_QUEUE,
-    RESULTS_SETTINGS,
-    StepPayload,
-    WakePayload,
-    is_step,
-    is_wake,
-)
+from querator.workflows.keys import RESULTS_QUEUE, RESULTS_SETTINGS, is_step, is_wake
+from querator.workflows.stored import StepPayload, WakePayload
 
 __all__ = ["AsyncWorker", "Worker"]
 

@@ -22,20 +22,17 @@ from querator.errors import QueueNotFound
 from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.context import Called
-from querator.workflows.layout import (
-    RESULTS_QUEUE,
+from querator.workflows.keys import RESULTS_QUEUE, aborted_key, compensating_key, step_key
+from querator.workflows.sagas.compensation import compensation_items, load_saga_state
+from querator.workflows.sagas.core import SagaState, compensation_plan
+from querator.workflows.stored import (
     CompensatingRecord,
     ErrorInfo,
     RunMeta,
     RunRecord,
     StepRecord,
-    aborted_key,
-    compensating_key,
     record_item,
-    step_key,
 )
-from querator.workflows.sagas.compensation import compensation_items, load_saga_state
-from querator.workflows.sagas.core import SagaState, compensation_plan
 
 __all__ = ["BodyOutcome", "saga_advance"]
 

@@ -17,24 +17,14 @@ import logging
 from querator.errors import QueueNotFound
 from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.layout import (
+from querator.workflows.keys import (
     RESULTS_QUEUE,
-    CompensatingRecord,
-    CompensationFailedRecord,
-    RedriveRecord,
-    RunMeta,
-    RunRecord,
-    StepPayload,
-    StepRecord,
     cfailed_key,
     compensating_key,
     compensation_slot,
     meta_key,
-    record_item,
     redrive_key,
     result_key,
-    step_item,
-    wake_item,
 )
 from querator.workflows.sagas.core import (
     Dispatch,
@@ -43,6 +33,18 @@ from querator.workflows.sagas.core import (
     Stuck,
     next_move,
     pending_status,
+)
+from querator.workflows.stored import (
+    CompensatingRecord,
+    CompensationFailedRecord,
+    RedriveRecord,
+    RunMeta,
+    RunRecord,
+    StepPayload,
+    StepRecord,
+    record_item,
+    step_item,
+    wake_item,
 )
 
 __all__ = [

@@ -29,7 +29,7 @@ from querator.errors import InvalidArgument
 from querator.queue.options import check_options
 from querator.workflows.engine.context import Called
 from querator.workflows.functions import WorkflowFunction, WorkflowOptions
-from querator.workflows.layout import (
+from querator.workflows.stored import (
     CompensatingRecord,
     CompensationEntry,
     CompensationFailedRecord,
