@@ -36,7 +36,8 @@ WORKFLOW_QUEUE = "querator.workflows"
 """Default queue of wake tasks (and of steps without a queue of their own)."""
 WAKE_KIND = "querator.wake"
 """Kind of wake tasks: ``querator.wake:{workflow}`` (see :func:`wake_kind`); bare,
-the kind of wake tasks written before routing (see :mod:`..engine.rerouting`)."""
+the kind of wake tasks written before routing (see
+:mod:`querator.workflows.engine.rerouting`)."""
 STEP_KIND = "querator.step"
 """Kind of step items: ``querator.step:{step}`` (see :func:`step_kind`); bare, the
 kind of step items written before routing."""

@@ -41,7 +41,8 @@ RunStatus = Literal[
     "compensated",
     "compensation_failed",
 ]
-"""What :meth:`RunHandle.status` reports (the last three for sagas only)."""
+"""What :meth:`querator.workflows.runs.RunHandle.status` reports (the last three
+for sagas only)."""
 
 
 class ErrorInfo(StoredModel):
@@ -126,7 +127,8 @@ class RunRecord(StoredModel):
 
 
 class ProgressRecord(StoredModel):
-    """``{run}/{position}/progress``: the last progress a step call reported."""
+    """``{run}/{position}/progress/a`` or ``/b``: the last progress a step call
+    reported (:data:`~querator.workflows.keys.PROGRESS_SLOTS`)."""
 
     attempt: int
     """The attempt that reported it (1-based, deferrals included)."""
@@ -144,7 +146,7 @@ class WakePayload(StoredModel):
     meta: RunMeta | None = None
     """Carried by the start wake of a run without a deadline: its first replay
     knows what was started without looking the run up (see
-    :func:`querator.workflows.engine.replay.started`)."""
+    :func:`querator.workflows.engine.history.started`)."""
 
 
 class StepPayload(StoredModel):

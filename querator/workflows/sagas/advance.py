@@ -9,7 +9,7 @@
   (running, or waiting for a retry) the run waits for it (``{run}/aborted``
   makes new attempts skip), then compensates as above.
 - ``{run}/compensating`` exists: the body is not run; the compensation records
-  say what comes next (:func:`querator.workflows.sagas.next_move`).
+  say what comes next (:func:`querator.workflows.sagas.core.next_move`).
 """
 
 from __future__ import annotations
