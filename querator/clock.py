@@ -27,11 +27,15 @@ time.
 from __future__ import annotations
 
 import threading
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from typing_extensions import deprecated
 
 from querator.errors import InvalidArgument
 
@@ -46,8 +50,26 @@ class Clock(ABC):
         """The current instant (timezone-aware UTC)."""
 
     @abstractmethod
+    def store_now(self) -> datetime | None:
+        """The instant the store's statements use instead of their own clock
+        (``None``: the store's clock)."""
+
+    @deprecated("Clock.given() is deprecated: use Clock.store_now()")
     def given(self) -> datetime | None:
-        """The instant statements use instead of the store's clock (``None``: the store's)."""
+        """Deprecated alias of :meth:`store_now` (removed in the next minor version)."""
+        return self.store_now()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass written for the old name (it defines ``given`` only) keeps
+        working: its ``given`` serves as ``store_now``, with a warning."""
+        super().__init_subclass__(**kwargs)
+        if "given" in vars(cls) and "store_now" not in vars(cls):
+            warnings.warn(
+                f"{cls.__name__}.given() is deprecated: name it store_now()",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            cls.store_now = vars(cls)["given"]  # type: ignore[method-assign]
 
     @abstractmethod
     def on_advance(self, wake: Callable[[], None]) -> Callable[[], None]:
@@ -61,7 +83,7 @@ class SystemClock(Clock):
         """The host's current instant."""
         return datetime.now(UTC)
 
-    def given(self) -> None:
+    def store_now(self) -> None:
         """Always ``None``: statements read the store's own clock."""
         return None
 
@@ -95,7 +117,7 @@ class ManualClock(Clock):
         """The clock's instant."""
         return self._now
 
-    def given(self) -> datetime:
+    def store_now(self) -> datetime:
         """The clock's instant: statements use it instead of the store's clock."""
         return self._now
 

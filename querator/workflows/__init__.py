@@ -30,7 +30,17 @@ from querator.workflows.cron.api import (
     trigger_schedule,
 )
 from querator.workflows.cron.scheduler import AsyncScheduler, Scheduler
-from querator.workflows.durable import agather, asleep, asleep_until, gather, sleep, sleep_until
+from querator.workflows.durable import (
+    agather,
+    asleep,
+    asleep_until,
+    gather,
+    gather_async,
+    sleep,
+    sleep_async,
+    sleep_until,
+    sleep_until_async,
+)
 from querator.workflows.engine.context import StepHandle
 from querator.workflows.engine.worker import AsyncWorker, Worker
 from querator.workflows.errors import (
@@ -62,7 +72,7 @@ from querator.workflows.inspection import (
     list_runs,
     list_runs_async,
 )
-from querator.workflows.progress import areport_progress, report_progress
+from querator.workflows.progress import areport_progress, report_progress, report_progress_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
@@ -112,6 +122,7 @@ __all__ = [
     "fork",
     "fork_async",
     "gather",
+    "gather_async",
     "get_run",
     "get_run_async",
     "get_schedule",
@@ -120,13 +131,16 @@ __all__ = [
     "list_schedules",
     "pause_schedule",
     "report_progress",
+    "report_progress_async",
     "resume",
     "resume_async",
     "resume_schedule",
     "saga",
     "schedule",
     "sleep",
+    "sleep_async",
     "sleep_until",
+    "sleep_until_async",
     "start",
     "start_async",
     "step",

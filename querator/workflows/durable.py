@@ -17,12 +17,23 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, overload
 
 import anyio
+from typing_extensions import deprecated
 
 from querator.errors import InvalidArgument
 from querator.queue.validation import check_duration
 from querator.workflows.engine.context import CURRENT, StepHandle
 
-__all__ = ["agather", "asleep", "asleep_until", "gather", "sleep", "sleep_until"]
+__all__ = [
+    "agather",
+    "asleep",
+    "asleep_until",
+    "gather",
+    "gather_async",
+    "sleep",
+    "sleep_async",
+    "sleep_until",
+    "sleep_until_async",
+]
 
 T = TypeVar("T")
 
@@ -58,8 +69,8 @@ def sleep_until(until: datetime) -> None:
     ctx.sleep_until(until)
 
 
-async def asleep(seconds: float) -> None:
-    """:func:`sleep` for async workflow bodies (``await asleep(5)``)."""
+async def sleep_async(seconds: float) -> None:
+    """:func:`sleep` for async workflow bodies (``await sleep_async(5)``)."""
     seconds = check_duration("seconds", seconds, allow_zero=True)
     if CURRENT.get() is None:
         await anyio.sleep(seconds)
@@ -67,7 +78,7 @@ async def asleep(seconds: float) -> None:
     sleep(seconds)
 
 
-async def asleep_until(until: datetime) -> None:
+async def sleep_until_async(until: datetime) -> None:
     """:func:`sleep_until` for async workflow bodies."""
     if CURRENT.get() is None:
         await anyio.sleep(max(0.0, (_aware(until) - datetime.now(UTC)).total_seconds()))
@@ -88,25 +99,47 @@ def gather(handles: Iterable[StepHandle[T]]) -> list[T]:
     if ctx is None:
         values = [h.value for h in members]
         if any(inspect.iscoroutine(v) for v in values):
-            raise InvalidArgument("handles", "async steps outside a workflow need agather")
+            raise InvalidArgument("handles", "async steps outside a workflow need gather_async")
         return values
     return ctx.gather(members)
 
 
 @overload
-async def agather(
+async def gather_async(
     handles: Iterable[StepHandle[Coroutine[Any, Any, T]]],
 ) -> list[T]: ...
 
 
 @overload
-async def agather(handles: Iterable[StepHandle[T]]) -> list[T]: ...
+async def gather_async(handles: Iterable[StepHandle[T]]) -> list[T]: ...
 
 
-async def agather(handles: Iterable[StepHandle[Any]]) -> list[Any]:
-    """:func:`gather` for async workflow bodies (``await agather(handles)``); the
+async def gather_async(handles: Iterable[StepHandle[Any]]) -> list[Any]:
+    """:func:`gather` for async workflow bodies (``await gather_async(handles)``); the
     handles of async steps give their awaited results."""
     members = list(handles)
     if CURRENT.get() is None:
         return [await h.value if inspect.iscoroutine(h.value) else h.value for h in members]
     return gather(members)
+
+
+# Deprecated aliases (async twins are named ``<name>_async``); removed in the next
+# minor version.
+
+
+@deprecated("asleep is deprecated: use sleep_async")
+async def asleep(seconds: float) -> None:
+    """Deprecated alias of :func:`sleep_async`."""
+    await sleep_async(seconds)
+
+
+@deprecated("asleep_until is deprecated: use sleep_until_async")
+async def asleep_until(until: datetime) -> None:
+    """Deprecated alias of :func:`sleep_until_async`."""
+    await sleep_until_async(until)
+
+
+@deprecated("agather is deprecated: use gather_async")
+async def agather(handles: Iterable[StepHandle[Any]]) -> list[Any]:
+    """Deprecated alias of :func:`gather_async`."""
+    return await gather_async(handles)

@@ -164,7 +164,7 @@ class StepFunction(DurableFunction, Generic[P, R]):
         Spawned steps run in parallel, on any worker of the step's queue. Each
         spawn takes the next position of the body, like a call. Outside a
         workflow body the step runs at once (an async step's coroutine is
-        awaited by ``agather``).
+        awaited by ``gather_async``).
         """
         ctx = CURRENT.get()
         if ctx is None:

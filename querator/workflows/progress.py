@@ -26,13 +26,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio.from_thread
+from typing_extensions import deprecated
 
 from querator.errors import Conflict, InvalidArgument, QueratorError, UsageError
 from querator.workflows.keys import PROGRESS_SLOTS, RESULTS_QUEUE, progress_key
 from querator.workflows.step_context import StepContext, current_step
 from querator.workflows.stored import ProgressRecord, record_item
 
-__all__ = ["areport_progress", "report_progress"]
+__all__ = ["areport_progress", "report_progress", "report_progress_async"]
 
 log = logging.getLogger("querator.workflows")
 
@@ -92,7 +93,7 @@ async def _delete(ctx: StepContext, item_id: str) -> None:
         await ctx.aq.delete_items(RESULTS_QUEUE, [item_id])
 
 
-async def areport_progress(progress: Mapping[str, Any]) -> None:
+async def report_progress_async(progress: Mapping[str, Any]) -> None:
     """Store ``progress`` (a JSON mapping, at most 16 KiB) as the running step
     call's latest progress, in an async step. See :func:`report_progress`."""
     ctx = _context()
@@ -109,3 +110,9 @@ def report_progress(progress: Mapping[str, Any], *, context: StepContext | None 
     ctx = context if context is not None else _context()
     record = _record(ctx, progress)
     anyio.from_thread.run(_store, ctx, record, token=ctx.token)
+
+
+@deprecated("areport_progress is deprecated: use report_progress_async")
+async def areport_progress(progress: Mapping[str, Any]) -> None:
+    """Deprecated alias of :func:`report_progress_async` (removed in the next minor version)."""
+    await report_progress_async(progress)

@@ -15,8 +15,8 @@ from querator.workflows import (
     RetryPolicy,
     WorkflowCancelled,
     WorkflowFailed,
-    asleep,
     sleep,
+    sleep_async,
     start,
     step,
     workflow,
@@ -75,7 +75,7 @@ def slow_sync(key: str) -> str:
 
 @workflow(name="e.timeouts")
 async def timeouts(kind: str) -> str:
-    await asleep(0)
+    await sleep_async(0)
     if kind == "async":
         return await slow_async(kind)
     return slow_sync(kind)

@@ -12,8 +12,8 @@ from querator.workflows import (
     RunHandle,
     StepFailed,
     WorkflowFailed,
-    agather,
     gather,
+    gather_async,
     start,
     step,
     workflow,
@@ -59,7 +59,7 @@ def fan(xs: list[int]) -> list[int]:
 
 @workflow(name="e.afan")
 async def afan(xs: list[int]) -> list[int]:
-    return await agather([atriple.spawn(x) for x in xs])
+    return await gather_async([atriple.spawn(x) for x in xs])
 
 
 @workflow(name="e.fan_catch")

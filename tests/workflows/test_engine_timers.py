@@ -15,10 +15,10 @@ from querator.workflows import (
     Defer,
     RetryPolicy,
     WorkflowFailed,
-    asleep,
-    asleep_until,
     sleep,
+    sleep_async,
     sleep_until,
+    sleep_until_async,
     start,
     step,
     workflow,
@@ -47,8 +47,8 @@ def napper(key: str, seconds: float) -> str:
 
 @workflow(name="e.anapper")
 async def anapper(key: str, until: datetime) -> str:
-    await asleep(0.1)
-    await asleep_until(until)
+    await sleep_async(0.1)
+    await sleep_until_async(until)
     return f"{key} woke"
 
 

@@ -15,7 +15,7 @@ from polling import wait_for
 
 from querator import Querator
 from querator.errors import InvalidArgument, UsageError
-from querator.workflows import areport_progress, report_progress, start, step, workflow
+from querator.workflows import report_progress, report_progress_async, start, step, workflow
 from querator.workflows.inspection import RunInfo, get_run
 
 from .conftest import RunWorker
@@ -43,7 +43,7 @@ def count(key: str, total: int) -> int:
 
 @step(name="p.acount")
 async def acount(key: str) -> str:
-    await areport_progress({"phase": "async", "key": key})
+    await report_progress_async({"phase": "async", "key": key})
     while not GATES[key].is_set():
         await anyio.sleep(0.01)
     return key
@@ -111,7 +111,7 @@ def test_outside_a_step_and_bad_reports_are_refused() -> None:
     with pytest.raises(UsageError, match="inside a step"):
         report_progress({"done": 1})
     with pytest.raises(UsageError, match="inside a step"):
-        anyio.run(areport_progress, {"done": 1})
+        anyio.run(report_progress_async, {"done": 1})
 
 
 def test_bad_progress_fails_the_attempt_with_a_clear_error(

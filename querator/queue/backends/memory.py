@@ -126,7 +126,7 @@ class MemoryBackend:
 
     def _time(self) -> float:
         """The clock's instant as seconds since the epoch (the host's by default)."""
-        given = self._clock.given()
+        given = self._clock.store_now()
         return time.time() if given is None else given.timestamp()
 
     async def open(self) -> None:

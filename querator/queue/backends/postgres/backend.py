@@ -348,9 +348,11 @@ class PostgresBackend:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""
         if items and all(new.dedup_key is None for new in items):
             async with self._connect(queue.name) as conn:
-                return await insert_unkeyed(conn, self._names, queue, items, self._clock.given())
+                return await insert_unkeyed(
+                    conn, self._names, queue, items, self._clock.store_now()
+                )
         async with self._transaction(queue.name) as conn:
-            return await insert_items(conn, self._names, queue, items, now=self._clock.given())
+            return await insert_items(conn, self._names, queue, items, now=self._clock.store_now())
 
     async def lease(
         self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
@@ -363,7 +365,7 @@ class PostgresBackend:
             "limit": limit,
             "lease_timeout": float(queue.settings.lease_timeout),
             "client_id": client_id,
-            "now": self._clock.given(),
+            "now": self._clock.store_now(),
         }
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params, binary=True)
@@ -386,7 +388,7 @@ class PostgresBackend:
         async with self._connect(queue.name) as conn:
             params = {
                 "max_attempts": queue.settings.max_attempts,
-                "now": self._clock.given(),
+                "now": self._clock.store_now(),
                 "kinds": None if kinds is None else list(kinds),
             }
             cur = await conn.execute(statement, params)
@@ -395,7 +397,7 @@ class PostgresBackend:
 
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check."""
-        now = self._clock.given()
+        now = self._clock.store_now()
         if one_table_complete(plan):
             async with self._connect() as conn:
                 if await complete_at_once(conn, self._names, plan, now):
@@ -427,7 +429,7 @@ class PostgresBackend:
                     "exhausted": exhausted(queue.settings.max_attempts),
                     "expired": EXPIRED,
                     "limit": limit - moved,
-                    "now": self._clock.given(),
+                    "now": self._clock.store_now(),
                 }
                 source = (queue, partition)
                 moved += await dead_letter(conn, self._names, source, dead, stmt.DUE_FOUND, params)
@@ -438,7 +440,7 @@ class PostgresBackend:
     async def claim_maintenance(self, interval: float) -> bool:
         """True for exactly one caller per ``interval`` seconds across all clients."""
         async with self._connect() as conn:
-            params = {"interval": interval, "now": self._clock.given()}
+            params = {"interval": interval, "now": self._clock.store_now()}
             cur = await conn.execute(self._fill(stmt.CLAIM_MAINTENANCE), params)
             return await cur.fetchone() is not None
 
@@ -451,7 +453,7 @@ class PostgresBackend:
                 stmt.STATS_BRANCH.format(table=self._table(queue, n), partition=sql.Literal(n))
                 for n in partitions
             )
-            cur = await conn.execute(branches, {"now": self._clock.given()})
+            cur = await conn.execute(branches, {"now": self._clock.store_now()})
             found = [rows.partition_stats(row) for row in await cur.fetchall()]
         return sorted(found, key=lambda stats: stats.partition)
 
@@ -468,7 +470,7 @@ class PostgresBackend:
         params = {
             "limit": limit,
             "max_attempts": queue.settings.max_attempts,
-            "now": self._clock.given(),
+            "now": self._clock.store_now(),
         }
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(branches, params)
@@ -491,7 +493,7 @@ class PostgresBackend:
             "pivot": pivot_seq or 0,
             "limit": limit,
             "scheduled_only": scheduled_only,
-            "now": self._clock.given(),
+            "now": self._clock.store_now(),
         }
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params)
@@ -550,7 +552,7 @@ class PostgresBackend:
             await conn.execute(stmt.SCANS_ALLOWED)
             for partition in range(queue.settings.partitions):
                 statement = template.format(table=self._table(queue, partition))
-                cur = await conn.execute(statement, {"now": self._clock.given()})
+                cur = await conn.execute(statement, {"now": self._clock.store_now()})
                 deleted += cur.rowcount
         return deleted
 

@@ -83,7 +83,7 @@ class GroupCommit:
             raise me.error
         if me.alone:
             async with self._connect() as conn:
-                results = await run_fused(conn, self._names, [plan], self._clock.given())
+                results = await run_fused(conn, self._names, [plan], self._clock.store_now())
             return None if results is None else results[0]
         return me.result
 
@@ -107,7 +107,7 @@ class GroupCommit:
         try:
             async with self._connect() as conn:
                 plans = [w.plan for w in group]
-                results = await run_fused(conn, self._names, plans, self._clock.given())
+                results = await run_fused(conn, self._names, plans, self._clock.store_now())
         except Exception as exc:
             for waiter in group:
                 waiter.error = exc

@@ -121,7 +121,7 @@ class Store:
         conn = self._acquire()
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            given = self._clock.given()
+            given = self._clock.store_now()
             txn = Txn(conn, now_us() if given is None else to_us(given))
             result = op(txn)
             conn.execute("COMMIT")
