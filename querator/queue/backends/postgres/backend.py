@@ -396,7 +396,30 @@ class PostgresBackend:
         return None if row is None else _as_datetime(row[0])
 
     async def transact(self, plan: TxnPlan) -> TransactResult:
-        """Apply the plan atomically or raise Conflict listing every failed check."""
+        """Apply the plan atomically or raise Conflict listing every failed check.
+
+        A plan takes the first of the four paths that fits it. A path whose check
+        fails changes nothing and hands the plan on; the last one names every
+        failed check in the :class:`~querator.errors.Conflict`.
+
+        ====  =========================  ==========================================
+        path  plans it takes             how it runs
+        ====  =========================  ==========================================
+        1     completes only, all in     one autocommit ``DELETE`` that checks
+              one partition: a           versions and leases itself
+              ``complete(batch)``        (:func:`.transact.complete_at_once`)
+        2     completes, produces and    one statement of data-modifying CTEs
+              claims only, every queue   (:mod:`.fused`; its ``FUSED_*`` templates
+              known, one insert a table  in :mod:`.fused_sql`), run together with
+                                         concurrent callers' (:mod:`.group_commit`)
+        3     completes only, of the     a transaction of one self-checking
+              plan's own queues          ``DELETE`` a table
+                                         (``run_transact(..., checked=True)``)
+        4     any plan                   a transaction that locks the items in
+                                         order, checks everything, then applies
+                                         (:func:`.transact.run_transact`)
+        ====  =========================  ==========================================
+        """
         now = self._clock.store_now()
         if one_table_complete(plan):
             async with self._connect() as conn:

@@ -40,6 +40,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 
 from querator.queue.backends.base import InsertPlan, ItemKey, NewItem, TxnPlan
+from querator.queue.backends.postgres import fused_sql as fsql
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import int_array, text_array
@@ -361,42 +362,42 @@ def statement_for(names: stmt.Names, shape: Shape) -> Statement:
     ctes: list[str] = []
     tables: dict[str, sql.Composable] = {"columns": stmt.ITEM_COLUMNS}
     for n, (queue_id, partition) in enumerate(shape.deletes):
-        ctes.append(stmt.FUSED_DELETE.format(n=n))
+        ctes.append(fsql.FUSED_DELETE.format(n=n))
         tables[f"d{n}"] = names.partition(queue_id, partition)
-    deleted = " AND ".join(stmt.FUSED_DELETED.format(n=n) for n in range(len(shape.deletes)))
-    ctes.append(stmt.FUSED_OK.format(deleted=deleted) if deleted else stmt.FUSED_OK_UNCHECKED)
-    outputs = [stmt.fused_row("-2", "ok", "NULL::text", "ok", typed=True)]
+    deleted = " AND ".join(fsql.FUSED_DELETED.format(n=n) for n in range(len(shape.deletes)))
+    ctes.append(fsql.FUSED_OK.format(deleted=deleted) if deleted else fsql.FUSED_OK_UNCHECKED)
+    outputs = [fsql.fused_row("-2", "ok", "NULL::text", "ok", typed=True)]
     explained: list[str] = []
     for n, (queue_id, partition, leased, keyed) in enumerate(shape.inserts):
         tables[f"i{n}"] = names.partition(queue_id, partition)
-        ctes.append((stmt.FUSED_INSERT_LEASED if leased else stmt.FUSED_INSERT).format(n=n))
+        ctes.append((fsql.FUSED_INSERT_LEASED if leased else fsql.FUSED_INSERT).format(n=n))
         if leased:
-            outputs.append(stmt.FUSED_LEASED_ROWS.format(n=n))
+            outputs.append(fsql.FUSED_LEASED_ROWS.format(n=n))
         else:
-            outputs.append(stmt.fused_row(str(n), "seq", "dedup_key", f"i{n}", typed=False))
-        explained.append(stmt.FUSED_INSERTED.format(n=n))
+            outputs.append(fsql.fused_row(str(n), "seq", "dedup_key", f"i{n}", typed=False))
+        explained.append(fsql.FUSED_INSERTED.format(n=n))
         if keyed:
-            ctes.append(stmt.FUSED_HITS.format(n=n))
-            outputs.append(stmt.fused_row(str(n), "seq", "dedup_key", f"h{n}", typed=False))
-            explained[-1] += stmt.FUSED_HIT.format(n=n)
-        explained[-1] += stmt.FUSED_EXPLAINED.format(n=n)
+            ctes.append(fsql.FUSED_HITS.format(n=n))
+            outputs.append(fsql.fused_row(str(n), "seq", "dedup_key", f"h{n}", typed=False))
+            explained[-1] += fsql.FUSED_HIT.format(n=n)
+        explained[-1] += fsql.FUSED_EXPLAINED.format(n=n)
     if explained:
-        done = stmt.FUSED_DONE.format(explained=" AND ".join(explained))
-        outputs.append(stmt.fused_row("-3", done, "NULL", None, typed=False))
-    ctes.append(stmt.FUSED_WOKEN)
+        done = fsql.FUSED_DONE.format(explained=" AND ".join(explained))
+        outputs.append(fsql.fused_row("-3", done, "NULL", None, typed=False))
+    ctes.append(fsql.FUSED_WOKEN)
     # Lookups run last, with a snapshot of their own: their ``after`` argument
     # reads every insert (and the deletes' check) first.
     after = " + ".join(
         [
             "(SELECT ok FROM ok)",
-            *(stmt.FUSED_INSERTED.format(n=n) for n in range(len(shape.inserts))),
+            *(fsql.FUSED_INSERTED.format(n=n) for n in range(len(shape.inserts))),
         ]
     )
     for k in range(shape.lookups):
         outputs.append(
-            stmt.FUSED_LOOKUP.format(tag=_LOOKUP_TAG, k=k, partitions=_PARTITIONS, after=after)
+            fsql.FUSED_LOOKUP.format(tag=_LOOKUP_TAG, k=k, partitions=_PARTITIONS, after=after)
         )
-    outputs.append(stmt.fused_row("-1", "count(*)", "NULL", "woken", typed=False))
+    outputs.append(fsql.fused_row("-1", "count(*)", "NULL", "woken", typed=False))
     text = "WITH" + ",".join(ctes) + "\n" + "\nUNION ALL ".join(outputs)
     # One line: fewer bytes to send, and to the prepared-statement cache's key.
     text = " ".join(text.split())
