@@ -55,13 +55,10 @@ class ClientTasks:
         self._run_maintenance = run_maintenance
         self._gauges = gauges
         self._tasks: TaskGroup | None = None
+        self.is_open = False
+        """Between :meth:`open` and :meth:`close` (an attribute: every call reads it)."""
         self._unsubscribe: Callable[[], None] | None = None
         self._listening = False
-
-    @property
-    def is_open(self) -> bool:
-        """Between :meth:`open` and :meth:`close`."""
-        return self._tasks is not None
 
     async def open(self) -> None:
         """Open the store, then start maintenance, the gauges and the clock's wakeups."""
@@ -71,6 +68,7 @@ class ClientTasks:
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks = tasks
+        self.is_open = True
         self._unsubscribe = self._clock.on_advance(self._woken_by_clock())
         tasks.start_soon(
             maintain_forever, self._backend, self._maintenance_interval, self._run_maintenance
@@ -98,6 +96,7 @@ class ClientTasks:
     async def close(self) -> None:
         """Stop every task and close the backend (nothing when not open)."""
         tasks, self._tasks = self._tasks, None
+        self.is_open = False
         if tasks is None:
             return
         if self._unsubscribe is not None:

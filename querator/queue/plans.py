@@ -278,9 +278,8 @@ def change_request(
     check_name("queue", queue)
     refs = refs_of(queue, items, "items")
     check_batch("items", len(refs))
-    request = Transaction({role: refs}, _NONE, retry_at, dead, extend, reason=reason)
-    check_transaction(request)
-    return request
+    check_unique({role: refs})
+    return Transaction({role: refs}, _NONE, retry_at, dead, extend, reason=reason)
 
 
 def commit_request(
@@ -322,16 +321,10 @@ def commit_request(
         lookup=keys,
         silent=quiet,
     )
-    check_transaction(request)
-    return request
-
-
-def check_transaction(request: Transaction) -> None:
-    """What every transaction is checked for before its queues are looked up: an
-    item in one role once, ``produce`` and ``produce_leased`` dicts of lists."""
     check_unique(request.groups)
     _check_produce("produce", request.produce)
     _check_produce("produce_leased", request.claimed)
+    return request
 
 
 def _check_produce(field: str, by_queue: object) -> None:

@@ -46,7 +46,15 @@ from querator.queue.options import (
 from querator.queue.plans import RefLike, change_request, commit_request, route_items
 from querator.queue.routing import Spreader
 from querator.queue.transactions import Transactions
-from querator.queue.validation import check_lease, check_name, check_reason, check_sequence
+from querator.queue.validation import (
+    MAX_BATCH,
+    check_count,
+    check_duration,
+    check_kinds,
+    check_name,
+    check_reason,
+    check_sequence,
+)
 from querator.queue.waiting import WakeBoard, Watch
 from querator.telemetry import queue_gauges
 from querator.telemetry.queue_calls import Carrier, QueueCalls
@@ -82,13 +90,13 @@ class AsyncQueueClient:
         """The clock every decision of this client (and the workflows on it) reads."""
         self._backend = backend
         self._admin = QueueAdmin(self._require_open, cache_ttl=settings.cache_ttl)
-        self._items = ItemAdmin(self._require_open, self.queue_info)
+        self._items = ItemAdmin(self._require_open, self._admin.queue_info)
         notified = settings.notifications and backend.supports_notify
         self._board = WakeBoard()
         self._spreader = Spreader()
         self._calls = QueueCalls()
         self._transactions = Transactions(
-            self._require_open, self.queue_info, self._spreader, self._calls, self._board
+            self._require_open, self._admin.queue_info, self._spreader, self._calls, self._board
         )
         self._gauges = queue_gauges.GaugeSource(self)
         self._background = ClientTasks(
@@ -213,9 +221,13 @@ class AsyncQueueClient:
         them, untouched.
         """
         backend = self._require_open()
-        wanted = check_lease(queue, client_id, batch_size, timeout, kinds)
+        check_name("queue", queue)
+        check_name("client_id", client_id)
+        check_count("batch_size", batch_size, 1, MAX_BATCH)
+        check_duration("timeout", timeout, allow_zero=True)
+        wanted = check_kinds(kinds)
         leased, started = await self._poll.lease(
-            backend, self.queue_info, queue, client_id, batch_size, timeout, wanted
+            backend, self._admin.queue_info, queue, client_id, batch_size, timeout, wanted
         )
         if observing():
             return self._calls.took(queue, client_id, leased, started)

@@ -52,7 +52,7 @@ class Transactions:
             groups, claimed = request.groups, request.claimed
             result = await self._calls.transact(groups, request.produce, claimed, store)
         else:
-            result = await store(no_trace)
+            result = await backend.transact(request.plan(queues, self._spreader, no_trace))
         lookup = request.lookup
         missing = [name for name in lookup if name not in result.found]
         if missing:

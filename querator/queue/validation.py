@@ -188,18 +188,3 @@ def check_reason(reason: object) -> str | None:
     if not isinstance(reason, str):
         raise InvalidArgument("reason", f"must be a str or None, got {type(reason).__name__}")
     return clean_reason(reason)
-
-
-def check_lease(
-    queue: object,
-    client_id: object,
-    batch_size: object,
-    timeout: object,
-    kinds: Iterable[str] | None,
-) -> tuple[str, ...] | None:
-    """A lease's arguments (see ``AsyncQuerator.lease``); returns its kind filter."""
-    check_name("queue", queue)
-    check_name("client_id", client_id)
-    check_count("batch_size", batch_size, 1, MAX_BATCH)
-    check_duration("timeout", timeout, allow_zero=True)
-    return check_kinds(kinds)
