@@ -32,10 +32,11 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from querator.clock import stamp
 from querator.queue.models import Item, QueueSettings
+from querator.queue.record_store import Versioned
 from querator.queue.validation import MAX_DURATION
 from querator.records import StoredModel
 from querator.workflows.run_index import entry_keys
@@ -167,13 +168,15 @@ class RunRecord(StoredModel):
         return "completed" if self.ok else "failed"
 
 
-class ProgressRecord(StoredModel):
-    """``{run}/{position}/progress``: the last progress a step call reported."""
+class ProgressRecord(StoredModel, Versioned):
+    """``{run}/{position}/progress``: the last progress a step call reported (a
+    record of :data:`querator.workflows.progress.PROGRESS`)."""
 
     attempt: int
     """The attempt that reported it (1-based, deferrals included)."""
-    seq: int = 0
-    """Reports of the step call so far, minus one: the newest record wins."""
+    gen: int = Field(default=0, validation_alias=AliasChoices("gen", "seq"))
+    """Reports of the step call so far, minus one: the newest record wins
+    (older records call it ``seq``: read as ``gen``)."""
     progress: dict[str, Any]
     """What the step reported (JSON)."""
     updated_at: datetime = Field(default_factory=stamp)

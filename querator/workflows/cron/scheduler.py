@@ -125,12 +125,12 @@ class AsyncScheduler:
         started: list[str] = []
         states: list[ScheduleState] = []
         for stored in await self._read():
-            state = stored.state
+            state = stored.record
             try:
                 run_ids, state = await self._handle(stored)
                 started += run_ids
             except InvalidArgument as exc:  # its stored cron or zone cannot fire
-                self._tell_broken(stored.state, exc)
+                self._tell_broken(stored.record, exc)
             except Exception:
                 log.exception("schedule %s: pass failed", state.spec.name)
             states.append(state)
@@ -141,7 +141,7 @@ class AsyncScheduler:
         every = await read_all(self.aq, self._damaged_told)
         if self.served is None:
             return every
-        return [stored for stored in every if stored.state.spec.workflow in self.served]
+        return [stored for stored in every if stored.record.spec.workflow in self.served]
 
     def _tell_broken(self, state: ScheduleState, exc: InvalidArgument) -> None:
         """Say once per definition, at ERROR, that a stored schedule cannot fire."""
@@ -167,7 +167,7 @@ class AsyncScheduler:
             return False
 
     async def _handle(self, stored: Stored) -> tuple[list[str], ScheduleState]:
-        state = stored.state
+        state = stored.record
         if state.paused:
             await self._refresh(stored)
             return [], state
@@ -201,7 +201,7 @@ class AsyncScheduler:
 
     async def _refresh(self, stored: Stored) -> None:
         if stored.item.created_at < self.now() - REFRESH_AFTER:
-            await write(self.aq, stored, stored.state)
+            await write(self.aq, stored, stored.record)
 
     def _next_due(self, states: list[ScheduleState]) -> float:
         now = self.now()
