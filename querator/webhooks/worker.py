@@ -185,11 +185,12 @@ class AsyncDeliveryWorker(LeaseWorker):
         log.info("webhooks: giving back %d delivery(ies) still in flight", len(self._held))
         leases = [await self.renewer.release(kept) for kept in list(self._held.values())]
         try:
-            await self.aq.retry(DELIVERIES, leases)
-        except Conflict:  # one ended meanwhile: give back the others one by one
-            for leased in leases:
-                with contextlib.suppress(Conflict):
-                    await self.aq.retry(DELIVERIES, [leased])
+            try:
+                await self.aq.retry(DELIVERIES, leases)
+            except Conflict:  # one ended meanwhile: give back the others one by one
+                for leased in leases:
+                    with contextlib.suppress(Conflict):
+                        await self.aq.retry(DELIVERIES, [leased])
         except QueratorError as exc:
             log.warning("webhooks: could not give deliveries back (they expire): %s", exc)
 
