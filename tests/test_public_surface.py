@@ -107,7 +107,8 @@ def test_sync_and_async_clients_offer_the_same_methods() -> None:
             if not n.startswith("_") and n not in {"queue_info"}
         }
 
-    sync_only = {"close", "call"}  # call: run a coroutine function on the client's loop
+    # call, serve: run a coroutine function on the client's loop (serve: a long one)
+    sync_only = {"close", "call", "serve"}
     # watch: waiting on wakeups is an async affair; commit: the engine's transact;
     # run_in_background: a service's task (the lock renewer) on the client's loop
     async_only = {"open", "close", "watch", "commit", "run_in_background"}

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
-from types import FrameType
 from typing import Annotated
 
 import typer
@@ -58,17 +55,7 @@ def scheduler(
 
 
 def _run(fired: Scheduler) -> None:
-    """Run until SIGTERM or SIGINT (handlers restored afterwards)."""
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("scheduler: %s, stopping", signal.Signals(signum).name)
-        threading.Thread(target=fired.stop, daemon=True).start()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    """Run until SIGTERM or SIGINT (:meth:`Scheduler.run` handles them)."""
     log.info("scheduler serving: fires every schedule of the store")
-    try:
-        fired.run()
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    fired.run()
     log.info("scheduler stopped")

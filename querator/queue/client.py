@@ -79,6 +79,11 @@ class QueueClient:
             thread.stop()
 
     def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        return self._thread_for(fn).call(fn, *args, **kwargs)
+
+    def _thread_for(self, fn: Callable[..., Awaitable[Any]]) -> LoopThread:
+        """The loop thread to run ``fn`` on (UsageError in a running event loop,
+        or once the client is closed)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -92,12 +97,19 @@ class QueueClient:
         thread = self._thread
         if thread is None:
             raise UsageError("the client is closed")
-        return thread.call(fn, *args, **kwargs)
+        return thread
 
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Run ``await fn(*args, **kwargs)`` on this client's event loop and return
         its result: how sync APIs are built on top of :attr:`aio`."""
         return self._call(fn, *args, **kwargs)
+
+    def serve(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run a long-running ``await fn(*args)`` (a worker's ``arun``) on this
+        client's event loop until it returns, like :meth:`call`; the waiting
+        thread wakes every 0.1 s, so the main thread's signal handlers always
+        get to run while it waits."""
+        return self._thread_for(fn).serve(fn, *args)
 
     def create_queue(
         self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False

@@ -19,6 +19,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+WAKE_EVERY = 0.1
+"""Seconds between two wake-ups of a thread waiting in :meth:`LoopThread.serve`."""
+
 
 class LoopThread:
     """An event loop running on its own daemon thread until :meth:`stop`."""
@@ -53,6 +56,21 @@ class LoopThread:
         """
         future = asyncio.run_coroutine_threadsafe(_await(fn, args, kwargs), self._loop)
         try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def serve(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """:meth:`call` for a long-running call (a service's run): the waiting
+        thread wakes every :data:`WAKE_EVERY` seconds, so the Python signal
+        handlers of the main thread run promptly even when the kernel delivered
+        the signal to another thread (a wait without a timeout may then sleep
+        on until the call returns)."""
+        future = asyncio.run_coroutine_threadsafe(_await(fn, args, {}), self._loop)
+        try:
+            while not future.done():
+                concurrent.futures.wait([future], timeout=WAKE_EVERY)
             return future.result()
         except BaseException:
             future.cancel()

@@ -7,7 +7,8 @@ import time
 
 import anyio
 
-from querator.errors import QueratorError
+from querator.errors import QueratorError, Unavailable
+from querator.queue.outage import Outage
 from querator.queue.service import AsyncQueueClient
 from querator.webhooks.endpoints import Endpoint
 from querator.webhooks.layout import ENDPOINT_SLOTS
@@ -62,11 +63,17 @@ class EndpointCache:
 
     async def refresh_forever(self) -> None:
         """:meth:`refresh` every ``ttl`` seconds."""
+        outage = Outage(log, "webhooks: endpoint refresh")
         while True:
             await anyio.sleep(self.ttl)
             began = time.monotonic()
             try:
                 await self.refresh()
+            except Unavailable as exc:
+                outage.lost(exc)  # once per outage, not every ttl
+                continue
             except QueratorError as exc:
                 log.warning("webhooks: could not refresh endpoints: %s", exc)
+            else:
+                outage.back()
             log.debug("webhooks: endpoints refreshed in %.3fs", time.monotonic() - began)

@@ -8,9 +8,9 @@ from typing import Annotated, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from querator.queue.record_store import Versioned
 from querator.model_bases import InputModel
 from querator.webhooks.signing import secret_key
-from querator.webhooks.slots import Versioned
 from querator.webhooks.targets import check_url
 
 __all__ = ["Endpoint", "EndpointOptions", "SecretEntry", "check_event_type", "matches"]
@@ -128,10 +128,15 @@ Secrets = Annotated[tuple[SecretEntry, ...], Field(repr=False, min_length=1)]
 class Endpoint(Versioned):
     """An endpoint as stored: its options, secrets and state.
 
+    Frozen; fields it does not know are ignored, so an older process reads a
+    newer one's endpoints.
+
     ``secret`` is the current signing secret; during a rotation's grace
     period the previous one is still in ``secrets`` and webhooks carry both
     signatures. Secrets are left out of ``repr`` (and so out of logs).
     """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     id: str
     url: str

@@ -19,11 +19,11 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from querator.queue.models import Item, QueueSettings
+from querator.queue.record_store import RecordStore
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION
 from querator.webhooks.endpoints import Endpoint
 from querator.webhooks.settings import MAX_DELAY, WebhookSettings
-from querator.webhooks.slots import Slots
 
 __all__ = ["Attempt", "Delivery", "Message", "Outcome"]
 
@@ -38,9 +38,11 @@ DELIVERY_KIND = "querator.webhook.delivery"
 MESSAGE_KIND = "querator.webhook.message"
 ATTEMPT_KIND = "querator.webhook.attempt"
 
-ENDPOINT_SLOTS = Slots(
-    ENDPOINTS, QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION), "endpoint", Endpoint
+ENDPOINTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
+ENDPOINT_SLOTS = RecordStore(
+    ENDPOINTS, Endpoint, kind="querator.endpoint", prefix="endpoint/", settings=ENDPOINTS_SETTINGS
 )
+"""The endpoints' records, named by endpoint id (:mod:`querator.queue.record_store`)."""
 
 
 class Kept(BaseModel):
@@ -149,7 +151,7 @@ def queue_settings(settings: WebhookSettings) -> dict[str, QueueSettings]:
     )
     return {
         DEAD: kept,
-        ENDPOINTS: ENDPOINT_SLOTS.settings,
+        ENDPOINTS: ENDPOINTS_SETTINGS,
         MESSAGES: kept,
         ATTEMPTS: kept.model_copy(update={"partitions": ATTEMPT_PARTITIONS}),
         DELIVERIES: QueueSettings(

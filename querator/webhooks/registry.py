@@ -8,13 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 from querator.errors import InvalidArgument, Unavailable
+from querator.queue.record_store import Stored
 from querator.queue.service import AsyncQueueClient
 from querator.webhooks.endpoints import Endpoint, EndpointOptions, SecretEntry
 from querator.webhooks.errors import EndpointNotFound
 from querator.webhooks.layout import ENDPOINT_SLOTS
 from querator.webhooks.settings import WebhookSettings
 from querator.webhooks.signing import generate_secret
-from querator.webhooks.slots import Stored
 from querator.webhooks.targets import check_url, lookup, pick
 
 __all__ = ["add", "change", "get", "list_all", "remove"]

@@ -19,26 +19,30 @@ again, with the same ``webhook-id``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
 import secrets
 import socket
-import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import timedelta
+from functools import partial
+from typing import Any, TypedDict
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import EventLoopToken, current_token
 from pydantic import ValidationError
+from typing_extensions import Unpack
 
-from querator.errors import Conflict, QueratorError, RequestTimeout, Unavailable
+from querator.errors import Conflict, QueratorError, Unavailable
+from querator.queue.harness import Kept, LeaseWorker
 from querator.queue.models import Leased
+from querator.queue.options import check_options
 from querator.queue.service import AsyncQueueClient
-from querator.queue.validation import MAX_BATCH, check_count, check_duration
+from querator.queue.validation import check_count, check_duration
 from querator.telemetry import messaging, webhook_metrics
 from querator.webhooks.cache import EndpointCache
 from querator.webhooks.delivery import Sender
@@ -56,147 +60,142 @@ from querator.webhooks.outcomes import Decision, dead_item, decide
 from querator.webhooks.registry import change
 from querator.webhooks.settings import WebhookSettings
 
-__all__ = ["DEFAULT_SHUTDOWN_GRACE", "AsyncDeliveryWorker"]
+__all__ = [
+    "DEFAULT_SHUTDOWN_GRACE",
+    "AsyncDeliveryWorker",
+    "DeliveryWorkerOptions",
+    "check_delivery_options",
+]
 
 log = logging.getLogger("querator.webhooks")
 
 DEFAULT_SHUTDOWN_GRACE = 20.0
 
 
-@dataclass
-class _Held:
-    """A delivery in hand (waiting for room, or attempted): the renewer keeps
-    ``leased`` current."""
+class DeliveryWorkerOptions(TypedDict, total=False):
+    """How a delivery worker runs, shared by :class:`AsyncDeliveryWorker`,
+    ``DeliveryWorker`` and ``querator webhooks worker`` (defaults:
+    :func:`check_delivery_options`)."""
 
-    leased: Leased
+    concurrency: int
+    """Deliveries in hand at once: attempts running plus items being looked at
+    (default 200)."""
+    client_id: str | None
+    """Lease owner name (default ``webhooks-<host>-<pid>-<random>``)."""
+    batch_size: int
+    """Most deliveries leased by one call (default 100)."""
+    poll_timeout: float
+    """Longest wait of one lease call, in seconds (default 5)."""
+    shutdown_grace: float
+    """Seconds attempts in flight may finish after ``stop()`` (default 20)."""
+    endpoint_ttl: float
+    """Seconds the worker's copy of an endpoint may be old (default 2)."""
 
 
-class AsyncDeliveryWorker:
+def check_delivery_options(options: Mapping[str, Any]) -> DeliveryWorkerOptions:
+    """The options with their defaults, checked (InvalidArgument naming the first
+    bad one, unknown names included); every option is set in the result."""
+    check_options("DeliveryWorker", options, DeliveryWorkerOptions)
+    return {
+        "concurrency": check_count("concurrency", options.get("concurrency", 200), 1, 100_000),
+        "client_id": options.get("client_id"),
+        "batch_size": check_count("batch_size", options.get("batch_size", 100), 1, 1_000),
+        "poll_timeout": check_duration("poll_timeout", options.get("poll_timeout", 5.0)),
+        "shutdown_grace": check_duration(
+            "shutdown_grace", options.get("shutdown_grace", DEFAULT_SHUTDOWN_GRACE), allow_zero=True
+        ),
+        "endpoint_ttl": check_duration("endpoint_ttl", options.get("endpoint_ttl", 2.0)),
+    }
+
+
+class AsyncDeliveryWorker(LeaseWorker):
     """Delivers webhooks until :meth:`stop` (see the module doc).
 
     ``concurrency`` bounds the deliveries in hand (attempts running plus
     items being looked at); ``endpoint_ttl`` is how old the worker's copy of
-    an endpoint may be. On :meth:`stop` it stops leasing and lets the
-    attempts in flight finish for up to ``shutdown_grace`` seconds; those
-    still running then are given back to the queue at once.
+    an endpoint may be (options: :class:`DeliveryWorkerOptions`). It rides
+    a store outage like the workflow worker (capped backoff, logged once per
+    outage). On :meth:`stop` it stops leasing and lets the attempts in
+    flight finish for up to ``shutdown_grace`` seconds (a second
+    :meth:`stop` cuts that short); those still running then are given back
+    to the queue at once.
     """
 
     def __init__(
         self,
         aq: AsyncQueueClient,
         settings: WebhookSettings | None = None,
-        *,
-        concurrency: int = 200,
-        client_id: str | None = None,
-        batch_size: int = 100,
-        poll_timeout: float = 5.0,
-        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
-        endpoint_ttl: float = 2.0,
+        **options: Unpack[DeliveryWorkerOptions],
     ) -> None:
-        self.aq = aq
+        checked = check_delivery_options(options)
+        client_id = checked["client_id"]
+        if client_id is None:
+            client_id = f"webhooks-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        super().__init__(
+            aq,
+            log,
+            f"webhooks: worker {client_id}",
+            concurrency=checked["concurrency"],
+            shutdown_grace=checked["shutdown_grace"],
+            renewing="delivery",
+        )
+        self.client_id = client_id
         self.settings = settings or WebhookSettings()
-        self.concurrency = check_count("concurrency", concurrency, 1, 100_000)
-        self.batch_size = check_count("batch_size", batch_size, 1, 1_000)
-        self.poll_timeout = check_duration("poll_timeout", poll_timeout)
-        self.shutdown_grace = check_duration("shutdown_grace", shutdown_grace, allow_zero=True)
-        self.client_id = client_id or f"webhooks-{socket.gethostname()}-{os.getpid()}"
-        self.client_id += f"-{secrets.token_hex(3)}" if client_id is None else ""
-        self.cache = EndpointCache(aq, check_duration("endpoint_ttl", endpoint_ttl))
+        self.batch_size = checked["batch_size"]
+        self.poll_timeout = checked["poll_timeout"]
+        self.cache = EndpointCache(aq, checked["endpoint_ttl"])
         self.gates = Gates()
         self.counts: dict[str, int] = {"delivered": 0, "retrying": 0, "dead": 0, "deferred": 0}
         """Since this worker started: attempts by outcome, and deferrals."""
         self._sender = Sender(self.settings)
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, Kept] = {}
+        """Deliveries in hand (waiting for room, or attempted), their leases kept alive."""
         self._marking: set[str] = set()
         self._waiters: dict[str, deque[anyio.Event]] = {}
         """Endpoint id -> items waiting for room there, first come first woken."""
         self._tokens = itertools.count()
-        self._in_hand = 0
-        self._stop_requested = False
-        self._loop_token: EventLoopToken | None = None
-        self._loop_thread = 0
         self._lease = self.settings.lease_timeout
         """The deliveries queue's lease_timeout (read from the queue when running)."""
 
-    # -- lifecycle -------------------------------------------------------------
-    def stop(self) -> None:
-        """Stop leasing and shut down gracefully; safe from any thread."""
-        self._stop_requested = True
-        token = self._loop_token
-        if token is None:
-            return
-        if threading.get_ident() == self._loop_thread:
-            self._stop.set()
-        else:
-            anyio.from_thread.run_sync(self._stop.set, token=token)
-
+    # -- lifecycle (the harness's hooks) ---------------------------------------
     async def arun(self) -> None:
         """Deliver until :meth:`stop`, then shut down gracefully."""
-        self._renewing = anyio.Lock()
-        self._room = anyio.Event()
-        self._stop = anyio.Event()
-        self._loop_thread = threading.get_ident()
-        self._loop_token = current_token()
-        if self._stop_requested:
-            self._stop.set()
+        await self._serve()
+        log.info("webhooks: worker %s stopped (%s)", self.client_id, self.counts)
+
+    async def _start(self) -> None:
         await ensure_queues(self.aq, self.settings)
         self._lease = (await self.aq.get_queue(DELIVERIES)).settings.lease_timeout
         log.info("webhooks: worker %s delivering", self.client_id)
-        try:
-            async with anyio.create_task_group() as keeper:
-                keeper.start_soon(self._renew_forever)
-                keeper.start_soon(self.cache.refresh_forever)
-                async with anyio.create_task_group() as items:
-                    async with anyio.create_task_group() as poller:
-                        poller.start_soon(self._poll, items)
-                        await self._stop.wait()
-                        poller.cancel_scope.cancel()
-                    if not await self._drain():
-                        await self._release_held()
-                        items.cancel_scope.cancel()
-                keeper.cancel_scope.cancel()
-        finally:
-            self._loop_token = None
-            await self._sender.close()
-        log.info("webhooks: worker %s stopped (%s)", self.client_id, self.counts)
 
-    async def _drain(self) -> bool:
-        with anyio.move_on_after(self.shutdown_grace):
-            while self._in_hand:
-                self._room = anyio.Event()
-                await self._room.wait()
-            return True
-        return False
+    def _keep(self, group: TaskGroup) -> None:
+        group.start_soon(self.cache.refresh_forever)
+
+    def _poll(self, group: TaskGroup, items: TaskGroup) -> None:
+        async def lease(want: int) -> list[Leased]:
+            return await self.aq.lease(
+                DELIVERIES, client_id=self.client_id, batch_size=want, timeout=self.poll_timeout
+            )
+
+        group.start_soon(partial(self._lease_loop, most=self.batch_size), DELIVERIES, items, lease)
 
     async def _release_held(self) -> None:
-        if self._held:
-            log.info("webhooks: giving back %d delivery(ies) still in flight", len(self._held))
+        if not self._held:
+            return
+        log.info("webhooks: giving back %d delivery(ies) still in flight", len(self._held))
+        leases = [await self.renewer.release(kept) for kept in list(self._held.values())]
+        try:
             try:
-                async with self._renewing:
-                    await self.aq.retry(DELIVERIES, [h.leased for h in self._held.values()])
-            except QueratorError as exc:
-                log.warning("webhooks: could not give deliveries back (they expire): %s", exc)
+                await self.aq.retry(DELIVERIES, leases)
+            except Conflict:  # one ended meanwhile: give back the others one by one
+                for leased in leases:
+                    with contextlib.suppress(Conflict):
+                        await self.aq.retry(DELIVERIES, [leased])
+        except QueratorError as exc:
+            log.warning("webhooks: could not give deliveries back (they expire): %s", exc)
 
-    # -- leasing ---------------------------------------------------------------
-    async def _poll(self, items: TaskGroup) -> None:
-        while True:
-            while self._in_hand >= self.concurrency:
-                self._room = anyio.Event()
-                await self._room.wait()
-            want = min(self.batch_size, self.concurrency - self._in_hand)
-            try:
-                batch = await self.aq.lease(
-                    DELIVERIES, client_id=self.client_id, batch_size=want, timeout=self.poll_timeout
-                )
-            except RequestTimeout:
-                continue
-            except Unavailable as exc:
-                log.warning("webhooks: store unavailable: %s", exc)
-                await anyio.sleep(1.0)
-                continue
-            self._in_hand += len(batch)
-            for leased in batch:
-                items.start_soon(self._handle, leased)
+    async def _closed(self) -> None:
+        await self._sender.close()
 
     async def _handle(self, leased: Leased) -> None:
         try:
@@ -207,9 +206,6 @@ class AsyncDeliveryWorker:
             log.warning("webhooks: store unavailable, %s will be retried: %s", leased.id, exc)
         except Exception:
             log.exception("webhooks: delivery %s failed in the worker", leased.id)
-        finally:
-            self._in_hand -= 1
-            self._room.set()
 
     async def _process(self, leased: Leased) -> None:
         try:
@@ -219,20 +215,21 @@ class AsyncDeliveryWorker:
             await self.aq.retry(DELIVERIES, [leased], dead=True, reason=why)
             return
         # Renewed from now on, while the item waits for room and while it is attempted.
-        held = self._held[leased.id] = _Held(leased)
+        held = self.renewer.keep(leased, self._lease, self._lease / 3)
+        self._held[leased.id] = held
         try:
             async with messaging.process(leased):
                 await self._deliver(held, delivery)
         finally:
             self._held.pop(leased.id, None)
+            self.renewer.discard(held)
 
-    async def _release(self, held: _Held) -> Leased:
+    async def _release(self, held: Kept) -> Leased:
         """The item's current version, once it is no longer renewed."""
-        self._held.pop(held.leased.id, None)
-        async with self._renewing:  # a renewal in progress gives the item a new version
-            return held.leased
+        self._held.pop(held.current.id, None)
+        return await self.renewer.release(held)  # after a renewal in flight
 
-    async def _deliver(self, held: _Held, delivery: Delivery) -> None:
+    async def _deliver(self, held: Kept, delivery: Delivery) -> None:
         endpoint = await self.cache.get(delivery.endpoint_id)
         if endpoint is None or endpoint.disabled:
             why = "deleted" if endpoint is None else f"disabled: {endpoint.disabled_reason}"
@@ -338,30 +335,3 @@ class AsyncDeliveryWorker:
             self._marking.discard(endpoint.id)
         if decision.outcome is Outcome.DEAD and decision.disable:
             self.counts["disabled"] = self.counts.get("disabled", 0) + 1
-
-    # -- leases ----------------------------------------------------------------
-    async def _renew_forever(self) -> None:
-        while True:
-            await anyio.sleep(self._lease / 3)
-            soon = self.aq.clock.now() + timedelta(seconds=self._lease * 2 / 3)
-            due = [h for h in self._held.values() if h.leased.lease_deadline <= soon]
-            async with self._renewing:
-                # released meanwhile: their owners commit them now
-                due = [h for h in due if self._held.get(h.leased.id) is h]
-                for start in range(0, len(due), MAX_BATCH):
-                    await self._renew(due[start : start + MAX_BATCH])
-
-    async def _renew(self, due: list[_Held]) -> None:
-        """Renew ``due`` in one call; one by one if that fails (a lost lease)."""
-        try:
-            renewed = await self.aq.renew(DELIVERIES, [h.leased for h in due])
-        except QueratorError:
-            if len(due) > 1:
-                for held in due:
-                    await self._renew([held])
-            else:
-                log.debug("webhooks: could not renew %s (lease lost?)", due[0].leased.id)
-            return
-        by_id = {leased.id: leased for leased in renewed}
-        for held in due:
-            held.leased = by_id.get(held.leased.id, held.leased)

@@ -308,7 +308,7 @@ def _progress(position: int, items: list[StoredItem]) -> StepProgress | None:
     records = [ProgressRecord.model_validate_json(item.payload) for item in items]
     if not records:
         return None
-    record = max(records, key=lambda r: r.seq)
+    record = max(records, key=lambda r: r.gen)
     return StepProgress(
         position=position,
         attempt=record.attempt,

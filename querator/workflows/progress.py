@@ -1,11 +1,12 @@
 """Step progress: a running step reports how far it got; inspection shows it.
 
-The last report of a step call is the newer of two records,
-``{run}/{position}/progress/a`` and ``/b``
-(:class:`~querator.workflows.layout.ProgressRecord`): each report is written
-into the slot that does not hold the newest one, then the other is deleted, so
-a reader always finds one. Best effort (a report racing another one may be dropped), never part
-of the step's outcome, and kept after the step ends (``get_run`` shows it).
+The last report of a step call is a record of the two-slot store
+(:mod:`querator.queue.record_store`), keyed ``{run}/{position}/progress/a``
+and ``/b`` (:class:`~querator.workflows.stored.ProgressRecord`): each report
+is written into the slot that does not hold the current one, then the other
+is deleted, so a reader always finds one. Best effort (a report racing
+another one may be dropped), never part of the step's outcome, and kept
+after the step ends (``get_run`` shows it).
 
 ```python
 @step
@@ -19,7 +20,6 @@ def load(paths: list[str]) -> int:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Mapping
@@ -28,10 +28,11 @@ from typing import Any
 import anyio.from_thread
 from typing_extensions import deprecated
 
-from querator.errors import Conflict, InvalidArgument, QueratorError, UsageError
-from querator.workflows.keys import PROGRESS_SLOTS, RESULTS_QUEUE, progress_key
+from querator.errors import InvalidArgument, QueratorError, UsageError
+from querator.queue.record_store import RecordStore
+from querator.workflows.keys import RECORD_KIND, RESULTS_QUEUE, step_key
 from querator.workflows.step_context import StepContext, current_step
-from querator.workflows.stored import ProgressRecord, record_item
+from querator.workflows.stored import ProgressRecord
 
 __all__ = ["areport_progress", "report_progress", "report_progress_async"]
 
@@ -39,6 +40,10 @@ log = logging.getLogger("querator.workflows")
 
 MAX_PROGRESS_BYTES = 16 * 1024
 """The largest progress report accepted (as JSON)."""
+
+PROGRESS = RecordStore(RESULTS_QUEUE, ProgressRecord, kind=RECORD_KIND, infix="/progress/")
+"""Step calls' progress records, named by their step key (``{run}/{position}``);
+their keys are :func:`~querator.workflows.keys.progress_key`'s."""
 
 
 def _context() -> StepContext:
@@ -68,29 +73,12 @@ async def _store(ctx: StepContext, record: ProgressRecord) -> None:
 
 
 async def _replace(ctx: StepContext, record: ProgressRecord) -> None:
-    """Write the report into the slot not holding the newest one, then drop the
+    """Write the report into the slot not holding the current one, then drop the
     other: a reader finds at least one record at every instant."""
-    keys = [progress_key(ctx.run_id, ctx.position, slot) for slot in PROGRESS_SLOTS]
-    found = await ctx.aq.lookup(RESULTS_QUEUE, keys)
-    held = sorted(
-        (ProgressRecord.model_validate_json(found[key].payload).seq, key)
-        for key in keys
-        if key in found
-    )
-    if len(held) == 2:  # a report was cut short: keep the newest only
-        await _delete(ctx, found[held[0][1]].id)
-        held = held[1:]
-    target = keys[0] if not held or held[0][1] != keys[0] else keys[1]
-    seq = held[0][0] + 1 if held else 0
-    stored = record.model_copy(update={"seq": seq})
-    await ctx.aq.produce(RESULTS_QUEUE, [record_item(target, stored, ctx.run_id)])
-    if held:
-        await _delete(ctx, found[held[0][1]].id)
-
-
-async def _delete(ctx: StepContext, item_id: str) -> None:
-    with contextlib.suppress(Conflict):  # removed meanwhile by another report
-        await ctx.aq.delete_items(RESULTS_QUEUE, [item_id])
+    name = step_key(ctx.run_id, ctx.position)
+    current = await PROGRESS.read(ctx.aq, name)
+    if await PROGRESS.write(ctx.aq, name, current, record, reference=ctx.run_id) is None:
+        log.debug("run %s step %s: a report raced this one; dropped", ctx.run_id, ctx.step)
 
 
 async def report_progress_async(progress: Mapping[str, Any]) -> None:

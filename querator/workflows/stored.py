@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from querator.clock import stamp
 from querator.model_bases import StoredModel
 from querator.queue.models import Item
+from querator.queue.record_store import Versioned
 from querator.workflows.keys import (
     ENCODING,
     RECORD_KIND,
@@ -126,14 +127,15 @@ class RunRecord(StoredModel):
         return "completed" if self.ok else "failed"
 
 
-class ProgressRecord(StoredModel):
+class ProgressRecord(StoredModel, Versioned):
     """``{run}/{position}/progress/a`` or ``/b``: the last progress a step call
-    reported (:data:`~querator.workflows.keys.PROGRESS_SLOTS`)."""
+    reported (a record of :data:`querator.workflows.progress.PROGRESS`)."""
 
     attempt: int
     """The attempt that reported it (1-based, deferrals included)."""
-    seq: int = 0
-    """Reports of the step call so far, minus one: the newest record wins."""
+    gen: int = Field(default=0, validation_alias=AliasChoices("gen", "seq"))
+    """Reports of the step call so far, minus one: the newest record wins
+    (older records call it ``seq``: read as ``gen``)."""
     progress: dict[str, Any]
     """What the step reported (JSON)."""
     updated_at: datetime = Field(default_factory=stamp)

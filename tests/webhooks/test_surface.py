@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 import querator.webhooks
-from querator.errors import QueratorError
+from querator import Querator
+from querator.errors import InvalidArgument, QueratorError
 
 
 def test_exported_names_are_pinned() -> None:
@@ -58,3 +61,16 @@ def test_sync_and_async_webhooks_offer_the_same_methods() -> None:
         return {n for n, _ in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")}
 
     assert public(querator.webhooks.Webhooks) == public(querator.webhooks.AsyncWebhooks)
+
+
+def test_the_delivery_workers_take_one_declared_option_set() -> None:
+    """Sync and async workers take the same options, checked by name and value."""
+    with Querator("memory://") as q:
+        worker = querator.webhooks.DeliveryWorker(q, batch_size=7, poll_timeout=0.5)
+        assert (worker.worker.batch_size, worker.worker.poll_timeout) == (7, 0.5)
+        with pytest.raises(InvalidArgument) as misspelt:
+            querator.webhooks.DeliveryWorker(q, concurency=3)  # type: ignore[call-arg]
+        assert misspelt.value.field == "concurency"
+        with pytest.raises(InvalidArgument) as bad:
+            querator.webhooks.AsyncDeliveryWorker(q.aio, shutdown_grace=-1)
+        assert bad.value.field == "shutdown_grace"

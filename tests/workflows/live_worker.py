@@ -11,8 +11,10 @@ keeps its default lease and renewal settings. Logs (INFO) to stderr.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,8 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=None)
     args = parser.parse_args()
     os.environ["OPS_WORKER"] = args.client_id
+    # A hung worker's threads, on SIGUSR1 (``WorkerProc.wait`` asks before killing it).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,10 @@ import pytest
 from polling import wait_for
 
 WORKER_SCRIPT = Path(__file__).with_name("ops_worker.py")
+STACKS_WAIT = 3.0
+"""Seconds a hung worker gets to write its threads' stacks (SIGUSR1) before the kill."""
+STACKS_MARK = "most recent call first"
+"""In every stack faulthandler writes."""
 
 
 def durable_url_for(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> str:
@@ -47,13 +52,27 @@ class WorkerProc:
         return self.wait(timeout)
 
     def wait(self, timeout: float = 30.0) -> int:
-        """The exit code (kill and fail after ``timeout``)."""
+        """The exit code (after ``timeout``: dump its threads' stacks, kill, fail)."""
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             self.proc.kill()
             self.proc.wait()
             pytest.fail(f"worker {self.name} ignored SIGTERM for {timeout}s:\n{self.stderr()}")
+
+    def dump_stacks(self) -> bool:
+        """Ask the worker for every thread's stack (``faulthandler`` on SIGUSR1,
+        into its stderr) and poll briefly for them; whether they came."""
+        if self.proc.poll() is not None:
+            return False
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + STACKS_WAIT
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if STACKS_MARK in self.stderr():
+                return True
+            time.sleep(0.05)
+        return STACKS_MARK in self.stderr()
 
     def kill(self) -> None:
         """SIGKILL and reap."""

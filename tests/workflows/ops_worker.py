@@ -11,8 +11,10 @@ and tag them with ``$OPS_WORKER`` (set to CLIENT_ID here).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,8 @@ def main() -> None:
     # timing-sensitive tests (short leases) would otherwise starve on small machines.
     os.nice(args.nice)
     os.environ["OPS_WORKER"] = args.client_id
+    # A hung worker's threads, on SIGUSR1 (``WorkerProc.wait`` asks before killing it).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,

@@ -354,13 +354,13 @@ def test_a_schedule_written_by_a_newer_version_is_fired_and_keeps_its_new_fields
     define(q)
     current = q.call(read_one, q.aio, "hourly")
     assert current is not None
-    newer = current.state.model_dump(mode="json")
+    newer = current.record.model_dump(mode="json")
     newer["rollout_wave"] = 3
     newer["spec"]["priority"] = "high"
     assert q.call(write, q.aio, current, ScheduleState.model_validate(newer))
     assert [s.name for s in list_schedules(q)] == ["hourly"]
     assert len(Scheduler(q).run_once()) == 1  # the 23:00 tick fired
     after = q.call(read_one, q.aio, "hourly")
-    assert after is not None and after.state.last_tick == START
+    assert after is not None and after.record.last_tick == START
     stored = json.loads(after.item.payload)
     assert (stored["rollout_wave"], stored["spec"]["priority"]) == (3, "high")

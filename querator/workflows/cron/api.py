@@ -193,7 +193,7 @@ async def _update(
         current = await read_one(aq, name)
         if current is None:
             raise InvalidArgument("name", f"no schedule {name!r}")
-        new = change(current.state)
+        new = change(current.record)
         if await write(aq, current, new):
             return new
     raise InvalidArgument("name", f"schedule {name!r} kept changing; try again")
@@ -203,7 +203,7 @@ async def upsert_async(aq: AsyncQueueClient, spec: ScheduleSpec, start_at: datet
     """Create the schedule, or replace its spec keeping its progress; True if changed."""
     for _ in range(CAS_ATTEMPTS):
         current = await read_one(aq, spec.name)
-        if current is not None and current.state.spec == spec and start_at is None:
+        if current is not None and current.record.spec == spec and start_at is None:
             return False
         state = _new_state(current, spec, start_at, aq.clock.now())
         if await write(aq, current, state):
@@ -219,7 +219,7 @@ def _new_state(
     update: dict[str, Any] = {"spec": spec}
     if start_at is not None:
         update.update(start_at=start_at, last_tick=None)
-    return current.state.model_copy(update=update)
+    return current.record.model_copy(update=update)
 
 
 async def schedule_async(
@@ -346,7 +346,7 @@ async def list_schedules_async(aq: AsyncQueueClient) -> list[ScheduleInfo]:
     """See :func:`list_schedules`."""
     when = aq.clock.now()
     pollers = await read_pollers(aq)
-    return [await _info(aq, stored.state, when, pollers) for stored in await read_all(aq)]
+    return [await _info(aq, stored.record, when, pollers) for stored in await read_all(aq)]
 
 
 def list_schedules(q: QueueClient) -> list[ScheduleInfo]:
@@ -360,7 +360,7 @@ async def get_schedule_async(aq: AsyncQueueClient, name: str) -> ScheduleInfo:
     current = await read_one(aq, name)
     if current is None:
         raise InvalidArgument("name", f"no schedule {name!r}")
-    return await _info(aq, current.state, aq.clock.now(), await read_pollers(aq))
+    return await _info(aq, current.record, aq.clock.now(), await read_pollers(aq))
 
 
 def get_schedule(q: QueueClient, name: str) -> ScheduleInfo:
@@ -424,7 +424,7 @@ async def trigger_schedule_async(aq: AsyncQueueClient, name: str) -> AsyncRunHan
         raise InvalidArgument("name", f"no schedule {name!r}")
     tick = aq.clock.now()
     key = "trigger:" + tick_key(name, tick)
-    run_id = await start_tick(aq, current.state.spec, tick, key)
+    run_id = await start_tick(aq, current.record.spec, tick, key)
     await _update(aq, name, lambda s: s.model_copy(update={"last_run_id": run_id}))
     return AsyncRunHandle(aq, run_id)
 

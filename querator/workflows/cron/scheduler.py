@@ -15,17 +15,16 @@ in tests: :mod:`querator.clock`).
 from __future__ import annotations
 
 import logging
-import threading
 import warnings
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
-from anyio.lowlevel import EventLoopToken, current_token
 
 from querator.errors import InvalidArgument, Unavailable
 from querator.queue.client import QueueClient
+from querator.queue.harness import StopRequest, run_sync
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
@@ -105,10 +104,7 @@ class AsyncScheduler:
             _deprecated_now()
             self.now = now
         self.interval = check_duration("interval", interval)
-        self._stop_requested = False
-        self._stop: anyio.Event | None = None
-        self._token: EventLoopToken | None = None
-        self._loop_thread = 0
+        self._stops = StopRequest()
 
     async def register(self) -> None:
         """Create or redefine the schedules of the ``@workflow(schedule=...)`` functions."""
@@ -129,12 +125,12 @@ class AsyncScheduler:
         started: list[str] = []
         states: list[ScheduleState] = []
         for stored in await self._read():
-            state = stored.state
+            state = stored.record
             try:
                 run_ids, state = await self._handle(stored)
                 started += run_ids
             except InvalidArgument as exc:  # its stored cron or zone cannot fire
-                self._tell_broken(stored.state, exc)
+                self._tell_broken(stored.record, exc)
             except Exception:
                 log.exception("schedule %s: pass failed", state.spec.name)
             states.append(state)
@@ -145,7 +141,7 @@ class AsyncScheduler:
         every = await read_all(self.aq, self._damaged_told)
         if self.served is None:
             return every
-        return [stored for stored in every if stored.state.spec.workflow in self.served]
+        return [stored for stored in every if stored.record.spec.workflow in self.served]
 
     def _tell_broken(self, state: ScheduleState, exc: InvalidArgument) -> None:
         """Say once per definition, at ERROR, that a stored schedule cannot fire."""
@@ -171,7 +167,7 @@ class AsyncScheduler:
             return False
 
     async def _handle(self, stored: Stored) -> tuple[list[str], ScheduleState]:
-        state = stored.state
+        state = stored.record
         if state.paused:
             await self._refresh(stored)
             return [], state
@@ -205,7 +201,7 @@ class AsyncScheduler:
 
     async def _refresh(self, stored: Stored) -> None:
         if stored.item.created_at < self.now() - REFRESH_AFTER:
-            await write(self.aq, stored, stored.state)
+            await write(self.aq, stored, stored.record)
 
     def _next_due(self, states: list[ScheduleState]) -> float:
         now = self.now()
@@ -225,18 +221,20 @@ class AsyncScheduler:
 
     async def arun(self) -> None:
         """Register, then pass at every due tick until :meth:`stop`."""
-        self._stop = anyio.Event()
-        self._token = current_token()
-        self._loop_thread = threading.get_ident()
-        if self._stop_requested:
-            self._stop.set()
+        self._stops.bind()
+        try:
+            await self._serve()
+        finally:
+            self._stops.unbind()
+
+    async def _serve(self) -> None:
         try:
             await self.register()  # creates the schedules' queue when it has any to write
         except Exception:
             log.exception("scheduler: registering schedules failed")
         watch = self.aq.watch(SCHEDULES_QUEUE)
         outage, backoff = Outage(log, "scheduler"), Backoff(initial=0.2)
-        while not self._stop.is_set():
+        while not self._stops.stopping.is_set():
             try:
                 _, states = await self._pass()
                 wait = self._next_due(states)
@@ -254,27 +252,19 @@ class AsyncScheduler:
                     group.start_soon(self._wait_stop, group)
                     await watch.wait(wait + 0.001)
                     group.cancel_scope.cancel()
-        self._token = None
 
     async def _wait_stop(self, group: anyio.abc.TaskGroup) -> None:
-        assert self._stop is not None
-        await self._stop.wait()
+        await self._stops.stopping.wait()
         group.cancel_scope.cancel()
 
     def stop(self) -> None:
-        """Make :meth:`arun` return (safe from any thread)."""
-        self._stop_requested = True
-        token, event = self._token, self._stop
-        if token is None or event is None:
-            return
-        if threading.get_ident() == self._loop_thread:
-            event.set()
-        else:
-            anyio.from_thread.run_sync(event.set, token=token)
+        """Make :meth:`arun` return (safe from any thread and from signal handlers)."""
+        self._stops.request()
 
 
 class Scheduler:
-    """The sync shell of :class:`AsyncScheduler`: :meth:`run` blocks until :meth:`stop`."""
+    """The sync shell of :class:`AsyncScheduler`: :meth:`run` blocks until :meth:`stop`
+    (or SIGTERM/SIGINT when called in the main thread)."""
 
     def __init__(
         self,
@@ -303,8 +293,9 @@ class Scheduler:
         return started
 
     def run(self) -> None:
-        """See :meth:`AsyncScheduler.arun`."""
-        self.q.call(self.scheduler.arun)
+        """See :meth:`AsyncScheduler.arun`; in the main thread SIGTERM and SIGINT
+        stop it (their handlers are installed for its duration)."""
+        run_sync(self.q, self.scheduler.arun, self.stop, log, "scheduler", hurry=False)
 
     def stop(self) -> None:
         """See :meth:`AsyncScheduler.stop`."""

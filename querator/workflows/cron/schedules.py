@@ -31,6 +31,7 @@ from pydantic import Field
 
 from querator.clock import stamp
 from querator.errors import InvalidArgument
+from querator.queue.record_store import Versioned
 from querator.model_bases import StoredModel
 
 __all__ = [
@@ -118,8 +119,9 @@ class ScheduleSpec(StoredModel):
     """Each run's start is delayed by a deterministic 0..jitter seconds (never its key)."""
 
 
-class ScheduleState(StoredModel):
-    """A schedule's stored record: its spec and what the schedulers did so far."""
+class ScheduleState(StoredModel, Versioned):
+    """A schedule's stored record: its spec and what the schedulers did so far
+    (``gen`` and ``token``: see :class:`~querator.queue.record_store.Versioned`)."""
 
     spec: ScheduleSpec
     paused: bool = False
@@ -133,10 +135,6 @@ class ScheduleState(StoredModel):
     """Ticks held by ``buffer_one``/``buffer_all``/``cancel_other``, oldest first."""
     note: str = ""
     """Free text (why paused)."""
-    gen: int = 0
-    """Bumped by every write: the highest generation is the current record."""
-    token: str = ""
-    """Random per write: tells a writer whether its write won."""
     updated_at: datetime = Field(default_factory=stamp)
 
 

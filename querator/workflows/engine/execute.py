@@ -13,12 +13,12 @@ from typing import Any
 import anyio
 
 from querator.errors import Conflict, InvalidArgument
+from querator.queue.harness import Renewer
 from querator.queue.models import Leased, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import Attempt, joined, step_attempt
 from querator.workflows.engine.commit import transact_creating
-from querator.workflows.engine.renewal import Renewer
 from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
 from querator.workflows.functions import StepFunction
 from querator.workflows.retry import RetryDecision

@@ -5,23 +5,21 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import signal
-import threading
 import time
-from collections.abc import Iterable, Mapping
-from types import FrameType
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from typing import Any, TypedDict
 
 import anyio
-from anyio.lowlevel import EventLoopToken, current_token
+from anyio.abc import TaskGroup
 from typing_extensions import Unpack
 
 from querator.clock import using
-from querator.errors import Conflict, RequestTimeout, Unavailable
+from querator.errors import Conflict
 from querator.queue.client import QueueClient
+from querator.queue.harness import RELEASE_WITHIN, LeaseWorker, run_sync
 from querator.queue.models import Leased
 from querator.queue.options import check_options
-from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_duration, check_flag, check_name
 from querator.workflows.cron.scheduler import AsyncScheduler
@@ -31,23 +29,18 @@ from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.heartbeat import Heartbeat
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
 from querator.workflows.engine.poison import decode, discard
-from querator.workflows.engine.renewal import Renewer
 from querator.workflows.engine.rerouting import NotServed, reroute
 from querator.workflows.engine.served import Served
 from querator.workflows.functions import DurableFunction
 from querator.workflows.keys import RESULTS_QUEUE, RESULTS_SETTINGS, is_step, is_wake
 from querator.workflows.stored import StepPayload, WakePayload
 
-__all__ = ["AsyncWorker", "Worker"]
+__all__ = ["RELEASE_WITHIN", "AsyncWorker", "Worker"]
 
 log = logging.getLogger("querator.worker")
 
 DEFAULT_SHUTDOWN_GRACE = 30.0
 """Seconds a stopping worker lets in-flight items finish before releasing them."""
-RELEASE_WITHIN = 5.0
-"""Seconds past the grace a stopping worker spends releasing the items in hand;
-whatever it could not release by then (the store blocked or gone) is left to
-its lease, which expires: another worker takes it then, nothing is lost."""
 WORKER_SCHEDULER_INTERVAL = 30.0
 """Longest sleep of a worker's scheduler between passes. It wakes at each due
 tick and on every schedule change anyway; this bounds only what a missed
@@ -96,7 +89,7 @@ def check_worker_options(options: Mapping[str, Any]) -> WorkerOptions:
     }
 
 
-class AsyncWorker:
+class AsyncWorker(LeaseWorker):
     """Runs workflows and steps on an :class:`AsyncQueueClient`, in async code.
 
     Leases from the workflow queue(s) of the registered workflows (default
@@ -122,7 +115,16 @@ class AsyncWorker:
         **options: Unpack[WorkerOptions],
     ) -> None:
         checked = check_worker_options(options)
-        self.aq = aq
+        client_id = checked["client_id"] or f"worker-{os.getpid()}-{secrets.token_hex(4)}"
+        super().__init__(
+            aq,
+            log,
+            f"worker {client_id}",
+            concurrency=checked["concurrency"],
+            shutdown_grace=checked["shutdown_grace"],
+            renewing="step item",
+        )
+        self.client_id = client_id
         self.resources: dict[str, Any] = dict(checked.get("resources") or {})
         """Shared by this worker's steps (``StepContext.resources``); each one with a
         ``close()`` method is closed when :meth:`arun` returns (``querator.spark``
@@ -132,10 +134,7 @@ class AsyncWorker:
         self.workflows = self.served.workflows
         self.steps = self.served.steps
         self.queues = self.served.queues
-        self.concurrency = checked["concurrency"]
-        self.client_id = checked["client_id"] or f"worker-{os.getpid()}-{secrets.token_hex(4)}"
         self.poll_timeout = checked["poll_timeout"]
-        self.shutdown_grace = checked["shutdown_grace"]
         max_live_runs = checked["max_live_runs"]
         self.scheduler: AsyncScheduler | None = None
         """Fires the schedules of this worker's workflows (None: option ``scheduler``
@@ -144,22 +143,15 @@ class AsyncWorker:
             self.scheduler = AsyncScheduler(
                 aq, self.workflows.values(), served_only=True, interval=WORKER_SCHEDULER_INTERVAL
             )
-        self._in_flight = 0
         self._held: dict[str, Leased] = {}
-        self._renewer = Renewer(aq)
-        """Keeps the leases of the running steps alive."""
-        self._stop_requested = False
-        self._stop_count = 0
-        self._token: EventLoopToken | None = None
-        self._loop_thread = 0
-        runner = StepRunner(aq, self._renewer, self.resources, lambda: self._token)
+        runner = StepRunner(aq, self.renewer, self.resources, lambda: self.token)
         self.engine = Engine(
             aq,
             self.served,
             runner,
             self.client_id,
             max_live_runs,
-            lambda: not self._stop_requested,
+            lambda: not self.stop_requested,
             self._held,
         )
         """Advances this worker's runs and keeps their live bodies (see
@@ -184,69 +176,57 @@ class AsyncWorker:
 
         Safe from any thread (and from signal handlers).
         """
-        self._stop_requested = True
-        self._stop_count += 1
-        token = self._token
-        if token is None:
-            return  # arun has not started: it will see the request
-        if threading.get_ident() == self._loop_thread:
-            self._signal_stop()
-        else:
-            anyio.from_thread.run_sync(self._signal_stop, token=token)
-
-    def _signal_stop(self) -> None:
-        self._stop.set()
-        if self._stop_count > 1:
-            self._hurry.set()
+        super().stop()
 
     async def arun(self) -> None:
         """Serve until :meth:`stop`, then shut down gracefully (see the class doc)."""
         with using(self.aq.clock):  # records are stamped on the client's clock
             await self._serve()
+        counts = ", ".join(f"{name}={count}" for name, count in sorted(self.counts.items()))
+        log.info("worker %s stopped (%s)", self.client_id, counts or "nothing done")
 
-    async def _serve(self) -> None:
-        self._slots = anyio.Condition()
-        self._stop = anyio.Event()
-        self._hurry = anyio.Event()
-        self._loop_thread = threading.get_ident()
-        self._token = current_token()
-        if self._stop_requested:
-            self._signal_stop()
+    # -- the harness's hooks ---------------------------------------------------
+    async def _start(self) -> None:
         await self.aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
         for queue in self.queues:
             await ensure_work_queue(self.aq, queue)
         log.info("worker %s serving %s", self.client_id, ", ".join(self.queues))
-        async with anyio.create_task_group() as keeper:
-            keeper.start_soon(self._renewer.run)
-            async with anyio.create_task_group() as items:
-                async with anyio.create_task_group() as pollers:
-                    for queue in self.queues:
-                        pollers.start_soon(self._poll, queue, items)
-                    pollers.start_soon(self._heartbeat.run)  # the registry of workers
-                    if self.scheduler is not None:
-                        pollers.start_soon(self.scheduler.arun)
-                    await self._stop.wait()
-                    pollers.cancel_scope.cancel()
-                await self._heartbeat.release()
-                log.info("worker %s stopping: %d item(s) in hand", self.client_id, self._in_flight)
-                if not await self._drain():
-                    released: set[str] = set()
-                    with anyio.move_on_after(RELEASE_WITHIN):
-                        await self._release_held(released)
-                    if left := set(self._held) - released:
-                        log.warning(
-                            "worker %s: %d item(s) still in flight after the grace period"
-                            " (a blocked commit?); exiting: their leases will expire",
-                            self.client_id,
-                            len(left),
-                        )
-                    items.cancel_scope.cancel()
-            await self.engine.close()
-            keeper.cancel_scope.cancel()
-        self._token = None
+
+    def _poll(self, group: TaskGroup, items: TaskGroup) -> None:
+        for queue in self.queues:
+            loop = partial(self._lease_loop, share=len(self.queues))
+            group.start_soon(loop, queue, items, self._leaser(queue))
+        group.start_soon(self._heartbeat.run)  # the registry of workers
+        if self.scheduler is not None:
+            group.start_soon(self.scheduler.arun)
+
+    def _leaser(self, queue: str) -> Callable[[int], Awaitable[list[Leased]]]:
+        """How :meth:`_lease_loop` leases from ``queue`` (the kinds served there only)."""
+        kinds = self.served.kinds(queue)
+
+        async def lease(free: int) -> list[Leased]:
+            return await self.aq.lease(
+                queue,
+                client_id=self.client_id,
+                batch_size=free,
+                timeout=self.poll_timeout,
+                kinds=kinds,
+            )
+
+        return lease
+
+    def _took(self, leased: Leased) -> None:
+        self.counts["leased"] += 1
+        self._held[leased.id] = leased
+
+    async def _stopped_polling(self) -> None:
+        await self._heartbeat.release()
+
+    async def _drained(self) -> None:
+        await self.engine.close()
+
+    async def _closed(self) -> None:
         await self._close_resources()
-        counts = ", ".join(f"{name}={count}" for name, count in sorted(self.counts.items()))
-        log.info("worker %s stopped (%s)", self.client_id, counts or "nothing done")
 
     async def _close_resources(self) -> None:
         for name, resource in list(self.resources.items()):
@@ -258,27 +238,20 @@ class AsyncWorker:
             except Exception:
                 log.exception("worker %s: could not close resource %r", self.client_id, name)
 
-    async def _drain(self) -> bool:
-        """Wait up to the grace period (or a hurry) for the items in hand; True if none left."""
-        async with anyio.create_task_group() as waiters:
+    async def _release_held(self) -> None:
+        released: set[str] = set()
+        try:
+            await self._release_each(released)
+        finally:  # also when RELEASE_WITHIN cut it short
+            if left := set(self._held) - released:
+                log.warning(
+                    "worker %s: %d item(s) still in flight after the grace period"
+                    " (a blocked commit?); exiting: their leases will expire",
+                    self.client_id,
+                    len(left),
+                )
 
-            async def finished() -> None:
-                async with self._slots:
-                    while self._in_flight > 0:
-                        await self._slots.wait()
-                waiters.cancel_scope.cancel()
-
-            async def hurried() -> None:
-                await self._hurry.wait()
-                waiters.cancel_scope.cancel()
-
-            waiters.start_soon(finished)
-            waiters.start_soon(hurried)
-            await anyio.sleep(self.shutdown_grace)
-            waiters.cancel_scope.cancel()
-        return self._in_flight == 0
-
-    async def _release_held(self, released: set[str]) -> None:
+    async def _release_each(self, released: set[str]) -> None:
         """Retry every item still in hand so other workers can lease it at once;
         adds to ``released`` the id of each one released or found done.
 
@@ -309,44 +282,6 @@ class AsyncWorker:
             except Exception:
                 log.exception("worker %s: could not release item %s", self.client_id, leased.id)
 
-    async def _poll(self, queue: str, items: anyio.abc.TaskGroup) -> None:
-        outage = Outage(log, f"worker {self.client_id}: lease from {queue}")
-        backoff = Backoff()
-        while True:
-            async with self._slots:
-                while self._in_flight >= self.concurrency:
-                    await self._slots.wait()
-            # Free slots, shared among the leased queues (so pollers never
-            # lease more than the worker can start).
-            free = max(1, (self.concurrency - self._in_flight) // len(self.queues))
-            try:
-                batch = await self.aq.lease(
-                    queue,
-                    client_id=self.client_id,
-                    batch_size=free,
-                    timeout=self.poll_timeout,
-                    kinds=self.served.kinds(queue),
-                )
-            except RequestTimeout:
-                outage.back()
-                backoff.reset()
-                continue
-            except Unavailable as exc:
-                outage.lost(exc)  # logged once per outage; retried with capped backoff
-                await anyio.sleep(backoff.next())
-                continue
-            except Exception:
-                log.exception("worker %s: lease from %s failed; retrying", self.client_id, queue)
-                await anyio.sleep(backoff.next())
-                continue
-            outage.back()
-            backoff.reset()
-            self.counts["leased"] += len(batch)
-            for leased in batch:
-                self._in_flight += 1
-                self._held[leased.id] = leased
-                items.start_soon(self._handle, leased)
-
     async def _handle(self, leased: Leased) -> None:
         try:
             await self._dispatch(leased)
@@ -363,9 +298,6 @@ class AsyncWorker:
             )
         finally:
             self._held.pop(leased.id, None)
-            async with self._slots:
-                self._in_flight -= 1
-                self._slots.notify_all()
 
     async def _dispatch(self, leased: Leased) -> None:
         if is_wake(leased.kind):
@@ -398,8 +330,6 @@ class Worker:
     ) -> None:
         self.q = q
         self.worker = AsyncWorker(q.aio, functions, **options)
-        self._id = self.worker.client_id
-        self._signals = 0
 
     def run(self) -> None:
         """Serve until :meth:`stop` (or SIGTERM/SIGINT in the main thread).
@@ -407,26 +337,7 @@ class Worker:
         In the main thread it installs SIGTERM and SIGINT handlers for its
         duration and restores the previous ones before returning.
         """
-        if threading.current_thread() is not threading.main_thread():
-            self.q.call(self.worker.arun)
-            return
-        handler = self._on_signal
-        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            self.q.call(self.worker.arun)
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """The first signal stops gracefully; a second one releases the items in hand."""
-        name = signal.Signals(signum).name
-        self._signals += 1
-        if self._signals == 1:
-            log.info("worker %s: %s, stopping (again: release items in hand)", self._id, name)
-        elif self._signals == 2:
-            log.warning("worker %s: %s again, releasing the items in hand", self._id, name)
-        threading.Thread(target=self.stop, daemon=True).start()
+        run_sync(self.q, self.worker.arun, self.stop, log, f"worker {self.worker.client_id}")
 
     def stop(self) -> None:
         """Ask :meth:`run` to return once the items in hand are finished (see
