@@ -292,10 +292,11 @@ async def commit_held(aq: AsyncQueueClient, held: Leased, produce: Produce) -> b
 
 async def commit_wake(
     aq: AsyncQueueClient, held: Leased, payload: StepPayload, produce: Produce | None = None
-) -> None:
-    """Complete a step item with ``produce`` and a wake task for its run."""
+) -> bool:
+    """Complete a step item with ``produce`` and a wake task for its run; False
+    (logged) if its lease was lost meanwhile."""
     wake_ = wake_item(
         payload.run_id, payload.wake_tag(), trace=held.headers, workflow=payload.workflow
     )
     wake = {payload.workflow_queue: [wake_]}
-    await commit_held(aq, held, merge_items(produce or {}, wake))
+    return await commit_held(aq, held, merge_items(produce or {}, wake))

@@ -1,13 +1,21 @@
 """The engine's decisions, pure (no I/O): how a run ends, what resumes a parked
-body, which runs a saga's replay must advance."""
+body, which runs a saga's replay must advance.
+
+Each decision the engine (:mod:`.driver`) takes returns its next move as a
+value: one of the commits below (:data:`Commit`), carried out in one place
+(``Engine._commit``), or :class:`Resume` / :class:`Stored`. The engine
+gathers the facts (lookups, a replay) first and commits after; nothing here
+reads or writes the store.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from querator.queue.models import Leased
+from querator.workflows.engine.commit import Produce
 from querator.workflows.engine.context import (
     Child,
     Gather,
@@ -23,19 +31,111 @@ from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.keys import SLEEP_STEP
 from querator.workflows.sagas.core import SagaFunction
-from querator.workflows.stored import ErrorInfo, RunRecord, error_info
+from querator.workflows.stored import (
+    ErrorInfo,
+    RunMeta,
+    RunRecord,
+    StepPayload,
+    StepRecord,
+    error_info,
+    wake_item,
+)
 
 __all__ = [
+    "Commit",
+    "Compensate",
+    "End",
+    "Hold",
+    "Move",
+    "Park",
+    "Resume",
+    "Stored",
+    "WakeRun",
+    "after_record",
     "ended_early",
     "ending",
     "finished_record",
+    "from_history",
     "needs_saga_path",
+    "next_move",
     "resumes_on",
     "satisfied",
     "tag_position",
     "timed_out",
     "timer_ended",
+    "woken",
 ]
+
+# -- the moves ---------------------------------------------------------------------
+# Each commit completes the item in hand, with the records it carries (a step's
+# record), in the transaction that produces what the move names.
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Complete the item in hand with ``produce``; the run waits as it is."""
+
+    produce: Produce = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WakeRun:
+    """Complete the step item in hand with a wake task for its run: whoever leases
+    the wake decides from what is committed then. ``record``: the step's record,
+    which the run's parked body (if it waits for it) keeps once committed."""
+
+    payload: StepPayload
+    record: StepRecord | None = None
+
+
+@dataclass(frozen=True)
+class End:
+    """The run ends with ``final``."""
+
+    run_id: str
+    meta: RunMeta
+    final: RunRecord
+
+
+@dataclass(frozen=True)
+class Compensate:
+    """A saga that failed, is cancelled, timed out or compensating goes on by
+    replay (:mod:`..sagas.advance`) from ``history`` (None: load it, from
+    ``position``)."""
+
+    run_id: str
+    wf: WorkflowFunction[..., Any]
+    history: History | None = None
+    position: int = 0
+
+
+@dataclass(frozen=True)
+class Park:
+    """Commit ``request``'s items (a step item maybe leased to this worker) and
+    keep the body parked on it."""
+
+    request: Request
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Resume the body: what it waits for is there (nothing to commit yet)."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Drop the live body and decide from what is stored (the run ended, is
+    cancelled, compensating or past its deadline)."""
+
+
+Commit = Hold | WakeRun | End | Compensate | Park
+"""A move the engine commits."""
+
+Move = Commit | Resume | Stored
+"""Any next move."""
+
+
+# -- the decisions -------------------------------------------------------------------
 
 
 def finished_record(wf: WorkflowFunction[..., Any], finished: Finished) -> RunRecord:
@@ -105,10 +205,10 @@ def resumes_on(live: LiveRun, request: Request | Finished | None, position: int)
     return False
 
 
-def satisfied(live: LiveRun, request: Request) -> bool:
-    """Whether ``request`` has what it waits for."""
+def satisfied(live: LiveRun, request: Request, now: datetime) -> bool:
+    """Whether ``request`` has what it waits for at ``now``."""
     if isinstance(request, Sleep):
-        return live.ctx.clock.now() >= request.until
+        return now >= request.until
     return all(p in live.ctx.records for p in waited_positions(request))
 
 
@@ -146,3 +246,69 @@ def tag_position(wake: Leased) -> int:
     """The position a wake task names (its dedup key's tag), else 0."""
     tag = (wake.dedup_key or "").removesuffix("/r").rpartition("/")[2]
     return int(tag) if tag.isdigit() else 0
+
+
+def next_move(
+    live: LiveRun, message: Request | Finished | RunRecord, carrying: bool
+) -> Hold | End | Compensate | Park:
+    """What to commit once the body answered ``message`` (or timed out: its final
+    record). ``carrying``: the item in hand stores a step's record, which a saga
+    stores first, with a wake that compensates. Any move but :class:`Park` ends
+    the body's life here."""
+    to_saga, final = ending(live, message)
+    if to_saga:
+        if not carrying:
+            return Compensate(live.run_id, live.wf, None, live.ctx.position)
+        meta = live.meta
+        saga = wake_item(live.run_id, "saga", trace=meta.trace, workflow=meta.workflow)
+        return Hold({live.ctx.workflow_queue: [saga]})
+    if final is not None:
+        return End(live.run_id, live.meta, final)
+    assert not isinstance(message, Finished | RunRecord)
+    return Park(message)
+
+
+def after_record(
+    live: LiveRun | None,
+    request: Request | Finished | None,
+    payload: StepPayload,
+    record: StepRecord,
+    stopped: bool,
+) -> Resume | WakeRun:
+    """With a step's ``record`` in hand: resume the body (``live``, parked on
+    ``request``) when the record is all it waits for and the run was not
+    ``stopped`` meanwhile (see ``Engine._stopped``); else wake the run."""
+    if live is not None and not stopped and resumes_on(live, request, payload.position):
+        return Resume()
+    return WakeRun(payload, record)
+
+
+def woken(live: LiveRun, request: Request, ended: bool, now: datetime) -> Stored | Resume | Hold:
+    """A wake for the live body parked on ``request`` (its records found added):
+    from what is stored when the run ``ended`` (or is cancelled, compensating, or
+    past its deadline at ``now``); resume it when it has what it waits for; else
+    leave it parked (a wake for another member, or one that came early: a timer's
+    wake is produced again, a no-op but for an early wake)."""
+    if ended or timed_out(live.run_id, live.meta.deadline, now) is not None:
+        return Stored()
+    if satisfied(live, request, now):
+        return Resume()
+    if not isinstance(request, Sleep):
+        return Hold()
+    meta = live.meta
+    again = wake_item(
+        live.run_id, str(request.position), request.until, trace=meta.trace, workflow=meta.workflow
+    )
+    return Hold({live.ctx.workflow_queue: [again]})
+
+
+def from_history(
+    run_id: str, wf: WorkflowFunction[..., Any], history: History, now: datetime
+) -> Compensate | End | Resume:
+    """A run not live here, from what is stored (not finished, its meta there):
+    a saga's replay advances it, it ends early, or its body is replayed and resumed."""
+    assert history.meta is not None
+    if needs_saga_path(wf, history, now):
+        return Compensate(run_id, wf, history)
+    final = ended_early(run_id, history, now)
+    return Resume() if final is None else End(run_id, history.meta, final)

@@ -22,6 +22,11 @@ is torn down and the run replays from what is stored. A step can only commit
 its record while holding its item, and two items of one step never coexist
 (dedup keys), so a record a live body saw is the record stored.
 
+Each decision is pure (:mod:`.decisions`): the engine gathers the facts (a
+lookup, a replay), takes the next move as a value and hands every commit to
+one place (:class:`~.committer.Committer`), which completes the item in hand
+with the records it carries in the transaction producing what comes next.
+
 When the body's next move cannot be decided here (a gather member ends while
 others run elsewhere; a step of a workflow this worker does not run), the
 commit produces a wake task instead, and whoever leases it decides from what
@@ -35,55 +40,39 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import replace
 
-from querator.errors import Conflict
-from querator.queue.models import Leased, StoredItem
+from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
-from querator.telemetry import workflow_metrics
 from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import joined, slept
-from querator.workflows.engine.commit import (
-    Produce,
-    child_started,
-    commit_final,
-    commit_held,
-    commit_wake,
-    merge_items,
-    not_colliding,
-    parent_items,
-    split_claim,
-    transact_creating,
-)
-from querator.workflows.engine.context import (
-    Child,
-    Gather,
-    Request,
-    Sleep,
-    StepCall,
-    request_items,
-    waited_positions,
-)
+from querator.workflows.engine.commit import Produce, parent_items
+from querator.workflows.engine.committer import Claimed, Committer, Hand, record_items
+from querator.workflows.engine.context import Gather, Request, Sleep, StepCall, waited_positions
 from querator.workflows.engine.decisions import (
-    ended_early,
-    ending,
-    needs_saga_path,
+    Hold,
+    Park,
+    Resume,
+    Stored,
+    WakeRun,
+    after_record,
+    from_history,
+    next_move,
     resumes_on,
-    satisfied,
     tag_position,
     timed_out,
     timer_ended,
+    woken,
 )
 from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
-from querator.workflows.engine.replay import evaluate, new_live, resume
+from querator.workflows.engine.replay import new_live, resume
 from querator.workflows.engine.rerouting import NotServed
 from querator.workflows.engine.resumption import apply_resume
 from querator.workflows.engine.served import Served
 from querator.workflows.errors import WorkflowError
-from querator.workflows.functions import WorkflowFunction
 from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESUME_TAG,
@@ -96,15 +85,12 @@ from querator.workflows.keys import (
     step_kind,
     wake_kind,
 )
-from querator.workflows.sagas.advance import saga_advance
 from querator.workflows.sagas.core import SagaFunction
 from querator.workflows.stored import (
     RunRecord,
     StepPayload,
     StepRecord,
     WakePayload,
-    record_item,
-    wake_item,
 )
 
 __all__ = ["Engine", "Poison"]
@@ -136,6 +122,8 @@ class Engine:
         self.live = LiveRuns(max_live_runs)
         self.active = active
         """False once the worker is stopping: it then hands itself nothing new."""
+        self.committer = Committer(aq, self.live, served, client_id, active)
+        """Where every move is committed."""
         self.counts: Counter[str] = Counter()
         self._held = held
         """The worker's items in hand (released on shutdown); steps this engine hands
@@ -147,18 +135,13 @@ class Engine:
         """Advance the run a wake task names."""
         run_id = payload.run_id
         with joined(wake.headers), log_fields(run_id=run_id):
-            await self._wake(wake, payload)
+            async with self._locked(run_id, wake) as held:
+                live = self.live.get(run_id)
+                if live is not None:
+                    await self._wake_live(Hand(held[0]), live)
+                else:
+                    await self._wake_miss(Hand(held[0]), payload)
         await self.live.trim()
-
-    async def _wake(self, wake: Leased, payload: WakePayload) -> None:
-        run_id = payload.run_id
-        async with self._locked(run_id, wake) as held:
-            wake = held[0]
-            live = self.live.get(run_id)
-            if live is not None:
-                await self._wake_live(wake, live)
-            else:
-                await self._wake_miss(wake, payload)
 
     async def step(self, leased: Leased, payload: StepPayload) -> None:
         """Run a step item leased from its queue, then advance its run."""
@@ -172,23 +155,33 @@ class Engine:
             raise NotServed(f"step {payload.step!r} is not served here", step_kind(payload.step))
         found = await self.aq.lookup(RESULTS_QUEUE, payload.start_keys())
         if self.runner.skipped(payload, found):
-            await commit_wake(self.aq, leased, payload)
+            await self.committer.commit(Hand(leased), WakeRun(payload))
             return
-        stored = found.get(payload.record_key())
-        if stored is not None:
+        if payload.record_key() in found:
             log.info(
                 "run %s step %s@%d already ran; waking the run",
                 payload.run_id,
                 payload.step,
                 payload.position,
             )
-            await commit_wake(self.aq, leased, payload)
+            await self.committer.commit(Hand(leased), WakeRun(payload))
             return
         ran = await self.runner.run(leased, payload, step)
         if ran is None:
             return
         current, record = ran
-        await self._after_step(current, payload, record)
+        hand = Hand(current, record_items(payload, record))
+        if payload.slot is not None or payload.workflow_queue not in self.served.workflow_queues:
+            await self.committer.commit(hand, WakeRun(payload))  # compensations: sagas use wakes
+            return
+        async with self._locked(payload.run_id, current) as held:
+            hand = replace(hand, item=held[0])
+            live, move = await self._with_record(self.live.get(payload.run_id), payload, record)
+            if isinstance(move, WakeRun):
+                await self.committer.commit(hand, move, live)
+                return
+            assert live is not None  # resumed
+            await self._drive(live, hand)
 
     async def close(self) -> None:
         """Tear every live body down (the worker stops)."""
@@ -209,48 +202,32 @@ class Engine:
         async with self.live.hold(run_id):
             yield [await self.runner.renewer.release(kept)]
 
-    # -- after a step -------------------------------------------------------------
+    # -- gathering the facts a decision needs -------------------------------------
 
-    async def _after_step(self, current: Leased, payload: StepPayload, record: StepRecord) -> None:
-        """Commit ``record`` and advance the run: resume its body when this worker
-        runs the workflow and the body waits on nothing else; else wake the run."""
-        produce = {RESULTS_QUEUE: [record_item(payload.record_key(), record, payload.run_id)]}
-        if payload.slot is not None or payload.workflow_queue not in self.served.workflow_queues:
-            await commit_wake(self.aq, current, payload, produce)  # compensations: sagas use wakes
-            return
-        async with self._locked(payload.run_id, current) as held:
-            current = held[0]
-            live = await self._resumable(current, payload, record, produce)
-            if live is not None:
-                await self._drive(live, current, produce, None)
-
-    async def _resumable(
-        self, current: Leased, payload: StepPayload, record: StepRecord, produce: Produce
-    ) -> LiveRun | None:
-        """The run's body (live here, or replayed on a miss) with ``record`` added,
-        when that is all it waits for: resume it. Otherwise (None) ``record`` is
-        committed here with a wake for the run. The caller holds the run's lock."""
+    async def _with_record(
+        self, live: LiveRun | None, payload: StepPayload, record: StepRecord
+    ) -> tuple[LiveRun | None, Resume | WakeRun]:
+        """What to do with a step's ``record`` (:func:`after_record`), and the run's
+        body: ``live``, else replayed here. Resumed: the body has ``record`` added.
+        The caller holds the run's lock."""
         run_id, position = payload.run_id, payload.position
-        live = self.live.get(run_id)
         message: Request | Finished | None = None
         if live is None:
             replayed = await self._replay(run_id, position)
             if replayed is not None:
                 live, message = replayed
         request = live.request if message is None and live is not None else message
+        stopped = False
         if live is not None and resumes_on(live, request, position):
-            if not await self._stopped(live, record):
-                live.ctx.add(position, record)
-                return live
+            stopped = await self._stopped(live, record)
+        move = after_record(live, request, payload, record, stopped)
+        if live is not None and isinstance(move, Resume):
+            live.ctx.add(position, record)
+            return live, move
+        if stopped and live is not None:
             await self.live.drop(live)
             live = None
-        await commit_wake(self.aq, current, payload, produce)
-        if live is not None and live.request is not None:
-            if position in waited_positions(live.request):
-                live.ctx.add(position, record)  # committed: a gather's other members need it
-        elif live is not None:
-            await live.close()  # replayed, but parked on nothing committed
-        return None
+        return live, move
 
     async def _replay(
         self, run_id: str, position: int
@@ -263,64 +240,63 @@ class Engine:
         if meta is None or history.finished is not None:
             return None
         wf = self.served.workflows.get(meta.workflow)
-        if wf is None or needs_saga_path(wf, history, self.aq.clock.now()):
+        if wf is None:
             return None
-        if ended_early(run_id, history, self.aq.clock.now()) is not None:
-            return None
+        if not isinstance(from_history(run_id, wf, history, self.aq.clock.now()), Resume):
+            return None  # it ends, or a saga's replay advances it
         self.counts["replayed"] += 1
         live = new_live(run_id, wf, history, self.aq.clock)
         return live, await resume(self.aq, live)
 
+    async def _stopped(self, live: LiveRun, record: StepRecord) -> bool:
+        """Whether the run was cancelled (a saga: or aborted, or is compensating)
+        while its step ran: the step's record must not advance the body then (a
+        wake decides from what is stored). Asked for every step of a saga, and
+        for a failed step of a workflow (a cancellation fails a running step
+        that watches for it); a workflow's next step notices it anyway."""
+        run_id = live.run_id
+        keys = [cancel_key(run_id)]
+        if isinstance(live.wf, SagaFunction):
+            keys += [aborted_key(run_id), compensating_key(run_id)]
+        elif record.ok:
+            return False
+        return bool(await self.aq.lookup(RESULTS_QUEUE, keys))
+
     # -- wakes ---------------------------------------------------------------------
 
-    async def _wake_live(self, wake: Leased, live: LiveRun) -> None:
-        run_id = live.run_id
-        request = live.request
+    async def _wake_live(self, hand: Hand, live: LiveRun) -> None:
+        run_id, request = live.run_id, live.request
         assert request is not None
         waits = waited_positions(request)
-        keys = [result_key(run_id), cancel_key(run_id), compensating_key(run_id)]
-        found = await self.aq.lookup(RESULTS_QUEUE, keys + [step_key(run_id, p) for p in waits])
-        if any(key in found for key in keys) or timed_out(
-            run_id, live.meta.deadline, self.aq.clock.now()
-        ):
-            await self.live.drop(live)  # ended, cancelled or compensating: from what is stored
-            await self._wake_miss(wake, WakePayload(run_id=run_id))
-            return
+        heads = [result_key(run_id), cancel_key(run_id), compensating_key(run_id)]
+        found = await self.aq.lookup(RESULTS_QUEUE, heads + [step_key(run_id, p) for p in waits])
         for position in waits:
             item = found.get(step_key(run_id, position))
             if item is not None and position not in live.ctx.records:
-                live.ctx.add(
-                    position, StepRecord.model_validate_json(item.payload), item.created_at
-                )
-        if satisfied(live, request):
+                record = StepRecord.model_validate_json(item.payload)
+                live.ctx.add(position, record, item.created_at)
+        ended = any(key in found for key in heads)
+        move = woken(live, request, ended, self.aq.clock.now())
+        if isinstance(move, Stored):
+            await self.live.drop(live)  # ended, cancelled or compensating: from what is stored
+            await self._wake_miss(hand, WakePayload(run_id=run_id))
+        elif isinstance(move, Resume):
             self.counts["resumed"] += 1
             if isinstance(request, Sleep):
                 since = request.since or request.until
                 slept(run_id, request.position, since, request.until, live.meta.trace)
-            await self._drive(live, wake, {}, None)
-            return
-        # Not there yet (a wake for another member, or one that came early): a
-        # timer's wake is produced again (a no-op, but for an early wake).
-        produce: Produce = {}
-        if isinstance(request, Sleep):
-            again = wake_item(
-                run_id,
-                str(request.position),
-                request.until,
-                trace=live.meta.trace,
-                workflow=live.meta.workflow,
-            )
-            produce = {live.ctx.workflow_queue: [again]}
-        await commit_held(self.aq, wake, produce)
+            await self._drive(live, hand)
+        else:
+            await self.committer.commit(hand, move)
 
-    async def _wake_miss(self, wake: Leased, payload: WakePayload) -> None:
-        run_id, meta = payload.run_id, payload.meta
+    async def _wake_miss(self, hand: Hand, payload: WakePayload) -> None:
+        run_id, meta, wake = payload.run_id, payload.meta, hand.item
         wf = self.served.workflows.get(meta.workflow) if meta is not None else None
         if meta is not None and wf is not None:
             live = new_live(run_id, wf, started(meta), self.aq.clock)
             message = await resume(self.aq, live)
             if isinstance(message, StepCall | Gather):
-                await self._drive(live, wake, {}, message)
+                await self._drive(live, hand, message)
                 return
             await live.close()  # it would do more than dispatch steps: from what is stored
         if (wake.dedup_key or "").removesuffix("/r").endswith(f"/wake/{RESUME_TAG}"):
@@ -328,7 +304,7 @@ class Engine:
         self.counts["looked_up"] += 1
         history = await load_history(self.aq, run_id, tag_position(wake))
         if history.finished is not None:
-            await commit_held(self.aq, wake, await self._end_again(history))
+            await self.committer.commit(hand, Hold(await self._end_again(history)))
             return
         if history.meta is None:
             raise Poison(f"run {run_id} has no stored meta record")
@@ -339,16 +315,12 @@ class Engine:
         if wf is None:  # a wake written before routing: for the workers that serve it
             workflow = history.meta.workflow
             raise NotServed(f"workflow {workflow!r} is not served here", wake_kind(workflow))
-        if needs_saga_path(wf, history, self.aq.clock.now()):
-            await self._saga(wake, run_id, wf, history)
-            return
-        final = ended_early(run_id, history, self.aq.clock.now())
-        if final is not None:
-            await commit_final(self.aq, wake, {}, run_id, history.meta, final)
-            return
-        self.counts["replayed"] += 1
-        live = new_live(run_id, wf, history, self.aq.clock)
-        await self._drive(live, wake, {}, None)
+        move = from_history(run_id, wf, history, self.aq.clock.now())
+        if isinstance(move, Resume):
+            self.counts["replayed"] += 1
+            await self._drive(new_live(run_id, wf, history, self.aq.clock), hand)
+        else:
+            await self.committer.commit(hand, move)
 
     async def _end_again(self, history: History) -> Produce:
         """A child run that ended, whose parent is stored, has not ended and lacks
@@ -366,66 +338,47 @@ class Engine:
     # -- driving a body -----------------------------------------------------------
 
     async def _drive(
-        self,
-        live: LiveRun,
-        held: Leased,
-        produce: Produce,
-        message: Request | Finished | RunRecord | None,
+        self, live: LiveRun, hand: Hand, message: Request | Finished | None = None
     ) -> None:
         """Resume ``live`` (unless ``message`` is what it already asked), commit
-        its next request with ``held`` completed and ``produce``, and run the
-        step it hands this worker, until it parks on something else or ends."""
+        its next move with the item in hand, and run the step it hands this
+        worker, until it parks on something else or ends."""
         while True:
-            if message is None:
+            answer: Request | Finished | RunRecord | None = message
+            if answer is None:
                 late = timed_out(live.run_id, live.meta.deadline, self.aq.clock.now())
                 # Past its deadline, the body is not resumed: the run times out.
-                message = late if late is not None else await resume(self.aq, live)
-            chained = await self._commit_request(live, held, produce, message)
-            if chained is None:
+                answer = late if late is not None else await resume(self.aq, live)
+            move = next_move(live, answer, carrying=bool(hand.produce))
+            if not isinstance(move, Park):
+                await self.live.drop(live)  # it ends, or goes on from what is stored
+            claimed = await self.committer.commit(hand, move, live)
+            if claimed is None:
                 return
-            held, payload, found = chained
-            ran = await self._run_claimed(held, payload, found)
+            ran = await self._run_claimed(claimed)
             if ran is None:
                 return
-            held, record, produce = ran
-            message = None
-            if await self._stopped(live, record):
-                await self.live.drop(live)
-                await commit_wake(self.aq, held, payload, produce)
-                return
+            hand, payload, record = ran
             if self.live.limit == 0:  # no live bodies: every step is a miss (a replay)
                 await self.live.drop(live)
-                resumable = await self._resumable(held, payload, record, produce)
-                if resumable is None:
-                    return
-                live = resumable
-            else:
-                live.ctx.add(payload.position, record)
+            body, after = await self._with_record(
+                live if self.live.limit else None, payload, record
+            )
+            if isinstance(after, WakeRun):
+                await self.committer.commit(hand, after, body)
+                return
+            assert body is not None  # resumed
+            live, message = body, None
 
-    async def _stopped(self, live: LiveRun, record: StepRecord) -> bool:
-        """Whether the run was cancelled (a saga: or aborted, or is compensating)
-        while its step ran: the step's record must not advance the body then (a
-        wake decides from what is stored). Asked for every step of a saga, and
-        for a failed step of a workflow (a cancellation fails a running step
-        that watches for it); a workflow's next step notices it anyway."""
-        run_id = live.run_id
-        keys = [cancel_key(run_id)]
-        if isinstance(live.wf, SagaFunction):
-            keys += [aborted_key(run_id), compensating_key(run_id)]
-        elif record.ok:
-            return False
-        return bool(await self.aq.lookup(RESULTS_QUEUE, keys))
-
-    async def _run_claimed(
-        self, held: Leased, payload: StepPayload, found: dict[str, StoredItem]
-    ) -> tuple[Leased, StepRecord, Produce] | None:
-        """Run the step item this worker handed itself: its latest version, its
-        record and what to commit with it (None: nothing to resume the body with)."""
+    async def _run_claimed(self, claimed: Claimed) -> tuple[Hand, StepPayload, StepRecord] | None:
+        """Run the step item this worker handed itself: what to commit with it, and
+        its record (None: nothing to resume the body with)."""
+        held, payload, found = claimed
         stored = found.get(payload.record_key())
         if stored is not None:  # it ran already (the run advanced elsewhere too)
-            return held, StepRecord.model_validate_json(stored.payload), {}
+            return Hand(held), payload, StepRecord.model_validate_json(stored.payload)
         if self.runner.skipped(payload, found):
-            await commit_wake(self.aq, held, payload)
+            await self.committer.commit(Hand(held), WakeRun(payload))
             return None
         step = self.served.step(payload.step, held.queue)
         assert step is not None  # claimed only when served
@@ -438,93 +391,4 @@ class Engine:
         if ran is None:
             return None  # retried or deferred: the body stays parked on it
         held, record = ran
-        key = payload.record_key()
-        return held, record, {RESULTS_QUEUE: [record_item(key, record, payload.run_id)]}
-
-    async def _commit_request(
-        self, live: LiveRun, held: Leased, produce: Produce, message: Request | Finished | RunRecord
-    ) -> tuple[Leased, StepPayload, dict[str, StoredItem]] | None:
-        """Commit what the body asks (``message``) with ``held`` completed and
-        ``produce``; the step item handed to this worker, if any."""
-        run_id = live.run_id
-        to_saga, final = ending(live, message)
-        if to_saga:
-            await self.live.drop(live)
-            if produce:  # store the step's record first; the wake compensates
-                saga = wake_item(run_id, "saga", trace=live.meta.trace, workflow=live.meta.workflow)
-                wake = {live.ctx.workflow_queue: [saga]}
-                await commit_held(self.aq, held, merge_items(produce, wake))
-            else:
-                history = await load_history(self.aq, run_id, live.ctx.position)
-                await self._saga(held, run_id, live.wf, history)
-            return None
-        if final is not None:
-            await self.live.drop(live)
-            await commit_final(self.aq, held, produce, run_id, live.meta, final)
-            return None
-        assert not isinstance(message, Finished | RunRecord)
-        with child_started(live.meta.trace, message) as request:
-            return await self._commit_next(live, held, produce, request)
-
-    async def _commit_next(
-        self, live: LiveRun, held: Leased, produce: Produce, request: Request
-    ) -> tuple[Leased, StepPayload, dict[str, StoredItem]] | None:
-        """:meth:`_commit_request` of what comes next in the run (not its end)."""
-        run_id = live.run_id
-        items = request_items(run_id, live.ctx, request, live.meta.trace)
-        payloads = {}
-        if isinstance(request, StepCall):
-            payloads = {items[request.queue][0].dedup_key or "": request.payload}
-        rest, claim = (items, None)
-        if self.active():
-            rest, claim = split_claim(items, payloads, self.served.can_run)
-        everything = not_colliding(held, merge_items(produce, rest))
-        try:
-            if claim is None:
-                await transact_creating(self.aq, [held], everything)
-                result = None
-            else:
-                result = await transact_creating(
-                    self.aq,
-                    [held],
-                    everything,
-                    {claim.queue: [claim.item]},
-                    self.client_id,
-                    lookup={RESULTS_QUEUE: claim.payload.start_keys()},
-                )
-        except Conflict as exc:
-            log.warning("run %s: %s lost its lease: result dropped (%s)", run_id, held.kind, exc)
-            await self.live.drop(live)
-            return None
-        except BaseException:
-            await self.live.drop(live)
-            raise
-        self._parked(live, request)
-        if claim is None or result is None:
-            return None
-        [leased] = result.leased.get(claim.queue, [None])
-        if leased is None:
-            return None  # produced, but not leasable now: the queue hands it out
-        return leased, claim.payload, result.found.get(RESULTS_QUEUE, {})
-
-    def _parked(self, live: LiveRun, request: Request) -> None:
-        """Keep ``live``, parked on ``request`` (committed)."""
-        live.request = request
-        self.live.keep(live)
-        if isinstance(request, Child):
-            workflow_metrics.run_started(request.meta.workflow)
-
-    async def _saga(
-        self, held: Leased, run_id: str, wf: WorkflowFunction[..., Any], history: History
-    ) -> None:
-        """Advance a saga that failed, is cancelled, timed out or compensating."""
-        assert history.meta is not None
-
-        async def body() -> Any:
-            return await evaluate(self.aq, run_id, wf, history)
-
-        final, produce = await saga_advance(self.aq, run_id, history.meta, body)
-        if final is None:
-            await commit_held(self.aq, held, produce)
-        else:
-            await commit_final(self.aq, held, produce, run_id, history.meta, final)
+        return Hand(held, record_items(payload, record)), payload, record
