@@ -12,7 +12,7 @@ from querator.cli import (
     Url,
     _reporting,
     app,
-    load_functions,
+    load_served,
 )
 from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
@@ -79,7 +79,7 @@ def worker(
             raise InvalidArgument("--" + exc.field.replace("_", "-"), exc.rule) from None
     configure_logging(fmt, level, sys.stderr)
     with _reporting():
-        functions = load_functions(target)
+        functions = load_served(target)
         names = ", ".join(sorted(f.name for f in functions))
         logging.getLogger("querator.worker").info("registering %s", names)
         wait = WORKER_STORE_WAIT if wait_for_store else 0.0

@@ -27,7 +27,7 @@ from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument, RequestTimeout, Unavailable, UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import DEFAULT_URL, open_backend
-from querator.queue.backends.base import Backend, Kinds, Leases, NewItem, TxnPlan
+from querator.queue.backends.base import Backend, Kinds, Leases, NewItem, ProduceSteps, TxnPlan
 from querator.queue.ids import parse_id
 from querator.queue.maintenance import maintain_forever, run_maintenance
 from querator.queue.models import (
@@ -278,6 +278,16 @@ class AsyncQueueClient(QueueAdmin):
             ids = await backend.produce(info, route_items(info, items, self._spreader))
         self._board.wake(queue)
         return ids
+
+    async def produce_steps(self, queue: str, items: Sequence[Item]) -> ProduceSteps:
+        """The statements that produce ``items`` into ``queue`` on a connection the
+        application owns, validated and routed as :meth:`produce` does; run them
+        with :mod:`querator.queue.foreign`. InvalidArgument where the store cannot
+        (SQLite, memory)."""
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        check_sequence("items", items, "querator.Item")
+        return backend.produce_steps(info, route_items(info, items, self._spreader))
 
     async def _produce_observed(
         self, backend: Backend, info: QueueInfo, items: Sequence[Item]

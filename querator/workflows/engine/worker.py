@@ -24,6 +24,10 @@ from querator.queue.options import check_options
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_duration, check_flag, check_name
+from querator.tasks.deferring import ensure_task_queue
+from querator.tasks.functions import TaskFunction
+from querator.tasks.layout import is_task
+from querator.tasks.runner import TaskRunner
 from querator.workflows.cron.scheduler import AsyncScheduler
 from querator.workflows.engine.commit import ensure_work_queue
 from querator.workflows.engine.driver import Engine, Poison
@@ -124,7 +128,7 @@ class AsyncWorker:
     def __init__(
         self,
         aq: AsyncQueueClient,
-        functions: Iterable[DurableFunction],
+        functions: Iterable[DurableFunction | TaskFunction[..., Any]],
         **options: Unpack[WorkerOptions],
     ) -> None:
         checked = check_worker_options(options)
@@ -159,6 +163,8 @@ class AsyncWorker:
         self._token: EventLoopToken | None = None
         self._loop_thread = 0
         runner = StepRunner(aq, self._renewer, self.resources, lambda: self._token)
+        self.tasks = TaskRunner(aq, self._renewer, self.served.tasks)
+        """Runs the background tasks served (``querator.task:{name}`` items)."""
         self.engine = Engine(
             aq,
             self.served,
@@ -220,7 +226,10 @@ class AsyncWorker:
             self._signal_stop()
         await self.aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
         for queue in self.queues:
-            await ensure_work_queue(self.aq, queue)
+            if queue in self.served.task_queues and queue not in self.served.workflow_queues:
+                await ensure_task_queue(self.aq, queue)
+            else:
+                await ensure_work_queue(self.aq, queue)
         log.info("worker %s serving %s", self.client_id, ", ".join(self.queues))
         async with anyio.create_task_group() as keeper:
             keeper.start_soon(self._renewer.run)
@@ -374,7 +383,9 @@ class AsyncWorker:
                 self._slots.notify_all()
 
     async def _dispatch(self, leased: Leased) -> None:
-        if is_wake(leased.kind):
+        if is_task(leased.kind):
+            await self.tasks.run(leased)
+        elif is_wake(leased.kind):
             await self.engine.wake(leased, decode(WakePayload, leased))
         elif is_step(leased.kind):
             began = time.monotonic()
@@ -400,7 +411,10 @@ class Worker:
     """
 
     def __init__(
-        self, q: QueueClient, functions: Iterable[DurableFunction], **options: Unpack[WorkerOptions]
+        self,
+        q: QueueClient,
+        functions: Iterable[DurableFunction | TaskFunction[..., Any]],
+        **options: Unpack[WorkerOptions],
     ) -> None:
         self.q = q
         self.worker = AsyncWorker(q.aio, functions, **options)

@@ -1,0 +1,183 @@
+"""Deferring task calls: validate and encode the arguments, then one produce.
+
+Everything is checked (options, arguments) before anything is written. A call
+goes to querator's own connection, or with ``connection=`` to the
+application's (PostgreSQL: :mod:`querator.queue.foreign`), where it exists
+exactly when that transaction commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from querator.errors import InvalidArgument, QueueNotFound
+from querator.queue.client import QueueClient
+from querator.queue.foreign import aproduce_on, produce_on
+from querator.queue.models import Item
+from querator.queue.service import AsyncQueueClient
+from querator.queue.validation import MAX_BATCH, check_duration, check_instant
+from querator.tasks.functions import DEFER_OPTIONS, TaskFunction
+from querator.tasks.handles import AsyncTaskHandle, TaskHandle
+from querator.tasks.layout import (
+    DEAD_SETTINGS,
+    ENCODING,
+    TASK_DEAD_QUEUE,
+    TASK_SETTINGS,
+    dedup_key,
+    task_id_for,
+    task_kind,
+)
+
+__all__ = ["adefer", "adefer_many", "defer", "defer_many", "ensure_task_queue"]
+
+
+@dataclass(frozen=True)
+class Deferral:
+    """The checked options of one defer call and the items it produces."""
+
+    items: list[Item]
+    task_ids: list[str]
+    connection: object
+
+
+def _options(options: Mapping[str, Any]) -> tuple[float | None, datetime | None, str | None]:
+    unknown = [name for name in options if name not in DEFER_OPTIONS]
+    if unknown:
+        raise InvalidArgument(unknown[0], f"is not an option of defer ({', '.join(DEFER_OPTIONS)})")
+    delay, at = options.get("delay"), check_instant("at", options.get("at"))
+    if delay is not None and at is not None:
+        raise InvalidArgument("delay", "give delay or at, not both")
+    if delay is not None:
+        delay = check_duration("delay", delay, allow_zero=True)
+    key = options.get("idempotency_key")
+    if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 400):
+        raise InvalidArgument("idempotency_key", "must be a string of 1 to 400 characters")
+    return delay, at, key
+
+
+def plan(
+    fn: TaskFunction[..., Any],
+    calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+    options: Mapping[str, Any],
+    now: datetime,
+) -> Deferral:
+    """The items of ``calls`` (each ``(args, kwargs)``), or InvalidArgument."""
+    if not isinstance(fn, TaskFunction):
+        raise InvalidArgument("task", f"{fn!r} is not a @task function")
+    delay, at, key = _options(options)
+    if not 1 <= len(calls) <= MAX_BATCH:
+        raise InvalidArgument("calls", f"must hold 1 to {MAX_BATCH} calls, not {len(calls)}")
+    if key is not None and len(calls) > 1:
+        raise InvalidArgument("idempotency_key", "is for one call; defer_many takes none")
+    when = at if at is not None else (now + timedelta(seconds=delay) if delay else None)
+    items, ids = [], []
+    for index, call in enumerate(calls):
+        if not (isinstance(call, tuple | list) and len(call) == 2):
+            raise InvalidArgument(f"calls[{index}]", "must be an (args, kwargs) pair")
+        args, kwargs = call
+        if not isinstance(args, tuple | list) or not isinstance(kwargs, Mapping):
+            raise InvalidArgument(f"calls[{index}]", "must be an (args tuple, kwargs dict) pair")
+        text = fn.codec.encode_args(tuple(args), dict(kwargs))
+        task_id = task_id_for(fn.name, key)
+        ids.append(task_id)
+        items.append(
+            Item(
+                payload=text.encode(),
+                kind=task_kind(fn.name),
+                encoding=ENCODING,
+                reference=task_id,
+                enqueue_at=when,
+                dedup_key=dedup_key(task_id) if key is not None else None,
+            )
+        )
+    return Deferral(items, ids, options.get("connection"))
+
+
+def _split(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take ``defer``'s options out of a call's keyword arguments."""
+    return {name: kwargs.pop(name) for name in DEFER_OPTIONS if name in kwargs}
+
+
+async def ensure_task_queue(aq: AsyncQueueClient, queue: str) -> None:
+    """Create the task queue ``queue`` and its dead queue unless they exist (an
+    existing queue keeps its settings)."""
+    await aq.create_queue(TASK_DEAD_QUEUE, DEAD_SETTINGS, exist_ok=True)
+    if queue != TASK_DEAD_QUEUE:
+        await aq.create_queue(queue, TASK_SETTINGS, exist_ok=True)
+
+
+async def _produce(aq: AsyncQueueClient, queue: str, items: list[Item]) -> list[str]:
+    try:
+        return await aq.produce(queue, items)
+    except QueueNotFound:
+        await ensure_task_queue(aq, queue)
+        return await aq.produce(queue, items)
+
+
+def _produce_sync(q: QueueClient, queue: str, deferral: Deferral) -> list[str]:
+    if deferral.connection is None:
+        return q.call(_produce, q.aio, queue, deferral.items)
+    try:
+        return produce_on(q, deferral.connection, queue, deferral.items)
+    except QueueNotFound:
+        q.call(ensure_task_queue, q.aio, queue)
+        return produce_on(q, deferral.connection, queue, deferral.items)
+
+
+async def _produce_async(aq: AsyncQueueClient, queue: str, deferral: Deferral) -> list[str]:
+    if deferral.connection is None:
+        return await _produce(aq, queue, deferral.items)
+    try:
+        return await aproduce_on(aq, deferral.connection, queue, deferral.items)
+    except QueueNotFound:
+        await ensure_task_queue(aq, queue)
+        return await aproduce_on(aq, deferral.connection, queue, deferral.items)
+
+
+def defer(
+    q: QueueClient, fn: TaskFunction[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> TaskHandle:
+    """See :meth:`TaskFunction.defer`."""
+    kwargs = dict(kwargs)
+    options = _split(kwargs)
+    deferral = plan(fn, [(args, kwargs)], options, q.aio.clock.now())
+    [item_id] = _produce_sync(q, fn.queue, deferral)
+    return TaskHandle(q, fn, item_id, deferral.task_ids[0])
+
+
+async def adefer(
+    aq: AsyncQueueClient, fn: TaskFunction[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> AsyncTaskHandle:
+    """See :meth:`TaskFunction.adefer`."""
+    kwargs = dict(kwargs)
+    options = _split(kwargs)
+    deferral = plan(fn, [(args, kwargs)], options, aq.clock.now())
+    [item_id] = await _produce_async(aq, fn.queue, deferral)
+    return AsyncTaskHandle(aq, fn, item_id, deferral.task_ids[0])
+
+
+def defer_many(
+    q: QueueClient, fn: TaskFunction[..., Any], calls: Any, options: Mapping[str, Any]
+) -> list[TaskHandle]:
+    """See :meth:`TaskFunction.defer_many`."""
+    deferral = plan(fn, _listed(calls), options, q.aio.clock.now())
+    ids = _produce_sync(q, fn.queue, deferral)
+    return [TaskHandle(q, fn, i, t) for i, t in zip(ids, deferral.task_ids, strict=True)]
+
+
+async def adefer_many(
+    aq: AsyncQueueClient, fn: TaskFunction[..., Any], calls: Any, options: Mapping[str, Any]
+) -> list[AsyncTaskHandle]:
+    """See :meth:`TaskFunction.adefer_many`."""
+    deferral = plan(fn, _listed(calls), options, aq.clock.now())
+    ids = await _produce_async(aq, fn.queue, deferral)
+    return [AsyncTaskHandle(aq, fn, i, t) for i, t in zip(ids, deferral.task_ids, strict=True)]
+
+
+def _listed(calls: Any) -> list[Any]:
+    if isinstance(calls, str | bytes | Mapping) or not hasattr(calls, "__iter__"):
+        raise InvalidArgument("calls", "must be a list of (args, kwargs) pairs")
+    return list(calls)
