@@ -97,16 +97,17 @@ async def _run_async(conn: psycopg.AsyncConnection[Any], steps: ProduceSteps) ->
 def produce_on(q: QueueClient, connection: object, queue: str, items: Sequence[Item]) -> list[str]:
     """Produce ``items`` into ``queue`` with the application's own ``connection``,
     in its open transaction; returns their ids (see the module doc)."""
-    conn = sync_connection(connection)
-    return _run_sync(conn, q.call(q.aio.produce_steps, queue, items))
+    steps = q.call(q.aio.produce_steps, queue, items)  # the store's refusal first
+    return _run_sync(sync_connection(connection), steps)
 
 
 async def aproduce_on(
     aq: AsyncQueueClient, connection: object, queue: str, items: Sequence[Item]
 ) -> list[str]:
     """:func:`produce_on` for async code, on a ``psycopg.AsyncConnection``."""
+    steps = await aq.produce_steps(queue, items)  # the store's refusal first
     if not isinstance(connection, psycopg.AsyncConnection):
         raise InvalidArgument(
             "connection", f"must be a psycopg AsyncConnection, not {type(connection).__name__}"
         )
-    return await _run_async(connection, await aq.produce_steps(queue, items))
+    return await _run_async(connection, steps)
