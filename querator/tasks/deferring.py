@@ -8,6 +8,7 @@ exactly when that transaction commits.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,20 +19,31 @@ from querator.queue.client import QueueClient
 from querator.queue.foreign import aproduce_on, produce_on
 from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
-from querator.queue.validation import MAX_BATCH, check_duration, check_instant
-from querator.tasks.functions import DEFER_OPTIONS, TaskFunction
+from querator.queue.validation import MAX_BATCH, check_duration, check_instant, check_name
+from querator.tasks.functions import DEFER_OPTIONS, TaskFunction, registered_task
 from querator.tasks.handles import AsyncTaskHandle, TaskHandle
 from querator.tasks.layout import (
     DEAD_SETTINGS,
     ENCODING,
+    RESULTS_SETTINGS,
     TASK_DEAD_QUEUE,
+    TASK_QUEUE,
+    TASK_RESULTS_QUEUE,
     TASK_SETTINGS,
     dedup_key,
     task_id_for,
     task_kind,
 )
 
-__all__ = ["adefer", "adefer_many", "defer", "defer_many", "ensure_task_queue"]
+__all__ = [
+    "adefer",
+    "adefer_many",
+    "defer",
+    "defer_by_name",
+    "defer_by_name_async",
+    "defer_many",
+    "ensure_task_queue",
+]
 
 
 @dataclass(frozen=True)
@@ -102,8 +114,9 @@ def _split(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 async def ensure_task_queue(aq: AsyncQueueClient, queue: str) -> None:
-    """Create the task queue ``queue`` and its dead queue unless they exist (an
-    existing queue keeps its settings)."""
+    """Create the task queue ``queue``, its dead queue and the results queue
+    unless they exist (an existing queue keeps its settings)."""
+    await aq.create_queue(TASK_RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
     await aq.create_queue(TASK_DEAD_QUEUE, DEAD_SETTINGS, exist_ok=True)
     if queue != TASK_DEAD_QUEUE:
         await aq.create_queue(queue, TASK_SETTINGS, exist_ok=True)
@@ -181,3 +194,75 @@ def _listed(calls: Any) -> list[Any]:
     if isinstance(calls, str | bytes | Mapping) or not hasattr(calls, "__iter__"):
         raise InvalidArgument("calls", "must be a list of (args, kwargs) pairs")
     return list(calls)
+
+
+def _by_name_item(
+    name: str, arguments: Mapping[str, Any], delay: float | None, key: str | None, now: datetime
+) -> tuple[Item, str]:
+    """The item of a call of task ``name`` given by keyword ``arguments`` (checked
+    by the task's codec when the task is defined in this process)."""
+    if not isinstance(name, str) or not 1 <= len(name) <= 512:
+        raise InvalidArgument("name", "must be a string of 1 to 512 characters")
+    if not isinstance(arguments, Mapping):
+        raise InvalidArgument("args", "must be a JSON object of the task's parameters by name")
+    delay_at, _, key = _options({"delay": delay, "idempotency_key": key})
+    fn = registered_task(name)
+    text = fn.codec.encode_args((), dict(arguments)) if fn else _json_object(arguments)
+    task_id = task_id_for(name, key)
+    item = Item(
+        payload=text.encode(),
+        kind=task_kind(name),
+        encoding=ENCODING,
+        reference=task_id,
+        enqueue_at=now + timedelta(seconds=delay_at) if delay_at else None,
+        dedup_key=dedup_key(task_id) if key is not None else None,
+    )
+    return item, task_id
+
+
+def _json_object(arguments: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(dict(arguments), allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument("args", f"cannot be stored as JSON: {exc}") from exc
+
+
+async def defer_by_name_async(
+    aq: AsyncQueueClient,
+    name: str,
+    arguments: Mapping[str, Any],
+    *,
+    queue: str | None = None,
+    delay: float | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[str, str]:
+    """Defer a call of task ``name`` without its function at hand (the CLI, the
+    HTTP API): ``arguments`` by parameter name, checked by the task's codec when
+    the task is defined in this process, else by the worker (which dead-letters
+    a call that does not fit). Returns the item id and the task id."""
+    fn = registered_task(name) if isinstance(name, str) else None
+    where = check_name("queue", queue) if queue is not None else (fn.queue if fn else TASK_QUEUE)
+    item, task_id = _by_name_item(name, arguments, delay, idempotency_key, aq.clock.now())
+    [item_id] = await _produce(aq, where, [item])
+    return item_id, task_id
+
+
+def defer_by_name(
+    q: QueueClient,
+    name: str,
+    arguments: Mapping[str, Any],
+    *,
+    queue: str | None = None,
+    delay: float | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[str, str]:
+    """See :func:`defer_by_name_async`."""
+    return q.call(
+        defer_by_name_async,
+        q.aio,
+        name,
+        arguments,
+        queue=queue,
+        delay=delay,
+        idempotency_key=idempotency_key,
+    )

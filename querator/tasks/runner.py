@@ -20,14 +20,16 @@ from typing import Any
 
 import anyio
 
-from querator.errors import Conflict, InvalidArgument
+from querator.errors import Conflict, InvalidArgument, QueueNotFound
 from querator.queue.dead_reasons import MAX_REASON, marked
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
 from querator.tasks.errors import TaskTimeout
 from querator.tasks.functions import TaskFunction, registered_task
 from querator.tasks.layout import (
+    DEAD_SETTINGS,
     PRIOR_HEADER,
+    RESULTS_SETTINGS,
     TASK_DEAD_QUEUE,
     TaskRecord,
     prior_attempts,
@@ -192,7 +194,11 @@ class TaskRunner:
             kind=current.kind,
             encoding=current.encoding,
             reference=current.reference,
-            headers=marked(current.headers, current.attempts, reason[:MAX_REASON]),
+            headers=marked(
+                {k: v for k, v in current.headers.items() if k != PRIOR_HEADER},
+                prior_attempts(current.headers) + current.attempts,
+                reason[:MAX_REASON],
+            ),
         )
         log.error(
             "task item %s of %s dead-lettered to %s: %s",
@@ -204,7 +210,14 @@ class TaskRunner:
         await self._transact(current, {dead: [letter], **(extra or {})})
 
     async def _transact(self, current: Leased, produce: dict[str, list[Item]]) -> None:
-        await self.aq.transact(complete=[current], produce=produce)
+        """Complete ``current`` and produce, in one transaction (creating the
+        results or dead queue first if someone deleted it)."""
+        try:
+            await self.aq.transact(complete=[current], produce=produce)
+        except QueueNotFound:
+            await self.aq.create_queue(RESULTS, RESULTS_SETTINGS, exist_ok=True)
+            await self.aq.create_queue(TASK_DEAD_QUEUE, DEAD_SETTINGS, exist_ok=True)
+            await self.aq.transact(complete=[current], produce=produce)
 
 
 def _decode(fn: TaskFunction[..., Any], payload: bytes) -> tuple[tuple[Any, ...], Any]:
