@@ -95,7 +95,9 @@ class TaskFunction(Generic[P, R]):
             raise InvalidArgument("keep_result", "must be True or False")
         self.keep_result = keep
         self.is_async = inspect.iscoroutinefunction(fn)
-        clash = [p for p in inspect.signature(fn).parameters if p in DEFER_OPTIONS]
+        self.signature = inspect.signature(fn)
+        """The function's signature (a worker checks the stored arguments against it)."""
+        clash = [p for p in self.signature.parameters if p in DEFER_OPTIONS]
         if clash:
             raise InvalidArgument(
                 f"task {self.name!r} parameter {clash[0]!r}",

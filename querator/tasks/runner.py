@@ -10,7 +10,6 @@ last traceback.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import time
 import traceback
@@ -225,7 +224,7 @@ def _decode(fn: TaskFunction[..., Any], payload: bytes) -> tuple[tuple[Any, ...]
     they do not decode or fit."""
     try:
         args, kwargs = fn.codec.decode_args(payload.decode())
-        inspect.signature(fn.fn).bind(*args, **kwargs)
+        fn.signature.bind(*args, **kwargs)
     except InvalidArgument:
         raise
     except Exception as exc:
