@@ -34,6 +34,7 @@ from querator.tasks.layout import (
     task_id_for,
     task_kind,
 )
+from querator.workflows.step_context import current_step
 
 __all__ = [
     "adefer",
@@ -130,7 +131,34 @@ async def _produce(aq: AsyncQueueClient, queue: str, items: list[Item]) -> list[
         return await aq.produce(queue, items)
 
 
+_ENSURED: set[tuple[int, str]] = set()
+"""(client, queue) pairs whose task queue this process made sure exists."""
+
+
+async def _ensure_once(aq: AsyncQueueClient, queue: str) -> None:
+    if (id(aq), queue) not in _ENSURED:
+        await ensure_task_queue(aq, queue)
+        _ENSURED.add((id(aq), queue))
+
+
+def _in_step(queue: str, deferral: Deferral) -> list[str]:
+    """Keep the items for the running step's commit, which produces them with its
+    record; their ids ("" each: not stored yet)."""
+    step = current_step()
+    assert step is not None
+    step.deferred.setdefault(queue, []).extend(deferral.items)
+    return [""] * len(deferral.items)
+
+
+def _step_keeps(deferral: Deferral) -> bool:
+    """Whether a step is running here and the call names no connection of its own."""
+    return deferral.connection is None and current_step() is not None
+
+
 def _produce_sync(q: QueueClient, queue: str, deferral: Deferral) -> list[str]:
+    if _step_keeps(deferral):
+        q.call(_ensure_once, q.aio, queue)
+        return _in_step(queue, deferral)
     if deferral.connection is None:
         return q.call(_produce, q.aio, queue, deferral.items)
     try:
@@ -141,6 +169,9 @@ def _produce_sync(q: QueueClient, queue: str, deferral: Deferral) -> list[str]:
 
 
 async def _produce_async(aq: AsyncQueueClient, queue: str, deferral: Deferral) -> list[str]:
+    if _step_keeps(deferral):
+        await _ensure_once(aq, queue)
+        return _in_step(queue, deferral)
     if deferral.connection is None:
         return await _produce(aq, queue, deferral.items)
     try:

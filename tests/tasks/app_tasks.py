@@ -12,8 +12,9 @@ from typing import Any
 
 import anyio
 
+from querator import Querator
 from querator.tasks import TaskFunction, task
-from querator.workflows import Defer, RetryPolicy
+from querator.workflows import Defer, RetryPolicy, current_step, step, workflow
 
 RAN: list[tuple[str, str]] = []
 """``(task, key)`` per attempt that started, in threads of the test process."""
@@ -102,3 +103,41 @@ def stall_once(key: str) -> None:
 
 
 ALL: list[TaskFunction[..., Any]] = [add, noop, anoop, flaky, boom, later, slow, stall, stall_once]
+
+
+@task(name="t.after_step")
+def after_step(key: str) -> None:
+    note("after", key)
+
+
+CLIENT: list[Querator] = []
+"""The client a test's steps defer with (set by the test)."""
+
+
+@step(name="t.deferring_step", retry=QUICK)
+def deferring_step(key: str) -> str:
+    """Defers ``after_step``; fails its first attempt after deferring (that
+    deferral must be dropped with the attempt)."""
+    after_step.defer(CLIENT[0], f"{key}-{len(RAN)}")
+    note("step", key)
+    if sum(1 for verb, k in RAN if verb == "step" and k == key) == 1:
+        raise ConnectionError("first attempt fails after deferring")
+    return key
+
+
+@step(name="t.adeferring_step")
+async def adeferring_step(key: str) -> str:
+    step_now = current_step()
+    assert step_now is not None
+    await after_step.adefer(step_now.aq, key)
+    return key
+
+
+@workflow(name="t.deferring_flow")
+def deferring_flow(key: str) -> str:
+    return deferring_step(key)
+
+
+@workflow(name="t.adeferring_flow")
+async def adeferring_flow(key: str) -> str:
+    return await adeferring_step(key)

@@ -95,7 +95,6 @@ from querator.workflows.layout import (
     cancel_key,
     compensating_key,
     meta_key,
-    record_item,
     result_key,
     step_key,
     step_kind,
@@ -212,7 +211,7 @@ class Engine:
     async def _after_step(self, current: Leased, payload: StepPayload, record: StepRecord) -> None:
         """Commit ``record`` and advance the run: resume its body when this worker
         runs the workflow and the body waits on nothing else; else wake the run."""
-        produce = {RESULTS_QUEUE: [record_item(payload.record_key(), record, payload.run_id)]}
+        produce = self.runner.produce_for(payload, record)
         if payload.slot is not None or payload.workflow_queue not in self.served.workflow_queues:
             await commit_wake(self.aq, current, payload, produce)  # compensations: sagas use wakes
             return
@@ -436,8 +435,7 @@ class Engine:
         if ran is None:
             return None  # retried or deferred: the body stays parked on it
         held, record = ran
-        key = payload.record_key()
-        return held, record, {RESULTS_QUEUE: [record_item(key, record, payload.run_id)]}
+        return held, record, self.runner.produce_for(payload, record)
 
     async def _commit_request(
         self, live: LiveRun, held: Leased, produce: Produce, message: Request | Finished | RunRecord
