@@ -149,8 +149,27 @@ class TaskFunction(Generic[P, R]):
 
         return await adefer_many(aq, self, calls, options)
 
+    def handle(self, q: QueueClient, task_id: str, id: str = "") -> TaskHandle:
+        """The handle of a call deferred earlier (elsewhere, say), by its
+        ``task_id`` (``id``: its item's id, for :meth:`TaskHandle.cancel`)."""
+        from querator.tasks.handles import TaskHandle
+
+        return TaskHandle(q, self, id, _task_id(task_id))
+
+    def ahandle(self, aq: AsyncQueueClient, task_id: str, id: str = "") -> AsyncTaskHandle:
+        """:meth:`handle` for async code."""
+        from querator.tasks.handles import AsyncTaskHandle
+
+        return AsyncTaskHandle(aq, self, id, _task_id(task_id))
+
     def __repr__(self) -> str:
         return f"<task {self.name!r}>"
+
+
+def _task_id(task_id: str) -> str:
+    if not isinstance(task_id, str) or not 1 <= len(task_id) <= 64:
+        raise InvalidArgument("task_id", "must be a task id (a string of 1 to 64 characters)")
+    return task_id
 
 
 def _persisted(name: str) -> str:
