@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from querator.errors import Conflict, InvalidArgument, RequestTimeout
+from querator.errors import Conflict, InvalidArgument, QueueNotFound, RequestTimeout
 from querator.queue.client import QueueClient
 from querator.queue.ids import parse_id
 from querator.queue.service import AsyncQueueClient
@@ -18,7 +18,7 @@ from querator.tasks.layout import RESULTS_SETTINGS, TASK_RESULTS_QUEUE, TaskReco
 if TYPE_CHECKING:
     from querator.tasks.functions import TaskFunction
 
-__all__ = ["AsyncTaskHandle", "TaskHandle"]
+__all__ = ["AsyncTaskHandle", "TaskHandle", "stored_outcome"]
 
 WAIT_SLICE = 30.0
 """Longest sleep between looks while waiting for a result (a missed wakeup costs this)."""
@@ -125,3 +125,15 @@ class TaskHandle:
 
     def __repr__(self) -> str:
         return f"<task {self.name!r} {self.task_id} item {self.id}>"
+
+
+async def stored_outcome(aq: AsyncQueueClient, task_id: str) -> TaskRecord | None:
+    """The kept outcome of task ``task_id`` (``keep_result=True``), or None while
+    it has none (not finished, not kept, or past its retention)."""
+    key = result_key(task_id)
+    try:
+        found = await aq.lookup(TASK_RESULTS_QUEUE, [key])
+    except QueueNotFound:
+        return None
+    item = found.get(key)
+    return TaskRecord.model_validate_json(item.payload) if item is not None else None
