@@ -1,4 +1,4 @@
-"""``querator worker``: serve the workflows and steps of a module."""
+"""``querator worker``: serve the workflows, steps and tasks of a module."""
 
 from __future__ import annotations
 
@@ -61,9 +61,9 @@ def worker(
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "kv",
 ) -> None:
-    """Serve the workflows of MODULE and the steps they call (and the steps of
-    MODULE) until SIGTERM or SIGINT; fire the cron schedules of those workflows
-    (unless --no-scheduler)."""
+    """Serve the workflows of MODULE and the steps they call (and the steps and
+    background tasks of MODULE) until SIGTERM or SIGINT; fire the cron
+    schedules of those workflows (unless --no-scheduler)."""
     with _reporting():  # bad options: one line, before anything is imported or opened
         level, fmt = check_logging(log_level, log_format)
         options: WorkerOptions = {

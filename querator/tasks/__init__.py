@@ -13,10 +13,12 @@ See docs/tasks.md: retries, ``Defer``, timeouts, dead letters, results,
 transactional enqueue (``connection=``) and the worker.
 """
 
+from querator.tasks.deferring import defer_by_name, defer_by_name_async
 from querator.tasks.errors import TaskError, TaskFailed, TaskTimeout
 from querator.tasks.functions import DEFAULT_TASK_RETRY, TaskFunction, TaskOptions, task
 from querator.tasks.handles import AsyncTaskHandle, TaskHandle
 from querator.tasks.layout import TASK_DEAD_QUEUE, TASK_QUEUE, TASK_RESULTS_QUEUE
+from querator.tasks.listing import TaskInfo, TaskState, list_tasks, list_tasks_async
 
 __all__ = [
     "DEFAULT_TASK_RETRY",
@@ -28,7 +30,13 @@ __all__ = [
     "TaskFailed",
     "TaskFunction",
     "TaskHandle",
+    "TaskInfo",
     "TaskOptions",
+    "TaskState",
     "TaskTimeout",
+    "defer_by_name",
+    "defer_by_name_async",
+    "list_tasks",
+    "list_tasks_async",
     "task",
 ]

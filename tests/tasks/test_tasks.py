@@ -213,3 +213,12 @@ async def test_adefer_and_async_handles(aq: AsyncQuerator) -> None:
     assert await many.cancel() is True
     with pytest.raises(RequestTimeout):
         await handle.result(timeout=0.1)
+
+
+def test_a_task_no_worker_serves_is_reported_as_unserved(q: Querator) -> None:
+    from querator.workflows.pollers import unserved_items
+
+    noop.defer(q, "nobody")
+    [unserved] = q.call(unserved_items, q.aio, [TASK_QUEUE], grace=0.0)
+    assert unserved.kind == task_kind("t.noop")
+    assert "task 't.noop'" in unserved.reason
