@@ -95,3 +95,17 @@ def test_many_tasks_drained_by_two_workers_each_run_once(url: str, tmp_path: Pat
     assert len(ran) == total
     assert set(ran.values()) == {1}
     assert {worker for _, _, worker in lines(log)} == {"w1", "w2"}
+
+
+def test_sigterm_lets_a_running_task_finish(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "tasks.log"
+    with Querator(url) as q:
+        stall.defer(q, "graceful")
+        worker = spawn(url, "w1", log, stall=2.0)
+        try:
+            wait_for(lambda: count(log, "start", "graceful") == 1, timeout=60, message="started")
+            assert worker.terminate() == 0  # SIGTERM mid-task: it finishes first
+        finally:
+            worker.kill()
+        assert count(log, "end", "graceful") == 1
+        assert _waiting(q) == 0
