@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping
-from typing import Literal
 
 from querator.queue.models import DEFAULT_EXPIRE_TIMEOUT, Item, QueueSettings
 from querator.queue.validation import MAX_DURATION
@@ -96,9 +95,6 @@ def dedup_key(task_id: str) -> str:
 def result_key(task_id: str) -> str:
     """The dedup key of a task's result record."""
     return f"task/{task_id}/result"
-
-
-TaskOutcome = Literal["completed", "failed"]
 
 
 class TaskRecord(StoredModel):
