@@ -36,7 +36,7 @@ from querator.tasks.layout import (
     task_name,
 )
 from querator.tasks.layout import TASK_RESULTS_QUEUE as RESULTS
-from querator.workflows.engine.renewal import Renewer
+from querator.workflows.engine.renewal import Kept, Renewer
 from querator.workflows.errors import Defer
 from querator.workflows.retry import RetryDecision
 
@@ -57,6 +57,8 @@ class TaskRunner:
         self.aq = aq
         self.renewer = renewer
         self.tasks = tasks
+        self._running: dict[str, Kept] = {}
+        """The leases of the attempts running now, by item id (see :meth:`release`)."""
 
     def find(self, name: str) -> TaskFunction[..., Any] | None:
         """The task to run for items named ``name`` (served, or defined here)."""
@@ -100,14 +102,33 @@ class TaskRunner:
         if fn.lease_timeout is not None:
             [leased] = await self.aq.renew(leased.queue, [leased], extend=extend)
         kept = self.renewer.keep(leased, extend, min(extend, queue_timeout) / 3)
+        self._running[leased.id] = kept
         outcome: Any
         try:
             outcome = await _call(fn, args, kwargs)
         except Exception as exc:
             outcome = exc
         finally:
+            self._running.pop(leased.id, None)
             current = await self.renewer.release(kept)
         return current, outcome
+
+    async def release(self, item_id: str) -> bool:
+        """Give the item of a running attempt back (a worker stopping past its
+        grace period): leasable by other workers at once, this attempt counted.
+        True when released or found finished; False when no attempt of it runs."""
+        kept = self._running.get(item_id)
+        if kept is None:
+            return False
+        try:
+            await self.aq.retry(kept.current.queue, [kept.current])
+        except Conflict:
+            return True  # finished (or lost) meanwhile: nothing to release
+        except Exception:
+            log.exception("could not release task item %s: its lease will expire", item_id)
+            return False
+        log.info("task item %s (%s) released", item_id, kept.current.kind)
+        return True
 
     async def _store(
         self, current: Leased, fn: TaskFunction[..., Any], attempt: int, outcome: Any

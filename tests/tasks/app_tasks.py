@@ -102,7 +102,25 @@ def stall_once(key: str) -> None:
     note("end", key)
 
 
-ALL: list[TaskFunction[..., Any]] = [add, noop, anoop, flaky, boom, later, slow, stall, stall_once]
+@task(name="t.astall")
+async def astall(key: str) -> None:
+    """Starts, then waits for an hour (a stopping worker releases it)."""
+    note("start", key)
+    await anyio.sleep(3600)
+
+
+ALL: list[TaskFunction[..., Any]] = [
+    astall,
+    add,
+    noop,
+    anoop,
+    flaky,
+    boom,
+    later,
+    slow,
+    stall,
+    stall_once,
+]
 
 
 @task(name="t.after_step")

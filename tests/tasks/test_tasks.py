@@ -222,3 +222,16 @@ def test_a_task_no_worker_serves_is_reported_as_unserved(q: Querator) -> None:
     [unserved] = q.call(unserved_items, q.aio, [TASK_QUEUE], grace=0.0)
     assert unserved.kind == task_kind("t.noop")
     assert "task 't.noop'" in unserved.reason
+
+
+def test_a_worker_stopping_past_its_grace_releases_a_running_task(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    from .app_tasks import astall
+
+    handle = astall.defer(q, "held")
+    with run_worker(shutdown_grace=0.1):
+        wait_for(lambda: app_tasks.RAN == [("start", "held")], timeout=20)
+    # Released, not left to its lease (10 s, renewed while it ran): leasable now.
+    [leased] = q.lease(TASK_QUEUE, client_id="next", timeout=2)
+    assert (leased.id, leased.attempts) == (handle.id, 2)

@@ -302,6 +302,10 @@ class AsyncWorker:
         only while this worker still holds it.
         """
         for leased in list(self._held.values()):
+            if is_task(leased.kind):  # a task's lease is kept by its runner
+                if await self.tasks.release(leased.id):
+                    released.add(leased.id)
+                continue
             if leased.dedup_key is None:
                 continue
             try:
