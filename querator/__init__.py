@@ -24,6 +24,7 @@ from querator.queue.models import (
     StoredItem,
     TransactResult,
 )
+from querator.tasks import TaskHandle, task
 from querator.workflows import (
     Defer,
     RetryPolicy,
@@ -55,6 +56,7 @@ __all__ = [
     "RunHandle",
     "SagaFailed",
     "StoredItem",
+    "TaskHandle",
     "TransactResult",
     "Worker",
     "gather",
@@ -62,5 +64,6 @@ __all__ = [
     "sleep",
     "sleep_until",
     "step",
+    "task",
     "workflow",
 ]

@@ -74,3 +74,22 @@ def test_clean_drops_only_the_databases_of_runs_that_are_gone(bench_pg: ModuleTy
         assert main(["clean"]) == 0
         assert bench_pg.throwaway_databases() == [running]  # the running one is kept
     assert bench_pg.throwaway_databases() == []
+
+
+def test_the_tasks_scenario_runs_querator_tasks(bench_pg: ModuleType, tmp_path: Path) -> None:
+    runner = importlib.import_module("benchmarks.runner")
+    document = runner.run(
+        runner.Options(
+            profile="tiny",
+            scenarios=("tasks",),
+            systems=("querator-tasks",),
+            install=False,
+            results_dir=tmp_path,
+            update_docs=False,
+            command="smoke test",
+        )
+    )
+    cases = {(m["case"], m["metric"]) for m in document["measurements"]}
+    assert ("defer, batch=100", "tasks/s") in cases
+    assert ("run: 2 workers x concurrency 8", "client CPU µs/task") in cases
+    assert not [n for n in document["notes"] if "FAILED" in n]

@@ -26,6 +26,7 @@ def test_exported_names_are_pinned() -> None:
         "RunHandle",
         "SagaFailed",
         "StoredItem",
+        "TaskHandle",
         "TransactResult",
         "Worker",
         "gather",
@@ -33,6 +34,7 @@ def test_exported_names_are_pinned() -> None:
         "sleep",
         "sleep_until",
         "step",
+        "task",
         "workflow",
     ]
 
@@ -110,8 +112,9 @@ def test_sync_and_async_clients_offer_the_same_methods() -> None:
     # call, serve: run a coroutine function on the client's loop (serve: a long one)
     sync_only = {"close", "call", "serve"}
     # watch: waiting on wakeups is an async affair; commit: the engine's transact;
-    # run_in_background: a service's task (the lock renewer) on the client's loop
-    async_only = {"open", "close", "watch", "commit", "run_in_background"}
+    # run_in_background: a service's task (the lock renewer) on the client's loop;
+    # produce_steps: statements querator.queue.foreign runs on the application's connection
+    async_only = {"open", "close", "watch", "commit", "run_in_background", "produce_steps"}
     assert public(querator.Querator) - sync_only == public(querator.AsyncQuerator) - async_only
 
 

@@ -12,8 +12,8 @@ from pydantic import ConfigDict
 from querator import Item, Querator
 from querator.queue.record_store import SLOTS, RecordStore, Versioned
 from querator.workflows.keys import progress_key, step_key
-from querator.workflows.stored import ProgressRecord
 from querator.workflows.progress import PROGRESS
+from querator.workflows.stored import ProgressRecord
 
 
 class Note(Versioned):

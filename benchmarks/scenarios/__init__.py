@@ -19,6 +19,7 @@ from benchmarks.scenarios import (
     run_listing,
     spark_stages,
     step_loop,
+    tasks,
     webhooks,
     workflows,
 )
@@ -41,5 +42,6 @@ SCENARIOS: dict[str, Scenario] = {
     "webhooks": webhooks.run,
     "run_listing": run_listing.run,
     "locks": locks.run,
+    "tasks": tasks.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""

@@ -49,8 +49,20 @@ PGQUEUER = System("pgqueuer", "PgQueuer 1.6", "benchmarks.systems.pgqueuer_agent
 PROCRASTINATE = System(
     "procrastinate", "Procrastinate 3.10", "benchmarks.systems.procrastinate_agent", "procrastinate"
 )
+QUERATOR_TASKS = System(
+    "querator-tasks",
+    "querator @task",
+    "benchmarks.systems.querator_tasks_agent",
+    peer=False,
+)
+"""querator's background tasks: ``defer`` / ``defer_many`` and the ``Worker`` (tasks scenario)."""
 DBOS = System("dbos", "DBOS 3.4", "benchmarks.systems.dbos_agent", "dbos")
 QUEUES = {s.name: s for s in (QUERATOR, PLAIN, PGQUEUER, PROCRASTINATE)}
 """Every lease-queue system, querator first."""
-SYSTEMS = {**QUEUES, QUERATOR_ASYNC.name: QUERATOR_ASYNC, DBOS.name: DBOS}
+SYSTEMS = {
+    **QUEUES,
+    QUERATOR_ASYNC.name: QUERATOR_ASYNC,
+    QUERATOR_TASKS.name: QUERATOR_TASKS,
+    DBOS.name: DBOS,
+}
 """Every system the harness knows (DBOS runs the workflow scenario only)."""

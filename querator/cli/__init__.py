@@ -51,7 +51,7 @@ from querator.cli.app import dead_app as dead_app
 from querator.cli.app import queues_app as queues_app
 from querator.cli.app import runs_app as runs_app
 from querator.cli.app import schedules_app as schedules_app
-from querator.cli.loading import load_functions
+from querator.cli.loading import load_functions, load_served
 from querator.cli.output import _json_list as _json_list
 from querator.cli.output import _table as _table
 from querator.cli.output import _when as _when
@@ -59,7 +59,7 @@ from querator.cli.output import _when as _when
 # The helpers above moved to querator.cli.app, .loading and .output; kept here
 # for the branches merged after (their command modules import them from here).
 
-__all__ = ["app", "load_functions", "main"]
+__all__ = ["app", "load_functions", "load_served", "main"]
 
 
 def main() -> None:
@@ -76,5 +76,6 @@ from querator.cli import scheduler as scheduler  # noqa: E402
 from querator.cli import schedules as schedules  # noqa: E402
 from querator.cli import serve as serve  # noqa: E402
 from querator.cli import start as start  # noqa: E402
+from querator.cli import tasks as tasks  # noqa: E402
 from querator.cli import webhooks as webhooks  # noqa: E402
 from querator.cli import worker as worker  # noqa: E402

@@ -1,4 +1,4 @@
-"""Loading the ``@step``/``@workflow`` functions a command names (``MODULE[:ATTR]``)."""
+"""Loading the ``@step``/``@workflow``/``@task`` functions a command names (``MODULE[:ATTR]``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from types import ModuleType
 from typing import Any
 
 from querator.errors import InvalidArgument
+from querator.tasks.functions import TaskFunction
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
 
-__all__ = ["load_functions"]
+__all__ = ["load_functions", "load_served"]
 
 
 def _import(module: str) -> ModuleType:
@@ -45,6 +46,15 @@ def load_functions(target: str) -> list[DurableFunction]:
     in or imported into the module. With ``ATTR`` (dotted): that function, or
     the functions of that list/tuple.
     """
+    functions = [f for f in load_served(target) if not isinstance(f, TaskFunction)]
+    if not functions:
+        raise InvalidArgument("module", f"no @step or @workflow function in {target!r}")
+    return functions
+
+
+def load_served(target: str) -> list[DurableFunction | TaskFunction[..., Any]]:
+    """The ``@step``/``@workflow``/``@task`` functions named by ``MODULE[:ATTR]``
+    (what a worker serves; see :func:`load_functions`)."""
     module_name, _, attr = target.partition(":")
     module = _import(module_name)
     if not attr:
@@ -55,16 +65,21 @@ def load_functions(target: str) -> list[DurableFunction]:
             if not hasattr(found, part):
                 raise InvalidArgument("module", f"{module_name!r} has no attribute {attr!r}")
             found = getattr(found, part)
-        if isinstance(found, StepFunction | WorkflowFunction):
+        if isinstance(found, _SERVED):
             found = [found]
         elif not isinstance(found, list | tuple | set | frozenset):
             raise InvalidArgument("module", f"{attr!r} is neither a function nor a list of them")
-    functions: dict[int, DurableFunction] = {}
+    functions: dict[int, DurableFunction | TaskFunction[..., Any]] = {}
     for obj in found:
-        if isinstance(obj, StepFunction | WorkflowFunction):
+        if isinstance(obj, _SERVED):
             functions.setdefault(id(obj), obj)
         elif attr:
-            raise InvalidArgument("module", f"{obj!r} in {attr!r} is not a @step or @workflow")
+            raise InvalidArgument(
+                "module", f"{obj!r} in {attr!r} is not a @step, @workflow or @task"
+            )
     if not functions:
-        raise InvalidArgument("module", f"no @step or @workflow function in {target!r}")
+        raise InvalidArgument("module", f"no @step, @workflow or @task function in {target!r}")
     return list(functions.values())
+
+
+_SERVED = (StepFunction, WorkflowFunction, TaskFunction)

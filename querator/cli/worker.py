@@ -1,4 +1,4 @@
-"""``querator worker``: serve the workflows and steps of a module."""
+"""``querator worker``: serve the workflows, steps and tasks of a module."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from querator.cli.app import Url, _reporting, app
-from querator.cli.loading import load_functions
+from querator.cli.loading import load_served
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
 from querator.queue.options import DEFAULT_URL
@@ -57,9 +57,9 @@ def worker(
     log_level: LogLevel = "INFO",
     log_format: LogFormat = "kv",
 ) -> None:
-    """Serve the workflows of MODULE and the steps they call (and the steps of
-    MODULE) until SIGTERM or SIGINT; fire the cron schedules of those workflows
-    (unless --no-scheduler)."""
+    """Serve the workflows of MODULE and the steps they call (and the steps and
+    background tasks of MODULE) until SIGTERM or SIGINT; fire the cron
+    schedules of those workflows (unless --no-scheduler)."""
     with _reporting():  # bad options: one line, before anything is imported or opened
         level, fmt = check_logging(log_level, log_format)
         options: WorkerOptions = {
@@ -75,7 +75,7 @@ def worker(
             raise InvalidArgument("--" + exc.field.replace("_", "-"), exc.rule) from None
     configure_logging(fmt, level, sys.stderr)
     with _reporting():
-        functions = load_functions(target)
+        functions = load_served(target)
         names = ", ".join(sorted(f.name for f in functions))
         logging.getLogger("querator.worker").info("registering %s", names)
         wait = WORKER_STORE_WAIT if wait_for_store else 0.0

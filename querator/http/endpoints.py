@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from querator.http.handlers import admin, locks, queue, workflows
+from querator.http.handlers import admin, locks, queue, tasks, workflows
 from querator.http.protocol import QUERATOR_CALLS
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
 from querator.http.wire import locks as wl
 from querator.http.wire import queue as wq
+from querator.http.wire import tasks as wt
 from querator.http.wire import workflows as ww
 from querator.http.wire.items import StorageItem
 from querator.workflows.inspection import RunInfo
@@ -140,5 +141,15 @@ LOCK_ENDPOINTS = [
 ]  # fmt: skip
 """Locks and semaphores (querator's own)."""
 
-ENDPOINTS = [*QUEUE_ENDPOINTS, *WORKFLOW_ENDPOINTS, *LOCK_ENDPOINTS]
+TASK_ENDPOINTS = [
+    Endpoint("/v1/tasks.defer", wt.DeferRequest, wt.DeferReply,
+             on_queue(tasks.defer), WRITE, 1 * MB, "Defer a task by name"),
+    Endpoint("/v1/tasks.list", wt.ListTasksRequest, wt.ListTasksReply,
+             on_queue(tasks.list_tasks), READ, 4 * KB, "List waiting, running or failed tasks"),
+    Endpoint("/v1/tasks.status", wt.TaskStatusRequest, wt.TaskStatusReply,
+             on_queue(tasks.status), READ, 4 * KB, "A task's kept outcome"),
+]  # fmt: skip
+"""Background tasks (querator's own)."""
+
+ENDPOINTS = [*QUEUE_ENDPOINTS, *WORKFLOW_ENDPOINTS, *LOCK_ENDPOINTS, *TASK_ENDPOINTS]
 """Every RPC the server answers."""

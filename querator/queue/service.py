@@ -20,7 +20,7 @@ from typing_extensions import Unpack
 from querator.errors import UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import open_backend
-from querator.queue.backends.base import Backend
+from querator.queue.backends.base import Backend, ProduceSteps
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.background import ClientTasks
 from querator.queue.item_admin import ItemAdmin
@@ -201,6 +201,16 @@ class AsyncQueueClient:
             ids = await backend.produce(info, route_items(info, items, self._spreader))
         self._board.wake(queue)
         return ids
+
+    async def produce_steps(self, queue: str, items: Sequence[Item]) -> ProduceSteps:
+        """The statements that produce ``items`` into ``queue`` on a connection the
+        application owns, validated and routed as :meth:`produce` does; run them
+        with :mod:`querator.queue.foreign`. InvalidArgument where the store cannot
+        (SQLite, memory)."""
+        backend = self._require_open()
+        info = await self.queue_info(queue)
+        check_sequence("items", items, "querator.Item")
+        return backend.produce_steps(info, route_items(info, items, self._spreader))
 
     async def lease(
         self,

@@ -8,8 +8,8 @@ from typing import Annotated, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from querator.queue.record_store import Versioned
 from querator.model_bases import InputModel
+from querator.queue.record_store import Versioned
 from querator.webhooks.signing import secret_key
 from querator.webhooks.targets import check_url
 

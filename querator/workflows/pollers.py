@@ -29,6 +29,7 @@ from querator.errors import QueueNotFound
 from querator.model_bases import StoredModel, View
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
+from querator.tasks.layout import is_task
 from querator.workflows.keys import RESULTS_QUEUE, is_step, is_wake, routed_name
 
 __all__ = [
@@ -128,7 +129,7 @@ def served_by(pollers: Iterable[Poller], queue: str, kind: str) -> list[Poller]:
 
 def _what(kind: str) -> str:
     name = routed_name(kind)
-    role = "workflow" if is_wake(kind) else "step"
+    role = "workflow" if is_wake(kind) else "task" if is_task(kind) else "step"
     return f"{role} {name!r}" if name is not None else f"{kind!r} items"
 
 
@@ -188,7 +189,8 @@ async def unserved_items(
     for queue in names:
         oldest: dict[str, tuple[int, datetime]] = {}
         for item in await _head(aq, queue, limit):
-            if not (is_wake(item.kind) or is_step(item.kind)) or item.available_at > due:
+            routed = is_wake(item.kind) or is_step(item.kind) or is_task(item.kind)
+            if not routed or item.available_at > due:
                 continue
             count, since = oldest.get(item.kind, (0, item.available_at))
             oldest[item.kind] = (count + 1, min(since, item.available_at))

@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio.from_thread
 
+from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.errors import WorkflowCancelled
 from querator.workflows.keys import (
@@ -60,6 +61,9 @@ class StepContext:
     """The worker's resources by name (shared by its steps; closed when it stops)."""
     token: Any = None
     """The event loop's ``EventLoopToken``, for ``anyio.from_thread`` calls from other threads."""
+    deferred: dict[str, list[Item]] = field(default_factory=dict)
+    """Tasks this attempt deferred, by queue: produced with the step's record, in
+    its transaction (dropped when the attempt fails or defers)."""
 
     def run_deadline(self) -> datetime | None:
         """The deadline of the step's run (``@workflow(timeout=...)``), if it has one."""

@@ -34,14 +34,14 @@ from querator.workflows.engine.history import EVERYTHING, History
 from querator.workflows.engine.live import LiveRun
 from querator.workflows.engine.replay import new_live
 from querator.workflows.errors import NonDeterminism
-from querator.workflows.layout import (
+from querator.workflows.keys import is_wake
+from querator.workflows.stored import (
     CancelRecord,
     ErrorInfo,
     RunMeta,
     RunRecord,
     StepPayload,
     StepRecord,
-    is_wake,
 )
 
 ARGS = "[[], {}]"

@@ -38,11 +38,12 @@ Conventions every backend keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from querator.errors import InvalidArgument
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.models import (
     Leased,
@@ -182,6 +183,21 @@ class InsertPlan:
         return [item_id for item_id in ids if item_id is not None]
 
 
+def refuse_foreign(store: str) -> InvalidArgument:
+    """The error of :meth:`Backend.produce_steps` on a store that cannot produce
+    inside the application's own transaction."""
+    return InvalidArgument(
+        "connection",
+        f"{store} cannot produce inside the application's own transaction: that needs"
+        " PostgreSQL (defer without connection= to produce on querator's own)",
+    )
+
+
+ProduceSteps = Generator[tuple[Any, dict[str, Any]], list[tuple[Any, ...]], list[str]]
+"""A produce written sans I/O: yields each statement with its parameters,
+receives its rows, returns the ids in input order."""
+
+
 class Backend(Protocol):
     """One store of queues and items. Implementations live beside this file."""
 
@@ -232,6 +248,11 @@ class Backend(Protocol):
     # -- items --------------------------------------------------------------
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""
+
+    def produce_steps(self, queue: QueueInfo, items: Sequence[NewItem]) -> ProduceSteps:
+        """The statements that insert items on a connection the application owns,
+        inside its open transaction (:mod:`querator.queue.foreign`);
+        InvalidArgument (field ``connection``) where the store cannot do that."""
 
     async def lease(
         self,

@@ -31,9 +31,11 @@ from querator.queue.backends.base import (
     Kinds,
     Leases,
     NewItem,
+    ProduceSteps,
     RetryOp,
     TxnPlan,
     WakeCallback,
+    refuse_foreign,
 )
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.dead_reasons import marked, retry_reason, sweep_reason
@@ -199,6 +201,10 @@ class MemoryBackend:
         return self._parts[queue.queue_id]
 
     # -- items --------------------------------------------------------------
+    def produce_steps(self, queue: QueueInfo, items: Sequence[NewItem]) -> ProduceSteps:
+        """Refused: an in-memory store has no connection an application could share."""
+        raise refuse_foreign("an in-memory store")
+
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; a held dedup_key returns the existing id."""
         parts = self._partitions(queue)

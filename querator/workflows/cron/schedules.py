@@ -31,8 +31,8 @@ from pydantic import Field
 
 from querator.clock import stamp
 from querator.errors import InvalidArgument
-from querator.queue.record_store import Versioned
 from querator.model_bases import StoredModel
+from querator.queue.record_store import Versioned
 
 __all__ = [
     "CatchupPolicy",

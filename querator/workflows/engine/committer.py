@@ -43,8 +43,9 @@ from querator.workflows.engine.history import load_history
 from querator.workflows.engine.live import LiveRun, LiveRuns
 from querator.workflows.engine.replay import evaluate
 from querator.workflows.engine.served import Served
-from querator.workflows.layout import RESULTS_QUEUE, StepPayload, StepRecord, record_item
+from querator.workflows.keys import RESULTS_QUEUE
 from querator.workflows.sagas.advance import saga_advance
+from querator.workflows.stored import StepPayload, StepRecord, record_item
 
 __all__ = ["Claimed", "Committer", "Hand", "record_items"]
 

@@ -47,7 +47,7 @@ from querator.queue.service import AsyncQueueClient
 from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import joined, slept
 from querator.workflows.engine.commit import Produce, parent_items
-from querator.workflows.engine.committer import Claimed, Committer, Hand, record_items
+from querator.workflows.engine.committer import Claimed, Committer, Hand
 from querator.workflows.engine.context import Gather, Request, Sleep, StepCall, waited_positions
 from querator.workflows.engine.decisions import (
     Hold,
@@ -170,7 +170,7 @@ class Engine:
         if ran is None:
             return
         current, record = ran
-        hand = Hand(current, record_items(payload, record))
+        hand = Hand(current, self.runner.produce_for(payload, record))
         if payload.slot is not None or payload.workflow_queue not in self.served.workflow_queues:
             await self.committer.commit(hand, WakeRun(payload))  # compensations: sagas use wakes
             return
@@ -391,4 +391,4 @@ class Engine:
         if ran is None:
             return None  # retried or deferred: the body stays parked on it
         held, record = ran
-        return Hand(held, record_items(payload, record)), payload, record
+        return Hand(held, self.runner.produce_for(payload, record)), payload, record

@@ -14,16 +14,17 @@ import anyio
 
 from querator.errors import Conflict, InvalidArgument
 from querator.queue.harness import Renewer
-from querator.queue.models import Leased, StoredItem
+from querator.queue.models import Item, Leased, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import Attempt, joined, step_attempt
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
 from querator.workflows.functions import StepFunction
+from querator.workflows.keys import RESULTS_QUEUE
 from querator.workflows.retry import RetryDecision
 from querator.workflows.step_context import CURRENT_STEP, StepContext
-from querator.workflows.stored import StepPayload, StepRecord, error_info, step_item
+from querator.workflows.stored import StepPayload, StepRecord, error_info, record_item, step_item
 
 log = logging.getLogger("querator.workflows")
 
@@ -155,6 +156,15 @@ class StepRunner:
         self.renewer = renewer
         self.resources = resources
         self._token = token
+        self._deferred: dict[str, dict[str, list[Item]]] = {}
+        """Tasks deferred by completed attempts, by record key (see :meth:`produce_for`)."""
+
+    def produce_for(self, payload: StepPayload, record: StepRecord) -> dict[str, list[Item]]:
+        """What commits with ``record``: the record, and the tasks its attempt deferred."""
+        produce = {RESULTS_QUEUE: [record_item(payload.record_key(), record, payload.run_id)]}
+        for queue, items in self._deferred.pop(payload.record_key(), {}).items():
+            produce.setdefault(queue, []).extend(items)
+        return produce
 
     @staticmethod
     def skipped(payload: StepPayload, found: Mapping[str, StoredItem]) -> bool:
@@ -200,6 +210,8 @@ class StepRunner:
             current, outcome = await _run_kept(
                 self.aq, self.renewer, leased, step, payload.args, context
             )
+            if context.deferred and not isinstance(outcome, BaseException):
+                self._deferred[payload.record_key()] = context.deferred
             return await self._outcome(current, payload, step, outcome, span)
 
     async def _outcome(

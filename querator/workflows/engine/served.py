@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from querator.errors import InvalidArgument
+from querator.tasks.functions import TaskFunction
+from querator.tasks.layout import task_kind
 from querator.workflows.functions import (
     DurableFunction,
     StepFunction,
@@ -40,24 +42,35 @@ LEGACY_KINDS = (STEP_KIND, WAKE_KIND)
 class Served:
     """The functions of one worker, the queues it leases from and the kinds it takes."""
 
-    def __init__(self, functions: Iterable[DurableFunction]) -> None:
+    def __init__(self, functions: Iterable[DurableFunction | TaskFunction[..., Any]]) -> None:
         self.workflows: dict[str, WorkflowFunction[..., Any]] = {}
         self.steps: dict[str, StepFunction[..., Any]] = {}
+        self.tasks: dict[str, TaskFunction[..., Any]] = {}
+        """The background tasks served (``querator.task:{name}`` items of their queues)."""
         for fn in functions:
-            self._register(fn)
+            if isinstance(fn, TaskFunction):
+                if self.tasks.get(fn.name, fn) is not fn:
+                    raise InvalidArgument("functions", f"two tasks share the name {fn.name!r}")
+                self.tasks[fn.name] = fn
+            else:
+                self._register(fn)
+        self.task_queues = frozenset(t.queue for t in self.tasks.values())
+        """The queues of the served tasks."""
         self.workflow_queues = frozenset(
             wf.queue or WORKFLOW_QUEUE for wf in self.workflows.values()
         )
         """The queues of the served workflows (their wakes, and steps without a queue)."""
         self.queues = sorted(
-            self.workflow_queues | {s.queue or WORKFLOW_QUEUE for s in self.steps.values()}
+            self.workflow_queues
+            | {s.queue or WORKFLOW_QUEUE for s in self.steps.values()}
+            | self.task_queues
         )
         """Every queue the worker leases from."""
         self._kinds: dict[str, tuple[int, tuple[str, ...]]] = {}
 
     def _register(self, fn: DurableFunction) -> None:
         if not isinstance(fn, StepFunction | WorkflowFunction):
-            raise InvalidArgument("functions", f"{fn!r} is neither a @step nor a @workflow")
+            raise InvalidArgument("functions", f"{fn!r} is not a @step, @workflow or @task")
         table: dict[str, Any] = self.steps if isinstance(fn, StepFunction) else self.workflows
         if table.get(fn.name, fn) is not fn:
             raise InvalidArgument("functions", f"two functions share the name {fn.name!r}")
@@ -96,6 +109,7 @@ class Served:
             return cached[1]
         workflows, steps = self.names(queue)
         kinds = [wake_kind(name) for name in workflows] + [step_kind(name) for name in steps]
+        kinds += [task_kind(name) for name, t in self.tasks.items() if t.queue == queue]
         found = tuple(sorted({*kinds, *LEGACY_KINDS}))
         self._kinds[queue] = (defined, found)
         return found

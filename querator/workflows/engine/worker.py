@@ -22,6 +22,10 @@ from querator.queue.models import Leased
 from querator.queue.options import check_options
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_duration, check_flag, check_name
+from querator.tasks.deferring import ensure_task_queue
+from querator.tasks.functions import TaskFunction
+from querator.tasks.layout import is_task
+from querator.tasks.runner import TaskRunner
 from querator.workflows.cron.scheduler import AsyncScheduler
 from querator.workflows.engine.commit import ensure_work_queue
 from querator.workflows.engine.driver import Engine, Poison
@@ -111,7 +115,7 @@ class AsyncWorker(LeaseWorker):
     def __init__(
         self,
         aq: AsyncQueueClient,
-        functions: Iterable[DurableFunction],
+        functions: Iterable[DurableFunction | TaskFunction[..., Any]],
         **options: Unpack[WorkerOptions],
     ) -> None:
         checked = check_worker_options(options)
@@ -145,6 +149,8 @@ class AsyncWorker(LeaseWorker):
             )
         self._held: dict[str, Leased] = {}
         runner = StepRunner(aq, self.renewer, self.resources, lambda: self.token)
+        self.tasks = TaskRunner(aq, self.renewer, self.served.tasks)
+        """Runs the background tasks served (``querator.task:{name}`` items)."""
         self.engine = Engine(
             aq,
             self.served,
@@ -189,7 +195,10 @@ class AsyncWorker(LeaseWorker):
     async def _start(self) -> None:
         await self.aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
         for queue in self.queues:
-            await ensure_work_queue(self.aq, queue)
+            if queue in self.served.task_queues and queue not in self.served.workflow_queues:
+                await ensure_task_queue(self.aq, queue)
+            else:
+                await ensure_work_queue(self.aq, queue)
         log.info("worker %s serving %s", self.client_id, ", ".join(self.queues))
 
     def _poll(self, group: TaskGroup, items: TaskGroup) -> None:
@@ -260,6 +269,10 @@ class AsyncWorker(LeaseWorker):
         only while this worker still holds it.
         """
         for leased in list(self._held.values()):
+            if is_task(leased.kind):  # a task's lease is kept by its runner
+                if await self.tasks.release(leased.id):
+                    released.add(leased.id)
+                continue
             if leased.dedup_key is None:
                 continue
             try:
@@ -300,7 +313,9 @@ class AsyncWorker(LeaseWorker):
             self._held.pop(leased.id, None)
 
     async def _dispatch(self, leased: Leased) -> None:
-        if is_wake(leased.kind):
+        if is_task(leased.kind):
+            await self.tasks.run(leased)
+        elif is_wake(leased.kind):
             await self.engine.wake(leased, decode(WakePayload, leased))
         elif is_step(leased.kind):
             began = time.monotonic()
@@ -326,7 +341,10 @@ class Worker:
     """
 
     def __init__(
-        self, q: QueueClient, functions: Iterable[DurableFunction], **options: Unpack[WorkerOptions]
+        self,
+        q: QueueClient,
+        functions: Iterable[DurableFunction | TaskFunction[..., Any]],
+        **options: Unpack[WorkerOptions],
     ) -> None:
         self.q = q
         self.worker = AsyncWorker(q.aio, functions, **options)

@@ -26,13 +26,21 @@ from querator.errors import (
     QueueNotFound,
     Unavailable,
 )
-from querator.queue.backends.base import Kinds, Leases, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import (
+    Kinds,
+    Leases,
+    NewItem,
+    ProduceSteps,
+    TxnPlan,
+    WakeCallback,
+)
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import text_array
 from querator.queue.backends.postgres.deadline import MARGIN, Blocked
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors, refuse_bad_dsn
+from querator.queue.backends.postgres.foreign import produce_steps
 from querator.queue.backends.postgres.fused import fusable
 from querator.queue.backends.postgres.group_commit import GroupCommit
 from querator.queue.backends.postgres.items import (
@@ -353,6 +361,11 @@ class PostgresBackend:
                 )
         async with self._transaction(queue.name) as conn:
             return await insert_items(conn, self._names, queue, items, now=self._clock.store_now())
+
+    def produce_steps(self, queue: QueueInfo, items: Sequence[NewItem]) -> ProduceSteps:
+        """The statements that insert items on the application's own connection
+        (see :mod:`querator.queue.backends.postgres.foreign`)."""
+        return produce_steps(self._names, queue, items, self._clock.given())
 
     async def lease(
         self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None

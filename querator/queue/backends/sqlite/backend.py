@@ -20,7 +20,15 @@ import anyio.to_thread
 
 from querator.clock import SYSTEM, Clock
 from querator.errors import Unavailable
-from querator.queue.backends.base import Kinds, Leases, NewItem, TxnPlan, WakeCallback
+from querator.queue.backends.base import (
+    Kinds,
+    Leases,
+    NewItem,
+    ProduceSteps,
+    TxnPlan,
+    WakeCallback,
+    refuse_foreign,
+)
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.backends.sqlite import items as item_ops
 from querator.queue.backends.sqlite import queues as queue_ops
@@ -146,6 +154,10 @@ class SqliteBackend:
         return await self._call(op, write=False)
 
     # -- items --------------------------------------------------------------
+    def produce_steps(self, queue: QueueInfo, items: Sequence[NewItem]) -> ProduceSteps:
+        """Refused: SQLite has no connection an application could share."""
+        raise refuse_foreign("SQLite")
+
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""
         op = partial(item_ops.produce_items, queue=queue, items=items)

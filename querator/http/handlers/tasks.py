@@ -1,0 +1,56 @@
+"""Handlers of ``/v1/tasks.*``: each calls the function a Python user calls
+(:mod:`querator.tasks.deferring`, :mod:`querator.tasks.listing`)."""
+
+from __future__ import annotations
+
+import json
+
+from querator.http.wire.tasks import (
+    DeferReply,
+    DeferRequest,
+    ListTasksReply,
+    ListTasksRequest,
+    TaskStatusReply,
+    TaskStatusRequest,
+)
+from querator.queue.service import AsyncQueueClient
+from querator.tasks.deferring import defer_by_name_async
+from querator.tasks.handles import stored_outcome
+from querator.tasks.listing import list_tasks_async
+
+
+async def defer(aq: AsyncQueueClient, body: DeferRequest) -> DeferReply:
+    """Defer a call of a task by name."""
+    item_id, task_id = await defer_by_name_async(
+        aq,
+        body.name,
+        body.args,
+        queue=body.queue,
+        delay=body.delay,
+        idempotency_key=body.idempotency_key,
+    )
+    return DeferReply(id=item_id, task_id=task_id)
+
+
+async def list_tasks(aq: AsyncQueueClient, body: ListTasksRequest) -> ListTasksReply:
+    """Tasks of a queue: waiting, scheduled and running, or failed."""
+    found = await list_tasks_async(
+        aq, body.queue, failed=body.failed, name=body.name, limit=body.limit
+    )
+    return ListTasksReply(tasks=found)
+
+
+async def status(aq: AsyncQueueClient, body: TaskStatusRequest) -> TaskStatusReply:
+    """The kept outcome of a task, once it has one."""
+    record = await stored_outcome(aq, body.task_id)
+    if record is None:
+        return TaskStatusReply(task_id=body.task_id, done=False)
+    return TaskStatusReply(
+        task_id=body.task_id,
+        done=True,
+        ok=record.ok,
+        result=json.loads(record.result) if record.result is not None else None,
+        error_type=record.error_type,
+        message=record.message,
+        attempts=record.attempts,
+    )

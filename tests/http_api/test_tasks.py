@@ -1,0 +1,81 @@
+"""Background tasks through the HTTP API: a live server (``--app`` naming the
+tasks) and a worker on the same store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from http_server import serve
+from polling import wait_for
+from tasks import app_tasks
+from worker_threads import serving
+
+from querator import Querator, Worker
+
+APP = Path(app_tasks.__file__)
+
+
+@pytest.fixture
+def http(tmp_path: Path) -> Iterator[httpx.Client]:
+    """A client of a server over a fresh SQLite store, with a worker on that store."""
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    with (
+        serve(url, "--app", str(APP)) as base,
+        Querator(url) as q,
+        serving(Worker(q, app_tasks.ALL, poll_timeout=0.5, scheduler=False)),
+        httpx.Client(base_url=base, timeout=60) as client,
+    ):
+        yield client
+
+
+def call(http: httpx.Client, path: str, **body: Any) -> Any:
+    response = http.post(path, json=body, headers={"Querator-Extras": "true"})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_a_task_deferred_over_http_runs_and_reports_its_outcome(http: httpx.Client) -> None:
+    deferred = call(http, "/v1/tasks.defer", name="t.add", args={"a": 1, "b": 2})
+    task_id = deferred["task_id"]
+    done = wait_for(
+        lambda: (reply := call(http, "/v1/tasks.status", task_id=task_id))["done"] and reply,
+        timeout=30,
+        message="t.add done",
+    )
+    assert (done["ok"], done["result"], done["attempts"]) == (True, 3, 1)
+    failed = call(http, "/v1/tasks.defer", name="t.boom", args={"key": "h"})
+    outcome = wait_for(
+        lambda: (r := call(http, "/v1/tasks.status", task_id=failed["task_id"]))["done"] and r,
+        timeout=30,
+    )
+    assert (outcome["ok"], outcome["error_type"]) == (False, "ValueError")
+    [dead] = call(http, "/v1/tasks.list", failed=True)["tasks"]
+    assert (dead["name"], dead["state"]) == ("t.boom", "failed")
+    assert dead["reason"].startswith("ValueError: bad input h")
+
+
+def test_waiting_tasks_are_listed_and_bad_arguments_refused(http: httpx.Client) -> None:
+    later = call(http, "/v1/tasks.defer", name="t.noop", args={"key": "x"}, delay="1h")
+    [listed] = call(http, "/v1/tasks.list", name="t.noop")["tasks"]
+    assert (listed["id"], listed["state"]) == (later["id"], "scheduled")
+    refused = http.post(
+        "/v1/tasks.defer",
+        json={"name": "t.add", "args": {"a": "x", "b": 1}},
+        headers={"Querator-Extras": "true"},
+    )
+    assert refused.status_code == 400
+    assert "argument 'a'" in refused.json()["message"]
+    pending = call(http, "/v1/tasks.status", task_id="0" * 32)
+    assert pending == {
+        "task_id": "0" * 32,
+        "done": False,
+        "ok": None,
+        "result": None,
+        "error_type": None,
+        "message": None,
+        "attempts": None,
+    }
