@@ -365,7 +365,7 @@ class PostgresBackend:
     def produce_steps(self, queue: QueueInfo, items: Sequence[NewItem]) -> ProduceSteps:
         """The statements that insert items on the application's own connection
         (see :mod:`querator.queue.backends.postgres.foreign`)."""
-        return produce_steps(self._names, queue, items, self._clock.given())
+        return produce_steps(self._names, queue, items, self._clock.store_now())
 
     async def lease(
         self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
