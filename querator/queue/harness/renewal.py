@@ -1,10 +1,11 @@
 """Keeping leases alive: one task renews every lease a service holds.
 
 Each kept lease is renewed every ``period`` seconds by ``extend`` seconds;
-the leases due at one instant are renewed in one call per queue and
-``extend`` (one by one only when that call fails, to find which lease was
-lost). A lease that ends before its first renewal is due (most do) costs two
-set operations here, not a task of its own.
+when one is due, those due within the next :data:`EARLY` of their period
+come along, all renewed in one call per queue and ``extend`` (one by one
+only when that call fails, to find which lease was lost). A lease that ends
+before its first renewal is due (most do) costs two set operations here, not
+a task of its own.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from querator.queue.outage import Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_BATCH
 
-__all__ = ["RETRY_AFTER", "Kept", "Renewer"]
+__all__ = ["EARLY", "RETRY_AFTER", "Kept", "Renewer"]
 
+EARLY = 0.25
+"""A lease whose renewal is due within this fraction of its period rides along
+with one due now: leases taken at about the same time share one call."""
 RETRY_AFTER = 1.0
 """Seconds before a renewal that failed for another reason than a lost lease
 (the store unreachable, say) is tried again."""
@@ -92,7 +96,8 @@ class Renewer:
         """Renew what is due, then sleep until the next is due (or one is kept)."""
         while True:
             now = anyio.current_time()
-            due = sorted((kept for kept in self._kept if kept.due <= now), key=_group)
+            soon = [kept for kept in self._kept if kept.due - kept.period * EARLY <= now]
+            due = sorted(soon, key=_group)
             for _, same in groupby(due, key=_group):
                 batch = list(same)
                 for start in range(0, len(batch), MAX_BATCH):
