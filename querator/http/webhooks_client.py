@@ -5,8 +5,8 @@ HTTP clients). The server's settings apply (``allow_private``, the payload cap).
 
 from __future__ import annotations
 
-from datetime import datetime
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from typing_extensions import Unpack
