@@ -27,15 +27,22 @@ FLOWS = Path(http_flows.__file__)
 
 
 @pytest.fixture
-def base(tmp_path: Path) -> Iterator[str]:
-    """The URL of a server over a fresh SQLite store, with a worker on that store."""
+def served(tmp_path: Path) -> Iterator[tuple[str, Querator]]:
+    """The URL of a server over a fresh SQLite store, with a worker on that
+    store, and a library client of the store."""
     url = f"sqlite:///{tmp_path / 'flows.db'}"
     with (
         serve(url, "--app", str(FLOWS)) as found,
         Querator(url) as q,
         serving(Worker(q, [http_flows.greet, http_flows.doomed, http_flows.slow])),
     ):
-        yield found
+        yield found, q
+
+
+@pytest.fixture
+def base(served: tuple[str, Querator]) -> str:
+    """The URL of the server of :func:`served`."""
+    return served[0]
 
 
 def drive(q: Client) -> None:
@@ -67,6 +74,11 @@ def test_a_process_without_the_store_drives_runs_over_http(base: str) -> None:
         assert fork.run_id != long.run_id and fork.result(timeout=30) == 0.6
         with pytest.raises(RunNotFound):
             q.run("nope").status()
+
+
+def test_the_library_client_drives_runs_the_same_way(served: tuple[str, Querator]) -> None:
+    _, q = served
+    drive(q)  # the same code, typed by the same interface, over the store
 
 
 def test_schedules_are_driven_over_http(base: str) -> None:
