@@ -66,6 +66,12 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("/v1/queue.lease", {"queue_name": "doc-q", "client_id": "", "batch_size": 1}),
     ("/v1/queue.stats", {"queue_name": "no-such-queue"}),
     ("/v1/runs.get", {"run_id": "no-such-run"}),
+    ("/v1/webhooks/endpoints.add", {"url": "https://hooks.example.invalid/in"}),
+    ("/v1/webhooks/endpoints.list", {}),
+    ("/v1/webhooks/messages.send", {"event_type": "doc.sent", "payload": {"n": 1}}),
+    ("/v1/webhooks/failed.list", {}),
+    ("/v1/webhooks/messages.get", {"message_id": "msg_none"}),
+    ("/v1/webhooks/endpoints.add", {"url": "http://127.0.0.1/in"}),
 ]  # fmt: skip
 """Real calls (good and bad) whose answers must match the document."""
 EXTRAS = {"Querator-Extras": "true"}
