@@ -1,29 +1,81 @@
 """The clients users import from ``querator``: the queue clients plus
-``start`` and ``schedule``.
+workflow runs, schedules and webhooks.
 
-The queue layer knows nothing of workflows, so starting and scheduling
-workflow runs are added here, one layer above both (``q.start(fn, ...)`` and
-``q.schedule(name, fn, cron=...)`` as in the design).
+The queue layer knows nothing of workflows, so starting, inspecting and
+scheduling workflow runs are added here, one layer above both
+(``q.start(fn, ...)`` and ``q.schedule(name, fn, cron=...)`` as in the design).
+Each method calls the function of :mod:`querator.workflows` (or
+:mod:`querator.webhooks`) that holds the operation; together they are the
+interface the HTTP clients share (:mod:`querator.interface`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Unpack
 
 from querator.queue.client import QueueClient
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.cron.api import ScheduleOptions, schedule, schedule_async
+from querator.workflows.cron import api as cron
+from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions, schedule, schedule_async
 from querator.workflows.functions import WorkflowFunction
-from querator.workflows.runs import start, start_async
+from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
+from querator.workflows.rerun import fork, fork_async, resume, resume_async
+from querator.workflows.run_models import RunInfo
+from querator.workflows.runs import AsyncRunHandle, RunHandle, start, start_async
+from querator.workflows.stored import RunStatus
+
+if TYPE_CHECKING:
+    from querator.webhooks import AsyncWebhooks, Webhooks
 
 
 class AsyncQuerator(AsyncQueueClient):
-    """The async client: every queue operation, plus :meth:`start` for workflows."""
+    """The async client: every queue operation, plus workflow runs, schedules
+    and webhooks (:class:`querator.interface.AsyncClient`)."""
 
     start = start_async
     """Start a run of ``fn(*args, **kwargs)``; see :func:`querator.workflows.start`."""
+
+    @functools.cached_property
+    def webhooks(self) -> AsyncWebhooks:
+        """Webhook endpoints, messages and re-drives, default settings
+        (:class:`querator.webhooks.AsyncWebhooks`)."""
+        from querator.webhooks import AsyncWebhooks
+
+        return AsyncWebhooks(self)
+
+    def run(self, run_id: str) -> AsyncRunHandle[Any]:
+        """The handle of run ``run_id`` (its result is plain JSON)."""
+        return AsyncRunHandle(self, run_id)
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        """See :func:`querator.workflows.get_run`."""
+        return await get_run_async(self, run_id)
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        workflow: str | None = None,
+        since: datetime | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        """See :func:`querator.workflows.list_runs`."""
+        return await list_runs_async(
+            self, status=status, workflow=workflow, since=since, after=after, limit=limit
+        )
+
+    async def resume(self, run_id: str) -> bool:
+        """See :func:`querator.workflows.resume`."""
+        return await resume_async(self, run_id)
+
+    async def fork(self, run_id: str, from_step: int = 0) -> AsyncRunHandle[Any]:
+        """See :func:`querator.workflows.fork`."""
+        return await fork_async(self, run_id, from_step)
 
     async def schedule(
         self,
@@ -36,14 +88,73 @@ class AsyncQuerator(AsyncQueueClient):
         """Create or redefine a cron schedule; see :func:`querator.workflows.schedule`."""
         await schedule_async(self, name, fn, cron=cron, **options)
 
+    async def list_schedules(self) -> list[ScheduleInfo]:
+        """See :func:`querator.workflows.list_schedules`."""
+        return await cron.list_schedules_async(self)
+
+    async def pause_schedule(self, name: str, note: str = "") -> None:
+        """See :func:`querator.workflows.pause_schedule`."""
+        await cron.pause_schedule_async(self, name, note)
+
+    async def resume_schedule(self, name: str) -> None:
+        """See :func:`querator.workflows.resume_schedule`."""
+        await cron.resume_schedule_async(self, name)
+
+    async def delete_schedule(self, name: str) -> bool:
+        """See :func:`querator.workflows.delete_schedule`."""
+        return await cron.delete_schedule_async(self, name)
+
+    async def trigger_schedule(self, name: str) -> AsyncRunHandle[Any]:
+        """See :func:`querator.workflows.trigger_schedule`."""
+        return await cron.trigger_schedule_async(self, name)
+
 
 class Querator(QueueClient):
-    """The sync client: every queue operation, plus :meth:`start` for workflows."""
+    """The sync client: every queue operation, plus workflow runs, schedules
+    and webhooks (:class:`querator.interface.Client`)."""
 
     _async_class = AsyncQuerator
 
     start = start
     """Start a run of ``fn(*args, **kwargs)``; see :func:`querator.workflows.start`."""
+
+    @functools.cached_property
+    def webhooks(self) -> Webhooks:
+        """Webhook endpoints, messages and re-drives, default settings
+        (:class:`querator.webhooks.Webhooks`)."""
+        from querator.webhooks import Webhooks
+
+        return Webhooks(self)
+
+    def run(self, run_id: str) -> RunHandle[Any]:
+        """The handle of run ``run_id`` (its result is plain JSON)."""
+        return RunHandle(self, run_id)
+
+    def get_run(self, run_id: str) -> RunInfo:
+        """See :func:`querator.workflows.get_run`."""
+        return get_run(self, run_id)
+
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        workflow: str | None = None,
+        since: datetime | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        """See :func:`querator.workflows.list_runs`."""
+        return list_runs(
+            self, status=status, workflow=workflow, since=since, after=after, limit=limit
+        )
+
+    def resume(self, run_id: str) -> bool:
+        """See :func:`querator.workflows.resume`."""
+        return resume(self, run_id)
+
+    def fork(self, run_id: str, from_step: int = 0) -> RunHandle[Any]:
+        """See :func:`querator.workflows.fork`."""
+        return fork(self, run_id, from_step)
 
     def schedule(
         self,
@@ -55,3 +166,23 @@ class Querator(QueueClient):
     ) -> None:
         """Create or redefine a cron schedule; see :func:`querator.workflows.schedule`."""
         schedule(self, name, fn, cron=cron, **options)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        """See :func:`querator.workflows.list_schedules`."""
+        return cron.list_schedules(self)
+
+    def pause_schedule(self, name: str, note: str = "") -> None:
+        """See :func:`querator.workflows.pause_schedule`."""
+        cron.pause_schedule(self, name, note)
+
+    def resume_schedule(self, name: str) -> None:
+        """See :func:`querator.workflows.resume_schedule`."""
+        cron.resume_schedule(self, name)
+
+    def delete_schedule(self, name: str) -> bool:
+        """See :func:`querator.workflows.delete_schedule`."""
+        return cron.delete_schedule(self, name)
+
+    def trigger_schedule(self, name: str) -> RunHandle[Any]:
+        """See :func:`querator.workflows.trigger_schedule`."""
+        return cron.trigger_schedule(self, name)

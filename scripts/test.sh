@@ -6,7 +6,9 @@
 # 2. finds PostgreSQL (scripts/find_postgres.sh: $QUERATOR_TEST_DSN, the local
 #    server at 127.0.0.1:5432, the local cluster started, or a throwaway cluster)
 #    and exports QUERATOR_TEST_DSN — with no PostgreSQL it fails, it never skips;
-# 3. runs ruff check, ruff format --check, mypy --strict (querator, tests, examples) and pytest -n 2.
+# 3. runs ruff check, ruff format --check, mypy --strict (querator, tests, examples),
+#    the TypeScript client's tests (clients/typescript: npm ci, tsc, node --test
+#    against a real querator serve; skipped, loudly, without node) and pytest -n 2.
 # Exits non-zero when any step fails, and when pytest collected no tests.
 set -uo pipefail
 
@@ -103,6 +105,18 @@ step() {
 step "ruff check" ruff check querator tests examples
 step "ruff format --check" ruff format --check querator tests examples
 step "mypy --strict querator tests examples" mypy --strict querator tests examples
+
+typescript_client() {
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        loud "SKIPPED the TypeScript client's tests: node/npm not found (install Node >= 18)"
+        return 0
+    fi
+    (
+        cd clients/typescript || exit 1
+        npm ci --no-audit --no-fund --loglevel=error && QUERATOR_PYTHON="$ROOT/.venv/bin/python" npm test
+    )
+}
+step "typescript client (clients/typescript)" typescript_client
 
 echo "---- pytest -n 2 $*" >&2
 pytest -n 2 "$@"

@@ -2,6 +2,7 @@
 
 ```
 querator serve [--url URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows] [--no-auth]
+               [--webhooks-allow-private]
 querator tokens create NAME [--scope read|write|admin]   # prints the token once
 querator tokens list [--json]
 querator tokens revoke TOKEN_ID
@@ -103,6 +104,13 @@ def serve(
     max_client_connections: Annotated[
         int, typer.Option(min=0, help="Open connections per client address (0: no cap).")
     ] = ConnectionLimits.max_per_client,
+    webhooks_allow_private: Annotated[
+        bool,
+        typer.Option(
+            "--webhooks-allow-private",
+            help="Accept webhook endpoints on loopback/private addresses (development only).",
+        ),
+    ] = False,
     dsn: OldDsn = None,
 ) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT; prints the URL it listens on."""
@@ -118,6 +126,8 @@ def serve(
             auth = auth_mode(host, no_auth)
             _check_store(dsn, host, auth)
             sock = _listen(host, port)
+            if webhooks_allow_private:
+                os.environ[PRIVATE_VARIABLE] = "1"
             config = _config(dsn, target, functions, auth, limits, workers, log_level)
             config.timeout_graceful_shutdown = int(shutdown_grace) or None
             shown = f"[{host}]" if ":" in host else host
@@ -184,7 +194,8 @@ def _config(
         "lifespan": "on",
     }
     if workers == 1:
-        return ServeConfig(create_app(dsn, functions=functions, auth=auth), limits, **options)
+        app = create_app(dsn, functions=functions, auth=auth, webhook_settings=_hook_settings())
+        return ServeConfig(app, limits, **options)
     # each worker imports the app itself: it reads the store and --app here
     os.environ[DSN_VARIABLE], os.environ[APP_VARIABLE] = dsn, target or ""
     os.environ[AUTH_VARIABLE] = auth
@@ -208,8 +219,16 @@ def _run(config: ServeConfig, sock: socket.socket, workers: int) -> bool:
 
 DSN_VARIABLE, APP_VARIABLE = "QUERATOR_SERVE_DSN", "QUERATOR_SERVE_APP"
 AUTH_VARIABLE = "QUERATOR_SERVE_AUTH"
-"""How ``querator serve --workers N`` hands the store, ``--app`` and the
-authentication mode to its workers."""
+PRIVATE_VARIABLE = "QUERATOR_SERVE_WEBHOOKS_PRIVATE"
+"""How ``querator serve --workers N`` hands the store, ``--app``, the
+authentication mode and ``--webhooks-allow-private`` to its workers."""
+
+
+def _hook_settings() -> Any:
+    """The webhook settings of the served API (``--webhooks-allow-private``)."""
+    from querator.webhooks import WebhookSettings
+
+    return WebhookSettings(allow_private=os.environ.get(PRIVATE_VARIABLE) == "1")
 
 
 def auth_mode(host: str, no_auth: bool) -> AuthMode:
@@ -233,7 +252,9 @@ def worker_app() -> Any:
     functions = {f.name: f for f in load_functions(target)} if target else {}
     auth = os.environ.get(AUTH_VARIABLE, "on")
     mode: AuthMode = "off" if auth == "off" else "auto" if auth == "auto" else "on"
-    return create_app(os.environ[DSN_VARIABLE], functions=functions, auth=mode)
+    return create_app(
+        os.environ[DSN_VARIABLE], functions=functions, auth=mode, webhook_settings=_hook_settings()
+    )
 
 
 @tokens_app.command("create")

@@ -35,6 +35,7 @@ from querator.http.wire.queue import Reply
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry import prometheus
 from querator.telemetry.requests import joined
+from querator.webhooks import AsyncWebhooks, WebhookSettings
 
 T = TypeVar("T")
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -47,6 +48,8 @@ class ServerState:
 
     aq: AsyncQueueClient
     tokens: TokenCheck
+    webhooks: AsyncWebhooks
+    """Webhook endpoints and messages of the store, with the server's settings."""
     functions: dict[str, Any] = field(default_factory=dict)
     """Workflow functions by persisted name."""
     stopping: bool = False
@@ -184,10 +187,12 @@ def create_app(
     functions: dict[str, Any] | None = None,
     client_options: dict[str, Any] | None = None,
     auth: AuthMode = "auto",
+    webhook_settings: WebhookSettings | None = None,
 ) -> Starlette:
     """The application serving the store at ``url``; the client opens with the
     app's lifespan and closes with it. ``auth`` says when tokens are required
-    (:data:`querator.http.auth.AuthMode`)."""
+    (:data:`querator.http.auth.AuthMode`); ``webhook_settings`` are those of
+    the webhook endpoints (``allow_private``, ``max_payload_bytes``, …)."""
     api = _Api([*ENDPOINTS, *endpoints])
 
     @contextlib.asynccontextmanager
@@ -196,7 +201,8 @@ def create_app(
         async with AsyncQueueClient(url, **(client_options or {})) as aq:
             tokens = TokenCheck(aq, auth)
             await tokens.start()
-            state = api.state = ServerState(aq, tokens, dict(functions or {}))
+            hooks = AsyncWebhooks(aq, webhook_settings)
+            state = api.state = ServerState(aq, tokens, hooks, dict(functions or {}))
             _stop_on_signals(state, asyncio.get_running_loop())
             yield
 

@@ -1,5 +1,6 @@
-"""The async HTTP client: the queue methods of :class:`querator.AsyncQuerator`,
-with the same arguments, return types and exceptions, over ``querator serve``.
+"""The async HTTP client: the methods of :class:`querator.AsyncQuerator`
+(queues, workflow runs, schedules, webhooks), with the same arguments,
+return types and exceptions, over ``querator serve``.
 
 Arguments are checked with the library's own validators before anything is
 sent; the server checks them again (it serves curl too). Replies are turned
@@ -37,6 +38,8 @@ from querator.http.durations import format_duration
 from querator.http.encoding import EXTRAS_HEADER, JSON, PROTOBUF, encode, mime, reply_data
 from querator.http.proto.reply_pb2 import Reply as ReplyMessage
 from querator.http.protocol import QUERATOR_CALLS
+from querator.http.runs_client import WorkflowCalls
+from querator.http.webhooks_client import AsyncHttpWebhooks
 from querator.http.wire import admin as wa
 from querator.http.wire import queue as wq
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
@@ -79,7 +82,7 @@ ENCODINGS = ("json", "protobuf")
 """What the client may send: JSON, or protobuf on the calls of Querator's protocol."""
 
 
-class AsyncQuerator:
+class AsyncQuerator(WorkflowCalls):
     """A client of a querator HTTP server, for ``async`` code.
 
     ``url`` is the server's base URL; ``token`` a bearer token (``qrt_…``)
@@ -108,6 +111,8 @@ class AsyncQuerator:
             self._headers["Authorization"] = f"Bearer {token}"
         self._timeout = check_duration("timeout", timeout)
         self._http: httpx.AsyncClient | None = None
+        self.webhooks = AsyncHttpWebhooks(self)
+        """Webhook endpoints, messages and re-drives (``AsyncWebhooks``'s methods)."""
 
     async def __aenter__(self) -> Self:
         await self.open()

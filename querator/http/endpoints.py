@@ -12,15 +12,18 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from querator.http.handlers import admin, locks, queue, tasks, workflows
+from querator.http.handlers import admin, locks, queue, tasks, webhooks, workflows
 from querator.http.protocol import QUERATOR_CALLS
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
 from querator.http.wire import locks as wl
 from querator.http.wire import queue as wq
 from querator.http.wire import tasks as wt
+from querator.http.wire import webhooks as wh
 from querator.http.wire import workflows as ww
 from querator.http.wire.items import StorageItem
+from querator.webhooks import Endpoint as HookEndpoint
+from querator.webhooks import Message
 from querator.workflows.inspection import RunInfo
 
 B = TypeVar("B", bound=BaseModel)
@@ -151,5 +154,42 @@ TASK_ENDPOINTS = [
 ]  # fmt: skip
 """Background tasks (querator's own)."""
 
-ENDPOINTS = [*QUEUE_ENDPOINTS, *WORKFLOW_ENDPOINTS, *LOCK_ENDPOINTS, *TASK_ENDPOINTS]
+WEBHOOK_ENDPOINTS = [
+    Endpoint("/v1/webhooks/endpoints.add", wh.AddEndpointRequest, HookEndpoint,
+             webhooks.add_endpoint, ADMIN, 64 * KB, "Add a webhook endpoint"),
+    Endpoint("/v1/webhooks/endpoints.get", wh.EndpointRequest, HookEndpoint,
+             webhooks.get_endpoint, ADMIN, 4 * KB, "A webhook endpoint, with its secrets"),
+    Endpoint("/v1/webhooks/endpoints.list", wq.Empty, wh.EndpointsReply,
+             webhooks.list_endpoints, ADMIN, 512, "Every webhook endpoint, with its secrets"),
+    Endpoint("/v1/webhooks/endpoints.update", wh.UpdateEndpointRequest, HookEndpoint,
+             webhooks.update_endpoint, ADMIN, 64 * KB, "Change a webhook endpoint's options"),
+    Endpoint("/v1/webhooks/endpoints.disable", wh.DisableEndpointRequest, HookEndpoint,
+             webhooks.disable_endpoint, ADMIN, 16 * KB, "Stop delivering to an endpoint"),
+    Endpoint("/v1/webhooks/endpoints.enable", wh.EndpointRequest, HookEndpoint,
+             webhooks.enable_endpoint, ADMIN, 4 * KB, "Deliver to an endpoint again"),
+    Endpoint("/v1/webhooks/endpoints.rotate_secret", wh.RotateSecretRequest, HookEndpoint,
+             webhooks.rotate_secret, ADMIN, 4 * KB, "Give an endpoint a new secret"),
+    Endpoint("/v1/webhooks/endpoints.delete", wh.EndpointRequest, wq.Reply,
+             webhooks.delete_endpoint, ADMIN, 4 * KB, "Delete a webhook endpoint"),
+    Endpoint("/v1/webhooks/messages.send", wh.SendRequest, Message,
+             webhooks.send, WRITE, 16 * MB, "Send a webhook message"),
+    Endpoint("/v1/webhooks/messages.get", wh.MessageRequest, Message,
+             webhooks.get_message, READ, 4 * KB, "A sent message"),
+    Endpoint("/v1/webhooks/attempts.list", wh.AttemptsRequest, wh.AttemptsReply,
+             webhooks.attempts, READ, 4 * KB, "The attempts log of a message or endpoint"),
+    Endpoint("/v1/webhooks/failed.list", wh.FailedRequest, wh.FailedReply,
+             webhooks.failed, READ, 4 * KB, "Failed deliveries waiting to be re-driven"),
+    Endpoint("/v1/webhooks/failed.redrive", wh.RedriveRequest, ww.CountReply,
+             webhooks.redrive, ADMIN, 4 * KB, "Deliver failed deliveries again"),
+]  # fmt: skip
+"""Webhook endpoints, messages, attempts and re-drives (querator's own).
+Reading endpoints needs an admin token: their records carry the secrets."""
+
+ENDPOINTS = [
+    *QUEUE_ENDPOINTS,
+    *WORKFLOW_ENDPOINTS,
+    *LOCK_ENDPOINTS,
+    *TASK_ENDPOINTS,
+    *WEBHOOK_ENDPOINTS,
+]
 """Every RPC the server answers."""

@@ -28,6 +28,7 @@ from querator.errors import (
     Unavailable,
 )
 from querator.http.wire.queue import Reply
+from querator.webhooks.errors import DeliveryNotFound, EndpointNotFound, MessageNotFound
 from querator.workflows.errors import RunNotFound
 
 OK = 200
@@ -133,6 +134,21 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
     (Unauthorized, UNAUTHORIZED, lambda e: (str(e), {})),
     (Forbidden, FORBIDDEN, lambda e: (str(e), {})),
     (RunNotFound, REQUEST_FAILED, lambda e: (f"run does not exist; {e}", {"run_id": e.run_id})),
+    (
+        EndpointNotFound,
+        REQUEST_FAILED,
+        lambda e: (f"endpoint does not exist; {e}", {"endpoint_id": e.endpoint_id}),
+    ),
+    (
+        MessageNotFound,
+        REQUEST_FAILED,
+        lambda e: (f"message does not exist; {e}", {"message_id": e.message_id}),
+    ),
+    (
+        DeliveryNotFound,
+        REQUEST_FAILED,
+        lambda e: (f"delivery does not exist; {e}", {"delivery_id": e.delivery_id}),
+    ),
 ]
 """Error class -> status and (message, details) of its reply."""
 
@@ -174,6 +190,10 @@ _CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
     ),
     "Unauthorized": lambda r: Unauthorized(r.message),
     "Forbidden": lambda r: Forbidden(r.message),
+    "RunNotFound": lambda r: RunNotFound(r.details.get("run_id", "")),
+    "EndpointNotFound": lambda r: EndpointNotFound(r.details.get("endpoint_id", "")),
+    "MessageNotFound": lambda r: MessageNotFound(r.details.get("message_id", "")),
+    "DeliveryNotFound": lambda r: DeliveryNotFound(r.details.get("delivery_id", "")),
 }
 """The ``type`` of a reply's details -> the exception it stands for."""
 _BY_STATUS: dict[int, Callable[[str], QueratorError]] = {

@@ -1,30 +1,66 @@
-"""The sync HTTP client: :class:`querator.Querator`'s queue methods over HTTP.
+"""The sync HTTP client: :class:`querator.Querator`'s methods over HTTP.
 
-It is the library's own sync shell (one private event loop thread, every
-method forwarding to the async client), given the HTTP async client instead
-of the store's: there is one implementation of each call.
+It is the library's own sync shell (:class:`~querator.queue.client.SyncShell`:
+one private event loop thread, every method forwarding to the async client),
+given the HTTP async client: there is one implementation of each call.
 """
 
 from __future__ import annotations
 
-from typing import cast
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from typing_extensions import Unpack
 
 from querator.http.client import DEFAULT_URL, AsyncQuerator
-from querator.queue.client import QueueClient
-from querator.queue.service import AsyncQueueClient as StoreClient
+from querator.http.runs_client import AsyncHttpRun
+from querator.http.webhooks_client import HttpWebhooks
+from querator.queue.client import SyncShell
+from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
+from querator.workflows.functions import WorkflowFunction
+from querator.workflows.inspection import RunInfo
+from querator.workflows.stored import RunStatus
+
+R = TypeVar("R")
 
 
-class Querator(QueueClient):
+class HttpRun(Generic[R]):
+    """A run of a querator HTTP server, for sync code: the methods of
+    :class:`querator.RunHandle`."""
+
+    def __init__(self, q: Querator, run: AsyncHttpRun[R]) -> None:
+        self.q = q
+        self.run_id = run.run_id
+        """The run's id."""
+        self._async = run
+
+    def __repr__(self) -> str:
+        return f"<HttpRun {self.run_id}>"
+
+    def status(self) -> RunStatus:
+        """See :meth:`querator.workflows.AsyncRunHandle.status`."""
+        return self.q.call(self._async.status)
+
+    def result(self, timeout: float | None = None) -> R:
+        """See :meth:`querator.workflows.AsyncRunHandle.result`."""
+        return self.q.call(self._async.result, timeout)
+
+    def cancel(self, reason: str = "") -> bool:
+        """See :meth:`querator.workflows.AsyncRunHandle.cancel`."""
+        return self.q.call(self._async.cancel, reason)
+
+    def retry_compensation(self) -> bool:
+        """See :meth:`querator.workflows.AsyncRunHandle.retry_compensation`."""
+        return self.q.call(self._async.retry_compensation)
+
+
+class Querator(SyncShell[AsyncQuerator]):
     """A client of a querator HTTP server, for ordinary (sync) code.
 
     ``Querator(url, token=None, timeout=30.0, encoding="json")``: same
-    methods, return types and exceptions as :class:`querator.Querator`'s queue
-    operations (``encoding="protobuf"``: see :class:`AsyncQuerator`).
+    methods, return types and exceptions as :class:`querator.Querator`
+    (``encoding="protobuf"``: see :class:`AsyncQuerator`).
     """
-
-    _async_class = cast(type[StoreClient], AsyncQuerator)
-    """The HTTP client has the store client's queue methods, with the same
-    signatures; the shell only forwards to them (``aio`` is that HTTP client)."""
 
     def __init__(
         self,
@@ -34,4 +70,97 @@ class Querator(QueueClient):
         timeout: float = 30.0,
         encoding: str = "json",
     ) -> None:
-        super().__init__(url, token=token, timeout=timeout, encoding=encoding)  # type: ignore[call-arg]
+        AsyncQuerator(url, token=token, timeout=timeout, encoding=encoding)  # bad input: here
+        super().__init__(
+            lambda: AsyncQuerator(url, token=token, timeout=timeout, encoding=encoding)
+        )
+        self.webhooks = HttpWebhooks(self)
+        """Webhook endpoints, messages and re-drives (``Webhooks``'s methods)."""
+
+    def start(
+        self,
+        fn: WorkflowFunction[..., Any] | str,
+        /,
+        *args: Any,
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        delay: float = 0.0,
+        **kwargs: Any,
+    ) -> HttpRun[Any]:
+        """See :meth:`AsyncQuerator.start`."""
+        run = self._call(
+            self._async.start,
+            fn,
+            *args,
+            idempotency_key=idempotency_key,
+            queue=queue,
+            delay=delay,
+            **kwargs,
+        )
+        return HttpRun(self, run)
+
+    def run(self, run_id: str) -> HttpRun[Any]:
+        """The handle of run ``run_id`` (its result is plain JSON)."""
+        return HttpRun(self, self._async.run(run_id))
+
+    def get_run(self, run_id: str) -> RunInfo:
+        """See :func:`querator.workflows.get_run`."""
+        return self._call(self._async.get_run, run_id)
+
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        workflow: str | None = None,
+        since: datetime | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        """See :func:`querator.workflows.list_runs`."""
+        return self._call(
+            self._async.list_runs,
+            status=status,
+            workflow=workflow,
+            since=since,
+            after=after,
+            limit=limit,
+        )
+
+    def resume(self, run_id: str) -> bool:
+        """See :func:`querator.workflows.resume`."""
+        return self._call(self._async.resume, run_id)
+
+    def fork(self, run_id: str, from_step: int = 0) -> HttpRun[Any]:
+        """See :func:`querator.workflows.fork`."""
+        return HttpRun(self, self._call(self._async.fork, run_id, from_step))
+
+    def schedule(
+        self,
+        name: str,
+        fn: WorkflowFunction[..., Any] | str,
+        *,
+        cron: str,
+        **options: Unpack[ScheduleOptions],
+    ) -> None:
+        """See :func:`querator.workflows.schedule`."""
+        self._call(self._async.schedule, name, fn, cron=cron, **options)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        """See :func:`querator.workflows.list_schedules`."""
+        return self._call(self._async.list_schedules)
+
+    def pause_schedule(self, name: str, note: str = "") -> None:
+        """See :func:`querator.workflows.pause_schedule`."""
+        self._call(self._async.pause_schedule, name, note)
+
+    def resume_schedule(self, name: str) -> None:
+        """See :func:`querator.workflows.resume_schedule`."""
+        self._call(self._async.resume_schedule, name)
+
+    def delete_schedule(self, name: str) -> bool:
+        """See :func:`querator.workflows.delete_schedule`."""
+        return self._call(self._async.delete_schedule, name)
+
+    def trigger_schedule(self, name: str) -> HttpRun[Any]:
+        """See :func:`querator.workflows.trigger_schedule`."""
+        return HttpRun(self, self._call(self._async.trigger_schedule, name))

@@ -8,11 +8,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Generic, Self
 
-from typing_extensions import Unpack
+from typing_extensions import TypeVar, Unpack
 
 from querator.errors import UsageError
+from querator.queue.interface import AsyncQueueApi
 from querator.queue.loop_thread import LoopThread
 from querator.queue.models import (
     Item,
@@ -29,31 +30,32 @@ from querator.queue.plans import RefLike
 from querator.queue.service import AsyncQueueClient
 
 T = TypeVar("T")
+A_co = TypeVar("A_co", bound=AsyncQueueApi, covariant=True)
+"""The async client a sync shell forwards to."""
 
 
-class QueueClient:
-    """A client of one queue store, for ordinary (sync) code; safe across threads.
+class SyncShell(Generic[A_co]):
+    """The sync shell of an async client ``A``: every call runs ``A``'s coroutine
+    on a private event loop thread; safe across threads.
 
-    Same arguments and methods as :class:`AsyncQueueClient`, without ``await``.
     It is open once constructed; use it as a context manager or call
     :meth:`close`. Calling it from inside a running event loop raises
-    :class:`~querator.errors.UsageError`: use ``AsyncQueueClient`` there.
+    :class:`~querator.errors.UsageError`: use the async client there.
     """
 
-    _async_class: type[AsyncQueueClient] = AsyncQueueClient
-    """The async client this class forwards to (a subclass may extend both)."""
-
-    def __init__(self, url: str = DEFAULT_URL, **options: Unpack[ClientOptions]) -> None:
+    def __init__(self, build: Callable[[], A_co]) -> None:
+        """``build()`` makes the async client (on the shell's loop: it may bind
+        loop-local state); the shell opens it and closes it with itself."""
         self._thread: LoopThread | None = LoopThread()
         try:
-            self._async = self._thread.call(_build, self._async_class, url, options)
+            self._async: A_co = self._thread.call(_build, build)
             self._leave = self._thread.enter(self._async)
         except BaseException:
             self._thread.stop()
             raise
 
     @property
-    def aio(self) -> AsyncQueueClient:
+    def aio(self) -> A_co:
         """The async client this one forwards to (usable on its portal's loop only)."""
         return self._async
 
@@ -235,8 +237,22 @@ class QueueClient:
         return self._call(self._async.run_maintenance)
 
 
-async def _build(
-    cls: type[AsyncQueueClient], url: str, options: dict[str, Any]
-) -> AsyncQueueClient:
+async def _build(build: Callable[[], A_co]) -> A_co:
     """Construct the async client on its loop (it may bind loop-local state)."""
-    return cls(url, **options)
+    return build()
+
+
+class QueueClient(SyncShell[AsyncQueueClient]):
+    """A client of one queue store, for ordinary (sync) code; safe across threads.
+
+    Same arguments and methods as :class:`AsyncQueueClient`, without ``await``.
+    It is open once constructed; use it as a context manager or call
+    :meth:`close`. Calling it from inside a running event loop raises
+    :class:`~querator.errors.UsageError`: use ``AsyncQueueClient`` there.
+    """
+
+    _async_class: type[AsyncQueueClient] = AsyncQueueClient
+    """The async client this class forwards to (a subclass may extend both)."""
+
+    def __init__(self, url: str = DEFAULT_URL, **options: Unpack[ClientOptions]) -> None:
+        super().__init__(lambda: self._async_class(url, **options))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
 
 import pytest
 from citus.cluster import citus_installed
@@ -22,7 +21,8 @@ from http_server import Forks
 
 from querator import AsyncQuerator, Querator
 from querator.clock import ManualClock
-from querator.queue.client import QueueClient
+from querator.queue.client import QueueClient, SyncShell
+from querator.queue.interface import AsyncQueueApi
 
 from .helpers import START
 
@@ -68,8 +68,11 @@ def server_url(
 
 
 @pytest.fixture
-def q(backend_url: str, backend_name: str, server_url: str | None) -> Iterator[QueueClient]:
-    """A sync client on the store under test (over HTTP on the http backends)."""
+def q(
+    backend_url: str, backend_name: str, server_url: str | None
+) -> Iterator[SyncShell[AsyncQueueApi]]:
+    """A sync client on the store under test (over HTTP on the http backends):
+    the same queue methods either way (the sync shell of an async client)."""
     if server_url is not None:
         from querator.http import Querator as HttpQuerator
 
@@ -84,14 +87,14 @@ def q(backend_url: str, backend_name: str, server_url: str | None) -> Iterator[Q
 @pytest.fixture
 async def aq(
     backend_url: str, backend_name: str, server_url: str | None, anyio_backend: str
-) -> AsyncIterator[AsyncQuerator]:
+) -> AsyncIterator[AsyncQueueApi]:
     """An async client on the store under test (over HTTP on the http backends)."""
     if server_url is not None:
         from querator.http import AsyncQuerator as HttpAsyncQuerator
 
         encoding = HTTP_BACKENDS[backend_name]
         async with HttpAsyncQuerator(server_url, encoding=encoding) as http_client:
-            yield cast(AsyncQuerator, http_client)  # the same queue methods, over HTTP
+            yield http_client
         return
     async with AsyncQuerator(backend_url) as client:
         yield client

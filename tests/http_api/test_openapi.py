@@ -66,6 +66,12 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("/v1/queue.lease", {"queue_name": "doc-q", "client_id": "", "batch_size": 1}),
     ("/v1/queue.stats", {"queue_name": "no-such-queue"}),
     ("/v1/runs.get", {"run_id": "no-such-run"}),
+    ("/v1/webhooks/endpoints.add", {"url": "https://hooks.example.invalid/in"}),
+    ("/v1/webhooks/endpoints.list", {}),
+    ("/v1/webhooks/messages.send", {"event_type": "doc.sent", "payload": {"n": 1}}),
+    ("/v1/webhooks/failed.list", {}),
+    ("/v1/webhooks/messages.get", {"message_id": "msg_none"}),
+    ("/v1/webhooks/endpoints.add", {"url": "http://127.0.0.1/in"}),
 ]  # fmt: skip
 """Real calls (good and bad) whose answers must match the document."""
 EXTRAS = {"Querator-Extras": "true"}
@@ -80,12 +86,16 @@ def test_live_answers_match_the_document(server: str, document: dict[str, Any]) 
         validator(document, path, code).validate(response.json())
 
 
-def test_fuzzed_requests_get_no_server_error_and_answers_in_the_schema(server: str) -> None:
+@pytest.mark.parametrize("webhooks", [False, True], ids=["api", "webhooks"])
+def test_fuzzed_requests_get_no_server_error_and_answers_in_the_schema(
+    server: str, webhooks: bool
+) -> None:
     schema = schemathesis.openapi.from_url(f"{server}/openapi.json")
     results = list(schema.get_all_operations())
     operations = [result.ok() for result in results if isinstance(result, Ok)]
     assert len(operations) == len(results), "an operation of the document is invalid"
     assert len(operations) == len(ENDPOINTS) + 2
+    operations = [op for op in operations if op.path.startswith("/v1/webhooks/") == webhooks]
     runs = [(op, GenerationMode.POSITIVE) for op in operations]
     runs += [(op, GenerationMode.NEGATIVE) for op in operations if op.method.upper() == "POST"]
     for operation, mode in runs:
@@ -113,4 +123,4 @@ CHECKS = [
 """No 5xx, and every answer as documented. (Schema-valid bodies may still be
 refused with 400: an unknown queue is bad input in Querator's protocol.)"""
 EXAMPLES = 25
-"""Examples per operation (the whole fuzz stays well under a minute)."""
+"""Examples per operation (each half of the fuzz stays well under a minute)."""

@@ -73,6 +73,20 @@ def test_tokens_guard_the_api_by_scope(tokens: tuple[str, dict[str, str]]) -> No
                 q.produce("jobs", [Item(payload=b"x")])
         with HttpQuerator(url) as q, pytest.raises(Unauthorized):
             q.stats("jobs")
+        hook = {"url": "https://hooks.example.invalid/in"}  # endpoint records hold secrets:
+        assert post("/v1/webhooks/endpoints.add", made["write"], **hook).status_code == 403
+        assert post("/v1/webhooks/endpoints.add", made["admin"], **hook).status_code == 200
+        assert post("/v1/webhooks/endpoints.list", made["read"]).status_code == 403
+        assert post("/v1/webhooks/endpoints.list", made["admin"]).status_code == 200
+        sent = post("/v1/webhooks/messages.send", made["write"], event_type="a.b", payload=1)
+        assert sent.status_code == 200
+        assert post("/v1/webhooks/failed.list", made["read"]).status_code == 200
+        assert (
+            post(
+                "/v1/webhooks/failed.redrive", made["write"], since=sent.json()["created_at"]
+            ).status_code
+            == 403
+        )
 
         token_id = made["write"].split("_")[1]
         assert cli("tokens", "revoke", token_id, "--url", store).returncode == 0

@@ -109,7 +109,7 @@ async def result(state: Any, body: ResultRequest) -> ResultReply:
         value = await state.unless_stopping(lambda: handle.result(timeout=body.request_timeout))
     except SagaFailed as exc:
         return ResultReply(run_id=body.run_id, status=exc.status, error_type=exc.error_type,
-                           error_message=exc.message)  # fmt: skip
+                           error_message=exc.message, saga=True)  # fmt: skip
     except WorkflowFailed as exc:
         return ResultReply(run_id=body.run_id, status="failed", error_type=exc.error_type,
                            error_message=exc.message)  # fmt: skip

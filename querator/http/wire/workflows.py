@@ -97,6 +97,9 @@ class ResultReply(WireModel):
     """The result (JSON), when completed."""
     error_type: str | None = None
     error_message: str | None = None
+    saga: bool = False
+    """True when the run is a saga that did not complete (the library raises
+    ``SagaFailed`` for it)."""
 
 
 class ScheduleRequest(WireModel):

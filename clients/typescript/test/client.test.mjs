@@ -1,0 +1,100 @@
+/** The TypeScript client against a real `querator serve` (node:test). */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { Querator, QueratorError } from "../dist/index.js";
+import { serve } from "./server.mjs";
+
+let served;
+let q;
+
+before(async () => {
+  served = await serve();
+  q = new Querator(served.url);
+});
+
+after(async () => {
+  await served?.stop();
+});
+
+/** The QueratorError `call` is refused with (fails the test when it succeeds). */
+async function refused(call) {
+  try {
+    await call;
+  } catch (error) {
+    assert.ok(error instanceof QueratorError, String(error));
+    return error;
+  }
+  assert.fail("the call was not refused");
+}
+
+describe("queues", () => {
+  it("produces, leases and completes items", async () => {
+    await q.createQueue("ts-jobs", { leaseTimeout: 30 });
+    const ids = await q.produce("ts-jobs", [
+      { payload: "hello" },
+      { payload: JSON.stringify({ n: 2 }), encoding: "json", dedupKey: "two" },
+      { payload: new Uint8Array([0, 255, 7]), kind: "raw" },
+    ]);
+    assert.equal(ids.length, 3);
+    const items = await q.lease("ts-jobs", { clientId: "ts-worker", batchSize: 3, timeout: 5 });
+    assert.deepEqual(items.map((i) => i.id), ids);
+    assert.equal(items[0].text(), "hello");
+    assert.deepEqual(items[1].json(), { n: 2 });
+    assert.equal(items[1].dedupKey, "two");
+    assert.deepEqual([...items[2].payload], [0, 255, 7]);
+    assert.equal(items[2].kind, "raw");
+    assert.ok(items.every((i) => i.version > 0 && i.leaseDeadline instanceof Date));
+    await q.complete("ts-jobs", items);
+    const again = await refused(q.complete("ts-jobs", items));
+    assert.equal(again.code, 400);
+    assert.equal(again.type, "Conflict");
+  });
+
+  it("retries items and dead-letters them", async () => {
+    await q.createQueue("ts-dead");
+    await q.createQueue("ts-retry", { deadQueue: "ts-dead", maxAttempts: 5 });
+    await q.produce("ts-retry", [{ payload: "again" }]);
+    const [first] = await q.lease("ts-retry", { clientId: "w", timeout: 5 });
+    await q.retry("ts-retry", [first]);
+    const [second] = await q.lease("ts-retry", { clientId: "w", timeout: 5 });
+    assert.equal(second.id, first.id);
+    assert.equal(second.attempts, 2); // leases so far
+    await q.retry("ts-retry", [second], { dead: true, reason: "poison" });
+    const [dead] = await q.lease("ts-dead", { clientId: "w", timeout: 5 });
+    assert.equal(dead.text(), "again");
+    const empty = await refused(q.lease("ts-retry", { clientId: "w", timeout: 0.05 }));
+    assert.equal(empty.code, 454);
+    assert.equal(empty.type, "RequestTimeout");
+    assert.ok(empty.retryable);
+  });
+
+  it("answers bad input with the library's errors", async () => {
+    const missing = await refused(q.produce("ts-no-such-queue", [{ payload: "x" }]));
+    assert.equal(missing.code, 400);
+    assert.equal(missing.type, "QueueNotFound");
+    const bad = await refused(q.lease("ts-jobs", { clientId: "", timeout: 0 }));
+    assert.equal(bad.type, "InvalidArgument");
+    assert.equal(bad.details.field, "client_id");
+    assert.throws(() => new Querator("ftp://x"), QueratorError);
+  });
+});
+
+describe("workflow runs", () => {
+  it("starts a run by name and awaits its result", async () => {
+    const runId = await q.start("ts.greet", { args: ["ada"], kwargs: { punctuation: "?" }, idempotencyKey: "ts-ada" });
+    assert.equal(await q.start("ts.greet", { args: ["ada"], kwargs: { punctuation: "?" }, idempotencyKey: "ts-ada" }), runId);
+    const done = await q.result(runId, 60);
+    assert.deepEqual(done, { runId, status: "completed", result: "HELLO, ADA?", errorType: null, errorMessage: null });
+    assert.equal(await q.status(runId), "completed");
+    assert.equal(await q.cancel(runId), false);
+  });
+
+  it("refuses an unknown workflow and an unknown run", async () => {
+    const unknown = await refused(q.start("ts.nope"));
+    assert.equal(unknown.type, "InvalidArgument");
+    assert.equal(unknown.details.field, "workflow");
+    const run = await refused(q.status("no-such-run"));
+    assert.equal(run.type, "RunNotFound");
+  });
+});

@@ -1,0 +1,104 @@
+"""The HTTP client's workflow methods (``querator.http.Querator``): start,
+await, inspect, cancel, resume, fork and schedule runs with no store access,
+the library's return types and exceptions (the server knows the workflows by
+``--app``; a worker runs them on the store)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from http_server import serve
+from worker_threads import serving
+
+from querator import Querator, Worker
+from querator.errors import RequestTimeout
+from querator.http import AsyncQuerator as AsyncHttpQuerator
+from querator.http import Querator as HttpQuerator
+from querator.interface import Client
+from querator.workflows import RunNotFound, WorkflowCancelled, WorkflowFailed
+
+from . import http_flows
+from .http_flows import doomed, greet, slow
+
+FLOWS = Path(http_flows.__file__)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Querator]]:
+    """The URL of a server over a fresh SQLite store, with a worker on that
+    store, and a library client of the store."""
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    with (
+        serve(url, "--app", str(FLOWS)) as found,
+        Querator(url) as q,
+        serving(Worker(q, [http_flows.greet, http_flows.doomed, http_flows.slow])),
+    ):
+        yield found, q
+
+
+@pytest.fixture
+def base(served: tuple[str, Querator]) -> str:
+    """The URL of the server of :func:`served`."""
+    return served[0]
+
+
+def drive(q: Client) -> None:
+    """What a process without database access does (typed by the interface)."""
+    run = q.start(greet, "ada", punctuation="?", idempotency_key="greet-ada")
+    assert q.start(greet, "ada", punctuation="?", idempotency_key="greet-ada").run_id == run.run_id
+    assert run.result(timeout=30) == "HELLO, ADA?"
+    assert run.status() == "completed"
+    info = q.get_run(run.run_id)
+    assert (info.workflow, [s.step for s in info.steps]) == ("http.greet", ["http.shout"])
+    assert [r.run_id for r in q.list_runs(workflow="http.greet")] == [run.run_id]
+    with pytest.raises(WorkflowFailed) as failed:
+        q.start(doomed, "no").result(timeout=30)
+    assert failed.value.error_type == "StepFailed"
+
+
+def test_a_process_without_the_store_drives_runs_over_http(base: str) -> None:
+    with HttpQuerator(base) as q:
+        drive(q)
+        long = q.start(slow, 0.3)
+        with pytest.raises(RequestTimeout):
+            long.result(timeout=0.05)
+        assert long.cancel("enough") is True
+        with pytest.raises(WorkflowCancelled):
+            long.result(timeout=30)
+        assert q.resume(long.run_id) is True
+        assert q.run(long.run_id).result(timeout=30) == 0.6
+        fork = q.fork(long.run_id, from_step=1)
+        assert fork.run_id != long.run_id and fork.result(timeout=30) == 0.6
+        with pytest.raises(RunNotFound):
+            q.run("nope").status()
+
+
+def test_the_library_client_drives_runs_the_same_way(served: tuple[str, Querator]) -> None:
+    _, q = served
+    drive(q)  # the same code, typed by the same interface, over the store
+
+
+def test_schedules_are_driven_over_http(base: str) -> None:
+    with HttpQuerator(base) as q:
+        q.schedule("nightly", greet, cron="0 3 * * *", args=("night",), jitter=1.5)
+        [listed] = q.list_schedules()
+        assert (listed.name, listed.workflow, listed.paused) == ("nightly", "http.greet", False)
+        q.pause_schedule("nightly", "maintenance")
+        assert q.list_schedules()[0].paused
+        q.resume_schedule("nightly")
+        assert q.trigger_schedule("nightly").result(timeout=30) == "HELLO, NIGHT!"
+        assert q.delete_schedule("nightly") is True
+        assert q.list_schedules() == []
+
+
+def test_the_async_client_starts_and_awaits_runs(base: str) -> None:
+    async def main() -> str:
+        async with AsyncHttpQuerator(base) as aq:
+            run = await aq.start("http.greet", "bob")  # by name: plain JSON arguments
+            result: str = await run.result(timeout=30)
+            return result
+
+    assert anyio.run(main) == "HELLO, BOB!"
