@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel
 from typing_extensions import Unpack
 
 from querator.http.durations import format_duration
@@ -22,12 +23,26 @@ from querator.webhooks.inspection import FailedDelivery
 from querator.webhooks.layout import Attempt, Message
 from querator.webhooks.settings import WebhookSettings
 
-if TYPE_CHECKING:
-    from querator.http.client import AsyncQuerator
-    from querator.http.sync_client import Querator
-
-
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class Poster(Protocol):
+    """What the webhook calls need of :class:`~querator.http.AsyncQuerator`
+    (a protocol, so this module does not import the client that owns it)."""
+
+    async def _post(
+        self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0
+    ) -> M: ...
+
+
+class LoopOwner(Protocol):
+    """What :class:`HttpWebhooks` needs of :class:`~querator.http.Querator`."""
+
+    @property
+    def aio(self) -> Any: ...
+
+    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T: ...
 
 
 def _instant(value: datetime | None) -> str | None:
@@ -37,7 +52,7 @@ def _instant(value: datetime | None) -> str | None:
 class AsyncHttpWebhooks(AsyncWebhooks):
     """The webhook operations of a querator HTTP server (async)."""
 
-    def __init__(self, client: AsyncQuerator) -> None:  # no store here: the server's
+    def __init__(self, client: Poster) -> None:  # no store here: the server's
         self.client = client
         self.settings = WebhookSettings()
         """Defaults only: the server checks every call against its own settings."""
@@ -147,7 +162,7 @@ class HttpWebhooks(Webhooks):
     """The webhook operations of a querator HTTP server (sync): the methods
     of :class:`~querator.webhooks.Webhooks`, run on the client's loop."""
 
-    def __init__(self, q: Querator) -> None:  # no store client (``q``) here: the server's
+    def __init__(self, q: LoopOwner) -> None:  # no store client (``q``) here: the server's
         self.client = q
         self.aio: AsyncWebhooks = q.aio.webhooks
         """The async twin (usable on the client's loop only)."""
