@@ -7,6 +7,7 @@ shape of a transaction are decided once, for the sync and async clients alike.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from querator.errors import InvalidArgument
@@ -22,6 +23,19 @@ from querator.queue.validation import (
     check_name,
     check_sequence,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Extra:
+    """The knobs of ``commit`` beyond ``transact``'s (see ``AsyncQueueClient.commit``)."""
+
+    silent: frozenset[str] = frozenset()
+    """Queues the transaction does not wake."""
+    wake: frozenset[str] = frozenset()
+    """Names it wakes besides the queues it changes."""
+    durable: bool = True
+    """False: commit without waiting for the flush to disk."""
+
 
 RefLike = Leased | Ref | tuple[str, int]
 """What complete/retry/renew accept: a leased item, a Ref, or an (id, version) pair."""

@@ -42,7 +42,7 @@ from querator.queue.models import (
 )
 from querator.queue.options import ClientOptions, TransactOptions, check_options
 from querator.queue.outage import Backoff, Outage
-from querator.queue.plans import RefLike, build_plan, check_unique, refs_of, route_items
+from querator.queue.plans import Extra, RefLike, build_plan, check_unique, refs_of, route_items
 from querator.queue.routing import Spreader, lease_order
 from querator.queue.validation import (
     MAX_BATCH,
@@ -520,6 +520,8 @@ class AsyncQueueClient(QueueAdmin):
         client_id: str | None = None,
         lookup: Mapping[str, Sequence[str]] | None = None,
         silent: Collection[str] = (),
+        wake: Collection[str] = (),
+        durable: bool = True,
         **options: Unpack[TransactOptions],
     ) -> TransactResult:
         """:meth:`transact` with the knobs of the layers built on the queue (the
@@ -542,6 +544,12 @@ class AsyncQueueClient(QueueAdmin):
         consumers and watchers are not notified of it (for records nobody waits
         for; the items are leasable all the same, and a waiter finds them at its
         next look, within its wait cap).
+
+        ``wake`` names what this transaction also wakes at commit, in every
+        client of the store: a waiter watching a name of its own (see
+        :meth:`watch`) is woken alone. ``durable=False`` commits without
+        waiting for the flush to disk (PostgreSQL; the other stores ignore it):
+        only for changes whose loss in a crash of the server is harmless.
         """
         self._require_open()
         check_options("transact", options, TransactOptions)
@@ -566,8 +574,11 @@ class AsyncQueueClient(QueueAdmin):
         if isinstance(silent, str):
             raise InvalidArgument("silent", "must be a list of queue names, not one string")
         quiet = frozenset(check_name("silent", name) for name in silent)
+        if isinstance(wake, str):
+            raise InvalidArgument("wake", "must be a list of names, not one string")
+        extra = Extra(quiet, frozenset(check_name("wake", name) for name in wake), durable)
         retry_at, extend = options.get("retry_at"), options.get("extend")
-        return await self._transact(groups, produce, retry_at, False, extend, claim, keys, quiet)
+        return await self._transact(groups, produce, retry_at, False, extend, claim, keys, extra)
 
     async def _transact(
         self,
@@ -578,7 +589,7 @@ class AsyncQueueClient(QueueAdmin):
         extend: float | None,
         claim: tuple[str | None, Mapping[str, Sequence[Item]]] | None = None,
         lookup: Mapping[str, list[str]] | None = None,
-        silent: frozenset[str] = frozenset(),
+        extra: Extra | None = None,
         reason: str | None = None,
     ) -> TransactResult:
         backend = self._require_open()
@@ -613,8 +624,10 @@ class AsyncQueueClient(QueueAdmin):
                 made = replace(made, retry=[replace(op, reason=reason) for op in made.retry])
             if claimed:
                 made = replace(made, claim=routed("produce_leased", claimed), client_id=client_id)
-            if lookup or silent:
-                made = replace(made, lookup=list(lookup.items()), silent=silent)
+            if lookup or extra:
+                made = replace(made, lookup=list(lookup.items()))
+            if extra:
+                made = replace(made, silent=extra.silent, wake=extra.wake, durable=extra.durable)
             return made
 
         if observing():
@@ -628,7 +641,7 @@ class AsyncQueueClient(QueueAdmin):
                 held = await backend.lookup(queues[name], lookup[name])
                 found[name] = {item.dedup_key: item for item in held if item.dedup_key}
             result = result.model_copy(update={"found": found})
-        self._wake_after(queues, groups, produce, result, silent)
+        self._wake_after(queues, groups, produce, result, extra or Extra())
         return result
 
     def _wake_after(
@@ -637,7 +650,7 @@ class AsyncQueueClient(QueueAdmin):
         groups: Mapping[str, Sequence[Ref]],
         produce: Mapping[str, Sequence[Item]],
         result: TransactResult,
-        silent: frozenset[str],
+        extra: Extra,
     ) -> None:
         """Wake local waiters where a transaction may have made something leasable:
         completes, renews and items leased to the caller make nothing new available."""
@@ -648,7 +661,7 @@ class AsyncQueueClient(QueueAdmin):
             if dead_queue:
                 woken.add(dead_queue)
         woken |= {name for name, got in result.leased.items() if None in got}
-        for name in woken - silent:
+        for name in (woken - extra.silent) | extra.wake:
             self._board.wake(name)
 
     async def _transact_observed(

@@ -396,6 +396,11 @@ class PostgresBackend:
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check."""
         now = self._clock.given()
+        if not plan.durable or plan.wake:  # the general path sets and wakes them
+            async with self._transaction() as conn:
+                if not plan.durable:
+                    await conn.execute(stmt.ASYNC_COMMIT)
+                return await run_transact(conn, self._names, plan, now=now)
         if one_table_complete(plan):
             async with self._connect() as conn:
                 if await complete_at_once(conn, self._names, plan, now):

@@ -121,6 +121,8 @@ maintenance claim) is costed above every JIT threshold, and PostgreSQL spent
 no statement of a lease queue runs long enough for JIT to pay, so it is off."""
 
 SCANS_ALLOWED: Final = sql.SQL("SET LOCAL enable_seqscan = on")
+ASYNC_COMMIT: Final = sql.SQL("SET LOCAL synchronous_commit = off")
+"""A transaction whose commit does not wait for its flush (``TxnPlan.durable`` False)."""
 """First in the transaction of a statement that reads whole partitions (stats, clear)."""
 
 # -- queues -----------------------------------------------------------------
