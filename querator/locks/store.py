@@ -47,6 +47,7 @@ async def ensure(aq: AsyncQueueClient, name: str, limit: object, lease: object) 
     if info.settings != settings:
         info = await aq.update_queue(queue, settings)
     await aq.produce(queue, permits(limit_of(info)))
+    await waiters.ensure_wait_queue(aq, name, info.settings.lease_timeout)
     return info
 
 
@@ -114,7 +115,8 @@ async def _wait(
 ) -> Leased | None:
     """Look for a permit each time this waiter is woken, its record's renewal is
     due or a held permit's lease runs out, until ``deadline``; None at the deadline."""
-    renew_at = anyio.current_time() + waiters.RECORD_LEASE / 3
+    period = await waiters.record_lease(aq, record.name) / 3
+    renew_at = anyio.current_time() + period
     while True:
         leased = await _try(aq, record.name, client_id)
         if leased is not None:
@@ -126,7 +128,7 @@ async def _wait(
             if not await waiters.renew(aq, record):
                 fresh = await waiters.register(aq, record.name, client_id, record.wake)
                 record.held = fresh.held
-            renew_at = now + waiters.RECORD_LEASE / 3
+            renew_at = now + period
             continue  # looked before the renewal: look again
         until = min(renew_at, deadline if deadline is not None else renew_at)
         expiry = await _next_expiry(aq, record.name)

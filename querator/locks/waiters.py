@@ -39,7 +39,8 @@ WAKE_PREFIX = "querator.lockwake."
 RECORD_KIND = "querator.lock-waiter"
 """The ``kind`` of waiter records."""
 RECORD_LEASE = DEFAULT_LEASE
-"""Seconds a waiter record lives unless renewed (renewed every third of it)."""
+"""Seconds a waiter record lives unless renewed, when its semaphore does not say
+(a record lives as long as its semaphore's lease; renewed every third of it)."""
 _WAKE = re.compile(re.escape(WAKE_PREFIX) + "[0-9a-f]{16}")
 SCAN = MAX_LIMIT
 """Waiter records read at most, to find the oldest live one or to list them."""
@@ -76,9 +77,9 @@ def new_wake_name() -> str:
     return WAKE_PREFIX + secrets.token_hex(8)
 
 
-def _settings() -> QueueSettings:
+def _settings(lease: float) -> QueueSettings:
     return QueueSettings(
-        lease_timeout=RECORD_LEASE,
+        lease_timeout=lease,
         expire_timeout=MAX_DURATION,
         max_attempts=1,
         dead_queue=None,
@@ -86,9 +87,21 @@ def _settings() -> QueueSettings:
     )
 
 
-async def ensure_wait_queue(aq: AsyncQueueClient, name: str) -> None:
-    """Create semaphore ``name``'s waiter queue (idempotent)."""
-    await aq.create_queue(wait_queue(name), _settings(), exist_ok=True)
+async def ensure_wait_queue(aq: AsyncQueueClient, name: str, lease: float = RECORD_LEASE) -> None:
+    """Create semaphore ``name``'s waiter queue, or bring its records' lease to
+    ``lease`` seconds (the semaphore's: a dead waiter counts no more after it)."""
+    queue, settings = wait_queue(name), _settings(lease)
+    info = await aq.create_queue(queue, settings, exist_ok=True)
+    if info.settings != settings:
+        await aq.update_queue(queue, settings)
+
+
+async def record_lease(aq: AsyncQueueClient, name: str) -> float:
+    """Seconds a waiter record of ``name`` lives unless renewed."""
+    try:
+        return (await aq.queue_info(wait_queue(name))).settings.lease_timeout
+    except QueueNotFound:
+        return RECORD_LEASE
 
 
 async def register(aq: AsyncQueueClient, name: str, client_id: str, wake: str) -> Record:

@@ -45,6 +45,7 @@ from querator.queue.backends.postgres.items import (
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
 from querator.queue.backends.postgres.replication import Timeline
+from querator.queue.backends.postgres.retry_at_once import one_table_retry, retry_at_once
 from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl, run_each
 from querator.queue.backends.postgres.sessions import (
     Sessions,
@@ -396,6 +397,12 @@ class PostgresBackend:
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check."""
         now = self._clock.given()
+        if one_table_retry(plan):
+            async with self._connect() as conn:
+                if await retry_at_once(conn, self._names, plan, now):
+                    return TransactResult.model_construct(
+                        produced={}, renewed=[], leased={}, found={}
+                    )
         if not plan.durable or plan.wake:  # the general path sets and wakes them
             async with self._transaction() as conn:
                 if not plan.durable:
