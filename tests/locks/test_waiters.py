@@ -19,6 +19,10 @@ def _waiters(q: Querator, name: str) -> list[Waiter]:
     return info.waiters
 
 
+def _wait_count(q: Querator, name: str, count: int) -> None:
+    wait_for(lambda: len(_waiters(q, name)) == count, 30, message=f"{count} waiting")
+
+
 def test_waiters_are_listed_and_served_in_arrival_order(q: Querator) -> None:
     sem = Semaphore(q, "fifo", 1, client_id="holder")
     held = sem.acquire_permit(0)
@@ -29,14 +33,13 @@ def test_waiters_are_listed_and_served_in_arrival_order(q: Querator) -> None:
         waiter = Semaphore(q, "fifo", 1, client_id=f"waiter-{number}")
 
         def wait(waiter: Semaphore = waiter) -> None:
-            with waiter.acquire(timeout=30):
-                with guard:
-                    order.append(waiter.client_id)
+            with waiter.acquire(timeout=30), guard:
+                order.append(waiter.client_id)
 
         thread = threading.Thread(target=wait)
         thread.start()
         threads.append(thread)
-        wait_for(lambda n=number: len(_waiters(q, "fifo")) == n + 1, 10, message="registered")
+        _wait_count(q, "fifo", number + 1)
     listed = _waiters(q, "fifo")
     assert [waiter.client_id for waiter in listed] == ["waiter-0", "waiter-1", "waiter-2"]
     assert all(waiter.since is not None for waiter in listed)
@@ -64,7 +67,7 @@ def test_a_release_wakes_one_waiter_per_freed_permit(q: Querator) -> None:
 
         threads.append(threading.Thread(target=wait))
         threads[-1].start()
-        wait_for(lambda n=number: len(_waiters(q, "one-each")) == n + 1, 10, message="waiting")
+        _wait_count(q, "one-each", number + 1)
     sem.release(first)
     wait_for(lambda: got == [0], 10, message="the oldest waiter took the freed permit")
     assert [w.client_id for w in _waiters(q, "one-each")] == ["w1", "w2"]
