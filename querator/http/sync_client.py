@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import cast
 
 from querator.http.client import DEFAULT_URL, AsyncQuerator
+from querator.http.lock_calls import LockCalls
 from querator.queue.client import QueueClient
 from querator.queue.service import AsyncQueueClient as StoreClient
 
 
-class Querator(QueueClient):
+class Querator(LockCalls, QueueClient):
     """A client of a querator HTTP server, for ordinary (sync) code.
 
     ``Querator(url, token=None, timeout=30.0, encoding="json")``: same
