@@ -94,11 +94,25 @@ def test_locks_exports() -> None:
         "Permit",
         "Semaphore",
         "SemaphoreInfo",
+        "Waiter",
         "list_semaphores",
         "list_semaphores_async",
     ]
     for name in querator.locks.__all__:
         assert getattr(querator.locks, name).__doc__, name
+
+
+def test_limits_exports() -> None:
+    import querator.limits
+
+    assert sorted(querator.limits.__all__) == [
+        "AsyncRateLimiter",
+        "RateDecision",
+        "RateLimit",
+        "RateLimiter",
+    ]
+    for name in querator.limits.__all__:
+        assert getattr(querator.limits, name).__doc__, name
 
 
 def test_sync_and_async_clients_offer_the_same_methods() -> None:

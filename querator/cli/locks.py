@@ -16,28 +16,32 @@ app.add_typer(locks_app, name="locks")
 
 @locks_app.command("list")
 def locks_list(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
-    """Every semaphore with its limit, free permits and holders (client id, since
-    when, permit, token now: at least the holder's fencing token). Waiters are not
-    recorded by the store: a semaphore with no free permit may have some."""
+    """Every semaphore with its limit, free permits, holders (client id, since
+    when, permit, token now: at least the holder's fencing token) and waiters
+    (client id, since when, in the order they will be served)."""
     with _reporting(), _store(url) as q:
         found = list_semaphores(q)
     if as_json:
         _json_list(found)
         return
-    rows = [["NAME", "LIMIT", "FREE", "HOLDER", "SINCE", "PERMIT", "TOKEN", "LEASE_DEADLINE"]]
+    rows = [["NAME", "LIMIT", "FREE", "CLIENT", "STATE", "SINCE", "PERMIT", "TOKEN", "DEADLINE"]]
     for info in found:
         head = [info.name, str(info.limit), str(info.free)]
-        if not info.holders:
-            rows.append([*head, "-", "-", "-", "-", "-"])
+        if not info.holders and not info.waiters:
+            rows.append([*head, "-", "-", "-", "-", "-", "-"])
         for holder in info.holders:
             rows.append(
                 [
                     *head,
                     holder.client_id,
+                    "holds",
                     _when(holder.since),
                     str(holder.permit),
                     str(holder.token),
                     _when(holder.lease_deadline),
                 ]
             )
+        for place, waiter in enumerate(info.waiters, 1):
+            when = _when(waiter.since)
+            rows.append([*head, waiter.client_id, f"waits#{place}", when, "-", "-", "-"])
     _table(rows)

@@ -36,6 +36,7 @@ from querator.http.bodies import (
 )
 from querator.http.durations import format_duration
 from querator.http.encoding import EXTRAS_HEADER, JSON, PROTOBUF, encode, mime, reply_data
+from querator.http.lock_calls import AsyncLockCalls
 from querator.http.proto.reply_pb2 import Reply as ReplyMessage
 from querator.http.protocol import QUERATOR_CALLS
 from querator.http.runs_client import WorkflowCalls
@@ -82,7 +83,7 @@ ENCODINGS = ("json", "protobuf")
 """What the client may send: JSON, or protobuf on the calls of Querator's protocol."""
 
 
-class AsyncQuerator(WorkflowCalls):
+class AsyncQuerator(WorkflowCalls, AsyncLockCalls):
     """A client of a querator HTTP server, for ``async`` code.
 
     ``url`` is the server's base URL; ``token`` a bearer token (``qrt_…``)

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from typing_extensions import Unpack
 
 from querator.http.client import DEFAULT_URL, AsyncQuerator
+from querator.http.lock_calls import LockCalls
 from querator.http.runs_client import AsyncHttpRun
 from querator.http.webhooks_client import HttpWebhooks
 from querator.queue.client import SyncShell
@@ -54,7 +55,7 @@ class HttpRun(Generic[R]):
         return self.q.call(self._async.retry_compensation)
 
 
-class Querator(SyncShell[AsyncQuerator]):
+class Querator(LockCalls, SyncShell[AsyncQuerator]):
     """A client of a querator HTTP server, for ordinary (sync) code.
 
     ``Querator(url, token=None, timeout=30.0, encoding="json")``: same

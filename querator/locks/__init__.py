@@ -18,6 +18,7 @@ from querator.locks.listing import Holder, SemaphoreInfo, list_semaphores, list_
 from querator.locks.permit import Permit
 from querator.locks.semaphore import AsyncAcquire, AsyncLock, AsyncSemaphore
 from querator.locks.sync import Acquire, Lock, Semaphore
+from querator.locks.waiters import Waiter
 
 __all__ = [
     "Acquire",
@@ -29,6 +30,7 @@ __all__ = [
     "Permit",
     "Semaphore",
     "SemaphoreInfo",
+    "Waiter",
     "list_semaphores",
     "list_semaphores_async",
 ]

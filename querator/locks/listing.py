@@ -1,11 +1,14 @@
-"""What ``querator locks list`` shows: each semaphore, its limit and holders."""
+"""What ``querator locks list`` shows: each semaphore, its limit, holders and waiters."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic import Field
+
 from querator.locks.names import MAX_LIMIT, QUEUE_PREFIX, index_of, limit_of, name_of, token_of
 from querator.locks.store import holder_of
+from querator.locks.waiters import Waiter, waiters_of
 from querator.model_bases import View
 from querator.queue.client import QueueClient
 from querator.queue.models import QueueInfo
@@ -46,9 +49,9 @@ class SemaphoreInfo(View):
     """Permits no one holds now."""
     holders: list[Holder]
     """Who holds permits now, by permit."""
-    waiters: int | None = None
-    """How many wait for a permit: None, as the store does not record waiting
-    clients; when ``free`` is 0 for long, some may."""
+    waiters: list[Waiter] = Field(default_factory=list)
+    """Who waits for a permit, in the order they will be served (each live
+    client that waits holds a record, renewed while it waits)."""
 
 
 async def list_semaphores_async(aq: AsyncQueueClient) -> list[SemaphoreInfo]:
@@ -70,6 +73,7 @@ def list_semaphores(q: QueueClient) -> list[SemaphoreInfo]:
 
 
 async def _described(aq: AsyncQueueClient, info: QueueInfo) -> SemaphoreInfo:
+    name = name_of(info.name) or ""
     items = await aq.list_items(info.name, limit=MAX_LIMIT)
     now = aq.clock.now()
     holders = []
@@ -86,12 +90,13 @@ async def _described(aq: AsyncQueueClient, info: QueueInfo) -> SemaphoreInfo:
                 )
             )
     return SemaphoreInfo(
-        name=name_of(info.name) or "",
+        name=name,
         limit=limit_of(info),
         lease=info.settings.lease_timeout,
         permits=len(items),
         free=len(items) - len(holders),
         holders=sorted(holders, key=lambda holder: holder.permit),
+        waiters=await waiters_of(aq, name),
     )
 
 

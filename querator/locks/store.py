@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 
 import anyio
 
-from querator.errors import Conflict, InvalidArgument, LockLost, RequestTimeout
+from querator.errors import Conflict, InvalidArgument, LockLost, QueueNotFound, RequestTimeout
+from querator.locks import waiters
 from querator.locks.names import (
+    MAX_LIMIT,
     RENEW_ITEM_WITHIN,
     base_of,
     check_lease,
@@ -27,11 +29,12 @@ from querator.locks.names import (
 from querator.queue.models import Leased, QueueInfo, Ref
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration, check_name
+from querator.queue.waiting import Watch
 
 MAX_OWNER = 480
 """The longest client id of a holder (the lease's client id adds ``.t<ms>``)."""
-WAIT_CHUNK = 300.0
-"""Seconds one lease call of an acquire without a timeout waits before looking again."""
+EXPIRY_SLACK = 0.01
+"""Seconds a waiter waits past a held permit's lease deadline before looking."""
 
 
 async def ensure(aq: AsyncQueueClient, name: str, limit: object, lease: object) -> QueueInfo:
@@ -44,6 +47,7 @@ async def ensure(aq: AsyncQueueClient, name: str, limit: object, lease: object) 
     if info.settings != settings:
         info = await aq.update_queue(queue, settings)
     await aq.produce(queue, permits(limit_of(info)))
+    await waiters.ensure_wait_queue(aq, name, info.settings.lease_timeout)
     return info
 
 
@@ -71,29 +75,112 @@ def holder_of(client_id: str | None) -> tuple[str, datetime | None]:
 
 async def acquire(aq: AsyncQueueClient, name: str, client_id: str, timeout: float | None) -> Leased:
     """Lease a free permit of semaphore ``name`` for ``client_id``, waiting up to
-    ``timeout`` seconds (None: until one is free). Surplus permits met on the way
-    are removed. :class:`~querator.errors.RequestTimeout` when none came in time."""
-    queue = queue_of(name)
+    ``timeout`` seconds (None: until one is free). A client that must wait holds
+    a waiter record (listed, served in arrival order) and is woken alone by the
+    release that frees a permit for it (see :mod:`querator.locks.waiters`).
+    Surplus permits met on the way are removed.
+    :class:`~querator.errors.RequestTimeout` when none came in time."""
+    queue_of(name)
     check_owner(client_id)
     left = None if timeout is None else check_duration("timeout", timeout, allow_zero=True)
+    leased = await _try(aq, name, client_id)
+    if leased is not None:
+        return leased
+    if left == 0:
+        raise _timed_out(name, timeout)
+    deadline = None if left is None else anyio.current_time() + left
+    wake = waiters.new_wake_name()
+    watch = aq.watch(wake)
+    record = await waiters.register(aq, name, client_id, wake)
+    try:
+        leased = await _wait(aq, record, client_id, watch, deadline)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await waiters.unregister(aq, record)
+        raise
+    await waiters.unregister(aq, record)
+    if watch.fired():  # a release chose this waiter after it took a permit: pass it on
+        await wake_for_free(aq, name, leased)
+    if leased is None:
+        raise _timed_out(name, timeout)
+    return leased
+
+
+async def _wait(
+    aq: AsyncQueueClient,
+    record: waiters.Record,
+    client_id: str,
+    watch: Watch,
+    deadline: float | None,
+) -> Leased | None:
+    """Look for a permit each time this waiter is woken, its record's renewal is
+    due or a held permit's lease runs out, until ``deadline``; None at the deadline."""
+    period = await waiters.record_lease(aq, record.name) / 3
+    renew_at = anyio.current_time() + period
     while True:
-        wait = WAIT_CHUNK if left is None else left
-        started = anyio.current_time()
+        leased = await _try(aq, record.name, client_id)
+        if leased is not None:
+            return leased
+        now = anyio.current_time()
+        if deadline is not None and now >= deadline:
+            return None
+        if now >= renew_at:
+            if not await waiters.renew(aq, record):
+                fresh = await waiters.register(aq, record.name, client_id, record.wake)
+                record.held = fresh.held
+            renew_at = now + period
+            continue  # looked before the renewal: look again
+        until = min(renew_at, deadline if deadline is not None else renew_at)
+        expiry = await _next_expiry(aq, record.name)
+        if expiry is not None:
+            until = min(until, now + expiry)
+        await watch.wait(max(0.0, until - now))
+
+
+async def _try(aq: AsyncQueueClient, name: str, client_id: str) -> Leased | None:
+    """Lease a free permit now (None when none is free); surplus permits are removed."""
+    queue = queue_of(name)
+    while True:
         since = aq.clock.now()
         try:
-            [leased] = await aq.lease(
-                queue, client_id=lease_client_id(client_id, since), timeout=wait
-            )
+            [leased] = await aq.lease(queue, client_id=lease_client_id(client_id, since))
         except RequestTimeout:
-            if left is None:
-                continue
-            raise RequestTimeout(f"no permit of {name!r} became free within {timeout}s") from None
-        if left is not None:
-            left = max(0.0, left - (anyio.current_time() - started))
+            return None
         if not await is_surplus(aq, leased):
             return leased
         with contextlib.suppress(Conflict):
             await aq.complete(queue, [leased])
+
+
+async def _next_expiry(aq: AsyncQueueClient, name: str) -> float | None:
+    """Seconds until the first held permit's lease runs out (None: none held)."""
+    items = await aq.list_items(queue_of(name), limit=MAX_LIMIT)
+    deadlines = [item.lease_deadline for item in items if item.lease_deadline is not None]
+    if not deadlines:
+        return None
+    return max(0.0, (min(deadlines) - aq.clock.now()).total_seconds()) + EXPIRY_SLACK
+
+
+async def wake_for_free(aq: AsyncQueueClient, name: str, held: Leased | None) -> None:
+    """Wake one waiter per free permit of ``name`` (a wakeup this client received
+    but did not use goes on to the next waiters)."""
+    items = await aq.list_items(queue_of(name), limit=MAX_LIMIT)
+    now = aq.clock.now()
+    free = sum(1 for item in items if item.lease_deadline is None or item.lease_deadline <= now)
+    wake = await waiters.next_wakes(aq, name, free)
+    if not wake:
+        return
+    anchor = held or next(iter(items), None)
+    if anchor is None:
+        return
+    with contextlib.suppress(Conflict, QueueNotFound):
+        await aq.commit(
+            depends=[Ref(anchor.queue, anchor.id, anchor.version)], wake=wake, durable=False
+        )
+
+
+def _timed_out(name: str, timeout: float | None) -> RequestTimeout:
+    return RequestTimeout(f"no permit of {name!r} became free within {timeout}s")
 
 
 async def is_surplus(aq: AsyncQueueClient, permit: Leased) -> bool:
@@ -130,9 +217,11 @@ async def release(
         elif isinstance(held, Leased) and _expiring(aq, held):
             base = base_of(held.payload)
             after = successor(held.dedup_key, held.version, base)
-            await aq.transact(complete=[ref], produce={queue: [after]})
+            wake = await waiters.next_wakes(aq, name, 1)
+            await aq.commit(complete=[ref], produce={queue: [after]}, silent=[queue], wake=wake)
         else:
-            await aq.retry(queue, [ref])
+            wake = await waiters.next_wakes(aq, name, 1)
+            await aq.commit(retry=[ref], silent=[queue], wake=wake, durable=False)
     except Conflict:
         raise LockLost(name, token) from None
 

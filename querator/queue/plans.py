@@ -203,6 +203,13 @@ class Transaction(NamedTuple):
     """Queues this transaction does not wake: their waiting consumers and watchers
     are not notified (records nobody waits for; the items are leasable all the
     same, found at a waiter's next look, within its wait cap)."""
+    wake: frozenset[str] = frozenset()
+    """Names this transaction also wakes at commit, in every client of the store:
+    a waiter watching a name of its own (``AsyncQueueClient.watch``) is woken alone."""
+    durable: bool = True
+    """False: commit without waiting for the flush to disk (PostgreSQL; the other
+    stores ignore it), only for changes whose loss in a crash of the server is
+    harmless."""
     reason: str | None = None
     """Why retried items are retried (kept with those this dead-letters)."""
 
@@ -247,6 +254,8 @@ class Transaction(NamedTuple):
             )
         if self.lookup or self.silent:
             made = replace(made, lookup=list(self.lookup.items()), silent=self.silent)
+        if self.wake or not self.durable:
+            made = replace(made, wake=self.wake, durable=self.durable)
         return made
 
     def woken(self, queues: Mapping[str, QueueInfo], result: TransactResult) -> set[str]:
@@ -260,7 +269,7 @@ class Transaction(NamedTuple):
             if dead_queue:
                 woken.add(dead_queue)
         woken |= {name for name, got in result.leased.items() if None in got}
-        return woken - self.silent
+        return (woken - self.silent) | self.wake
 
 
 def change_request(
@@ -288,6 +297,8 @@ def commit_request(
     client_id: str | None,
     lookup: Mapping[str, Sequence[str]] | None,
     silent: Collection[str],
+    wake: Collection[str] = (),
+    durable: bool = True,
 ) -> Transaction:
     """The checked :class:`Transaction` of a ``commit`` (``options``: its
     :class:`~querator.queue.options.TransactOptions`, names already checked)."""
@@ -311,6 +322,9 @@ def commit_request(
     if isinstance(silent, str):
         raise InvalidArgument("silent", "must be a list of queue names, not one string")
     quiet = frozenset(check_name("silent", name) for name in silent)
+    if isinstance(wake, str):
+        raise InvalidArgument("wake", "must be a list of names, not one string")
+    woken = frozenset(check_name("wake", name) for name in wake)
     request = Transaction(
         groups,
         produce,
@@ -320,6 +334,8 @@ def commit_request(
         claimed=produce_leased or {},
         lookup=keys,
         silent=quiet,
+        wake=woken,
+        durable=bool(durable),
     )
     check_unique(request.groups)
     _check_produce("produce", request.produce)

@@ -308,17 +308,20 @@ class AsyncQueueClient:
         client_id: str | None = None,
         lookup: Mapping[str, Sequence[str]] | None = None,
         silent: Collection[str] = (),
+        wake: Collection[str] = (),
+        durable: bool = True,
         **options: Unpack[TransactOptions],
     ) -> TransactResult:
         """:meth:`transact` with the knobs the layers built on the queue use (the
         workflow engine, webhooks, locks), which the HTTP API carries too
         (``/v1/queue.transact``): ``produce_leased`` (with ``client_id``),
-        ``lookup`` and ``silent``, described at :class:`~querator.queue.plans.Transaction`
-        (its ``claimed``, ``lookup`` and ``silent``)."""
+        ``lookup``, ``silent``, ``wake`` and ``durable``, described at
+        :class:`~querator.queue.plans.Transaction` (its ``claimed``, ``lookup``,
+        ``silent``, ``wake`` and ``durable``)."""
         self._require_open()
         check_options("transact", options, TransactOptions)
         return await self._transactions.apply(
-            commit_request(options, produce_leased, client_id, lookup, silent)
+            commit_request(options, produce_leased, client_id, lookup, silent, wake, durable)
         )
 
     # -- items outside leasing (ItemAdmin) ---------------------------------

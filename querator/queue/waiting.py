@@ -51,6 +51,11 @@ class Watch:
         self._ticket = self._board.ticket(self._queue)
         return fired
 
+    def fired(self) -> bool:
+        """True if a wakeup came since the last wait (or the watch was taken),
+        without waiting."""
+        return self._ticket.is_set()
+
 
 async def wait_for_wake(ticket: anyio.Event, seconds: float) -> bool:
     """Wait up to ``seconds`` for ``ticket``; True if it fired."""

@@ -105,6 +105,33 @@ async def test_a_silent_transaction_wakes_no_watcher(
     assert (await aq.stats(qname)).total == 2  # both are there all the same
 
 
+async def test_a_commit_wakes_the_names_it_is_given_and_only_them(
+    aq: AsyncQuerator, backend_name: str, backend_url: str, qname: str
+) -> None:
+    """``wake`` reaches a watcher of a name of its own (in every client of the
+    store), not the watchers of other names; ``durable=False`` applies all the
+    same (the locks' wake-one hand-off)."""
+    if backend_name.startswith("http"):
+        pytest.skip("commit's wake and durable are the library's (the HTTP API has no watch)")
+    await aq.create_queue(qname)
+    async with contextlib.AsyncExitStack() as stack:
+        watchers = [aq]
+        if backend_name != "memory":
+            watchers.append(await stack.enter_async_context(AsyncQuerator(backend_url)))
+        mine = [client.watch(f"{qname}.wake-me") for client in watchers]
+        other = [client.watch(f"{qname}.not-me") for client in watchers]
+        assert [await watch.wait(10) for watch in mine + other] == [True] * len(mine + other)
+        result = await aq.commit(
+            produce={qname: [Item(payload=b"x")]},
+            silent=[qname],
+            wake=[f"{qname}.wake-me"],
+            durable=False,
+        )
+        assert [await watch.wait(10) for watch in mine] == [True] * len(mine)
+        assert [await watch.wait(0.3) for watch in other] == [False] * len(other)
+    assert result.produced[qname] and (await aq.stats(qname)).total == 1
+
+
 async def test_concurrent_looks_at_a_missing_queue_all_say_so(
     aq: AsyncQuerator, qname: str
 ) -> None:

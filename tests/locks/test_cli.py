@@ -37,12 +37,12 @@ def test_locks_list_shows_holders(tmp_path: Path) -> None:
         sem.release(permit)
     assert table.returncode == 0, table.stderr
     header, idle, pool = table.stdout.splitlines()
-    assert header.split()[:4] == ["NAME", "LIMIT", "FREE", "HOLDER"]
-    assert idle.split()[:4] == ["idle", "1", "1", "-"]
-    assert pool.split()[:4] == ["pool", "3", "2", "worker-7"]
+    assert header.split()[:5] == ["NAME", "LIMIT", "FREE", "CLIENT", "STATE"]
+    assert idle.split()[:5] == ["idle", "1", "1", "-", "-"]
+    assert pool.split()[:5] == ["pool", "3", "2", "worker-7", "holds"]
     assert listed.returncode == 0, listed.stderr
     pool_json = json.loads(listed.stdout)[1]
     [holder] = pool_json["holders"]
     assert (holder["client_id"], holder["permit"]) == ("worker-7", permit.index)
     assert holder["token"] >= permit.token and holder["since"]
-    assert pool_json["waiters"] is None
+    assert pool_json["waiters"] == []

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import httpx
+import pytest
 from http_server import serve
+from polling import wait_for
 
-from querator import Querator
+from querator import Querator, http
+from querator.errors import LockLost, RequestTimeout
+from querator.http.wire.locks import PermitReply
 from querator.locks import Semaphore, list_semaphores
 
 
@@ -63,3 +68,29 @@ def test_bad_lock_requests_are_refused_and_write_nothing(tmp_path: Path) -> None
             assert answer.status_code == 400, (body, answer.text)
             assert field in answer.text
         assert http.post("/v1/locks.list", json={}).json()["semaphores"] == []
+
+
+def test_the_python_http_client_holds_a_lock(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'client.db'}"
+    with serve(store) as url, http.Querator(url) as client:
+        permit = client.acquire_lock("deploy", "ci-1", limit=1, lease=5)
+        assert (permit.name, permit.permit, permit.token) == ("deploy", 0, permit.version)
+        with pytest.raises(RequestTimeout):
+            client.acquire_lock("deploy", "ci-2")
+        taken: list[PermitReply] = []
+        waiter = threading.Thread(
+            target=lambda: taken.append(client.acquire_lock("deploy", "ci-3", timeout=30))
+        )
+        waiter.start()
+        wait_for(lambda: client.list_locks()[0].waiters, 30, message="ci-3 waits")
+        [info] = client.list_locks()
+        assert [h.client_id for h in info.holders] == ["ci-1"]
+        assert [w.client_id for w in info.waiters] == ["ci-3"]
+        renewed = client.renew_lock(permit)
+        assert renewed.version > permit.version and renewed.token == permit.token
+        with pytest.raises(LockLost):
+            client.release_lock(permit)  # the version before the renew
+        client.release_lock(renewed)
+        waiter.join(30)
+        assert taken and taken[0].token > permit.token
+        client.release_lock(taken[0])

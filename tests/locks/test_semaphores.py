@@ -91,7 +91,7 @@ def test_listing_shows_holders(q: Querator) -> None:
     assert (holder.client_id, holder.permit) == ("me.1", permit.index)
     assert holder.token >= permit.token
     assert holder.since is not None and abs(holder.since.timestamp() - before) < 5
-    assert (info.permits, info.free, info.waiters) == (2, 1, None)
+    assert (info.permits, info.free, info.waiters) == (2, 1, [])
     sem.release(permit)
 
 

@@ -150,6 +150,14 @@ class TxnPlan:
     up whatever it left out right after the transaction."""
     silent: frozenset[str] = frozenset()
     """Queues this transaction does not wake (no notification, no local wakeup)."""
+    wake: frozenset[str] = frozenset()
+    """Names to wake at commit besides the queues it changes (a waiter that
+    watches a name of its own: the locks' wake-one hand-off)."""
+    durable: bool = True
+    """False: the commit does not wait for its flush to disk (PostgreSQL's
+    asynchronous commit; the other stores ignore it). Only for changes whose
+    loss in a server crash is harmless: any later durable commit that saw them
+    flushes them first (the log is flushed in order)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ from querator.queue.backends.postgres.items import (
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
 from querator.queue.backends.postgres.replication import Timeline
+from querator.queue.backends.postgres.retry_at_once import one_table_retry, retry_at_once
 from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl, run_each
 from querator.queue.backends.postgres.sessions import (
     Sessions,
@@ -411,13 +412,18 @@ class PostgresBackend:
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check.
 
-        A plan takes the first of the four paths that fits it. A path whose check
+        A plan takes the first of the paths that fits it. A path whose check
         fails changes nothing and hands the plan on; the last one names every
         failed check in the :class:`~querator.errors.Conflict`.
 
         ====  =========================  ==========================================
         path  plans it takes             how it runs
         ====  =========================  ==========================================
+        0     retries only, all in one   one autocommit ``UPDATE`` that checks
+              table (a lock's release)   versions and leases itself and notifies
+                                         (:mod:`.retry_at_once`); then a plan
+                                         not durable or waking names goes
+                                         straight to path 4
         1     completes only, all in     one autocommit ``DELETE`` that checks
               one partition: a           versions and leases itself
               ``complete(batch)``        (:func:`.transact.complete_at_once`)
@@ -434,6 +440,17 @@ class PostgresBackend:
         ====  =========================  ==========================================
         """
         now = self._clock.store_now()
+        if one_table_retry(plan):
+            async with self._connect() as conn:
+                if await retry_at_once(conn, self._names, plan, now):
+                    return TransactResult.model_construct(
+                        produced={}, renewed=[], leased={}, found={}
+                    )
+        if not plan.durable or plan.wake:  # the general path sets and wakes them
+            async with self._transaction() as conn:
+                if not plan.durable:
+                    await conn.execute(stmt.ASYNC_COMMIT)
+                return await run_transact(conn, self._names, plan, now=now)
         if one_table_complete(plan):
             async with self._connect() as conn:
                 if await complete_at_once(conn, self._names, plan, now):

@@ -64,6 +64,8 @@ maintenance claim) is costed above every JIT threshold, and PostgreSQL spent
 no statement of a lease queue runs long enough for JIT to pay, so it is off."""
 
 SCANS_ALLOWED: Final = sql.SQL("SET LOCAL enable_seqscan = on")
+ASYNC_COMMIT: Final = sql.SQL("SET LOCAL synchronous_commit = off")
+"""A transaction whose commit does not wait for its flush (``TxnPlan.durable`` False)."""
 """First in the transaction of a statement that reads whole partitions (stats, clear)."""
 
 # -- queues -----------------------------------------------------------------
@@ -460,6 +462,31 @@ passed sorted: the plan walks them in order (a nested loop over the keys), so
 rows are locked in seq order like every other change.
 """
 
+RETRY_CHECKED: Final = sql.SQL(
+    """
+WITH settled AS (
+    SELECT set_config('synchronous_commit',
+        CASE WHEN %(durable)s::boolean THEN current_setting('synchronous_commit') ELSE 'off' END,
+        true) AS commit
+),
+back AS (
+    UPDATE {table} AS t
+    SET version = t.version + 1, lease_deadline = NULL, client_id = NULL,
+        available_at = coalesce(%(now)s, now())
+    FROM unnest(%(seqs)s::bigint[], %(versions)s::integer[]) AS w(seq, version), settled
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > coalesce(%(now)s, now())
+    RETURNING t.seq
+),
+woken AS (SELECT pg_notify(%(channel)s, w)::text FROM unnest(%(notify)s::text[]) AS w)
+SELECT CASE WHEN (SELECT count(*) FROM back) = %(count)s::bigint
+    THEN (SELECT count(*) FROM woken) ELSE {schema}.check_failed() END
+"""
+)
+"""Retries held items of one partition now in one statement, all or none (as
+:data:`COMPLETE_CHECKED`), waking ``notify`` at commit; with ``durable`` false
+the commit does not wait for its flush (``set_config`` local to the statement's
+own transaction, read when it commits)."""
+
 DELETE_SEQS: Final = sql.SQL("DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])")
 """Deletes locked items (complete; dead-letter without a dead queue)."""
 
@@ -577,6 +604,13 @@ def complete_for(names: Names, queue_id: int, partition: int) -> bytes:
     """:data:`COMPLETE_CHECKED` on one partition table."""
     table = names.partition(queue_id, partition)
     return COMPLETE_CHECKED.format(table=table, schema=names.schema_id).as_bytes(None)
+
+
+@functools.lru_cache(maxsize=4096)
+def retry_for(names: Names, queue_id: int, partition: int) -> bytes:
+    """:data:`RETRY_CHECKED` on one partition table."""
+    table = names.partition(queue_id, partition)
+    return RETRY_CHECKED.format(table=table, schema=names.schema_id).as_bytes(None)
 
 
 def unkeyed_prefix(partition: int) -> str:

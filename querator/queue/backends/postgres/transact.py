@@ -129,7 +129,7 @@ async def run_transact(
         leased.setdefault(name, []).extend(found)
         if None in found:
             wake.add(name)
-    await notify(conn, names, wake - plan.silent)
+    await notify(conn, names, (wake - plan.silent) | plan.wake)
     return TransactResult.model_construct(
         produced=produced, renewed=renewed, leased=leased, found={}
     )

@@ -128,6 +128,7 @@ def transact(txn: Txn, plan: TxnPlan) -> TransactResult:
         ids = produce_items(txn, plan.queues[name], items)
         leased.setdefault(name, []).extend(claim(txn, plan.queues[name], ids, plan.client_id))
     txn.wake -= plan.silent
+    txn.wake |= plan.wake
     return TransactResult.model_construct(
         produced=produced, renewed=renewed, leased=leased, found={}
     )
