@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from querator.dashboard import queues, runs, schedules
+from querator.dashboard import queues, runs, schedules, webhooks, workers
 from querator.dashboard.live import events
 from querator.dashboard.render import ROUTER_KEY, link, page
 from querator.dashboard.session import (
@@ -55,7 +55,13 @@ class Served(Protocol):
 
 
 Handler = Callable[[Request, Served, Viewer], Awaitable[Response]]
-_STATUS = {Unauthorized: 401, Forbidden: 403, RunNotFound: 404, QueueNotFound: 404}
+_STATUS: dict[type[Exception], int] = {
+    Unauthorized: 401,
+    Forbidden: 403,
+    RunNotFound: 404,
+    QueueNotFound: 404,
+    LookupError: 404,  # the webhooks' EndpointNotFound, MessageNotFound, DeliveryNotFound
+}
 
 
 def _error_page(request: Request, exc: QueratorError, who: Viewer | None) -> Response:
@@ -168,6 +174,31 @@ class Dashboard:
                 name="schedule_trigger",
             ),
             Route("/locks", view(schedules.locks), name="locks"),
+            Route("/webhooks", view(webhooks.listing), name="webhooks"),
+            Route(
+                "/webhooks/endpoints/{endpoint_id}",
+                view(webhooks.endpoint),
+                name="webhook_endpoint",
+            ),
+            Route(
+                "/webhooks/endpoints/{endpoint_id}/disable",
+                act(webhooks.disable),
+                methods=["POST"],
+                name="webhook_disable",
+            ),
+            Route(
+                "/webhooks/endpoints/{endpoint_id}/enable",
+                act(webhooks.enable),
+                methods=["POST"],
+                name="webhook_enable",
+            ),
+            Route(
+                "/webhooks/messages/{message_id}", view(webhooks.message), name="webhook_message"
+            ),
+            Route(
+                "/webhooks/redrive", act(webhooks.redrive), methods=["POST"], name="webhook_redrive"
+            ),
+            Route("/workers", view(workers.listing), name="workers"),
             Route("/events", view(events), name="events"),
             Mount(
                 "/static", StaticFiles(packages=[("querator.dashboard", "static")]), name="static"

@@ -17,6 +17,8 @@ from querator.workflows import Worker, sleep, step, workflow
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAILS = "shop.mails"
 MAILS_DEAD = "shop.mails-dead"
+WORKER_ID = "shop-worker-1"
+"""The client id of the site's worker (the Workers page shows it)."""
 GATE_SECONDS = 120.0
 """How long the gate step waits for its file before it gives up."""
 
@@ -62,7 +64,7 @@ def worker(q: Querator) -> Worker:
     """A worker serving the order saga and the demo workflows."""
     shop = order_example()
     functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
-    return Worker(q, [*functions, gate, wait_for_file, nap])
+    return Worker(q, [*functions, gate, wait_for_file, nap], client_id=WORKER_ID)
 
 
 def create_queues(q: Querator) -> None:

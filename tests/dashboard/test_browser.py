@@ -18,17 +18,11 @@ from playwright.sync_api import Browser, Dialog, Page, expect
 from polling import wait_for
 
 from dashboard.demo_app import MAILS, bounce_mails, deliver_mails, gate, nap, order_example
-from dashboard.sites import IMAGES, Site
+from dashboard.sites import IMAGES, Site, shot
 from querator.locks import Semaphore
 from querator.workflows import get_run, get_schedule, schedule, start
 
 expect.set_options(timeout=20_000)
-
-
-def shot(site: Site, page: Page, name: str) -> None:
-    """Save the page as docs/img/dashboard-NAME.png (from the SQLite run only)."""
-    if site.backend == "sqlite":
-        page.screenshot(path=str(IMAGES / f"dashboard-{name}.png"), full_page=True)
 
 
 def ended(site: Site, run_id: str) -> bool:
