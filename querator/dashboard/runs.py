@@ -16,9 +16,15 @@ from starlette.responses import RedirectResponse, Response
 
 from querator.dashboard.render import link, page
 from querator.dashboard.session import Viewer
+from querator.dashboard.timeline import SCALE, lanes
 from querator.errors import InvalidArgument, QueueNotFound
-from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
-from querator.workflows.layout import RESULTS_QUEUE
+from querator.workflows.inspection import (
+    RunInfo,
+    get_run_async,
+    list_runs_async,
+    run_infos_async,
+)
+from querator.workflows.layout import RESULTS_QUEUE, child_run_id
 from querator.workflows.rerun import resume_async
 from querator.workflows.run_index import facet_prefix
 from querator.workflows.runs import AsyncRunHandle, RunStatus
@@ -30,6 +36,10 @@ PAGE = 50
 """Runs a page lists."""
 COUNT_CAP = 1000
 """Index entries counted per status (one index page): above it the page shows ``1000+``."""
+CHILD_WINDOW = 64
+"""Positions past a run's last known step call probed for child runs."""
+CHILD_POSITIONS = 2_000
+"""Positions probed for child runs at most."""
 INDEXED = ("running", "completed", "failed", "cancelled", "compensated")
 """The statuses the run index keeps entries for (pending saga states are ``running`` there)."""
 
@@ -86,9 +96,32 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
 
 
 async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
-    """``/ui/runs/{run_id}``: a run with its steps, what it waits for, its saga."""
+    """``/ui/runs/{run_id}``: a run with its timeline, steps, child runs, what it
+    waits for, its saga."""
     run = await get_run_async(state.aq, request.path_params["run_id"])
-    return page(request, "run.html", viewer, run=run, spans=step_spans(run))
+    children = await child_runs(state, run)
+    return page(
+        request,
+        "run.html",
+        viewer,
+        run=run,
+        spans=step_spans(run),
+        children=children,
+        lanes=lanes(run, children, state.aq.clock.now()),
+        scale=SCALE,
+    )
+
+
+async def child_runs(state: Served, run: RunInfo) -> dict[int, RunInfo]:
+    """The child runs of ``run`` by the position that started them: the children
+    a body may have started (their ids derive from the parent's id and the
+    call's position), looked up for every position of an ended or pending
+    step call and :data:`CHILD_WINDOW` past the last."""
+    known = [s.position for s in run.steps] + [p.position for p in run.pending]
+    top = min(CHILD_POSITIONS, max(known, default=-1) + 1 + CHILD_WINDOW)
+    ids = {child_run_id(run.run_id, position): position for position in range(top)}
+    found = await run_infos_async(state.aq, list(ids))
+    return {ids[run_id]: info for run_id, info in found.items()}
 
 
 def step_spans(run: RunInfo) -> dict[int, float]:

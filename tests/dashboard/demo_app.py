@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from querator import Item, Querator, QueueSettings
-from querator.workflows import Worker, sleep, step, workflow
+from querator.workflows import RetryPolicy, Worker, sleep, step, workflow
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAILS = "shop.mails"
@@ -60,11 +60,34 @@ def nap(note: str) -> str:
     return note
 
 
+@step(name="demo.flaky_lookup", retry=RetryPolicy(max_attempts=3, initial=0.05, jitter=False))
+def flaky_lookup(marker: str) -> str:
+    """Fails its first attempt (it leaves ``marker`` behind), then returns."""
+    if not Path(marker).exists():
+        Path(marker).write_text("tried once")
+        raise ConnectionError("the address book did not answer")
+    return "found"
+
+
+@workflow(name="demo.label")
+def label(order: str) -> str:
+    """A child run: prints a shipping label."""
+    return f"label for {order}"
+
+
+@workflow(name="demo.dispatch")
+def dispatch(order: str, marker: str) -> dict[str, str]:
+    """A parent run: a step that is retried once, then a child run."""
+    address = flaky_lookup(marker)
+    return {"address": address, "label": label(order)}
+
+
 def worker(q: Querator) -> Worker:
     """A worker serving the order saga and the demo workflows."""
     shop = order_example()
     functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
-    return Worker(q, [*functions, gate, wait_for_file, nap], client_id=WORKER_ID)
+    demo = [gate, wait_for_file, nap, flaky_lookup, label, dispatch]
+    return Worker(q, [*functions, *demo], client_id=WORKER_ID)
 
 
 def create_queues(q: Querator) -> None:

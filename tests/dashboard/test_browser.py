@@ -17,7 +17,15 @@ import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect
 from polling import wait_for
 
-from dashboard.demo_app import MAILS, bounce_mails, deliver_mails, gate, nap, order_example
+from dashboard.demo_app import (
+    MAILS,
+    bounce_mails,
+    deliver_mails,
+    dispatch,
+    gate,
+    nap,
+    order_example,
+)
 from dashboard.sites import IMAGES, Site, shot
 from querator.locks import Semaphore
 from querator.workflows import get_run, get_schedule, schedule, start
@@ -275,3 +283,28 @@ def test_locks_show_their_holders_and_fencing_tokens(site: Site, browser: Browse
         page.context.close()
     finally:
         site.do(semaphore.release, permit)
+
+
+def test_a_run_page_shows_its_timeline_retries_and_child_runs(site: Site, browser: Browser) -> None:
+    marker = site.scratch / f"flaky-{site.backend}"
+    run = site.do(start, site.q, dispatch, "o-77", str(marker))
+    wait_for(functools.partial(ended, site, run.run_id), timeout=60)
+    child = site.do(get_run, site.q, run.run_id).steps[1]
+    assert child.step == "demo.label"
+
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/runs/{run.run_id}")
+    lookup = page.locator("table.timeline tr[data-lane='0']")
+    expect(lookup).to_contain_text("demo.flaky_lookup")
+    expect(lookup).to_contain_text("1 retried")
+    expect(lookup.locator("rect.bar.completed")).to_have_count(1)
+    labelled = page.locator("table.timeline tr[data-lane='1']")
+    expect(labelled.locator("a")).to_have_text("demo.label")
+    expect(page.locator("table.children")).to_contain_text("completed")
+    shot(site, page, "run-timeline")
+
+    labelled.locator("a").click()
+    expect(page.locator("#result")).to_contain_text("label for o-77")
+    page.click(f"dl.facts a[href='/ui/runs/{run.run_id}']")  # the parent link
+    expect(page).to_have_url(f"{site.url}/ui/runs/{run.run_id}")
+    page.context.close()
