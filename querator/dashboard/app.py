@@ -147,6 +147,8 @@ class Dashboard:
             Route("/login", self.login, methods=["POST"], name="login_post"),
             Route("/logout", self.logout, methods=["POST"], name="logout"),
             Route("/runs", view(runs.listing), name="runs"),
+            Route("/runs/cancel", act(runs.cancel_picked), methods=["POST"], name="cancel_picked"),
+            Route("/runs/resume", act(runs.resume_picked), methods=["POST"], name="resume_picked"),
             Route("/runs/{run_id}", view(runs.detail), name="run"),
             Route("/runs/{run_id}/cancel", act(runs.cancel), methods=["POST"], name="cancel"),
             Route("/runs/{run_id}/resume", act(runs.resume), methods=["POST"], name="resume"),

@@ -9,24 +9,25 @@ what a Python user calls.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast, get_args
+from typing import TYPE_CHECKING, get_args
 
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from querator.dashboard.render import link, page
+from querator.dashboard.run_filters import Filters, counts, page_of_runs
 from querator.dashboard.session import Viewer
 from querator.dashboard.timeline import SCALE, lanes
-from querator.errors import InvalidArgument, QueueNotFound
+from querator.errors import Conflict, InvalidArgument
+from querator.workflows.errors import RunNotFound
 from querator.workflows.inspection import (
     RunInfo,
     get_run_async,
-    list_runs_async,
     run_infos_async,
 )
-from querator.workflows.layout import RESULTS_QUEUE, child_run_id
+from querator.workflows.layout import child_run_id
 from querator.workflows.rerun import resume_async
-from querator.workflows.run_index import facet_prefix
 from querator.workflows.runs import AsyncRunHandle, RunStatus
 
 if TYPE_CHECKING:
@@ -34,41 +35,12 @@ if TYPE_CHECKING:
 
 PAGE = 50
 """Runs a page lists."""
-COUNT_CAP = 1000
-"""Index entries counted per status (one index page): above it the page shows ``1000+``."""
 CHILD_WINDOW = 64
 """Positions past a run's last known step call probed for child runs."""
 CHILD_POSITIONS = 2_000
 """Positions probed for child runs at most."""
-INDEXED = ("running", "completed", "failed", "cancelled", "compensated")
-"""The statuses the run index keeps entries for (pending saga states are ``running`` there)."""
-
-
-def _filters(request: Request) -> dict[str, Any]:
-    """The list's filters from the query string (empty values: no filter)."""
-    status = request.query_params.get("status") or None
-    if status is not None and status not in get_args(RunStatus):
-        raise InvalidArgument("status", f"must be one of {get_args(RunStatus)}, got {status!r}")
-    return {
-        "status": cast("RunStatus | None", status),
-        "workflow": request.query_params.get("workflow") or None,
-    }
-
-
-async def _counts(state: Served, workflow: str | None) -> dict[str, str]:
-    """Runs by status, from the index: one key scan of at most COUNT_CAP keys each,
-    never a count of the stored runs (entries of runs that changed status and
-    were not yet pruned by a listing are counted too)."""
-    counts: dict[str, str] = {}
-    for status in INDEXED:
-        try:
-            found = await state.aq.scan_keys(
-                RESULTS_QUEUE, facet_prefix(workflow, status), limit=COUNT_CAP
-            )
-        except QueueNotFound:
-            return {}
-        counts[status] = f"{COUNT_CAP}+" if len(found) == COUNT_CAP else str(len(found))
-    return counts
+PICKED_MAX = 200
+"""Runs one bulk action may name."""
 
 
 async def home(request: Request, state: Served, viewer: Viewer) -> Response:
@@ -77,11 +49,12 @@ async def home(request: Request, state: Served, viewer: Viewer) -> Response:
 
 
 async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
-    """``/ui/runs?status=&workflow=&after=``: a page of runs, newest first."""
-    filters = _filters(request)
+    """``/ui/runs?status=&workflow=&since=&until=&id=&after=``: a page of runs,
+    newest first (see :mod:`querator.dashboard.run_filters`)."""
+    filters = Filters.of(request.query_params)
     after = request.query_params.get("after") or None
-    found = await list_runs_async(state.aq, after=after, limit=PAGE + 1, **filters)
-    more = found[PAGE - 1].run_id if len(found) > PAGE else None
+    found = await page_of_runs(state.aq, filters, after, PAGE + 1)
+    more = found[PAGE - 1].run_id if len(found) > PAGE and filters.run_id is None else None
     return page(
         request,
         "runs.html",
@@ -90,9 +63,29 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
         filters=filters,
         after=after,
         more=more,
-        counts=await _counts(state, filters["workflow"]),
+        counts=await counts(state.aq, filters.workflow),
         statuses=get_args(RunStatus),
+        done=_done(request),
     )
+
+
+def _done(request: Request) -> str:
+    """What the last bulk action did, from the URL it redirected to."""
+    action = request.query_params.get("done")
+    if action not in ("cancel", "resume"):
+        return ""
+    try:
+        ok, failed = (
+            int(request.query_params.get("ok", 0)),
+            int(request.query_params.get("failed", 0)),
+        )
+    except ValueError:
+        return ""
+    verb = "Cancellation asked for" if action == "cancel" else "Resumed"
+    text = f"{verb}: {ok} run{'s' if ok != 1 else ''}."
+    if failed:
+        text += f" {failed} could not be (already ended, or not failed or cancelled)."
+    return text
 
 
 async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
@@ -152,3 +145,42 @@ async def resume(request: Request, state: Served, viewer: Viewer) -> Response:
     """Resume a failed or cancelled run (as ``querator.workflows.resume``)."""
     await resume_async(state.aq, request.path_params["run_id"])
     return _back(request)
+
+
+def _picked(request: Request) -> list[str]:
+    ids = list(dict.fromkeys(str(v) for v in request.state.form.getlist("id")))
+    if len(ids) > PICKED_MAX:
+        raise InvalidArgument("id", f"at most {PICKED_MAX} runs at once, got {len(ids)}")
+    return ids
+
+
+def _to_list(request: Request, action: str, ok: int, failed: int) -> Response:
+    """Back to the list the form was on (its filters only), saying what was done."""
+    back = request.state.form.get("back")
+    filters = Filters.of(QueryParams(back if isinstance(back, str) else ""))
+    query = filters.query(done=action, ok=str(ok), failed=str(failed))
+    return RedirectResponse(f"{link(request, 'runs')}?{query}", status_code=303)
+
+
+async def cancel_picked(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Ask every ticked run to end as cancelled (those already ended are counted apart)."""
+    ok = failed = 0
+    for run_id in _picked(request):
+        try:
+            done = await AsyncRunHandle(state.aq, run_id).cancel("cancelled from the dashboard")
+        except RunNotFound:
+            done = False
+        ok, failed = (ok + 1, failed) if done else (ok, failed + 1)
+    return _to_list(request, "cancel", ok, failed)
+
+
+async def resume_picked(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Resume every ticked run that failed or was cancelled."""
+    ok = failed = 0
+    for run_id in _picked(request):
+        try:
+            done = await resume_async(state.aq, run_id)
+        except (InvalidArgument, Conflict, RunNotFound):  # a saga, a race, a stranger
+            done = False
+        ok, failed = (ok + 1, failed) if done else (ok, failed + 1)
+    return _to_list(request, "resume", ok, failed)

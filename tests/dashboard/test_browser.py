@@ -11,6 +11,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -307,4 +308,60 @@ def test_a_run_page_shows_its_timeline_retries_and_child_runs(site: Site, browse
     expect(page.locator("#result")).to_contain_text("label for o-77")
     page.click(f"dl.facts a[href='/ui/runs/{run.run_id}']")  # the parent link
     expect(page).to_have_url(f"{site.url}/ui/runs/{run.run_id}")
+    page.context.close()
+
+
+def test_runs_are_filtered_by_time_and_id(site: Site, browser: Browser) -> None:
+    first = site.do(start, site.q, nap, "filtered first")
+    between = site.do(get_run, site.q, first.run_id).started_at
+    second = site.do(start, site.q, nap, "filtered second")
+    page = site.sign_in(browser, "read")
+
+    page.goto(f"/ui/runs?id={second.run_id[:12]}")
+    expect(page.locator(f"tr[data-run='{second.run_id}']")).to_be_visible()
+    assert all(
+        run_id.startswith(second.run_id[:12])
+        for run_id in page.locator("tr[data-run]").evaluate_all(
+            "rows => rows.map(r => r.dataset.run)"
+        )
+    )
+    since = (between + timedelta(microseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    page.goto(f"/ui/runs?workflow=demo.nap&since={since}")
+    expect(page.locator(f"tr[data-run='{second.run_id}']")).to_be_visible()
+    expect(page.locator(f"tr[data-run='{first.run_id}']")).to_have_count(0)
+    page.goto(f"/ui/runs?workflow=demo.nap&until={since}")
+    expect(page.locator(f"tr[data-run='{first.run_id}']")).to_be_visible()
+    expect(page.locator(f"tr[data-run='{second.run_id}']")).to_have_count(0)
+    page.goto("/ui/runs?since=yesterday")
+    expect(page.locator("p.error")).to_contain_text("since")
+    page.context.close()
+
+
+def test_selected_runs_are_cancelled_and_resumed_in_bulk(site: Site, browser: Browser) -> None:
+    runs = [site.do(start, site.q, nap, f"bulk {n}") for n in range(3)]
+    page = site.sign_in(browser, "write")
+    page.goto("/ui/runs?workflow=demo.nap")
+    picked = runs[:2]
+    for run in picked:
+        page.locator(f"#pick-{run.run_id}").check()
+    # a live refresh (a run starts) keeps the ticks
+    extra = site.do(start, site.q, nap, "arrives while rows are ticked")
+    expect(page.locator(f"tr[data-run='{extra.run_id}']")).to_be_visible()
+    expect(page.locator(f"#pick-{picked[0].run_id}")).to_be_checked()
+    page.click("button[data-action='Cancel selected']")
+    expect(page.locator("#done")).to_contain_text("Cancellation asked for: 2 runs.")
+    expect(page).to_have_url(re.compile(r"workflow=demo\.nap"))
+    for run in picked:
+        wait_for(functools.partial(ended, site, run.run_id), timeout=30)
+        assert site.do(get_run, site.q, run.run_id).status == "cancelled"
+    assert site.do(get_run, site.q, runs[2].run_id).cancel_requested is False
+
+    page.goto("/ui/runs?workflow=demo.nap&status=cancelled")
+    for run in picked:
+        page.locator(f"#pick-{run.run_id}").check()
+    page.click("button[data-action='Resume selected']")
+    expect(page.locator("#done")).to_contain_text("Resumed: 2 runs.")
+    for run in picked:
+        assert site.do(get_run, site.q, run.run_id).status == "running"
+    shot(site, page, "runs-filtered")
     page.context.close()
