@@ -154,6 +154,7 @@ class Dashboard:
             Route("/runs/{run_id}/resume", act(runs.resume), methods=["POST"], name="resume"),
             Route("/queues", view(queues.listing), name="queues"),
             Route("/queues/{name}", view(queues.detail), name="queue"),
+            Route("/queues/{name}/items", view(queues.items), name="queue_items"),
             Route("/queues/{name}/requeue", act(queues.requeue), methods=["POST"], name="requeue"),
             Route("/queues/{name}/purge", act(queues.purge), methods=["POST"], name="purge"),
             Route("/schedules", view(schedules.listing), name="schedules"),

@@ -67,12 +67,23 @@ def pretty(text: str | None) -> str:
     return shown if len(shown) <= PREVIEW else shown[:PREVIEW] + " …"
 
 
+PAYLOAD_READ = 4 * PREVIEW
+"""Bytes of a payload a preview decodes at most (a big payload is never parsed whole)."""
+
+
 def payload(data: bytes) -> str:
-    """A payload's preview: its text when it is UTF-8, else its first bytes in hex."""
+    """A payload's preview: its text when it is UTF-8 (indented JSON when it is
+    JSON and short enough to parse), else its first bytes in hex."""
+    head = data[:PAYLOAD_READ]
     try:
-        return pretty(data.decode())
-    except UnicodeDecodeError:
-        return f"({len(data)} bytes) " + data[: PREVIEW // 2].hex()
+        text = head.decode()
+    except UnicodeDecodeError as exc:
+        if len(head) == len(data) or exc.start < len(head) - 3:
+            return f"({len(data)} bytes) " + data[: PREVIEW // 2].hex()
+        text = head[: exc.start].decode()  # the cut fell inside a character
+    if len(head) < len(data):
+        return text[:PREVIEW] + " …"
+    return pretty(text)
 
 
 ROUTER_KEY = "querator.dashboard.router"

@@ -11,7 +11,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from dashboard.demo_app import (
     order_example,
 )
 from dashboard.sites import IMAGES, Site, shot
+from querator import Item, QueueSettings
 from querator.locks import Semaphore
 from querator.workflows import get_run, get_schedule, schedule, start
 
@@ -364,4 +365,53 @@ def test_selected_runs_are_cancelled_and_resumed_in_bulk(site: Site, browser: Br
     for run in picked:
         assert site.do(get_run, site.q, run.run_id).status == "running"
     shot(site, page, "runs-filtered")
+    page.context.close()
+
+
+def test_selected_dead_letters_are_requeued_and_purged(site: Site, browser: Browser) -> None:
+    mails = [f"{n}-bulk-{site.backend}@example.com" for n in range(4)]
+    first, second, third, fourth = site.do(bounce_mails, site.q, mails)
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/queues/{MAILS}")
+    for item_id in (first, second):
+        page.locator(f"tr[data-item='{item_id}'] input[type=checkbox]").check()
+    page.click("button[data-action='Requeue selected']")
+    expect(page.locator(f"tr[data-item='{first}']")).to_have_count(0)
+    expect(page.locator(f"tr[data-item='{second}']")).to_have_count(0)
+    expect(page.locator(f"tr[data-item='{third}']")).to_be_visible()
+    assert site.do(deliver_mails, site.q) == 2
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.locator(f"tr[data-item='{third}'] input[type=checkbox]").check()
+    page.click("button[data-action='Purge selected']")
+    expect(page.locator(f"tr[data-item='{third}']")).to_have_count(0)
+    expect(page.locator(f"tr[data-item='{fourth}']")).to_be_visible()
+    dead = site.do(site.q.list_items, f"{MAILS}-dead", limit=1000)
+    assert third not in {item.id for item in dead} and fourth in {item.id for item in dead}
+    page.context.close()
+
+
+def test_the_item_browser_pages_through_a_queue(site: Site, browser: Browser) -> None:
+    queue = f"shop.invoices-{site.backend}"
+    site.do(site.q.create_queue, queue, QueueSettings(lease_timeout=30, expire_timeout=86_400))
+    texts = [Item(payload=f'{{"invoice": {n}}}'.encode(), kind="invoice") for n in range(55)]
+    binary = Item(payload=bytes([0xFF, 0x00, 0x9C, 0x42]), kind="invoice.pdf")
+    later = Item(
+        payload=b"later", kind="invoice", enqueue_at=datetime.now(UTC) + timedelta(hours=1)
+    )
+    ids = site.do(site.q.produce, queue, [*texts, binary, later])
+
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/queues/{queue}")
+    page.click("#browse")
+    expect(page.locator("table.items tbody tr")).to_have_count(50)
+    expect(page.locator(f"tr[data-item='{ids[0]}'] pre")).to_contain_text('"invoice": 0')
+    shot(site, page, "queue-items")
+    page.click("a[rel=next]")
+    expect(page.locator(f"tr[data-item='{ids[55]}'] pre")).to_contain_text("(4 bytes) ff009c42")
+    expect(page.locator(f"tr[data-item='{ids[0]}']")).to_have_count(0)
+    page.select_option("select[name=scheduled]", "1")
+    page.click("form.filters button")
+    expect(page.locator("table.items tbody tr")).to_have_count(1)
+    expect(page.locator(f"tr[data-item='{ids[56]}']")).to_contain_text("scheduled for")
     page.context.close()
