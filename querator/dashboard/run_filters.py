@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast, get_args
 from urllib.parse import urlencode
 
+import anyio
 from starlette.datastructures import QueryParams
 
 from querator.errors import InvalidArgument, QueueNotFound
@@ -37,8 +38,8 @@ INDEXED = ("running", "completed", "failed", "cancelled", "compensated")
 """The statuses the run index keeps entries for."""
 FINAL = frozenset({"completed", "compensated"})
 """Statuses a run never leaves: their entries are never stale."""
-COUNT_CAP = 1000
-"""Index entries read per status for the counts."""
+COUNT_CAP = 200
+"""Index entries read per status for the counts (one index page)."""
 ID_KEYS = 1000
 """Record keys an id search reads at most."""
 KEYS = ("status", "workflow", "since", "until", "id")
@@ -163,31 +164,38 @@ def _indexed_as(info: RunInfo) -> str:
 
 async def counts(aq: AsyncQueueClient, workflow: str | None) -> dict[str, str]:
     """Runs by status, from the index: at most :data:`COUNT_CAP` entries each
-    (``N+`` when there are more). Entries of a status a run may leave
-    (``running``, ``failed``, ``cancelled``) are checked against the runs'
-    records, so a run is counted under its current status only; the stale
-    ones found are pruned, as a listing prunes them."""
+    (``N+`` when there are more), the statuses read at once. Entries of a
+    status a run may leave (``running``, ``failed``, ``cancelled``) are checked
+    against the runs' records, so a run is counted under its current status
+    only. Nothing is written (a listing of that status prunes the stale entries)."""
     shown: dict[str, str] = {}
-    for status in INDEXED:
-        prefix = facet_prefix(workflow, status)
-        try:
-            page = await aq.scan_keys(RESULTS_QUEUE, prefix, limit=COUNT_CAP)
-        except QueueNotFound:
-            return {}
-        full, count = len(page) == COUNT_CAP, len(page)
-        if status not in FINAL and page:
-            entries = [(item, parse_entry(item.dedup_key or "")) for item in page]
-            infos = await run_infos_async(aq, [entry.run_id for _, entry in entries])
-            stale = [
-                (item.id, info.run_id)
-                for item, entry in entries
-                if (info := infos.get(entry.run_id)) is not None
-                and (
-                    _indexed_as(info) != status
-                    or entry.key != entry_key(prefix, info.run_id, info.started_at)
-                )
-            ]
-            count = len([e for _, e in entries if e.run_id in infos]) - len(stale)
-            await prune_entries_async(aq, stale)
-        shown[status] = f"{count}+" if full else str(count)
-    return shown
+    try:
+        await aq.get_queue(RESULTS_QUEUE)
+    except QueueNotFound:
+        return {}
+    async with anyio.create_task_group() as group:
+        for status in INDEXED:
+            group.start_soon(_count, aq, workflow, status, shown)
+    return {status: shown[status] for status in INDEXED if status in shown}
+
+
+async def _count(
+    aq: AsyncQueueClient, workflow: str | None, status: str, shown: dict[str, str]
+) -> None:
+    prefix = facet_prefix(workflow, status)
+    try:
+        page = await aq.scan_keys(RESULTS_QUEUE, prefix, limit=COUNT_CAP)
+    except QueueNotFound:
+        return
+    full, count = len(page) == COUNT_CAP, len(page)
+    if status not in FINAL and page:
+        entries = [parse_entry(item.dedup_key or "") for item in page]
+        infos = await run_infos_async(aq, [entry.run_id for entry in entries])
+        count = sum(
+            1
+            for entry in entries
+            if (info := infos.get(entry.run_id)) is not None
+            and _indexed_as(info) == status
+            and entry.key == entry_key(prefix, info.run_id, info.started_at)
+        )
+    shown[status] = f"{count}+" if full else str(count)

@@ -47,6 +47,15 @@ def wait_for_file(path: str) -> str:
     return Path(path).read_text()
 
 
+def open_gate(path: Path, text: str) -> None:
+    """Open the gate at ``path`` with ``text``, atomically: the file appears
+    whole (written beside it, then renamed), so the step never reads it while
+    it is still empty."""
+    ajar = path.with_name(path.name + ".ajar")
+    ajar.write_text(text)
+    ajar.replace(path)
+
+
 @workflow(name="demo.gate")
 def gate(path: str) -> dict[str, str]:
     """A run that stays running until its file appears."""

@@ -25,6 +25,7 @@ from dashboard.demo_app import (
     dispatch,
     gate,
     nap,
+    open_gate,
     order_example,
 )
 from dashboard.sites import IMAGES, Site, shot
@@ -84,7 +85,7 @@ def test_a_run_page_goes_from_running_to_completed_without_reload(
     expect(page.locator("body")).to_have_attribute("data-live-state", "open")
     page.evaluate("window.notReloaded = true")
 
-    gate_file.write_text("the test")
+    open_gate(gate_file, "the test")
 
     wait_for(functools.partial(ended, site, run.run_id), timeout=30)
     expect(page.locator("h1 .badge")).to_have_text("completed")
