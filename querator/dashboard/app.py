@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from querator.dashboard import queues, runs, schedules, webhooks, workers
+from querator.dashboard import queues, run_bulk, runs, schedules, webhooks, workers
 from querator.dashboard.live import events
 from querator.dashboard.render import ROUTER_KEY, link, page
 from querator.dashboard.session import (
@@ -147,8 +147,19 @@ class Dashboard:
             Route("/login", self.login, methods=["POST"], name="login_post"),
             Route("/logout", self.logout, methods=["POST"], name="logout"),
             Route("/runs", view(runs.listing), name="runs"),
-            Route("/runs/cancel", act(runs.cancel_picked), methods=["POST"], name="cancel_picked"),
-            Route("/runs/resume", act(runs.resume_picked), methods=["POST"], name="resume_picked"),
+            Route(
+                "/runs/cancel", act(run_bulk.cancel_picked), methods=["POST"], name="cancel_picked"
+            ),
+            Route(
+                "/runs/resume", act(run_bulk.resume_picked), methods=["POST"], name="resume_picked"
+            ),
+            Route("/runs/all/{action}", view(run_bulk.confirm_matching), name="matching"),
+            Route(
+                "/runs/all/{action}",
+                act(run_bulk.act_on_matching),
+                methods=["POST"],
+                name="matching_post",
+            ),
             Route("/runs/{run_id}", view(runs.detail), name="run"),
             Route("/runs/{run_id}/cancel", act(runs.cancel), methods=["POST"], name="cancel"),
             Route("/runs/{run_id}/resume", act(runs.resume), methods=["POST"], name="resume"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, get_args
 
-from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -19,8 +18,6 @@ from querator.dashboard.render import link, page
 from querator.dashboard.run_filters import Filters, counts, page_of_runs
 from querator.dashboard.session import Viewer
 from querator.dashboard.timeline import SCALE, lanes
-from querator.errors import Conflict, InvalidArgument
-from querator.workflows.errors import RunNotFound
 from querator.workflows.inspection import (
     RunInfo,
     get_run_async,
@@ -39,8 +36,6 @@ CHILD_WINDOW = 64
 """Positions past a run's last known step call probed for child runs."""
 CHILD_POSITIONS = 2_000
 """Positions probed for child runs at most."""
-PICKED_MAX = 200
-"""Runs one bulk action may name."""
 
 
 async def home(request: Request, state: Served, viewer: Viewer) -> Response:
@@ -145,42 +140,3 @@ async def resume(request: Request, state: Served, viewer: Viewer) -> Response:
     """Resume a failed or cancelled run (as ``querator.workflows.resume``)."""
     await resume_async(state.aq, request.path_params["run_id"])
     return _back(request)
-
-
-def _picked(request: Request) -> list[str]:
-    ids = list(dict.fromkeys(str(v) for v in request.state.form.getlist("id")))
-    if len(ids) > PICKED_MAX:
-        raise InvalidArgument("id", f"at most {PICKED_MAX} runs at once, got {len(ids)}")
-    return ids
-
-
-def _to_list(request: Request, action: str, ok: int, failed: int) -> Response:
-    """Back to the list the form was on (its filters only), saying what was done."""
-    back = request.state.form.get("back")
-    filters = Filters.of(QueryParams(back if isinstance(back, str) else ""))
-    query = filters.query(done=action, ok=str(ok), failed=str(failed))
-    return RedirectResponse(f"{link(request, 'runs')}?{query}", status_code=303)
-
-
-async def cancel_picked(request: Request, state: Served, viewer: Viewer) -> Response:
-    """Ask every ticked run to end as cancelled (those already ended are counted apart)."""
-    ok = failed = 0
-    for run_id in _picked(request):
-        try:
-            done = await AsyncRunHandle(state.aq, run_id).cancel("cancelled from the dashboard")
-        except RunNotFound:
-            done = False
-        ok, failed = (ok + 1, failed) if done else (ok, failed + 1)
-    return _to_list(request, "cancel", ok, failed)
-
-
-async def resume_picked(request: Request, state: Served, viewer: Viewer) -> Response:
-    """Resume every ticked run that failed or was cancelled."""
-    ok = failed = 0
-    for run_id in _picked(request):
-        try:
-            done = await resume_async(state.aq, run_id)
-        except (InvalidArgument, Conflict, RunNotFound):  # a saga, a race, a stranger
-            done = False
-        ok, failed = (ok + 1, failed) if done else (ok, failed + 1)
-    return _to_list(request, "resume", ok, failed)

@@ -416,3 +416,33 @@ def test_the_item_browser_pages_through_a_queue(site: Site, browser: Browser) ->
     expect(page.locator("table.items tbody tr")).to_have_count(1)
     expect(page.locator(f"tr[data-item='{ids[56]}']")).to_contain_text("scheduled for")
     page.context.close()
+
+
+def test_every_matching_run_is_cancelled_after_a_confirmation(site: Site, browser: Browser) -> None:
+    runs = [site.do(start, site.q, nap, f"all {n}") for n in range(3)]
+    since = site.do(get_run, site.q, runs[0].run_id).started_at
+    window = since.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/runs?status=running&workflow=demo.nap&since={window}")
+    expect(page.locator("tr[data-run]")).to_have_count(3)
+    page.click("#all-matching")
+    expect(page.locator("#how-many")).to_contain_text("3 runs")
+    shot(site, page, "runs-confirm")
+    page.click("button[data-action='Cancel 3 runs']")
+    expect(page.locator("#done")).to_contain_text("Cancellation asked for: 3 runs.")
+    for run in runs:
+        wait_for(functools.partial(ended, site, run.run_id), timeout=30)
+        assert site.do(get_run, site.q, run.run_id).status == "cancelled"
+
+    read_only = site.sign_in(browser, "read")
+    read_only.goto(f"/ui/runs/all/resume?status=cancelled&workflow=demo.nap&since={window}")
+    expect(read_only.locator("#how-many")).to_contain_text("3 runs")
+    expect(read_only.locator("button[data-action]")).to_have_count(0)
+    refused = read_only.request.post(
+        "/ui/runs/all/resume",
+        form={"csrf": _csrf(read_only), "back": f"status=cancelled&since={window}"},
+    )
+    assert refused.status == 403
+    assert site.do(get_run, site.q, runs[0].run_id).status == "cancelled"
+    read_only.context.close()
+    page.context.close()
