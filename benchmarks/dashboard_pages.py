@@ -29,7 +29,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,7 +44,7 @@ from psycopg import sql
 
 from benchmarks.http_api import server
 from benchmarks.pg import throwaway_database
-from querator import AsyncQuerator, Item
+from querator import AsyncQuerator, Item, QueueSettings
 from querator.workflows.layout import (
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
@@ -66,6 +66,9 @@ WORKFLOW = "bench.orders"
 RARE = "bench.rare"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 COUNT_KEY = "bench/filled"
+ITEMS_KEY = "bench/queued"
+WORK_QUEUE = "bench.work"
+WORK_SETTINGS = QueueSettings(lease_timeout=30, expire_timeout=86_400 * 30, partitions=4)
 
 
 def _status(n: int) -> RunStatus:
@@ -97,50 +100,77 @@ def run_items(n: int) -> list[Item]:
     return items
 
 
-async def _filled(aq: AsyncQuerator) -> int:
-    found = await aq.lookup(RESULTS_QUEUE, [COUNT_KEY])
-    return int(found[COUNT_KEY].payload) if COUNT_KEY in found else 0
+async def _filled(aq: AsyncQuerator, key: str) -> int:
+    found = await aq.lookup(RESULTS_QUEUE, [key])
+    return int(found[key].payload) if key in found else 0
 
 
-async def fill(url: str, size: int) -> float:
-    """Runs ``0 .. size-1`` stored (those already there are kept); seconds taken."""
+async def _bulk(
+    aq: AsyncQuerator, queue: str, make: Callable[[int], list[Item]], start: int, size: int
+) -> None:
+    """Produce ``make(n)`` for ``n`` in ``start .. size-1`` into ``queue``, 1,000
+    items a call, :data:`PARALLEL` calls in flight."""
+    began = time.monotonic()
+    send, receive = anyio.create_memory_object_stream[list[Item]](PARALLEL)
+
+    async def producer(batches: MemoryObjectReceiveStream[list[Item]]) -> None:
+        async with batches:
+            async for items in batches:
+                await aq.produce(queue, items)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(PARALLEL):
+            group.start_soon(producer, receive.clone())
+        receive.close()
+        async with send:
+            pending: list[Item] = []
+            for n in range(start, size):
+                pending += make(n)
+                if len(pending) > BATCH - 10:
+                    await send.send(pending)
+                    pending = []
+                if n % 100_000 == 0 and n:
+                    took = time.monotonic() - began
+                    print(f"  {queue}: {n:,} ({took:.0f} s)", file=sys.stderr)
+            if pending:
+                await send.send(pending)
+
+
+async def _mark(aq: AsyncQuerator, key: str, size: int) -> None:
+    counter = await aq.lookup(RESULTS_QUEUE, [key])
+    if key in counter:
+        await aq.delete_items(RESULTS_QUEUE, [counter[key].id])
+    await aq.produce(RESULTS_QUEUE, [Item(payload=str(size).encode(), dedup_key=key)])
+
+
+def queued_item(n: int) -> list[Item]:
+    """The ``n``-th item waiting in the work queue (a JSON order of ~100 bytes)."""
+    body = f'{{"order": {n}, "sku": "kettle-{n % 97}", "quantity": {1 + n % 5}}}'
+    return [Item(payload=body.encode(), kind="bench.order")]
+
+
+async def fill(url: str, size: int, items: int = 0) -> float:
+    """Runs ``0 .. size-1`` stored and ``items`` items waiting in the work queue
+    (those already there are kept); seconds taken."""
     began = time.monotonic()
     async with AsyncQuerator(url) as aq:
         await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
-        start = await _filled(aq)
-        send, receive = anyio.create_memory_object_stream[list[Item]](PARALLEL)
-
-        async def producer(batches: MemoryObjectReceiveStream[list[Item]]) -> None:
-            async with batches:
-                async for items in batches:
-                    await aq.produce(RESULTS_QUEUE, items)
-
-        async with anyio.create_task_group() as group:
-            for _ in range(PARALLEL):
-                group.start_soon(producer, receive.clone())
-            receive.close()
-            async with send:
-                pending: list[Item] = []
-                for n in range(start, size):
-                    pending += run_items(n)
-                    if len(pending) > BATCH - 10:
-                        await send.send(pending)
-                        pending = []
-                    if n % 50_000 == 0 and n:
-                        took = time.monotonic() - began
-                        print(f"  {n:,} runs ({took:.0f} s)", file=sys.stderr)
-                if pending:
-                    await send.send(pending)
-        counter = await aq.lookup(RESULTS_QUEUE, [COUNT_KEY])
-        if COUNT_KEY in counter:
-            await aq.delete_items(RESULTS_QUEUE, [counter[COUNT_KEY].id])
-        await aq.produce(RESULTS_QUEUE, [Item(payload=str(size).encode(), dedup_key=COUNT_KEY)])
+        await _bulk(aq, RESULTS_QUEUE, run_items, await _filled(aq, COUNT_KEY), size)
+        await _mark(aq, COUNT_KEY, size)
+        if items:
+            await aq.create_queue(WORK_QUEUE, WORK_SETTINGS, exist_ok=True)
+            await _bulk(aq, WORK_QUEUE, queued_item, await _filled(aq, ITEMS_KEY), items)
+            await _mark(aq, ITEMS_KEY, items)
     return time.monotonic() - began
 
 
-def pages(size: int) -> dict[str, str]:
+def pages(size: int, items: int) -> dict[str, str]:
     """The pages timed, by label."""
     newest = f"run-bench{size - 1:012d}"
+    work = {
+        f"queue {WORK_QUEUE}": f"/ui/queues/{WORK_QUEUE}",
+        f"items of {WORK_QUEUE}, partition 3": f"/ui/queues/{WORK_QUEUE}/items?partition=3",
+    }
     return {
         "runs (newest 50, counts)": "/ui/runs",
         "runs, page 2": f"/ui/runs?after=run-bench{size - 51:012d}",
@@ -157,14 +187,15 @@ def pages(size: int) -> dict[str, str]:
         "queue querator.results": f"/ui/queues/{RESULTS_QUEUE}",
         "items of querator.results": f"/ui/queues/{RESULTS_QUEUE}/items",
         "workers": "/ui/workers",
+        **(work if items else {}),
     }
 
 
-def time_pages(url: str, size: int, looks: int) -> dict[str, dict[str, float]]:
+def time_pages(url: str, size: int, items: int, looks: int) -> dict[str, dict[str, float]]:
     """Median and p95 (ms) of ``looks`` GETs of each page, and its first GET."""
     figures: dict[str, dict[str, float]] = {}
     with httpx.Client(base_url=url, timeout=120) as client:
-        for label, path in pages(size).items():
+        for label, path in pages(size, items).items():
             began = time.perf_counter()
             first = client.get(path)
             first_ms = (time.perf_counter() - began) * 1000
@@ -213,17 +244,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dashboard_pages")
     parser.add_argument("--sizes", default="10000,1000000")
     parser.add_argument("--looks", type=int, default=15)
+    parser.add_argument("--items", type=int, default=0, help="items waiting in a work queue")
     parser.add_argument("--url", help="a store to fill and keep (default: a throwaway database)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     report: dict[str, Any] = {"sizes": {}, "looks": args.looks}
     with store(args.url) as url:
         for size in sizes:
-            took = anyio.run(fill, url, size)
+            took = anyio.run(fill, url, size, args.items)
             analyze(url)
-            print(f"{size:,} runs stored (filled in {took:.0f} s)", file=sys.stderr)
+            print(f"{size:,} runs and {args.items:,} items stored ({took:.0f} s)", file=sys.stderr)
             with server(url) as (base, _pid):
-                figures = time_pages(base, size, args.looks)
+                figures = time_pages(base, size, args.items, args.looks)
             report["sizes"][size] = {"fill_seconds": took, "pages": figures}
             for label, f in figures.items():
                 print(
