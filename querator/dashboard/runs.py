@@ -18,13 +18,14 @@ from querator.dashboard.render import link, page
 from querator.dashboard.run_filters import Filters, counts, page_of_runs
 from querator.dashboard.session import Viewer
 from querator.dashboard.timeline import SCALE, lanes
+from querator.errors import InvalidArgument
 from querator.workflows.inspection import (
     RunInfo,
     get_run_async,
     run_infos_async,
 )
 from querator.workflows.layout import child_run_id
-from querator.workflows.rerun import resume_async
+from querator.workflows.rerun import fork_async, resume_async
 from querator.workflows.runs import AsyncRunHandle, RunStatus
 
 if TYPE_CHECKING:
@@ -134,6 +135,18 @@ async def cancel(request: Request, state: Served, viewer: Viewer) -> Response:
     await get_run_async(state.aq, run_id)  # RunNotFound before anything is written
     await AsyncRunHandle(state.aq, run_id).cancel("cancelled from the dashboard")
     return _back(request)
+
+
+async def fork(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Start a new run of the run's workflow and arguments that keeps the results
+    of its steps before ``from_step`` (as ``querator.workflows.fork``); its page."""
+    text = request.state.form.get("from_step")
+    try:
+        from_step = int(text) if isinstance(text, str) else -1
+    except ValueError:
+        raise InvalidArgument("from_step", f"must be a step's position, got {text!r}") from None
+    handle = await fork_async(state.aq, request.path_params["run_id"], from_step)
+    return RedirectResponse(link(request, "run", run_id=handle.run_id), status_code=303)
 
 
 async def resume(request: Request, state: Served, viewer: Viewer) -> Response:

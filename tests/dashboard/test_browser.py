@@ -446,3 +446,21 @@ def test_every_matching_run_is_cancelled_after_a_confirmation(site: Site, browse
     assert site.do(get_run, site.q, runs[0].run_id).status == "cancelled"
     read_only.context.close()
     page.context.close()
+
+
+def test_a_run_is_forked_from_a_step(site: Site, browser: Browser) -> None:
+    marker = site.scratch / f"fork-{site.backend}"
+    run = site.do(start, site.q, dispatch, "o-88", str(marker))
+    wait_for(functools.partial(ended, site, run.run_id), timeout=60)
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/runs/{run.run_id}")
+    page.select_option("form.fork select[name=from_step]", "1")
+    page.click("button[data-action=Fork]")
+    expect(page).not_to_have_url(f"{site.url}/ui/runs/{run.run_id}")
+    forked = page.url.rsplit("/", 1)[-1]
+    wait_for(functools.partial(ended, site, forked), timeout=60)
+    info = site.do(get_run, site.q, forked)
+    assert info.status == "completed" and info.workflow == "demo.dispatch"
+    assert info.steps[0].attempts == 2  # kept from the first run: not run again
+    expect(page.locator("#result")).to_contain_text("label for o-88")
+    page.context.close()
