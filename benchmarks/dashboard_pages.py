@@ -17,6 +17,12 @@ the median and p95 of ``--looks`` requests per page, timed by the client
 timed apart (``first``): the runs page with ``status=running`` prunes the stale
 ``running`` entries it walks over then.
 
+With ``--watchers N`` it then opens N live pages' event streams (as N
+browsers would) and reads the database's transactions per second before and
+while they are open (``pg_stat_database``, over ``--window`` seconds: use a
+throwaway database, which nothing else uses), and how long every stream
+takes to hear of a change.
+
 Without ``--url`` the store is a throwaway database, dropped at the end;
 with it, the store is kept, and a size it already holds is not filled again.
 Figures go to ``benchmarks/results/dashboard-<time>.json``.
@@ -43,7 +49,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from psycopg import sql
 
 from benchmarks.http_api import server
-from benchmarks.pg import throwaway_database
+from benchmarks.pg import throwaway_database, transactions
 from querator import AsyncQuerator, Item, QueueSettings
 from querator.workflows.layout import (
     RESULTS_QUEUE,
@@ -240,11 +246,57 @@ def store(url: str | None) -> Iterator[str]:
         yield dsn
 
 
+async def _watchers(url: str, base: str, count: int, window: float) -> dict[str, float]:
+    """``count`` live pages' event streams on the server at ``base``: the
+    database's transactions per second with none open, then with all open and
+    nothing changing, and how long until every stream got ``change`` after a
+    run's record lands."""
+    database = urlsplit(url).path.lstrip("/")
+    ready, changed = anyio.Semaphore(0, max_value=count), anyio.Semaphore(0, max_value=count)
+
+    async def stream(client: httpx.AsyncClient) -> None:
+        seen_ready = False
+        async with client.stream("GET", "/ui/events") as answer:
+            async for line in answer.aiter_lines():
+                if line == "event: ready" and not seen_ready:
+                    seen_ready = True
+                    ready.release()
+                elif line == "event: change" and seen_ready:
+                    changed.release()
+                    return
+
+    before = transactions(database)
+    await anyio.sleep(window)
+    idle = (transactions(database) - before) / window
+    limits = httpx.Limits(max_connections=count + 10, max_keepalive_connections=count + 10)
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=None, limits=limits) as client,
+        anyio.create_task_group() as group,
+    ):
+        for _ in range(count):
+            group.start_soon(stream, client)
+        for _ in range(count):
+            await ready.acquire()
+        await anyio.sleep(2.0)  # the opening requests' own statements settle
+        before = transactions(database)
+        await anyio.sleep(window)
+        watched = (transactions(database) - before) / window
+        began = time.monotonic()
+        async with AsyncQuerator(url) as aq:
+            await aq.produce(RESULTS_QUEUE, [Item(payload=b"", dedup_key="bench/poke")])
+        for _ in range(count):
+            await changed.acquire()
+        fanout = time.monotonic() - began
+    return {"idle_tps": idle, "watched_tps": watched, "fanout_seconds": fanout}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dashboard_pages")
     parser.add_argument("--sizes", default="10000,1000000")
     parser.add_argument("--looks", type=int, default=15)
     parser.add_argument("--items", type=int, default=0, help="items waiting in a work queue")
+    parser.add_argument("--watchers", type=int, default=0, help="live pages' streams to open")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds each rate is read over")
     parser.add_argument("--url", help="a store to fill and keep (default: a throwaway database)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -256,7 +308,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{size:,} runs and {args.items:,} items stored ({took:.0f} s)", file=sys.stderr)
             with server(url) as (base, _pid):
                 figures = time_pages(base, size, args.items, args.looks)
-            report["sizes"][size] = {"fill_seconds": took, "pages": figures}
+                watch = (
+                    anyio.run(_watchers, url, base, args.watchers, args.window)
+                    if args.watchers
+                    else {}
+                )
+            report["sizes"][size] = {"fill_seconds": took, "pages": figures, "watchers": watch}
+            if watch:
+                print(
+                    f"{args.watchers} live streams: {watch['idle_tps']:.1f} transactions/s "
+                    f"before, {watch['watched_tps']:.1f}/s while open and idle; every "
+                    f"stream got the change in {watch['fanout_seconds'] * 1000:.0f} ms"
+                )
             for label, f in figures.items():
                 print(
                     f"{size:>9,}  {label:<34} first {f['first']:8.1f} ms  "
