@@ -164,6 +164,12 @@ class Dashboard:
             Route("/runs/{run_id}/cancel", act(runs.cancel), methods=["POST"], name="cancel"),
             Route("/runs/{run_id}/resume", act(runs.resume), methods=["POST"], name="resume"),
             Route("/runs/{run_id}/fork", act(runs.fork), methods=["POST"], name="fork"),
+            Route(
+                "/runs/{run_id}/retry-compensation",
+                act(runs.retry_compensation),
+                methods=["POST"],
+                name="retry_compensation",
+            ),
             Route("/queues", view(queues.listing), name="queues"),
             Route("/queues/{name}", view(queues.detail), name="queue"),
             Route("/queues/{name}/items", view(queues.items), name="queue_items"),

@@ -1,7 +1,9 @@
-"""Bulk actions on runs: cancel or resume the ticked runs, or every run a
-filter selects (after a page that says how many).
+"""Bulk actions on runs: cancel or resume the ticked runs, or cancel, resume or
+retry the failed compensation of every run a filter selects (after a page
+that says how many).
 
 Each run is changed as a Python user changes it (``RunHandle.cancel``,
+``RunHandle.retry_compensation``,
 :func:`~querator.workflows.rerun.resume_async`), one at a time; the list
 then says how many were done and how many could not be.
 """
@@ -29,7 +31,11 @@ PICKED_MAX = 200
 """Runs one action on ticked rows may name."""
 MATCHING_MAX = 1_000
 """Runs one action on everything a filter selects changes at most (the newest)."""
-ACTIONS = {"cancel": ("running",), "resume": ("failed", "cancelled")}
+ACTIONS = {
+    "cancel": ("running",),
+    "resume": ("failed", "cancelled"),
+    "retry": ("compensation_failed",),
+}
 """Each action and the statuses it applies to."""
 
 
@@ -38,9 +44,11 @@ async def _apply(state: Served, action: str, run_ids: list[str]) -> tuple[int, i
     ok = failed = 0
     for run_id in run_ids:
         try:
+            handle = AsyncRunHandle(state.aq, run_id)
             if action == "cancel":
-                handle = AsyncRunHandle(state.aq, run_id)
                 done = await handle.cancel("cancelled from the dashboard")
+            elif action == "retry":
+                done = await handle.retry_compensation()
             else:
                 done = await resume_async(state.aq, run_id)
         except (InvalidArgument, Conflict, RunNotFound):  # a saga, a race, a stranger
@@ -83,7 +91,7 @@ async def resume_picked(request: Request, state: Served, viewer: Viewer) -> Resp
 def _action(request: Request, filters: Filters) -> str:
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidArgument("action", f"must be cancel or resume, got {action!r}")
+        raise InvalidArgument("action", f"must be one of {sorted(ACTIONS)}, got {action!r}")
     if filters.status is None or filters.status not in ACTIONS[action]:
         wanted = ACTIONS[action]
         raise InvalidArgument("status", f"{action} applies to runs filtered by status {wanted}")

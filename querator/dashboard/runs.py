@@ -68,7 +68,7 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
 def _done(request: Request) -> str:
     """What the last bulk action did, from the URL it redirected to."""
     action = request.query_params.get("done")
-    if action not in ("cancel", "resume"):
+    if action not in ("cancel", "resume", "retry"):
         return ""
     try:
         ok, failed = (
@@ -77,10 +77,12 @@ def _done(request: Request) -> str:
         )
     except ValueError:
         return ""
-    verb = "Cancellation asked for" if action == "cancel" else "Resumed"
+    verb = {"cancel": "Cancellation asked for", "resume": "Resumed"}.get(
+        action, "Compensation retried"
+    )
     text = f"{verb}: {ok} run{'s' if ok != 1 else ''}."
     if failed:
-        text += f" {failed} could not be (already ended, or not failed or cancelled)."
+        text += f" {failed} could not be (their status had changed, or a saga to fork)."
     return text
 
 
@@ -134,6 +136,12 @@ async def cancel(request: Request, state: Served, viewer: Viewer) -> Response:
     run_id = request.path_params["run_id"]
     await get_run_async(state.aq, run_id)  # RunNotFound before anything is written
     await AsyncRunHandle(state.aq, run_id).cancel("cancelled from the dashboard")
+    return _back(request)
+
+
+async def retry_compensation(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Run the failed compensation of a ``compensation_failed`` saga again."""
+    await AsyncRunHandle(state.aq, request.path_params["run_id"]).retry_compensation()
     return _back(request)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from querator import Item, Querator, QueueSettings
-from querator.workflows import RetryPolicy, Worker, sleep, step, workflow
+from querator.workflows import RetryPolicy, Worker, saga, sleep, step, workflow
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAILS = "shop.mails"
@@ -91,11 +91,39 @@ def dispatch(order: str, marker: str) -> dict[str, str]:
     return {"address": address, "label": label(order)}
 
 
+@step(name="demo.debit")
+def debit(account: str, marker: str) -> str:
+    """Takes money (the saga's first step)."""
+    return f"debited {account}"
+
+
+@debit.compensate(name="demo.credit_back", retry=None)
+def credit_back(account: str, marker: str, debited: str) -> None:
+    """Gives it back; fails while ``marker`` is missing (one attempt: the saga
+    ends ``compensation_failed`` until it is retried)."""
+    if not Path(marker).exists():
+        raise ConnectionError("the ledger is down")
+
+
+@step(name="demo.send_money", retry=None)
+def send_money(account: str) -> str:
+    """Always refused: the saga compensates."""
+    raise PermissionError(f"{account} is frozen")
+
+
+@saga(name="demo.transfer")
+def transfer(account: str, marker: str) -> str:
+    """A saga whose compensation fails until its marker exists."""
+    debit(account, marker)
+    return send_money(account)
+
+
 def worker(q: Querator) -> Worker:
     """A worker serving the order saga and the demo workflows."""
     shop = order_example()
     functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
     demo = [gate, wait_for_file, nap, flaky_lookup, label, dispatch]
+    demo += [debit, send_money, transfer]
     return Worker(q, [*functions, *demo], client_id=WORKER_ID)
 
 

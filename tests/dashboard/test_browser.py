@@ -27,6 +27,7 @@ from dashboard.demo_app import (
     nap,
     open_gate,
     order_example,
+    transfer,
 )
 from dashboard.sites import IMAGES, Site, shot
 from querator import Item, QueueSettings
@@ -463,4 +464,26 @@ def test_a_run_is_forked_from_a_step(site: Site, browser: Browser) -> None:
     assert info.status == "completed" and info.workflow == "demo.dispatch"
     assert info.steps[0].attempts == 2  # kept from the first run: not run again
     expect(page.locator("#result")).to_contain_text("label for o-88")
+    page.context.close()
+
+
+def test_a_failed_compensation_is_retried(site: Site, browser: Browser) -> None:
+    marker = site.scratch / f"ledger-{site.backend}"
+    run = site.do(start, site.q, transfer, f"acct-{site.backend}", str(marker))
+    wait_for(
+        lambda: site.do(get_run, site.q, run.run_id).status == "compensation_failed",
+        timeout=60,
+        message="the saga's compensation failed",
+    )
+    page = site.sign_in(browser, "write")
+    page.goto("/ui/runs?status=compensation_failed&workflow=demo.transfer")
+    expect(page.locator(f"tr[data-run='{run.run_id}']")).to_be_visible()
+    page.click("#all-matching")
+    expect(page.locator("#how-many")).to_contain_text("retries the failed compensation of")
+    page.goto(f"/ui/runs/{run.run_id}")
+    expect(page.locator("h1 .badge")).to_have_text("compensation_failed")
+    marker.write_text("the ledger is back")
+    page.click("button[data-action='Retry compensation']")
+    expect(page.locator("h1 .badge")).to_have_text("compensated")
+    assert site.do(get_run, site.q, run.run_id).status == "compensated"
     page.context.close()
