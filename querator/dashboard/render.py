@@ -86,6 +86,15 @@ def payload(data: bytes) -> str:
     return pretty(text)
 
 
+def dom_id(value: str) -> str:
+    """``value`` made safe for an element id that CSS selectors can name
+    (htmx finds preserved elements by such a selector): letters, digits,
+    ``-`` and ``_`` kept, every other character as ``_`` and its code point."""
+    return "".join(
+        c if c.isascii() and (c.isalnum() or c in "-_") else f"_{ord(c):x}" for c in value
+    )
+
+
 ROUTER_KEY = "querator.dashboard.router"
 """Where the dashboard's app leaves its router in the ASGI scope (for :func:`link`)."""
 
@@ -106,7 +115,7 @@ def url_for(context: Context, route: str, /, **params: Any) -> str:
 ENV = Environment(
     loader=PackageLoader("querator.dashboard", "templates"), autoescape=True, auto_reload=False
 )
-ENV.filters.update(when=when, seconds=seconds, pretty=pretty, payload=payload)
+ENV.filters.update(when=when, seconds=seconds, pretty=pretty, payload=payload, dom_id=dom_id)
 ENV.globals.update(between=between, url_for=url_for)
 
 

@@ -390,6 +390,7 @@ def test_selected_dead_letters_are_requeued_and_purged(site: Site, browser: Brow
     expect(page.locator(f"tr[data-item='{fourth}']")).to_be_visible()
     dead = site.do(site.q.list_items, f"{MAILS}-dead", limit=1000)
     assert third not in {item.id for item in dead} and fourth in {item.id for item in dead}
+    assert site.do(site.q.list_items, MAILS, limit=1000) == []  # purged, not requeued
     page.context.close()
 
 
@@ -486,4 +487,20 @@ def test_a_failed_compensation_is_retried(site: Site, browser: Browser) -> None:
     page.click("button[data-action='Retry compensation']")
     expect(page.locator("h1 .badge")).to_have_text("compensated")
     assert site.do(get_run, site.q, run.run_id).status == "compensated"
+    page.context.close()
+
+
+def test_a_queue_page_shows_new_dead_letters_without_reload(site: Site, browser: Browser) -> None:
+    (kept,) = site.do(bounce_mails, site.q, [f"kept-{site.backend}@example.com"])
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/queues/{MAILS}")
+    expect(page.locator("body")).to_have_attribute("data-live-state", "open")
+    page.locator(f"tr[data-item='{kept}'] input[type=checkbox]").check()
+    page.evaluate("window.notReloaded = true")
+
+    (arrived,) = site.do(bounce_mails, site.q, [f"live-{site.backend}@example.com"])
+
+    expect(page.locator(f"tr[data-item='{arrived}']")).to_be_visible()
+    expect(page.locator(f"tr[data-item='{kept}'] input[type=checkbox]")).to_be_checked()
+    assert page.evaluate("window.notReloaded") is True
     page.context.close()
