@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from querator.dashboard import queues, runs, schedules
+from querator.dashboard import queues, run_bulk, runs, schedules, webhooks, workers
 from querator.dashboard.live import events
 from querator.dashboard.render import ROUTER_KEY, link, page
 from querator.dashboard.session import (
@@ -55,7 +55,13 @@ class Served(Protocol):
 
 
 Handler = Callable[[Request, Served, Viewer], Awaitable[Response]]
-_STATUS = {Unauthorized: 401, Forbidden: 403, RunNotFound: 404, QueueNotFound: 404}
+_STATUS: dict[type[Exception], int] = {
+    Unauthorized: 401,
+    Forbidden: 403,
+    RunNotFound: 404,
+    QueueNotFound: 404,
+    LookupError: 404,  # the webhooks' EndpointNotFound, MessageNotFound, DeliveryNotFound
+}
 
 
 def _error_page(request: Request, exc: QueratorError, who: Viewer | None) -> Response:
@@ -141,11 +147,32 @@ class Dashboard:
             Route("/login", self.login, methods=["POST"], name="login_post"),
             Route("/logout", self.logout, methods=["POST"], name="logout"),
             Route("/runs", view(runs.listing), name="runs"),
+            Route(
+                "/runs/cancel", act(run_bulk.cancel_picked), methods=["POST"], name="cancel_picked"
+            ),
+            Route(
+                "/runs/resume", act(run_bulk.resume_picked), methods=["POST"], name="resume_picked"
+            ),
+            Route("/runs/all/{action}", view(run_bulk.confirm_matching), name="matching"),
+            Route(
+                "/runs/all/{action}",
+                act(run_bulk.act_on_matching),
+                methods=["POST"],
+                name="matching_post",
+            ),
             Route("/runs/{run_id}", view(runs.detail), name="run"),
             Route("/runs/{run_id}/cancel", act(runs.cancel), methods=["POST"], name="cancel"),
             Route("/runs/{run_id}/resume", act(runs.resume), methods=["POST"], name="resume"),
+            Route("/runs/{run_id}/fork", act(runs.fork), methods=["POST"], name="fork"),
+            Route(
+                "/runs/{run_id}/retry-compensation",
+                act(runs.retry_compensation),
+                methods=["POST"],
+                name="retry_compensation",
+            ),
             Route("/queues", view(queues.listing), name="queues"),
             Route("/queues/{name}", view(queues.detail), name="queue"),
+            Route("/queues/{name}/items", view(queues.items), name="queue_items"),
             Route("/queues/{name}/requeue", act(queues.requeue), methods=["POST"], name="requeue"),
             Route("/queues/{name}/purge", act(queues.purge), methods=["POST"], name="purge"),
             Route("/schedules", view(schedules.listing), name="schedules"),
@@ -168,6 +195,31 @@ class Dashboard:
                 name="schedule_trigger",
             ),
             Route("/locks", view(schedules.locks), name="locks"),
+            Route("/webhooks", view(webhooks.listing), name="webhooks"),
+            Route(
+                "/webhooks/endpoints/{endpoint_id}",
+                view(webhooks.endpoint),
+                name="webhook_endpoint",
+            ),
+            Route(
+                "/webhooks/endpoints/{endpoint_id}/disable",
+                act(webhooks.disable),
+                methods=["POST"],
+                name="webhook_disable",
+            ),
+            Route(
+                "/webhooks/endpoints/{endpoint_id}/enable",
+                act(webhooks.enable),
+                methods=["POST"],
+                name="webhook_enable",
+            ),
+            Route(
+                "/webhooks/messages/{message_id}", view(webhooks.message), name="webhook_message"
+            ),
+            Route(
+                "/webhooks/redrive", act(webhooks.redrive), methods=["POST"], name="webhook_redrive"
+            ),
+            Route("/workers", view(workers.listing), name="workers"),
             Route("/events", view(events), name="events"),
             Mount(
                 "/static", StaticFiles(packages=[("querator.dashboard", "static")]), name="static"

@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse, Response
 
 from querator.dashboard.render import link, page
 from querator.dashboard.session import Viewer
-from querator.errors import QueueNotFound
+from querator.errors import InvalidArgument, QueueNotFound
 from querator.queue.dead_letters import dead_letters_async, purge_async, requeue_async
 from querator.queue.models import QueueGauges, QueueInfo
 
@@ -29,6 +29,8 @@ PAGE = 200
 """Queues a page lists."""
 DEAD_SHOWN = 100
 """Dead letters the queue page shows."""
+ITEMS_SHOWN = 50
+"""Items a page of the item browser shows."""
 
 
 class Row:
@@ -66,6 +68,36 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
         dead = await dead_letters_async(state.aq, info.name, DEAD_SHOWN)
     row = await _row(state, info)
     return page(request, "queue.html", viewer, row=row, dead=dead)
+
+
+async def items(request: Request, state: Served, viewer: Viewer) -> Response:
+    """``/ui/queues/{name}/items?partition=&after=&scheduled=``: a page of one
+    partition's items in id order (only those scheduled for later with
+    ``scheduled=1``), each with a bounded, binary-safe payload preview."""
+    info = await state.aq.get_queue(request.path_params["name"])
+    params = request.query_params
+    try:
+        partition = int(params.get("partition") or 0)
+    except ValueError:
+        raise InvalidArgument("partition", "must be a number") from None
+    after = params.get("after") or None
+    scheduled = params.get("scheduled") == "1"
+    lister = state.aq.list_scheduled if scheduled else state.aq.list_items
+    found = await lister(info.name, partition=partition, pivot=after, limit=ITEMS_SHOWN + 1)
+    found = [item for item in found if item.id != after][:ITEMS_SHOWN]
+    more = found[-1].id if len(found) == ITEMS_SHOWN else None
+    return page(
+        request,
+        "queue_items.html",
+        viewer,
+        info=info,
+        items=found,
+        partition=partition,
+        scheduled=scheduled,
+        after=after,
+        more=more,
+        now=state.aq.clock.now(),
+    )
 
 
 def _chosen(form_ids: list[str]) -> list[str] | None:

@@ -67,12 +67,32 @@ def pretty(text: str | None) -> str:
     return shown if len(shown) <= PREVIEW else shown[:PREVIEW] + " …"
 
 
+PAYLOAD_READ = 4 * PREVIEW
+"""Bytes of a payload a preview decodes at most (a big payload is never parsed whole)."""
+
+
 def payload(data: bytes) -> str:
-    """A payload's preview: its text when it is UTF-8, else its first bytes in hex."""
+    """A payload's preview: its text when it is UTF-8 (indented JSON when it is
+    JSON and short enough to parse), else its first bytes in hex."""
+    head = data[:PAYLOAD_READ]
     try:
-        return pretty(data.decode())
-    except UnicodeDecodeError:
-        return f"({len(data)} bytes) " + data[: PREVIEW // 2].hex()
+        text = head.decode()
+    except UnicodeDecodeError as exc:
+        if len(head) == len(data) or exc.start < len(head) - 3:
+            return f"({len(data)} bytes) " + data[: PREVIEW // 2].hex()
+        text = head[: exc.start].decode()  # the cut fell inside a character
+    if len(head) < len(data):
+        return text[:PREVIEW] + " …"
+    return pretty(text)
+
+
+def dom_id(value: str) -> str:
+    """``value`` made safe for an element id that CSS selectors can name
+    (htmx finds preserved elements by such a selector): letters, digits,
+    ``-`` and ``_`` kept, every other character as ``_`` and its code point."""
+    return "".join(
+        c if c.isascii() and (c.isalnum() or c in "-_") else f"_{ord(c):x}" for c in value
+    )
 
 
 ROUTER_KEY = "querator.dashboard.router"
@@ -95,7 +115,7 @@ def url_for(context: Context, route: str, /, **params: Any) -> str:
 ENV = Environment(
     loader=PackageLoader("querator.dashboard", "templates"), autoescape=True, auto_reload=False
 )
-ENV.filters.update(when=when, seconds=seconds, pretty=pretty, payload=payload)
+ENV.filters.update(when=when, seconds=seconds, pretty=pretty, payload=payload, dom_id=dom_id)
 ENV.globals.update(between=between, url_for=url_for)
 
 

@@ -9,18 +9,23 @@ what a Python user calls.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast, get_args
+from typing import TYPE_CHECKING, get_args
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from querator.dashboard.render import link, page
+from querator.dashboard.run_filters import Filters, counts, page_of_runs
 from querator.dashboard.session import Viewer
-from querator.errors import InvalidArgument, QueueNotFound
-from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
-from querator.workflows.keys import RESULTS_QUEUE
-from querator.workflows.rerun import resume_async
-from querator.workflows.run_index import facet_prefix
+from querator.dashboard.timeline import SCALE, lanes
+from querator.errors import InvalidArgument
+from querator.workflows.inspection import (
+    RunInfo,
+    get_run_async,
+    run_infos_async,
+)
+from querator.workflows.keys import child_run_id
+from querator.workflows.rerun import fork_async, resume_async
 from querator.workflows.runs import AsyncRunHandle, RunStatus
 
 if TYPE_CHECKING:
@@ -28,37 +33,10 @@ if TYPE_CHECKING:
 
 PAGE = 50
 """Runs a page lists."""
-COUNT_CAP = 1000
-"""Index entries counted per status (one index page): above it the page shows ``1000+``."""
-INDEXED = ("running", "completed", "failed", "cancelled", "compensated")
-"""The statuses the run index keeps entries for (pending saga states are ``running`` there)."""
-
-
-def _filters(request: Request) -> dict[str, Any]:
-    """The list's filters from the query string (empty values: no filter)."""
-    status = request.query_params.get("status") or None
-    if status is not None and status not in get_args(RunStatus):
-        raise InvalidArgument("status", f"must be one of {get_args(RunStatus)}, got {status!r}")
-    return {
-        "status": cast("RunStatus | None", status),
-        "workflow": request.query_params.get("workflow") or None,
-    }
-
-
-async def _counts(state: Served, workflow: str | None) -> dict[str, str]:
-    """Runs by status, from the index: one key scan of at most COUNT_CAP keys each,
-    never a count of the stored runs (entries of runs that changed status and
-    were not yet pruned by a listing are counted too)."""
-    counts: dict[str, str] = {}
-    for status in INDEXED:
-        try:
-            found = await state.aq.scan_keys(
-                RESULTS_QUEUE, facet_prefix(workflow, status), limit=COUNT_CAP
-            )
-        except QueueNotFound:
-            return {}
-        counts[status] = f"{COUNT_CAP}+" if len(found) == COUNT_CAP else str(len(found))
-    return counts
+CHILD_WINDOW = 64
+"""Positions past a run's last known step call probed for child runs."""
+CHILD_POSITIONS = 2_000
+"""Positions probed for child runs at most."""
 
 
 async def home(request: Request, state: Served, viewer: Viewer) -> Response:
@@ -67,11 +45,12 @@ async def home(request: Request, state: Served, viewer: Viewer) -> Response:
 
 
 async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
-    """``/ui/runs?status=&workflow=&after=``: a page of runs, newest first."""
-    filters = _filters(request)
+    """``/ui/runs?status=&workflow=&since=&until=&id=&after=``: a page of runs,
+    newest first (see :mod:`querator.dashboard.run_filters`)."""
+    filters = Filters.of(request.query_params)
     after = request.query_params.get("after") or None
-    found = await list_runs_async(state.aq, after=after, limit=PAGE + 1, **filters)
-    more = found[PAGE - 1].run_id if len(found) > PAGE else None
+    found = await page_of_runs(state.aq, filters, after, PAGE + 1)
+    more = found[PAGE - 1].run_id if len(found) > PAGE and filters.run_id is None else None
     return page(
         request,
         "runs.html",
@@ -80,15 +59,60 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
         filters=filters,
         after=after,
         more=more,
-        counts=await _counts(state, filters["workflow"]),
+        counts=await counts(state.aq, filters.workflow),
         statuses=get_args(RunStatus),
+        done=_done(request),
     )
 
 
+def _done(request: Request) -> str:
+    """What the last bulk action did, from the URL it redirected to."""
+    action = request.query_params.get("done")
+    if action not in ("cancel", "resume", "retry"):
+        return ""
+    try:
+        ok, failed = (
+            int(request.query_params.get("ok", 0)),
+            int(request.query_params.get("failed", 0)),
+        )
+    except ValueError:
+        return ""
+    verb = {"cancel": "Cancellation asked for", "resume": "Resumed"}.get(
+        action, "Compensation retried"
+    )
+    text = f"{verb}: {ok} run{'s' if ok != 1 else ''}."
+    if failed:
+        text += f" {failed} could not be (their status had changed, or a saga to fork)."
+    return text
+
+
 async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
-    """``/ui/runs/{run_id}``: a run with its steps, what it waits for, its saga."""
+    """``/ui/runs/{run_id}``: a run with its timeline, steps, child runs, what it
+    waits for, its saga."""
     run = await get_run_async(state.aq, request.path_params["run_id"])
-    return page(request, "run.html", viewer, run=run, spans=step_spans(run))
+    children = await child_runs(state, run)
+    return page(
+        request,
+        "run.html",
+        viewer,
+        run=run,
+        spans=step_spans(run),
+        children=children,
+        lanes=lanes(run, children, state.aq.clock.now()),
+        scale=SCALE,
+    )
+
+
+async def child_runs(state: Served, run: RunInfo) -> dict[int, RunInfo]:
+    """The child runs of ``run`` by the position that started them: the children
+    a body may have started (their ids derive from the parent's id and the
+    call's position), looked up for every position of an ended or pending
+    step call and :data:`CHILD_WINDOW` past the last."""
+    known = [s.position for s in run.steps] + [p.position for p in run.pending]
+    top = min(CHILD_POSITIONS, max(known, default=-1) + 1 + CHILD_WINDOW)
+    ids = {child_run_id(run.run_id, position): position for position in range(top)}
+    found = await run_infos_async(state.aq, list(ids))
+    return {ids[run_id]: info for run_id, info in found.items()}
 
 
 def step_spans(run: RunInfo) -> dict[int, float]:
@@ -113,6 +137,24 @@ async def cancel(request: Request, state: Served, viewer: Viewer) -> Response:
     await get_run_async(state.aq, run_id)  # RunNotFound before anything is written
     await AsyncRunHandle(state.aq, run_id).cancel("cancelled from the dashboard")
     return _back(request)
+
+
+async def retry_compensation(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Run the failed compensation of a ``compensation_failed`` saga again."""
+    await AsyncRunHandle(state.aq, request.path_params["run_id"]).retry_compensation()
+    return _back(request)
+
+
+async def fork(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Start a new run of the run's workflow and arguments that keeps the results
+    of its steps before ``from_step`` (as ``querator.workflows.fork``); its page."""
+    text = request.state.form.get("from_step")
+    try:
+        from_step = int(text) if isinstance(text, str) else -1
+    except ValueError:
+        raise InvalidArgument("from_step", f"must be a step's position, got {text!r}") from None
+    handle = await fork_async(state.aq, request.path_params["run_id"], from_step)
+    return RedirectResponse(link(request, "run", run_id=handle.run_id), status_code=303)
 
 
 async def resume(request: Request, state: Served, viewer: Viewer) -> Response:

@@ -82,6 +82,8 @@ class Poller(View):
     """Now-ish for a live worker; else when it stopped (or last renewed)."""
     item_id: str
     """The id of its entry."""
+    started_at: datetime | None = None
+    """When it started (None from an entry that does not say)."""
 
 
 def _poller(item: StoredItem, now: datetime) -> Poller | None:
@@ -103,6 +105,7 @@ def _poller(item: StoredItem, now: datetime) -> Poller | None:
         live=live,
         last_seen=seen,
         item_id=item.id,
+        started_at=record.started_at,
     )
 
 

@@ -53,6 +53,8 @@ class PendingStep(View):
     """When it may run (later than now: waiting for a retry or a deferral)."""
     compensation: bool = False
     """True for a saga's compensation."""
+    worker: str | None = None
+    """While a worker runs it: that worker's client id."""
 
 
 class CompensationInfo(View):
@@ -122,6 +124,7 @@ def pending_steps(items: Sequence[tuple[str, StoredItem]]) -> list[PendingStep]:
                     leased_until=item.lease_deadline,
                     due_at=item.available_at,
                     compensation=payload.slot is not None,
+                    worker=item.client_id if item.lease_deadline is not None else None,
                 )
             )
     return sorted(found, key=lambda p: (p.compensation, p.position))

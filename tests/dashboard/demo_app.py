@@ -12,11 +12,13 @@ from pathlib import Path
 from types import ModuleType
 
 from querator import Item, Querator, QueueSettings
-from querator.workflows import Worker, sleep, step, workflow
+from querator.workflows import RetryPolicy, Worker, saga, sleep, step, workflow
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAILS = "shop.mails"
 MAILS_DEAD = "shop.mails-dead"
+WORKER_ID = "shop-worker-1"
+"""The client id of the site's worker (the Workers page shows it)."""
 GATE_SECONDS = 120.0
 """How long the gate step waits for its file before it gives up."""
 
@@ -45,6 +47,15 @@ def wait_for_file(path: str) -> str:
     return Path(path).read_text()
 
 
+def open_gate(path: Path, text: str) -> None:
+    """Open the gate at ``path`` with ``text``, atomically: the file appears
+    whole (written beside it, then renamed), so the step never reads it while
+    it is still empty."""
+    ajar = path.with_name(path.name + ".ajar")
+    ajar.write_text(text)
+    ajar.replace(path)
+
+
 @workflow(name="demo.gate")
 def gate(path: str) -> dict[str, str]:
     """A run that stays running until its file appears."""
@@ -58,11 +69,62 @@ def nap(note: str) -> str:
     return note
 
 
+@step(name="demo.flaky_lookup", retry=RetryPolicy(max_attempts=3, initial=0.05, jitter=False))
+def flaky_lookup(marker: str) -> str:
+    """Fails its first attempt (it leaves ``marker`` behind), then returns."""
+    if not Path(marker).exists():
+        Path(marker).write_text("tried once")
+        raise ConnectionError("the address book did not answer")
+    return "found"
+
+
+@workflow(name="demo.label")
+def label(order: str) -> str:
+    """A child run: prints a shipping label."""
+    return f"label for {order}"
+
+
+@workflow(name="demo.dispatch")
+def dispatch(order: str, marker: str) -> dict[str, str]:
+    """A parent run: a step that is retried once, then a child run."""
+    address = flaky_lookup(marker)
+    return {"address": address, "label": label(order)}
+
+
+@step(name="demo.debit")
+def debit(account: str, marker: str) -> str:
+    """Takes money (the saga's first step)."""
+    return f"debited {account}"
+
+
+@debit.compensate(name="demo.credit_back", retry=None)
+def credit_back(account: str, marker: str, debited: str) -> None:
+    """Gives it back; fails while ``marker`` is missing (one attempt: the saga
+    ends ``compensation_failed`` until it is retried)."""
+    if not Path(marker).exists():
+        raise ConnectionError("the ledger is down")
+
+
+@step(name="demo.send_money", retry=None)
+def send_money(account: str) -> str:
+    """Always refused: the saga compensates."""
+    raise PermissionError(f"{account} is frozen")
+
+
+@saga(name="demo.transfer")
+def transfer(account: str, marker: str) -> str:
+    """A saga whose compensation fails until its marker exists."""
+    debit(account, marker)
+    return send_money(account)
+
+
 def worker(q: Querator) -> Worker:
     """A worker serving the order saga and the demo workflows."""
     shop = order_example()
     functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
-    return Worker(q, [*functions, gate, wait_for_file, nap])
+    demo = [gate, wait_for_file, nap, flaky_lookup, label, dispatch]
+    demo += [debit, send_money, transfer]
+    return Worker(q, [*functions, *demo], client_id=WORKER_ID)
 
 
 def create_queues(q: Querator) -> None:

@@ -57,3 +57,9 @@ class Site:
         tab.click("form.login button")
         expect(tab).to_have_url(f"{self.url}/ui/runs")
         return tab
+
+
+def shot(site: Site, page: Page, name: str) -> None:
+    """Save the page as docs/img/dashboard-NAME.png (from the SQLite run only)."""
+    if site.backend == "sqlite":
+        page.screenshot(path=str(IMAGES / f"dashboard-{name}.png"), full_page=True)

@@ -11,24 +11,30 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect
 from polling import wait_for
 
-from dashboard.demo_app import MAILS, bounce_mails, deliver_mails, gate, nap, order_example
-from dashboard.sites import IMAGES, Site
+from dashboard.demo_app import (
+    MAILS,
+    bounce_mails,
+    deliver_mails,
+    dispatch,
+    gate,
+    nap,
+    open_gate,
+    order_example,
+    transfer,
+)
+from dashboard.sites import IMAGES, Site, shot
+from querator import Item, QueueSettings
 from querator.locks import Semaphore
 from querator.workflows import get_run, get_schedule, schedule, start
 
 expect.set_options(timeout=20_000)
-
-
-def shot(site: Site, page: Page, name: str) -> None:
-    """Save the page as docs/img/dashboard-NAME.png (from the SQLite run only)."""
-    if site.backend == "sqlite":
-        page.screenshot(path=str(IMAGES / f"dashboard-{name}.png"), full_page=True)
 
 
 def ended(site: Site, run_id: str) -> bool:
@@ -80,7 +86,7 @@ def test_a_run_page_goes_from_running_to_completed_without_reload(
     expect(page.locator("body")).to_have_attribute("data-live-state", "open")
     page.evaluate("window.notReloaded = true")
 
-    gate_file.write_text("the test")
+    open_gate(gate_file, "the test")
 
     wait_for(functools.partial(ended, site, run.run_id), timeout=30)
     expect(page.locator("h1 .badge")).to_have_text("completed")
@@ -281,3 +287,220 @@ def test_locks_show_their_holders_and_fencing_tokens(site: Site, browser: Browse
         page.context.close()
     finally:
         site.do(semaphore.release, permit)
+
+
+def test_a_run_page_shows_its_timeline_retries_and_child_runs(site: Site, browser: Browser) -> None:
+    marker = site.scratch / f"flaky-{site.backend}"
+    run = site.do(start, site.q, dispatch, "o-77", str(marker))
+    wait_for(functools.partial(ended, site, run.run_id), timeout=60)
+    child = site.do(get_run, site.q, run.run_id).steps[1]
+    assert child.step == "demo.label"
+
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/runs/{run.run_id}")
+    lookup = page.locator("table.timeline tr[data-lane='0']")
+    expect(lookup).to_contain_text("demo.flaky_lookup")
+    expect(lookup).to_contain_text("1 retried")
+    expect(lookup.locator("rect.bar.completed")).to_have_count(1)
+    labelled = page.locator("table.timeline tr[data-lane='1']")
+    expect(labelled.locator("a")).to_have_text("demo.label")
+    expect(page.locator("table.children")).to_contain_text("completed")
+    shot(site, page, "run-timeline")
+
+    labelled.locator("a").click()
+    expect(page.locator("#result")).to_contain_text("label for o-77")
+    page.click(f"dl.facts a[href='/ui/runs/{run.run_id}']")  # the parent link
+    expect(page).to_have_url(f"{site.url}/ui/runs/{run.run_id}")
+    page.context.close()
+
+
+def test_runs_are_filtered_by_time_and_id(site: Site, browser: Browser) -> None:
+    first = site.do(start, site.q, nap, "filtered first")
+    between = site.do(get_run, site.q, first.run_id).started_at
+    second = site.do(start, site.q, nap, "filtered second")
+    page = site.sign_in(browser, "read")
+
+    page.goto(f"/ui/runs?id={second.run_id[:12]}")
+    expect(page.locator(f"tr[data-run='{second.run_id}']")).to_be_visible()
+    assert all(
+        run_id.startswith(second.run_id[:12])
+        for run_id in page.locator("tr[data-run]").evaluate_all(
+            "rows => rows.map(r => r.dataset.run)"
+        )
+    )
+    since = (between + timedelta(microseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    page.goto(f"/ui/runs?workflow=demo.nap&since={since}")
+    expect(page.locator(f"tr[data-run='{second.run_id}']")).to_be_visible()
+    expect(page.locator(f"tr[data-run='{first.run_id}']")).to_have_count(0)
+    page.goto(f"/ui/runs?workflow=demo.nap&until={since}")
+    expect(page.locator(f"tr[data-run='{first.run_id}']")).to_be_visible()
+    expect(page.locator(f"tr[data-run='{second.run_id}']")).to_have_count(0)
+    page.goto("/ui/runs?since=yesterday")
+    expect(page.locator("p.error")).to_contain_text("since")
+    page.context.close()
+
+
+def test_selected_runs_are_cancelled_and_resumed_in_bulk(site: Site, browser: Browser) -> None:
+    runs = [site.do(start, site.q, nap, f"bulk {n}") for n in range(3)]
+    page = site.sign_in(browser, "write")
+    page.goto("/ui/runs?workflow=demo.nap")
+    picked = runs[:2]
+    for run in picked:
+        page.locator(f"#pick-{run.run_id}").check()
+    # a live refresh (a run starts) keeps the ticks
+    extra = site.do(start, site.q, nap, "arrives while rows are ticked")
+    expect(page.locator(f"tr[data-run='{extra.run_id}']")).to_be_visible()
+    expect(page.locator(f"#pick-{picked[0].run_id}")).to_be_checked()
+    page.click("button[data-action='Cancel selected']")
+    expect(page.locator("#done")).to_contain_text("Cancellation asked for: 2 runs.")
+    expect(page).to_have_url(re.compile(r"workflow=demo\.nap"))
+    for run in picked:
+        wait_for(functools.partial(ended, site, run.run_id), timeout=30)
+        assert site.do(get_run, site.q, run.run_id).status == "cancelled"
+    assert site.do(get_run, site.q, runs[2].run_id).cancel_requested is False
+
+    page.goto("/ui/runs?workflow=demo.nap&status=cancelled")
+    for run in picked:
+        page.locator(f"#pick-{run.run_id}").check()
+    page.click("button[data-action='Resume selected']")
+    expect(page.locator("#done")).to_contain_text("Resumed: 2 runs.")
+    for run in picked:
+        assert site.do(get_run, site.q, run.run_id).status == "running"
+    shot(site, page, "runs-filtered")
+    page.context.close()
+
+
+def test_selected_dead_letters_are_requeued_and_purged(site: Site, browser: Browser) -> None:
+    mails = [f"{n}-bulk-{site.backend}@example.com" for n in range(4)]
+    first, second, third, fourth = site.do(bounce_mails, site.q, mails)
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/queues/{MAILS}")
+    for item_id in (first, second):
+        page.locator(f"tr[data-item='{item_id}'] input[type=checkbox]").check()
+    page.click("button[data-action='Requeue selected']")
+    expect(page.locator(f"tr[data-item='{first}']")).to_have_count(0)
+    expect(page.locator(f"tr[data-item='{second}']")).to_have_count(0)
+    expect(page.locator(f"tr[data-item='{third}']")).to_be_visible()
+    assert site.do(deliver_mails, site.q) == 2
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.locator(f"tr[data-item='{third}'] input[type=checkbox]").check()
+    page.click("button[data-action='Purge selected']")
+    expect(page.locator(f"tr[data-item='{third}']")).to_have_count(0)
+    expect(page.locator(f"tr[data-item='{fourth}']")).to_be_visible()
+    dead = site.do(site.q.list_items, f"{MAILS}-dead", limit=1000)
+    assert third not in {item.id for item in dead} and fourth in {item.id for item in dead}
+    assert site.do(site.q.list_items, MAILS, limit=1000) == []  # purged, not requeued
+    page.context.close()
+
+
+def test_the_item_browser_pages_through_a_queue(site: Site, browser: Browser) -> None:
+    queue = f"shop.invoices-{site.backend}"
+    site.do(site.q.create_queue, queue, QueueSettings(lease_timeout=30, expire_timeout=86_400))
+    texts = [Item(payload=f'{{"invoice": {n}}}'.encode(), kind="invoice") for n in range(55)]
+    binary = Item(payload=bytes([0xFF, 0x00, 0x9C, 0x42]), kind="invoice.pdf")
+    later = Item(
+        payload=b"later", kind="invoice", enqueue_at=datetime.now(UTC) + timedelta(hours=1)
+    )
+    ids = site.do(site.q.produce, queue, [*texts, binary, later])
+
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/queues/{queue}")
+    page.click("#browse")
+    expect(page.locator("table.items tbody tr")).to_have_count(50)
+    expect(page.locator(f"tr[data-item='{ids[0]}'] pre")).to_contain_text('"invoice": 0')
+    shot(site, page, "queue-items")
+    page.click("a[rel=next]")
+    expect(page.locator(f"tr[data-item='{ids[55]}'] pre")).to_contain_text("(4 bytes) ff009c42")
+    expect(page.locator(f"tr[data-item='{ids[0]}']")).to_have_count(0)
+    page.select_option("select[name=scheduled]", "1")
+    page.click("form.filters button")
+    expect(page.locator("table.items tbody tr")).to_have_count(1)
+    expect(page.locator(f"tr[data-item='{ids[56]}']")).to_contain_text("scheduled for")
+    page.context.close()
+
+
+def test_every_matching_run_is_cancelled_after_a_confirmation(site: Site, browser: Browser) -> None:
+    runs = [site.do(start, site.q, nap, f"all {n}") for n in range(3)]
+    since = site.do(get_run, site.q, runs[0].run_id).started_at
+    window = since.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/runs?status=running&workflow=demo.nap&since={window}")
+    expect(page.locator("tr[data-run]")).to_have_count(3)
+    page.click("#all-matching")
+    expect(page.locator("#how-many")).to_contain_text("3 runs")
+    shot(site, page, "runs-confirm")
+    page.click("button[data-action='Cancel 3 runs']")
+    expect(page.locator("#done")).to_contain_text("Cancellation asked for: 3 runs.")
+    for run in runs:
+        wait_for(functools.partial(ended, site, run.run_id), timeout=30)
+        assert site.do(get_run, site.q, run.run_id).status == "cancelled"
+
+    read_only = site.sign_in(browser, "read")
+    read_only.goto(f"/ui/runs/all/resume?status=cancelled&workflow=demo.nap&since={window}")
+    expect(read_only.locator("#how-many")).to_contain_text("3 runs")
+    expect(read_only.locator("button[data-action]")).to_have_count(0)
+    refused = read_only.request.post(
+        "/ui/runs/all/resume",
+        form={"csrf": _csrf(read_only), "back": f"status=cancelled&since={window}"},
+    )
+    assert refused.status == 403
+    assert site.do(get_run, site.q, runs[0].run_id).status == "cancelled"
+    read_only.context.close()
+    page.context.close()
+
+
+def test_a_run_is_forked_from_a_step(site: Site, browser: Browser) -> None:
+    marker = site.scratch / f"fork-{site.backend}"
+    run = site.do(start, site.q, dispatch, "o-88", str(marker))
+    wait_for(functools.partial(ended, site, run.run_id), timeout=60)
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/runs/{run.run_id}")
+    page.select_option("form.fork select[name=from_step]", "1")
+    page.click("button[data-action=Fork]")
+    expect(page).not_to_have_url(f"{site.url}/ui/runs/{run.run_id}")
+    forked = page.url.rsplit("/", 1)[-1]
+    wait_for(functools.partial(ended, site, forked), timeout=60)
+    info = site.do(get_run, site.q, forked)
+    assert info.status == "completed" and info.workflow == "demo.dispatch"
+    assert info.steps[0].attempts == 2  # kept from the first run: not run again
+    expect(page.locator("#result")).to_contain_text("label for o-88")
+    page.context.close()
+
+
+def test_a_failed_compensation_is_retried(site: Site, browser: Browser) -> None:
+    marker = site.scratch / f"ledger-{site.backend}"
+    run = site.do(start, site.q, transfer, f"acct-{site.backend}", str(marker))
+    wait_for(
+        lambda: site.do(get_run, site.q, run.run_id).status == "compensation_failed",
+        timeout=60,
+        message="the saga's compensation failed",
+    )
+    page = site.sign_in(browser, "write")
+    page.goto("/ui/runs?status=compensation_failed&workflow=demo.transfer")
+    expect(page.locator(f"tr[data-run='{run.run_id}']")).to_be_visible()
+    page.click("#all-matching")
+    expect(page.locator("#how-many")).to_contain_text("retries the failed compensation of")
+    page.goto(f"/ui/runs/{run.run_id}")
+    expect(page.locator("h1 .badge")).to_have_text("compensation_failed")
+    marker.write_text("the ledger is back")
+    page.click("button[data-action='Retry compensation']")
+    expect(page.locator("h1 .badge")).to_have_text("compensated")
+    assert site.do(get_run, site.q, run.run_id).status == "compensated"
+    page.context.close()
+
+
+def test_a_queue_page_shows_new_dead_letters_without_reload(site: Site, browser: Browser) -> None:
+    (kept,) = site.do(bounce_mails, site.q, [f"kept-{site.backend}@example.com"])
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/queues/{MAILS}")
+    expect(page.locator("body")).to_have_attribute("data-live-state", "open")
+    page.locator(f"tr[data-item='{kept}'] input[type=checkbox]").check()
+    page.evaluate("window.notReloaded = true")
+
+    (arrived,) = site.do(bounce_mails, site.q, [f"live-{site.backend}@example.com"])
+
+    expect(page.locator(f"tr[data-item='{arrived}']")).to_be_visible()
+    expect(page.locator(f"tr[data-item='{kept}'] input[type=checkbox]")).to_be_checked()
+    assert page.evaluate("window.notReloaded") is True
+    page.context.close()

@@ -14,5 +14,12 @@
     document.body.dataset.liveState = "connecting";
     source.addEventListener("ready", function () { document.body.dataset.liveState = "open"; });
   }
+  // A button with data-confirm submits its form only once the person agrees
+  // (htmx's hx-confirm covers the buttons htmx sends; these are plain submits).
+  function confirmed(event) {
+    var button = event.target.closest("button[data-confirm]");
+    if (button && !window.confirm(button.dataset.confirm)) { event.preventDefault(); }
+  }
   document.addEventListener("DOMContentLoaded", live);
+  document.addEventListener("click", confirmed);
 })();
