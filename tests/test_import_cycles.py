@@ -19,18 +19,6 @@ import querator
 ROOT = Path(querator.__file__).parent
 
 KNOWN: set[frozenset[str]] = {
-    # The dashboard's pages import ``Served`` from querator.dashboard.app (under
-    # TYPE_CHECKING), which imports the pages: the dashboard-more branch owns these
-    # files; move ``Served`` to a module of its own, then delete this entry.
-    frozenset(
-        {
-            "querator.dashboard.app",
-            "querator.dashboard.live",
-            "querator.dashboard.queues",
-            "querator.dashboard.runs",
-            "querator.dashboard.schedules",
-        }
-    ),
     # ``@task`` functions have ``defer`` methods (``noop.defer(q, ...)``, as the
     # issue asks) that call into deferring and return handles, imported at call
     # time; deferring and handles name TaskFunction. Break it by moving the

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -23,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from querator.dashboard import queues, run_bulk, runs, schedules, webhooks, workers
 from querator.dashboard.live import events
 from querator.dashboard.render import ROUTER_KEY, link, page
+from querator.dashboard.served import Served
 from querator.dashboard.session import (
     CSRF_COOKIE,
     Viewer,
@@ -40,19 +40,7 @@ from querator.errors import (
     QueueNotFound,
     Unauthorized,
 )
-from querator.http.auth import TokenCheck
-from querator.queue.service import AsyncQueueClient
 from querator.workflows.errors import RunNotFound
-
-
-class Served(Protocol):
-    """What the dashboard needs of the server's state (``ServerState``)."""
-
-    aq: AsyncQueueClient
-    tokens: TokenCheck
-    waits: set[anyio.CancelScope]
-    stopping: bool
-
 
 Handler = Callable[[Request, Served, Viewer], Awaitable[Response]]
 _STATUS: dict[type[Exception], int] = {

@@ -25,7 +25,7 @@ from querator.queue.waiting import Watch
 from querator.workflows.keys import RESULTS_QUEUE
 
 if TYPE_CHECKING:
-    from querator.dashboard.app import Served
+    from querator.dashboard.served import Served
 
 KEEPALIVE = 15.0
 """Seconds between comments that keep idle proxies from closing the stream."""

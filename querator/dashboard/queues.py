@@ -22,7 +22,7 @@ from querator.queue.dead_letters import dead_letters_async, purge_async, requeue
 from querator.queue.models import QueueGauges, QueueInfo
 
 if TYPE_CHECKING:
-    from querator.dashboard.app import Served
+    from querator.dashboard.served import Served
     from querator.queue.service import AsyncQueueClient
 
 PAGE = 200

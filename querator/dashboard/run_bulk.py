@@ -25,7 +25,7 @@ from querator.workflows.rerun import resume_async
 from querator.workflows.runs import AsyncRunHandle
 
 if TYPE_CHECKING:
-    from querator.dashboard.app import Served
+    from querator.dashboard.served import Served
 
 PICKED_MAX = 200
 """Runs one action on ticked rows may name."""

@@ -29,7 +29,7 @@ from querator.workflows.rerun import fork_async, resume_async
 from querator.workflows.runs import AsyncRunHandle, RunStatus
 
 if TYPE_CHECKING:
-    from querator.dashboard.app import Served
+    from querator.dashboard.served import Served
 
 PAGE = 50
 """Runs a page lists."""

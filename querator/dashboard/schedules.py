@@ -24,7 +24,7 @@ from querator.workflows.cron.api import (
 )
 
 if TYPE_CHECKING:
-    from querator.dashboard.app import Served
+    from querator.dashboard.served import Served
 
 
 async def listing(request: Request, state: Served, viewer: Viewer) -> Response:

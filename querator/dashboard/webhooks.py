@@ -24,7 +24,7 @@ from querator.webhooks import AsyncWebhooks, Attempt, EndpointNotFound, MessageN
 from querator.webhooks.layout import ENDPOINTS
 
 if TYPE_CHECKING:
-    from querator.dashboard.app import Served
+    from querator.dashboard.served import Served
 
 ATTEMPTS_SHOWN = 100
 """Newest attempts an endpoint's page reads (its health is computed over them)."""

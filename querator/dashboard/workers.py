@@ -17,7 +17,7 @@ from querator.dashboard.session import Viewer
 from querator.workflows.pollers import UNSERVED_GRACE, read_pollers, unserved_items
 
 if TYPE_CHECKING:
-    from querator.dashboard.app import Served
+    from querator.dashboard.served import Served
 
 UNSERVED_PROBE = 200
 """Items read from the head of each partition to find work nobody serves."""

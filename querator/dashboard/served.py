@@ -1,0 +1,22 @@
+"""What the dashboard's pages need of the server's state: a module of its own,
+so the pages and the app that routes to them do not import each other."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import anyio
+
+from querator.http.auth import TokenCheck
+from querator.queue.service import AsyncQueueClient
+
+__all__ = ["Served"]
+
+
+class Served(Protocol):
+    """What the dashboard needs of the server's state (``ServerState``)."""
+
+    aq: AsyncQueueClient
+    tokens: TokenCheck
+    waits: set[anyio.CancelScope]
+    stopping: bool
