@@ -571,13 +571,16 @@ DELETE_SEQS: Final = sql.SQL("DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigi
 RETRY_ITEMS: Final = sql.SQL(
     """
 UPDATE {table} AS t
-SET version = t.version + 1, lease_deadline = NULL, client_id = NULL,
-    available_at = (array_remove(ARRAY[v.retry_at, %(now)s, now()], NULL))[1]
-FROM unnest(%(seqs)s::bigint[], %(retry_at)s::timestamptz[]) AS v(seq, retry_at)
+SET version = t.version + 1, lease_deadline = NULL, client_id = NULL, available_at = v.retry_at
+FROM unnest(%(seqs)s::bigint[], array_replace(%(retry_at)s::timestamptz[], NULL, """
+    + NOW
+    + """)) AS v(seq, retry_at)
 WHERE t.seq = v.seq
 """
 )
-"""Releases locked items for another attempt, now or at their retry time."""
+"""Releases locked items for another attempt, now or at their retry time (the
+clock fills the array's NULLs: Citus refuses ``coalesce(v.retry_at, now())`` in
+an ``UPDATE``, and crashes on an array of a column and ``now()``)."""
 
 RENEW_ITEMS: Final = sql.SQL(
     """
