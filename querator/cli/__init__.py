@@ -28,13 +28,16 @@ querator schedules create NAME WORKFLOW --app myapp.flows --cron '0 * * * *' [--
 querator scheduler [myapp.flows] [--interval 5]   # fire every schedule of the store, alone
 querator health [--max-age SECONDS] [--require-sync-replication]  # probes: exit 1 when unhealthy
 querator migrate [--dry-run]                 # bring the store's schema to this version
+querator namespaces list | create NAME | delete NAME --force   # see docs/scale-out.md
 querator webhooks list | show | add | disable | enable | rotate-secret | delete | send
 querator webhooks attempts | failed | redrive | worker    # see docs/webhooks.md
 querator serve [--host 127.0.0.1] [--port 2319] [--app myapp.flows]   # the HTTP API
 querator tokens create | list | revoke       # bearer tokens of the HTTP API
 ```
 
-The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``.
+The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``;
+its namespace ``--namespace``, else ``$QUERATOR_NAMESPACE``, else the URL's
+``?namespace=``, else ``default``.
 Errors of the ``querator.errors`` hierarchy are printed on stderr and end the
 command with exit status 1 (2 for a bad argument).
 """
@@ -56,8 +59,9 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from querator.cli.help_format import CliGroup
+from querator.cli.help_format import NAMESPACE_META, CliGroup
 from querator.errors import InvalidArgument, QueratorError
+from querator.queue.backends.namespaces import namespaced_url, with_namespace
 from querator.queue.client import QueueClient
 from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import DurableFunction, StepFunction, WorkflowFunction
@@ -79,9 +83,20 @@ schedules_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Cron sched
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(dead_app, name="dead")
 
+
+def _namespaced(ctx: typer.Context, url: str) -> str:
+    """The ``--url`` with the command's ``--namespace`` (when given) in it."""
+    return with_namespace(url, ctx.meta.get(NAMESPACE_META))
+
+
 Url = Annotated[
     str,
-    typer.Option("--url", envvar="QUERATOR_URL", help="Store URL (postgresql://, sqlite:///, …)."),
+    typer.Option(
+        "--url",
+        envvar="QUERATOR_URL",
+        help="Store URL (postgresql://, sqlite:///, …).",
+        callback=_namespaced,
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (a list: one JSON array).")]
 
@@ -108,6 +123,7 @@ def _store(url: str) -> QueueClient:
 
 def _refuse_missing_file(url: str) -> None:
     """Raise when ``url`` names a SQLite file that does not exist."""
+    url = namespaced_url(url)
     if url.lower().startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
         if path and not Path(path).exists():
@@ -207,6 +223,7 @@ def main() -> None:
 # The commands register themselves on the apps above when imported.
 from querator.cli import locks as locks  # noqa: E402
 from querator.cli import migrate as migrate  # noqa: E402
+from querator.cli import namespaces as namespaces  # noqa: E402
 from querator.cli import queues as queues  # noqa: E402
 from querator.cli import runs as runs  # noqa: E402
 from querator.cli import scheduler as scheduler  # noqa: E402

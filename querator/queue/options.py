@@ -35,6 +35,9 @@ class ClientOptions(TypedDict, total=False):
     clock: Clock
     """The clock every decision reads (default: the store's own; a
     :class:`~querator.clock.ManualClock` lets tests step time)."""
+    namespace: str
+    """The namespace of the store this client serves (default: the URL's
+    ``?namespace=``, else ``default``, the store the URL names); see docs/scale-out.md."""
 
 
 class TransactOptions(TypedDict, total=False):

@@ -127,7 +127,7 @@ class AsyncQueueClient(QueueAdmin):
             raise InvalidArgument(
                 "clock", f"must be a querator.clock.Clock, got {type(clock).__name__}"
             )
-        backend = open_backend(url, clock)
+        backend = open_backend(url, clock, options.get("namespace"))
         self.clock = clock
         """The clock every decision of this client (and the workflows on it) reads."""
         self._unsubscribe: Callable[[], None] | None = None

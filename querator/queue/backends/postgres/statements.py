@@ -193,16 +193,18 @@ QUEUES_WITH_DEAD_QUEUE: Final = sql.SQL(
 
 CLAIM_MAINTENANCE: Final = sql.SQL(
     """
-UPDATE {maintenance} SET last_run = """
+UPDATE {maintenance} SET last_run = greatest(last_run, """
     + NOW
-    + """
+    + """)
 WHERE last_run <= """
     + NOW
     + """ - make_interval(secs => %(interval)s::float8)
 RETURNING true
 """
 )
-"""Returns a row for exactly one caller per interval (the row lock serialises)."""
+"""Returns a row for exactly one caller per interval (the row lock serialises).
+``greatest(last_run, now)`` is ``now`` wherever the row qualifies; Citus 13.2.2's
+coordinator crashes on a bare :data:`NOW` as a value of an ``UPDATE``."""
 
 
 # -- items ------------------------------------------------------------------
