@@ -86,7 +86,10 @@ app.add_typer(dead_app, name="dead")
 
 def _namespaced(ctx: typer.Context, url: str) -> str:
     """The ``--url`` with the command's ``--namespace`` (when given) in it."""
-    return with_namespace(url, ctx.meta.get(NAMESPACE_META))
+    try:
+        return with_namespace(url, ctx.meta.get(NAMESPACE_META))
+    except InvalidArgument as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 Url = Annotated[

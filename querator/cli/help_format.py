@@ -48,8 +48,8 @@ def _namespace_parameter() -> _click.core.Parameter:
     ) -> None:
         """Only declares the option."""
 
-    [parameter] = typer.main.get_command(probe).params
-    return parameter
+    params = typer.main.get_command(probe).params
+    return next(param for param in params if param.name == "namespace")
 
 
 _NAMESPACE = _namespace_parameter()
