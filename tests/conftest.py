@@ -24,7 +24,12 @@ if TYPE_CHECKING:
 
     from querator import AsyncQuerator, Querator
 
-BACKENDS = ["memory", "sqlite", "postgres"]
+BACKENDS = ["memory", "sqlite", "postgres"] + (
+    ["citus"] if os.environ.get("QUERATOR_TEST_CITUS") == "1" else []
+)
+"""The stores the backend-parametrized tests (workflows, sagas, cron, locks, …)
+run on; ``QUERATOR_TEST_CITUS=1`` adds a namespace on a Citus coordinator (the
+queue conformance suite always runs there: tests/conformance/conftest.py)."""
 
 
 @pytest.fixture(scope="session")
