@@ -28,7 +28,7 @@ querator schedules create NAME WORKFLOW --app myapp.flows --cron '0 * * * *' [--
 querator scheduler [myapp.flows] [--interval 5]   # fire every schedule of the store, alone
 querator health [--max-age SECONDS] [--require-sync-replication]  # probes: exit 1 when unhealthy
 querator migrate [--dry-run]                 # bring the store's schema to this version
-querator namespaces list | create NAME | delete NAME --force   # see docs/scale-out.md
+querator namespaces list | create NAME | delete NAME --force | move NAME --to-node H:P
 querator webhooks list | show | add | disable | enable | rotate-secret | delete | send
 querator webhooks attempts | failed | redrive | worker    # see docs/webhooks.md
 querator serve [--host 127.0.0.1] [--port 2319] [--app myapp.flows]   # the HTTP API

@@ -9,14 +9,24 @@ import typer
 
 from querator.cli import AsJson, Url, _reporting, app
 from querator.cli.help_format import CliGroup
+from querator.errors import InvalidArgument
 from querator.queue.backends import DEFAULT_URL
-from querator.queue.backends.namespace_admin import delete_namespace, list_namespaces
+from querator.queue.backends.namespace_admin import (
+    MOVE_MODES,
+    delete_namespace,
+    list_namespaces,
+    move_namespace,
+)
 from querator.queue.backends.namespaces import check_namespace
 from querator.queue.client import QueueClient
 
 namespaces_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Namespaces of a store.")
 app.add_typer(namespaces_app, name="namespaces")
 
+ToNode = Annotated[str, typer.Option("--to-node", help="The Citus worker node, host:port.")]
+Mode = Annotated[
+    str, typer.Option("--mode", help=f"Citus's transfer mode: {', '.join(MOVE_MODES)}.")
+]
 Force = Annotated[bool, typer.Option("--force", help="Yes, drop everything in it.")]
 
 
@@ -49,3 +59,17 @@ def namespaces_delete(namespace: str, url: Url = DEFAULT_URL, force: Force = Fal
     with _reporting():
         delete_namespace(url, namespace)
     typer.echo(f"namespace {namespace} deleted")
+
+
+@namespaces_app.command("move")
+def namespaces_move(
+    namespace: str, to_node: ToNode, url: Url = DEFAULT_URL, mode: Mode = "auto"
+) -> None:
+    """Move a namespace to another worker node of the Citus cluster ``--url``
+    names (its coordinator); querator keeps serving it meanwhile."""
+    host, _, port = to_node.rpartition(":")
+    with _reporting():
+        if not host or not port.isdigit():
+            raise InvalidArgument("to_node", f"{to_node!r} must be host:port")
+        move_namespace(url, namespace, host, int(port), mode)
+    typer.echo(f"namespace {namespace} moved to {to_node}")

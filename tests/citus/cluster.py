@@ -29,8 +29,10 @@ CITUS_SETTINGS = {
     "citus.enable_schema_based_sharding": "on",
     "max_prepared_transactions": "100",
     "citus.max_client_connections": "-1",
+    "wal_level": "logical",
 }
-"""The server settings every node starts with (beyond the throwaway cluster's own)."""
+"""The server settings every node starts with (beyond the throwaway cluster's own);
+``wal_level = logical`` lets Citus move a schema while it takes writes."""
 
 
 def citus_installed() -> bool:

@@ -4,7 +4,10 @@ Where each namespace lives is :mod:`.namespaces`'s rule. Creating one opens a
 client on it (which makes its schema or file); deleting one drops its schema
 (``DROP SCHEMA ... CASCADE``: on Citus, the distributed schema on its node) or
 removes its file. The default namespace is listed when it exists and is never
-deleted here.
+deleted here. Moving one to another node is Citus's ``citus_schema_move`` on the
+coordinator: querator keeps serving it while Citus copies it (writes wait only
+at the switch with ``auto``, which needs ``wal_level = logical`` on the nodes;
+``block_writes`` holds writes for the whole copy).
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ from querator.queue.backends.namespaces import (
 )
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors
+
+MOVE_MODES = ("auto", "force_logical", "block_writes")
+"""Citus's shard transfer modes, the ways :func:`move_namespace` may move."""
+
+_MOVE = (
+    "SELECT citus_schema_move(%(schema)s::regnamespace, %(host)s, %(port)s,"
+    " %(mode)s::citus.shard_transfer_mode)"
+)
+_CITUS_VERSION = "SELECT current_setting('citus.version', true)"
 
 _SQLITE_PREFIX = "sqlite:///"
 _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
@@ -96,3 +108,36 @@ def delete_namespace(url: str, namespace: str) -> None:
         path = sqlite_path_of(url.removeprefix(_SQLITE_PREFIX), namespace)
         for suffix in _SQLITE_SIDE_FILES:
             Path(path + suffix).unlink(missing_ok=True)
+
+
+def move_namespace(url: str, namespace: str, host: str, port: int, mode: str = "auto") -> None:
+    """Move ``namespace`` of the Citus coordinator ``url`` names (the default
+    namespace too) to the worker node at ``host:port``, with Citus's transfer
+    ``mode`` (:data:`MOVE_MODES`); InvalidArgument off PostgreSQL, for a
+    namespace that does not exist, or when the node refuses it."""
+    url = _base_url(url)
+    check_namespace(namespace)
+    if _kind(url) != "postgres":
+        raise InvalidArgument("url", "namespaces move between the nodes of a Citus cluster")
+    if mode not in MOVE_MODES:
+        raise InvalidArgument("mode", f"must be one of {', '.join(MOVE_MODES)}")
+    if not 0 < port < 65536:
+        raise InvalidArgument("port", "must be 1 to 65535")
+    if namespace not in list_namespaces(url):
+        raise InvalidArgument("namespace", f"no namespace {namespace!r} in this store")
+    target = split_dsn(url, DEFAULT_SCHEMA)
+    params = {
+        "schema": schema_of(target.schema, namespace),
+        "host": host,
+        "port": port,
+        "mode": mode,
+    }
+    with driver_errors(), psycopg.connect(target.conninfo, autocommit=True) as conn:
+        if conn.execute("SELECT current_setting('citus.version', true)").fetchone() in (
+            None,
+            (None,),
+        ):
+            raise InvalidArgument(
+                "url", "not a Citus coordinator: namespaces move between its nodes"
+            )
+        conn.execute(_MOVE, params)
