@@ -66,6 +66,9 @@ def test_list_and_delete_namespaces(store_url: str) -> None:
 
     delete_namespace(store_url, "acme")
     assert list_namespaces(store_url) == ["default"]
+    if store_url.startswith("sqlite:///"):
+        folder = Path(store_url.removeprefix("sqlite:///") + "-namespaces")
+        assert list(folder.iterdir()) == []
     with Querator(store_url, namespace="acme") as acme:  # made again, empty
         assert acme.list_queues() == []
     with Querator(store_url) as default:

@@ -12,6 +12,7 @@ at the switch with ``auto``, which needs ``wal_level = logical`` on the nodes;
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import psycopg
@@ -108,6 +109,7 @@ def delete_namespace(url: str, namespace: str) -> None:
         path = sqlite_path_of(url.removeprefix(_SQLITE_PREFIX), namespace)
         for suffix in _SQLITE_SIDE_FILES:
             Path(path + suffix).unlink(missing_ok=True)
+        shutil.rmtree(path + ".wake", ignore_errors=True)  # its wake-up sockets
 
 
 def move_namespace(url: str, namespace: str, host: str, port: int, mode: str = "auto") -> None:
