@@ -1,7 +1,9 @@
 """Namespaces on Citus: each namespace of a store is a distributed schema held
 whole by one worker; two namespaces on two workers lease and complete at the
-same time through the one coordinator and never see each other's items; the
-coordinator lists and deletes them."""
+same time through the one coordinator, every statement routed whole to one
+node and no transaction committed on two (Citus's stat counters and its
+two-phase commit records), and never see each other's items; the coordinator
+lists, moves and deletes them."""
 
 from __future__ import annotations
 
@@ -65,9 +67,19 @@ def test_namespaces_live_on_two_workers_and_never_meet(citus: CitusCluster, stor
     for schema, port in zip(schemas, (port_a, port_b), strict=True):
         assert {p for _, p in shard_tables(citus, schema)} == {port}
 
+    citus.reset_executions()
+    before = citus.two_phase_commits()
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = [pool.submit(work, url, namespace) for namespace in NAMESPACES]
         seen = [run.result(timeout=300) for run in runs]
+    # the placement audit: every statement went whole to one node, and every
+    # transaction Citus committed in two phases (a produce is: an INSERT ...
+    # SELECT the coordinator feeds) prepared on one node only
+    single, multi = citus.executions()
+    assert (single > 0, multi) == (True, 0)
+    during = {gid: groups for gid, groups in citus.two_phase_commits().items() if gid not in before}
+    assert during, "the produces left no two-phase records to audit"
+    assert all(len(groups) == 1 for groups in during.values()), during
 
     for namespace, payloads in zip(NAMESPACES, seen, strict=True):
         assert sorted(payloads) == sorted(f"{namespace}-{n}".encode() for n in range(ITEMS))
