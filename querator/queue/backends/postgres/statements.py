@@ -91,18 +91,6 @@ class Names:
         return sql.Identifier(f"q{int(queue_id)}_p{int(partition)}_{suffix}")
 
 
-NOW: Final = "(array_remove(ARRAY[%(now)s, now()], NULL))[1]"
-"""The instant a statement decides with: the client clock's when it gives one
-(bound as ``now``; a test's :class:`~querator.clock.ManualClock`), else the
-database's. Every statement that reads the time binds ``now``.
-
-It reads as ``coalesce(%(now)s, now())`` and costs the same on PostgreSQL, but
-evaluates both values: Citus refuses a non-immutable function inside
-``COALESCE`` or ``CASE`` of a modifying statement (it could not evaluate it on
-the coordinator lazily), and evaluates ``now()`` on the coordinator anywhere
-else, so this one text serves plain PostgreSQL and a Citus coordinator alike
-(docs/scale-out.md)."""
-
 # -- schema -----------------------------------------------------------------
 
 SESSION_SETTINGS: Final = sql.SQL(
@@ -190,6 +178,18 @@ QUEUES_WITH_DEAD_QUEUE: Final = sql.SQL(
     "SELECT name FROM {queues} WHERE dead_queue = %(dead_queue)s ORDER BY name"
 )
 """Names of the queues that dead-letter into a queue."""
+
+NOW: Final = "(array_remove(ARRAY[%(now)s, now()], NULL))[1]"
+"""The instant a statement decides with: the client clock's when it gives one
+(bound as ``now``; a test's :class:`~querator.clock.ManualClock`), else the
+database's. Every statement that reads the time binds ``now``.
+
+It reads as ``coalesce(%(now)s, now())`` (about 1 µs more per evaluation on
+PostgreSQL), but evaluates both values: Citus refuses a non-immutable function inside
+``COALESCE`` or ``CASE`` of a modifying statement (it could not evaluate it on
+the coordinator lazily), and evaluates ``now()`` on the coordinator anywhere
+else, so this one text serves plain PostgreSQL and a Citus coordinator alike
+(docs/scale-out.md)."""
 
 CLAIM_MAINTENANCE: Final = sql.SQL(
     """
