@@ -24,7 +24,12 @@ if TYPE_CHECKING:
 
     from querator import AsyncQuerator, Querator
 
-BACKENDS = ["memory", "sqlite", "postgres"]
+BACKENDS = ["memory", "sqlite", "postgres"] + (
+    ["citus"] if os.environ.get("QUERATOR_TEST_CITUS") == "1" else []
+)
+"""The stores the backend-parametrized tests (workflows, sagas, cron, locks, …)
+run on; ``QUERATOR_TEST_CITUS=1`` adds a namespace on a Citus coordinator (the
+queue conformance suite always runs there: tests/conformance/conftest.py)."""
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +85,19 @@ def citus_schema(citus: CitusCluster) -> Iterator[str]:
     drop_schema(citus.dsn, schema)
 
 
+CITUS_NAMESPACE = "conformance"
+"""The namespace the tests' stores on Citus use (beside a fresh base schema per test)."""
+
+
+@pytest.fixture
+def citus_namespace_url(citus: CitusCluster, citus_schema: str) -> Iterator[str]:
+    """A URL on the Citus coordinator naming a namespace of a fresh store: its
+    schema (``<citus_schema>__conformance``, a distributed schema on one worker)
+    is dropped after the test."""
+    yield with_query(citus.url(citus_schema), namespace=CITUS_NAMESPACE)
+    drop_schema(citus.dsn, f"{citus_schema}__{CITUS_NAMESPACE}")
+
+
 @pytest.fixture
 def pg_schema_url(pg_dsn: str, pg_schema: str) -> str:
     """A PostgreSQL URL naming the test's own schema (the backend creates its tables there)."""
@@ -100,8 +118,7 @@ def backend_url(backend_name: str, request: pytest.FixtureRequest, tmp_path: Pat
     if backend_name == "sqlite":
         return f"sqlite:///{tmp_path / 'q.db'}"
     if backend_name == "citus":
-        citus: CitusCluster = request.getfixturevalue("citus")
-        return citus.url(str(request.getfixturevalue("citus_schema")))
+        return str(request.getfixturevalue("citus_namespace_url"))
     return str(request.getfixturevalue("pg_schema_url"))
 
 

@@ -28,13 +28,16 @@ querator schedules create NAME WORKFLOW --app myapp.flows --cron '0 * * * *' [--
 querator scheduler [myapp.flows] [--interval 5]   # fire every schedule of the store, alone
 querator health [--max-age SECONDS] [--require-sync-replication]  # probes: exit 1 when unhealthy
 querator migrate [--dry-run]                 # bring the store's schema to this version
+querator namespaces list | create NAME | delete NAME --force | move NAME --to-node H:P
 querator webhooks list | show | add | disable | enable | rotate-secret | delete | send
 querator webhooks attempts | failed | redrive | worker    # see docs/webhooks.md
 querator serve [--host 127.0.0.1] [--port 2319] [--app myapp.flows]   # the HTTP API
 querator tokens create | list | revoke       # bearer tokens of the HTTP API
 ```
 
-The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``.
+The store is ``--url``, else ``$QUERATOR_URL``, else ``sqlite:///querator.db``;
+its namespace ``--namespace``, else ``$QUERATOR_NAMESPACE``, else the URL's
+``?namespace=``, else ``default``.
 Errors of the ``querator.errors`` hierarchy are printed on stderr and end the
 command with exit status 1 (2 for a bad argument).
 """
@@ -70,6 +73,7 @@ def main() -> None:
 # The commands register themselves on the apps above when imported.
 from querator.cli import locks as locks  # noqa: E402
 from querator.cli import migrate as migrate  # noqa: E402
+from querator.cli import namespaces as namespaces  # noqa: E402
 from querator.cli import queues as queues  # noqa: E402
 from querator.cli import runs as runs  # noqa: E402
 from querator.cli import scheduler as scheduler  # noqa: E402

@@ -15,8 +15,9 @@ from typing import Annotated
 
 import typer
 
-from querator.cli.help_format import CliGroup
+from querator.cli.help_format import NAMESPACE_META, CliGroup
 from querator.errors import InvalidArgument, QueratorError
+from querator.queue.backends.namespaces import namespaced_url, with_namespace
 from querator.queue.client import QueueClient
 from querator.workflows.errors import RunNotFound
 
@@ -35,9 +36,23 @@ schedules_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Cron sched
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(dead_app, name="dead")
 
+
+def _namespaced(ctx: typer.Context, url: str) -> str:
+    """The ``--url`` with the command's ``--namespace`` (when given) in it."""
+    try:
+        return with_namespace(url, ctx.meta.get(NAMESPACE_META))
+    except InvalidArgument as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 Url = Annotated[
     str,
-    typer.Option("--url", envvar="QUERATOR_URL", help="Store URL (postgresql://, sqlite:///, …)."),
+    typer.Option(
+        "--url",
+        envvar="QUERATOR_URL",
+        help="Store URL (postgresql://, sqlite:///, …).",
+        callback=_namespaced,
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (a list: one JSON array).")]
 
@@ -64,6 +79,7 @@ def _store(url: str) -> QueueClient:
 
 def _refuse_missing_file(url: str) -> None:
     """Raise when ``url`` names a SQLite file that does not exist."""
+    url = namespaced_url(url)
     if url.lower().startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
         if path and not Path(path).exists():

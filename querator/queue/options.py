@@ -47,6 +47,9 @@ class ClientOptions(TypedDict, total=False):
     clock: Clock
     """The clock every decision reads (default: the store's own; a
     :class:`~querator.clock.ManualClock` lets tests step time)."""
+    namespace: str
+    """The namespace of the store this client serves (default: the URL's
+    ``?namespace=``, else ``default``, the store the URL names); see docs/scale-out.md."""
 
 
 class ClientSettings(NamedTuple):
@@ -58,6 +61,8 @@ class ClientSettings(NamedTuple):
     cache_ttl: float
     wait_for_store: float
     clock: Clock
+    namespace: str | None
+    """None: the URL's ``?namespace=``, else the default namespace."""
 
 
 def client_settings(options: ClientOptions) -> ClientSettings:
@@ -79,6 +84,7 @@ def client_settings(options: ClientOptions) -> ClientSettings:
             "wait_for_store", options.get("wait_for_store", 0.0), allow_zero=True
         ),
         clock=clock,
+        namespace=options.get("namespace"),
     )
 
 

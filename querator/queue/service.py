@@ -85,7 +85,7 @@ class AsyncQueueClient:
     def __init__(self, url: str = DEFAULT_URL, **options: Unpack[ClientOptions]) -> None:
         settings = client_settings(options)
         clock = settings.clock
-        backend = open_backend(url, clock)
+        backend = open_backend(url, clock, settings.namespace)
         self.clock = clock
         """The clock every decision of this client (and the workflows on it) reads."""
         self._backend = backend

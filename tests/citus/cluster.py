@@ -29,8 +29,12 @@ CITUS_SETTINGS = {
     "citus.enable_schema_based_sharding": "on",
     "max_prepared_transactions": "100",
     "citus.max_client_connections": "-1",
+    "wal_level": "logical",
+    "citus.enable_stat_counters": "on",
 }
-"""The server settings every node starts with (beyond the throwaway cluster's own)."""
+"""The server settings every node starts with (beyond the throwaway cluster's own);
+``wal_level = logical`` lets Citus move a schema while it takes writes, and the
+stat counters tell single-node statements from multi-node ones (the placement audit)."""
 
 
 def citus_installed() -> bool:
@@ -112,6 +116,31 @@ class CitusCluster:
         if len(rows) != 1:
             raise ClusterError(f"schema {schema!r} is on {len(rows)} nodes: {rows}")
         return int(str(rows[0][0]))
+
+    def executions(self) -> tuple[int, int]:
+        """The statements the coordinator routed to one shard, and to several,
+        in the tests' database since the last :meth:`reset_executions`."""
+        [(single, multi)] = self.coordinator.execute(
+            "SELECT query_execution_single_shard, query_execution_multi_shard"
+            " FROM citus_stat_counters WHERE name = current_database()"
+        )
+        return int(str(single)), int(str(multi))
+
+    def reset_executions(self) -> None:
+        """Zero the coordinator's counters of the tests' database."""
+        self.coordinator.execute(
+            "SELECT citus_stat_counters_reset(oid) FROM pg_database"
+            " WHERE datname = current_database()"
+        )
+
+    def two_phase_commits(self) -> dict[str, set[int]]:
+        """The transactions the coordinator committed in two phases and has not
+        yet cleaned up (``pg_dist_transaction``), each with the node groups it
+        prepared on (a gid is ``citus_<group>_<pid>_<transaction>_<n>``)."""
+        found: dict[str, set[int]] = {}
+        for gid, group in self.coordinator.execute("SELECT gid, groupid FROM pg_dist_transaction"):
+            found.setdefault(str(gid).rsplit("_", 1)[0], set()).add(int(str(group)))
+        return found
 
     def destroy(self) -> None:
         """Stop every node and remove its directory (idempotent)."""

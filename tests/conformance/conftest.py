@@ -11,12 +11,10 @@ store as the server.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from citus.cluster import citus_installed
 from http_server import Forks
 
 from querator import AsyncQuerator, Querator
@@ -29,14 +27,11 @@ from .helpers import START
 HTTP_BACKENDS = {"http": "json", "http-protobuf": "protobuf"}
 """The HTTP backends and the encoding their clients send."""
 
-CONFORMANCE_BACKENDS = ["memory", "sqlite", "postgres", *HTTP_BACKENDS] + (
-    ["citus"] if os.environ.get("QUERATOR_TEST_CITUS") == "1" and citus_installed() else []
-)
-"""The backends the suite runs on. ``citus`` (the PostgreSQL backend on a
-distributed schema of a throwaway Citus cluster's coordinator) joins them with
-``QUERATOR_TEST_CITUS=1`` when Citus is installed into the local PostgreSQL
-(``bash ../shared/citus/build.sh``): not by default until the suite passes
-there (docs/scale-out.md lists what fails, and why)."""
+CONFORMANCE_BACKENDS = ["memory", "sqlite", "postgres", *HTTP_BACKENDS, "citus"]
+"""The backends the suite runs on. ``citus`` is the PostgreSQL backend on a
+namespace (a distributed schema) through the coordinator of a throwaway Citus
+cluster (tests/citus/cluster.py); Citus must be installed into the local
+PostgreSQL (``bash ../shared/citus/build.sh``, which scripts/test.sh runs)."""
 
 
 @pytest.fixture(params=CONFORMANCE_BACKENDS)

@@ -7,6 +7,9 @@ URL                                            backend
 ``sqlite:///relative/or/abs.db``               SQLite file (the default)
 ``memory://``                                  in-process, ephemeral
 =============================================  ===========================
+
+``?namespace=name`` on any of them (or ``namespace=`` given to a client) picks a
+namespace of the store: :mod:`.namespaces`.
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ from __future__ import annotations
 from querator.clock import SYSTEM, Clock
 from querator.errors import InvalidArgument
 from querator.queue.backends.base import Backend
+from querator.queue.backends.namespaces import namespaced_url
 from querator.queue.options import DEFAULT_URL as DEFAULT_URL
 
 # DEFAULT_URL moved to querator.queue.options; kept for the branches merged after.
 
 
-def open_backend(url: str, clock: Clock = SYSTEM) -> Backend:
-    """The backend named by ``url`` (not yet opened), reading time from ``clock``."""
+def open_backend(url: str, clock: Clock = SYSTEM, namespace: str | None = None) -> Backend:
+    """The backend of ``namespace`` (else the URL's ``?namespace=``, else the
+    default namespace) of the store ``url`` names (not yet opened), reading time
+    from ``clock``."""
     if not isinstance(url, str):
         raise InvalidArgument("url", f"must be a string, got {type(url).__name__}")
+    url = namespaced_url(url, namespace)
     scheme = url.split(":", 1)[0].lower()
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         from querator.queue.backends.postgres.backend import PostgresBackend

@@ -20,15 +20,19 @@ from querator.queue.backends.postgres.schema import (
     item_row,
     item_select,
 )
-from querator.queue.backends.postgres.statements import produced, produced_leased
+from querator.queue.backends.postgres.statements import NOW, produced, produced_leased
 
-FUSED_DELETE: Final = """
+FUSED_DELETE: Final = (
+    """
 d{n} AS (
     DELETE FROM {{d{n}}} AS t
     USING unnest(%(d{n}_seqs)s::bigint[], %(d{n}_versions)s::integer[]) AS w(seq, version)
-    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > coalesce(%(now)s, now())
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > """
+    + NOW
+    + """
     RETURNING t.seq
 )"""
+)
 """Completes held items of one table whose (seq, version) match, as
 :data:`.statements.COMPLETE_CHECKED` does; :data:`FUSED_OK` checks the count."""
 

@@ -53,6 +53,7 @@ async def retry_at_once(conn: Conn, names: stmt.Names, plan: TxnPlan, now: datet
     args = {
         "seqs": int_array(key.seq for key in keys),
         "versions": int_array(key.version for key in keys),
+        "ats": [None] * len(keys),
         "count": len(keys),
         "now": now,
         "durable": plan.durable,

@@ -124,19 +124,33 @@ QUEUES_WITH_DEAD_QUEUE: Final = sql.SQL(
 )
 """Names of the queues that dead-letter into a queue."""
 
+NOW: Final = "(array_remove(ARRAY[%(now)s, now()], NULL))[1]"
+"""The instant a statement decides with: the client clock's when it gives one
+(bound as ``now``; a test's :class:`~querator.clock.ManualClock`), else the
+database's. Every statement that reads the time binds ``now``.
+
+It reads as ``coalesce(%(now)s, now())`` (about 1 µs more per evaluation on
+PostgreSQL), but evaluates both values: Citus refuses a non-immutable function inside
+``COALESCE`` or ``CASE`` of a modifying statement (it could not evaluate it on
+the coordinator lazily), and evaluates ``now()`` on the coordinator anywhere
+else, so this one text serves plain PostgreSQL and a Citus coordinator alike
+(docs/scale-out.md)."""
+
 CLAIM_MAINTENANCE: Final = sql.SQL(
     """
-UPDATE {maintenance} SET last_run = coalesce(%(now)s, now())
-WHERE last_run <= coalesce(%(now)s, now()) - make_interval(secs => %(interval)s::float8)
+UPDATE {maintenance} SET last_run = greatest(last_run, """
+    + NOW
+    + """)
+WHERE last_run <= """
+    + NOW
+    + """ - make_interval(secs => %(interval)s::float8)
 RETURNING true
 """
 )
-"""Returns a row for exactly one caller per interval (the row lock serialises)."""
+"""Returns a row for exactly one caller per interval (the row lock serialises).
+``greatest(last_run, now)`` is ``now`` wherever the row qualifies; Citus 13.2.2's
+coordinator crashes on a bare :data:`NOW` as a value of an ``UPDATE``."""
 
-NOW: Final = "coalesce(%(now)s, now())"
-"""The instant a statement decides with: the client clock's when it gives one
-(bound as ``now``; a test's :class:`~querator.clock.ManualClock`), else the
-database's. Every statement that reads the time binds ``now``."""
 
 # -- items ------------------------------------------------------------------
 
@@ -155,7 +169,7 @@ def produced(prefix: str = "") -> dict[str, str]:
     return {
         **given_values("v"),
         "version": "1",
-        "available_at": "coalesce(v.available_at, %(now)s, now())",
+        "available_at": f"coalesce(v.available_at, {NOW})",
         "attempts": "0",
         "expire_at": (
             f"greatest(v.available_at, {NOW})"
@@ -278,13 +292,19 @@ LISTEN: Final = sql.SQL("LISTEN {channel}")
 PING: Final = sql.SQL("SELECT 1")
 """Checks that an idle listening connection is still alive."""
 
-_LEASE_SET: Final = """
-SET available_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_timeout)s::float8),
-    lease_deadline = coalesce(%(now)s, now()) + make_interval(secs => %(lease_timeout)s::float8),
+_LEASE_SET: Final = (
+    """
+SET available_at = """
+    + NOW
+    + """ + make_interval(secs => %(lease_timeout)s::float8),
+    lease_deadline = """
+    + NOW
+    + """ + make_interval(secs => %(lease_timeout)s::float8),
     client_id = %(client_id)s,
     attempts = t.attempts + 1,
     version = t.version + 1
 """
+)
 """What leasing a row (aliased ``t``) sets, shared by :data:`LEASE` and :data:`CLAIM`."""
 
 LEASE: Final = sql.SQL(
@@ -292,9 +312,13 @@ LEASE: Final = sql.SQL(
 WITH picked AS (
     SELECT seq, available_at AS lease_order
     FROM {table}
-    WHERE available_at <= coalesce(%(now)s, now())
+    WHERE available_at <= """
+    + NOW
+    + """
       AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
-      AND expire_at > coalesce(%(now)s, now())
+      AND expire_at > """
+    + NOW
+    + """
       AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
     ORDER BY available_at, seq
     LIMIT %(limit)s
@@ -315,9 +339,13 @@ CLAIM: Final = sql.SQL(
 UPDATE {table} AS t"""
     + _LEASE_SET
     + """WHERE t.seq = ANY(%(seqs)s::bigint[])
-  AND t.available_at <= coalesce(%(now)s, now())
+  AND t.available_at <= """
+    + NOW
+    + """
   AND (%(max_attempts)s::integer = 0 OR t.attempts < %(max_attempts)s::integer)
-  AND t.expire_at > coalesce(%(now)s, now())
+  AND t.expire_at > """
+    + NOW
+    + """
 RETURNING {columns}
 """
 )
@@ -327,7 +355,9 @@ NEXT_AVAILABLE_BRANCH: Final = sql.SQL(
     """
 SELECT min(available_at) AS available_at FROM {table}
 WHERE (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
-  AND expire_at > coalesce(%(now)s, now())
+  AND expire_at > """
+    + NOW
+    + """
   AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
 """
 )
@@ -339,10 +369,16 @@ NEXT_AVAILABLE: Final = sql.SQL("SELECT min(available_at) FROM ({branches}) AS m
 STATS_BRANCH: Final = sql.SQL(
     """
 SELECT {partition}::integer, count(*),
-       count(*) FILTER (WHERE lease_deadline > coalesce(%(now)s, now())),
-       count(*) FILTER (WHERE available_at > coalesce(%(now)s, now()) AND lease_deadline IS NULL),
+       count(*) FILTER (WHERE lease_deadline > """
+    + NOW
+    + """),
+       count(*) FILTER (WHERE available_at > """
+    + NOW
+    + """ AND lease_deadline IS NULL),
        count(*) FILTER (WHERE source_id IS NOT NULL),
-       extract(epoch FROM coalesce(%(now)s, now()) - min(created_at))::float8
+       extract(epoch FROM """
+    + NOW
+    + """ - min(created_at))::float8
 FROM {table}
 """
 )
@@ -351,7 +387,9 @@ FROM {table}
 GAUGES_BRANCH: Final = sql.SQL(
     """
 SELECT {partition}::integer, c.n, w.total, w.held,
-       extract(epoch FROM coalesce(%(now)s, now()) - h.head)::float8,
+       extract(epoch FROM """
+    + NOW
+    + """ - h.head)::float8,
        (SELECT CASE WHEN p.reltuples < 0 THEN NULL
                     WHEN p.relpages = 0 THEN p.reltuples
                     ELSE p.reltuples / p.relpages
@@ -360,13 +398,19 @@ SELECT {partition}::integer, c.n, w.total, w.held,
         FROM pg_class AS p WHERE p.oid = to_regclass({regclass}))
 FROM (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT %(limit)s) AS s) AS c,
      (SELECT count(*) AS total, count(s.lease_deadline) AS held
-      FROM (SELECT lease_deadline FROM {table} WHERE available_at > coalesce(%(now)s, now())
+      FROM (SELECT lease_deadline FROM {table} WHERE available_at > """
+    + NOW
+    + """
             ORDER BY available_at LIMIT %(limit)s) AS s) AS w,
      (SELECT min(s.available_at) AS head
       FROM (SELECT available_at FROM {table}
-            WHERE available_at <= coalesce(%(now)s, now())
+            WHERE available_at <= """
+    + NOW
+    + """
               AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
-              AND expire_at > coalesce(%(now)s, now())
+              AND expire_at > """
+    + NOW
+    + """
             ORDER BY available_at, seq LIMIT 1) AS s) AS h
 """
 )
@@ -382,7 +426,9 @@ LIST_ITEMS: Final = sql.SQL(
 SELECT {columns} FROM {table} AS t
 WHERE t.seq >= %(pivot)s
   AND (NOT %(scheduled_only)s
-       OR (t.available_at > coalesce(%(now)s, now()) AND t.lease_deadline IS NULL))
+       OR (t.available_at > """
+    + NOW
+    + """ AND t.lease_deadline IS NULL))
 ORDER BY t.seq
 LIMIT %(limit)s
 """
@@ -417,7 +463,7 @@ RETURNING t.seq
 """Deletes items by seq, locking them in seq order; returns the seqs found."""
 
 CLEAR_UNHELD: Final = sql.SQL(
-    "DELETE FROM {table} WHERE lease_deadline IS NULL OR lease_deadline <= coalesce(%(now)s, now())"
+    "DELETE FROM {table} WHERE lease_deadline IS NULL OR lease_deadline <= " + NOW
 )
 """Deletes every item of a partition that no live lease holds."""
 
@@ -428,7 +474,9 @@ CLEAR_ALL: Final = sql.SQL("DELETE FROM {table}")
 
 LOCK_ITEMS: Final = sql.SQL(
     """
-SELECT seq, version, coalesce(lease_deadline > coalesce(%(now)s, now()), false), attempts
+SELECT seq, version, coalesce(lease_deadline > """
+    + NOW
+    + """, false), attempts
 FROM {table}
 WHERE seq = ANY(%(seqs)s::bigint[])
 ORDER BY seq
@@ -446,7 +494,9 @@ COMPLETE_CHECKED: Final = sql.SQL(
 WITH gone AS (
     DELETE FROM {table} AS t
     USING unnest(%(seqs)s::bigint[], %(versions)s::integer[]) AS w(seq, version)
-    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > coalesce(%(now)s, now())
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > """
+    + NOW
+    + """
     RETURNING t.seq
 )
 SELECT CASE WHEN count(*) = %(count)s::bigint THEN count(*) ELSE {schema}.check_failed() END
@@ -471,10 +521,14 @@ WITH settled AS (
 ),
 back AS (
     UPDATE {table} AS t
-    SET version = t.version + 1, lease_deadline = NULL, client_id = NULL,
-        available_at = coalesce(%(now)s, now())
-    FROM unnest(%(seqs)s::bigint[], %(versions)s::integer[]) AS w(seq, version), settled
-    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > coalesce(%(now)s, now())
+    SET version = t.version + 1, lease_deadline = NULL, client_id = NULL, available_at = w.at
+    FROM unnest(%(seqs)s::bigint[], %(versions)s::integer[],
+                array_replace(%(ats)s::timestamptz[], NULL, """
+    + NOW
+    + """)) AS w(seq, version, at), settled
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > """
+    + NOW
+    + """
     RETURNING t.seq
 ),
 woken AS (SELECT pg_notify(%(channel)s, w)::text FROM unnest(%(notify)s::text[]) AS w)
@@ -485,7 +539,8 @@ SELECT CASE WHEN (SELECT count(*) FROM back) = %(count)s::bigint
 """Retries held items of one partition now in one statement, all or none (as
 :data:`COMPLETE_CHECKED`), waking ``notify`` at commit; with ``durable`` false
 the commit does not wait for its flush (``set_config`` local to the statement's
-own transaction, read when it commits)."""
+own transaction, read when it commits). ``ats`` is an array of NULLs, one per
+item, that the clock fills (as in :data:`RETRY_ITEMS`, for Citus)."""
 
 DELETE_SEQS: Final = sql.SQL("DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])")
 """Deletes locked items (complete; dead-letter without a dead queue)."""
@@ -493,26 +548,37 @@ DELETE_SEQS: Final = sql.SQL("DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigi
 RETRY_ITEMS: Final = sql.SQL(
     """
 UPDATE {table} AS t
-SET version = t.version + 1, lease_deadline = NULL, client_id = NULL,
-    available_at = coalesce(v.retry_at, coalesce(%(now)s, now()))
-FROM unnest(%(seqs)s::bigint[], %(retry_at)s::timestamptz[]) AS v(seq, retry_at)
+SET version = t.version + 1, lease_deadline = NULL, client_id = NULL, available_at = v.retry_at
+FROM unnest(%(seqs)s::bigint[], array_replace(%(retry_at)s::timestamptz[], NULL, """
+    + NOW
+    + """)) AS v(seq, retry_at)
 WHERE t.seq = v.seq
 """
 )
-"""Releases locked items for another attempt, now or at their retry time."""
+"""Releases locked items for another attempt, now or at their retry time (the
+clock fills the array's NULLs: Citus refuses ``coalesce(v.retry_at, now())`` in
+an ``UPDATE``, and crashes on an array of a column and ``now()``)."""
 
 RENEW_ITEMS: Final = sql.SQL(
     """
 UPDATE {table} AS t
 SET version = t.version + 1,
-    lease_deadline = coalesce(%(now)s, now()) + make_interval(secs => v.extend),
-    available_at = coalesce(%(now)s, now()) + make_interval(secs => v.extend)
+    lease_deadline = ("""
+    + NOW
+    + """ AT TIME ZONE 'UTC' + make_interval(secs => v.extend))
+        AT TIME ZONE 'UTC',
+    available_at = ("""
+    + NOW
+    + """ AT TIME ZONE 'UTC' + make_interval(secs => v.extend))
+        AT TIME ZONE 'UTC'
 FROM unnest(%(seqs)s::bigint[], %(extend)s::float8[]) AS v(seq, extend)
 WHERE t.seq = v.seq
 RETURNING {columns}
 """
 )
-"""Extends the leases of locked items; returns the renewed rows."""
+"""Extends the leases of locked items; returns the renewed rows. The extension
+is added in UTC (immutable arithmetic): Citus refuses ``timestamptz + interval``
+(a stable operator) of a column in an ``UPDATE``."""
 
 # -- dead-lettering -----------------------------------------------------------
 
@@ -547,10 +613,16 @@ SELECT seq, CASE WHEN %(max_attempts)s::integer > 0 AND attempts >= %(max_attemp
 FROM {source}
 WHERE """
     + SWEEP_KEY
-    + """ <= coalesce(%(now)s, now())
-  AND available_at <= coalesce(%(now)s, now())
+    + """ <= """
+    + NOW
+    + """
+  AND available_at <= """
+    + NOW
+    + """
   AND ((%(max_attempts)s::integer > 0 AND attempts >= %(max_attempts)s::integer)
-       OR expire_at <= coalesce(%(now)s, now()))
+       OR expire_at <= """
+    + NOW
+    + """)
 ORDER BY """
     + SWEEP_KEY
     + """
