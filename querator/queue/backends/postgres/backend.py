@@ -138,6 +138,9 @@ class PostgresBackend:
         self._pool_timeout = target.pool_timeout
         self._deadline = target.statement_deadline
         self._pool: Pool | None = None
+        self._citus = False
+        """Whether the store is on a Citus coordinator (read when opened): a
+        statement routed whole to a worker node notifies no listener there."""
         self._clock = clock
         self._group = GroupCommit(self._connect, self._names, clock)
         """Runs one-statement transactions, those of concurrent callers together."""
@@ -184,6 +187,9 @@ class PostgresBackend:
                 await pool.open(wait=True, timeout=OPEN_TIMEOUT)
                 async with pool.connection() as conn, conn.transaction():
                     await prepare_schema(conn, self._names, self._store_name, apply=True)
+                    cur = await conn.execute(stmt.CITUS_VERSION)
+                    row = await cur.fetchone()
+                    self._citus = row is not None and row[0] is not None
         except BaseException:
             await pool.close()
             raise
@@ -421,7 +427,9 @@ class PostgresBackend:
         ====  =========================  ==========================================
         0     retries only, all in one   one autocommit ``UPDATE`` that checks
               table (a lock's release)   versions and leases itself and notifies
-                                         (:mod:`.retry_at_once`); then a plan
+                                         (:mod:`.retry_at_once`; not on Citus,
+                                         whose worker would send the NOTIFY
+                                         to no listener); then a plan
                                          not durable or waking names goes
                                          straight to path 4
         1     completes only, all in     one autocommit ``DELETE`` that checks
@@ -440,7 +448,7 @@ class PostgresBackend:
         ====  =========================  ==========================================
         """
         now = self._clock.store_now()
-        if one_table_retry(plan):
+        if not self._citus and one_table_retry(plan):
             async with self._connect() as conn:
                 if await retry_at_once(conn, self._names, plan, now):
                     return TransactResult.model_construct(

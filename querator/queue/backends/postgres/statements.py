@@ -512,6 +512,9 @@ passed sorted: the plan walks them in order (a nested loop over the keys), so
 rows are locked in seq order like every other change.
 """
 
+CITUS_VERSION: Final = sql.SQL("SELECT current_setting('citus.version', true)")
+"""The Citus version of a coordinator, or NULL on plain PostgreSQL."""
+
 RETRY_CHECKED: Final = sql.SQL(
     """
 WITH settled AS (
