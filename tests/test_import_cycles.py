@@ -18,13 +18,7 @@ import querator
 
 ROOT = Path(querator.__file__).parent
 
-KNOWN: set[frozenset[str]] = {
-    # ``@task`` functions have ``defer`` methods (``noop.defer(q, ...)``, as the
-    # issue asks) that call into deferring and return handles, imported at call
-    # time; deferring and handles name TaskFunction. Break it by moving the
-    # option checks and the registry out of functions.py (a follow-up).
-    frozenset({"querator.tasks.deferring", "querator.tasks.functions", "querator.tasks.handles"}),
-}
+KNOWN: set[frozenset[str]] = set()
 """Cycles known and owned elsewhere: each must still be found exactly, so an
 entry goes once its cycle is broken."""
 

@@ -20,7 +20,6 @@ from querator.queue.foreign import produce_on, produce_on_async
 from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_BATCH, check_duration, check_instant, check_name
-from querator.tasks.functions import DEFER_OPTIONS, TaskFunction, registered_task
 from querator.tasks.handles import AsyncTaskHandle, TaskHandle
 from querator.tasks.layout import (
     DEAD_SETTINGS,
@@ -34,6 +33,7 @@ from querator.tasks.layout import (
     task_id_for,
     task_kind,
 )
+from querator.tasks.spec import DEFER_OPTIONS, TaskSpec, registered_task
 from querator.workflows.step_context import current_step
 
 __all__ = [
@@ -72,13 +72,13 @@ def _options(options: Mapping[str, Any]) -> tuple[float | None, datetime | None,
 
 
 def plan(
-    fn: TaskFunction[..., Any],
+    fn: TaskSpec[..., Any],
     calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
     options: Mapping[str, Any],
     now: datetime,
 ) -> Deferral:
     """The items of ``calls`` (each ``(args, kwargs)``), or InvalidArgument."""
-    if not isinstance(fn, TaskFunction):
+    if not isinstance(fn, TaskSpec):
         raise InvalidArgument("task", f"{fn!r} is not a @task function")
     delay, at, key = _options(options)
     if not 1 <= len(calls) <= MAX_BATCH:
@@ -182,9 +182,9 @@ async def _produce_async(aq: AsyncQueueClient, queue: str, deferral: Deferral) -
 
 
 def defer(
-    q: QueueClient, fn: TaskFunction[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    q: QueueClient, fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> TaskHandle:
-    """See :meth:`TaskFunction.defer`."""
+    """See :meth:`~querator.tasks.functions.TaskFunction.defer`."""
     kwargs = dict(kwargs)
     options = _split(kwargs)
     deferral = plan(fn, [(args, kwargs)], options, q.aio.clock.now())
@@ -193,9 +193,9 @@ def defer(
 
 
 async def defer_async(
-    aq: AsyncQueueClient, fn: TaskFunction[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    aq: AsyncQueueClient, fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> AsyncTaskHandle:
-    """See :meth:`TaskFunction.defer_async`."""
+    """See :meth:`~querator.tasks.functions.TaskFunction.defer_async`."""
     kwargs = dict(kwargs)
     options = _split(kwargs)
     deferral = plan(fn, [(args, kwargs)], options, aq.clock.now())
@@ -204,18 +204,18 @@ async def defer_async(
 
 
 def defer_many(
-    q: QueueClient, fn: TaskFunction[..., Any], calls: Any, options: Mapping[str, Any]
+    q: QueueClient, fn: TaskSpec[..., Any], calls: Any, options: Mapping[str, Any]
 ) -> list[TaskHandle]:
-    """See :meth:`TaskFunction.defer_many`."""
+    """See :meth:`~querator.tasks.functions.TaskFunction.defer_many`."""
     deferral = plan(fn, _listed(calls), options, q.aio.clock.now())
     ids = _produce_sync(q, fn.queue, deferral)
     return [TaskHandle(q, fn, i, t) for i, t in zip(ids, deferral.task_ids, strict=True)]
 
 
 async def defer_many_async(
-    aq: AsyncQueueClient, fn: TaskFunction[..., Any], calls: Any, options: Mapping[str, Any]
+    aq: AsyncQueueClient, fn: TaskSpec[..., Any], calls: Any, options: Mapping[str, Any]
 ) -> list[AsyncTaskHandle]:
-    """See :meth:`TaskFunction.defer_many_async`."""
+    """See :meth:`~querator.tasks.functions.TaskFunction.defer_many_async`."""
     deferral = plan(fn, _listed(calls), options, aq.clock.now())
     ids = await _produce_async(aq, fn.queue, deferral)
     return [AsyncTaskHandle(aq, fn, i, t) for i, t in zip(ids, deferral.task_ids, strict=True)]

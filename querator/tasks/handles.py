@@ -16,7 +16,7 @@ from querator.tasks.errors import TaskFailed
 from querator.tasks.layout import RESULTS_SETTINGS, TASK_RESULTS_QUEUE, TaskRecord, result_key
 
 if TYPE_CHECKING:
-    from querator.tasks.functions import TaskFunction
+    from querator.tasks.spec import TaskSpec
 
 __all__ = ["AsyncTaskHandle", "TaskHandle", "stored_outcome"]
 
@@ -25,9 +25,10 @@ WAIT_SLICE = 30.0
 
 
 class AsyncTaskHandle:
-    """A deferred call of a task (from :meth:`TaskFunction.defer_async`)."""
+    """A deferred call of a task (from
+    :meth:`~querator.tasks.functions.TaskFunction.defer_async`)."""
 
-    def __init__(self, aq: AsyncQueueClient, fn: TaskFunction[..., Any], id: str, task_id: str):
+    def __init__(self, aq: AsyncQueueClient, fn: TaskSpec[..., Any], id: str, task_id: str):
         self.aq = aq
         self.fn = fn
         self.id = id
@@ -101,10 +102,10 @@ class AsyncTaskHandle:
 
 
 class TaskHandle:
-    """A deferred call of a task (from :meth:`TaskFunction.defer`); see
+    """A deferred call of a task (from :meth:`~querator.tasks.functions.TaskFunction.defer`); see
     :class:`AsyncTaskHandle`."""
 
-    def __init__(self, q: QueueClient, fn: TaskFunction[..., Any], id: str, task_id: str):
+    def __init__(self, q: QueueClient, fn: TaskSpec[..., Any], id: str, task_id: str):
         self.q = q
         self.handle = AsyncTaskHandle(q.aio, fn, id, task_id)
         """The async twin this handle forwards to."""

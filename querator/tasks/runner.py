@@ -25,7 +25,6 @@ from querator.queue.harness.renewal import Kept, Renewer
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
 from querator.tasks.errors import TaskTimeout
-from querator.tasks.functions import TaskFunction, registered_task
 from querator.tasks.layout import (
     DEAD_SETTINGS,
     PRIOR_HEADER,
@@ -37,6 +36,7 @@ from querator.tasks.layout import (
     task_name,
 )
 from querator.tasks.layout import TASK_RESULTS_QUEUE as RESULTS
+from querator.tasks.spec import TaskSpec, registered_task
 from querator.workflows.errors import Defer
 from querator.workflows.retry import RetryDecision
 
@@ -52,7 +52,7 @@ class TaskRunner:
     """Runs the task items one worker leases (``tasks``: the tasks it serves)."""
 
     def __init__(
-        self, aq: AsyncQueueClient, renewer: Renewer, tasks: Mapping[str, TaskFunction[..., Any]]
+        self, aq: AsyncQueueClient, renewer: Renewer, tasks: Mapping[str, TaskSpec[..., Any]]
     ) -> None:
         self.aq = aq
         self.renewer = renewer
@@ -60,7 +60,7 @@ class TaskRunner:
         self._running: dict[str, Kept] = {}
         """The leases of the attempts running now, by item id (see :meth:`release`)."""
 
-    def find(self, name: str) -> TaskFunction[..., Any] | None:
+    def find(self, name: str) -> TaskSpec[..., Any] | None:
         """The task to run for items named ``name`` (served, or defined here)."""
         return self.tasks.get(name) or registered_task(name)
 
@@ -93,7 +93,7 @@ class TaskRunner:
             log.warning("task %s %s lost its lease: outcome dropped (%s)", name, leased.id, exc)
 
     async def _attempt(
-        self, leased: Leased, fn: TaskFunction[..., Any], args: tuple[Any, ...], kwargs: Any
+        self, leased: Leased, fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any
     ) -> tuple[Leased, Any]:
         """Run ``fn`` once under a kept lease: its latest version, and the result
         or the exception."""
@@ -131,7 +131,7 @@ class TaskRunner:
         return True
 
     async def _store(
-        self, current: Leased, fn: TaskFunction[..., Any], attempt: int, outcome: Any
+        self, current: Leased, fn: TaskSpec[..., Any], attempt: int, outcome: Any
     ) -> None:
         """One statement for the attempt's outcome."""
         if isinstance(outcome, Defer):
@@ -167,7 +167,7 @@ class TaskRunner:
     async def _failed(
         self,
         current: Leased,
-        fn: TaskFunction[..., Any],
+        fn: TaskSpec[..., Any],
         attempt: int,
         error: BaseException,
         retry: bool = True,
@@ -240,7 +240,7 @@ class TaskRunner:
             await self.aq.transact(complete=[current], produce=produce)
 
 
-def _decode(fn: TaskFunction[..., Any], payload: bytes) -> tuple[tuple[Any, ...], Any]:
+def _decode(fn: TaskSpec[..., Any], payload: bytes) -> tuple[tuple[Any, ...], Any]:
     """The call's arguments, checked against the signature; InvalidArgument if
     they do not decode or fit."""
     try:
@@ -253,7 +253,7 @@ def _decode(fn: TaskFunction[..., Any], payload: bytes) -> tuple[tuple[Any, ...]
     return args, kwargs
 
 
-async def _call(fn: TaskFunction[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
+async def _call(fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
     """One attempt; :class:`TaskTimeout` when it outlives ``fn.timeout``."""
     timeout = fn.timeout
     if fn.is_async:
