@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from querator.cli.app import AsJson, Url, _reporting, _store, app
+from querator.cli.app import AsJson, Url, _namespaced, _reporting, _store, app
 from querator.cli.help_format import CliGroup
 from querator.cli.loading import load_functions
 from querator.cli.output import _json_list, _table, _when
@@ -41,8 +41,15 @@ if TYPE_CHECKING:
 tokens_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Bearer tokens of the HTTP API.")
 app.add_typer(tokens_app, name="tokens")
 
+
+def _namespaced_dsn(ctx: typer.Context, dsn: str | None) -> str | None:
+    """The deprecated ``--dsn`` with the command's ``--namespace`` in it, as ``--url``."""
+    return None if dsn is None else _namespaced(ctx, dsn)
+
+
 OldDsn = Annotated[
-    str | None, typer.Option("--dsn", hidden=True, help="Deprecated alias of --url.")
+    str | None,
+    typer.Option("--dsn", hidden=True, help="Deprecated alias of --url.", callback=_namespaced_dsn),
 ]
 
 

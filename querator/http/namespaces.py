@@ -1,0 +1,94 @@
+"""The namespaces one ``querator serve`` serves: a request names its namespace
+in the ``Querator-Namespace`` header (absent: the server's own, the one its
+``--url``/``--namespace`` names).
+
+The server opens one library client per namespace it is asked for, the first
+time, and keeps it until it stops. It never creates a namespace: on PostgreSQL
+and SQLite a namespace must exist (``querator namespaces create``); a
+``memory://`` server gives each namespace a store of its own. Tokens are the
+server's (those of its own namespace): a token valid on the server is valid
+for every namespace it serves, with the same scope.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import anyio.to_thread
+
+from querator.errors import InvalidArgument
+from querator.queue.backends.namespace_admin import list_namespaces
+from querator.queue.backends.namespaces import check_namespace, split_namespace, with_namespace
+from querator.queue.service import AsyncQueueClient
+from querator.webhooks import AsyncWebhooks, WebhookSettings
+
+if TYPE_CHECKING:
+    from querator.http.app import ServerState
+
+__all__ = ["MAX_SERVED", "NAMESPACE_HEADER", "Namespaces"]
+
+NAMESPACE_HEADER: Final = "Querator-Namespace"
+"""The request header naming the namespace a call is for."""
+
+MAX_SERVED: Final = 64
+"""The most namespaces one server opens besides its own (a connection pool each)."""
+
+
+class Namespaces:
+    """The server's state per namespace: its own (``root``) and the others,
+    opened on first use into ``stack`` (closed with the server)."""
+
+    def __init__(
+        self,
+        url: str,
+        root: ServerState,
+        stack: AsyncExitStack,
+        client_options: dict[str, Any] | None = None,
+        webhook_settings: WebhookSettings | None = None,
+    ) -> None:
+        self.store, self.own = split_namespace(url)
+        """The store's URL (no namespace in it) and the server's own namespace."""
+        self.root = root
+        self._stack = stack
+        self._options = dict(client_options or {})
+        self._hooks = webhook_settings
+        self._served: dict[str, ServerState] = {}
+        self._opening = anyio.Lock()
+
+    async def state_of(self, header: str | None) -> ServerState:
+        """The state of the namespace ``header`` names (None: the server's own);
+        InvalidArgument for a bad name, one the store does not hold, or one
+        past :data:`MAX_SERVED`."""
+        if header is None:
+            return self.root
+        name = check_namespace(header)
+        if name == self.own:
+            return self.root
+        found = self._served.get(name)
+        if found is not None:
+            return found
+        async with self._opening:
+            found = self._served.get(name)
+            if found is None:
+                found = self._served[name] = await self._open(name)
+        return found
+
+    async def _open(self, name: str) -> ServerState:
+        if len(self._served) >= MAX_SERVED:
+            raise InvalidArgument(
+                "namespace", f"this server serves at most {MAX_SERVED} namespaces besides its own"
+            )
+        if not self.store.lower().startswith("memory:"):
+            held = await anyio.to_thread.run_sync(list_namespaces, self.store)
+            if name not in held:
+                raise InvalidArgument(
+                    "namespace",
+                    f"no namespace {name!r} in the server's store"
+                    f" (an administrator creates it: querator namespaces create {name})",
+                )
+        client = AsyncQueueClient(with_namespace(self.store, name), **self._options)
+        aq = await self._stack.enter_async_context(client)
+        return replace(self.root, aq=aq, webhooks=AsyncWebhooks(aq, self._hooks))
