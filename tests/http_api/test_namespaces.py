@@ -15,8 +15,9 @@ from pg_schemas import drop_schema
 
 from querator import Item, QueueSettings
 from querator import Querator as Library
-from querator.errors import InvalidArgument, QueratorError
+from querator.errors import Forbidden, InvalidArgument, QueratorError, Unauthorized
 from querator.http import Querator
+from querator.http.auth import create_token
 
 NAMESPACES = ("acme", "globex")
 
@@ -128,3 +129,21 @@ def test_namespaces_are_schemas_on_postgres(pg_store: str) -> None:
             initech.list_queues()
     with Library(pg_store, namespace="acme") as lib:
         assert lib.stats("orders").total == 1
+
+
+def test_tokens_are_the_servers_in_every_namespace(store: str) -> None:
+    """A token of the server's own namespace opens the others; one kept in
+    another namespace's store opens nothing."""
+    with Library(store) as q:
+        token, _ = q.call(create_token, q.aio, "ci", "read")
+    with Library(store, namespace="acme") as q:
+        stray, _ = q.call(create_token, q.aio, "acme-only", "admin")
+    with serve(store) as url:
+        with Querator(url, namespace="acme") as anonymous, pytest.raises(Unauthorized):
+            anonymous.list_queues()
+        with Querator(url, namespace="acme", token=token) as reader:
+            assert [i.name for i in reader.list_queues()] == ["querator.tokens"]  # the stray
+            with pytest.raises(Forbidden):  # the token's scope, in every namespace
+                reader.create_queue("orders", QueueSettings())
+        with Querator(url, namespace="acme", token=stray) as other, pytest.raises(Unauthorized):
+            other.list_queues()
