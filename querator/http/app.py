@@ -14,7 +14,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -105,7 +105,7 @@ class _Api:
         self.generic = {e.path for e in QUEUE_ENDPOINTS}
         self.state: ServerState | None = None
         """The state of the server's own namespace."""
-        self.namespaces: Namespaces | None = None
+        self.namespaces: Namespaces[ServerState] | None = None
         """The states of every namespace the server serves (its own included)."""
         self.pages = {
             "/health": (self.health, None),
@@ -231,7 +231,12 @@ def create_app(
             await tokens.start()
             hooks = AsyncWebhooks(aq, webhook_settings)
             state = api.state = ServerState(aq, tokens, hooks, dict(functions or {}))
-            api.namespaces = Namespaces(url, state, others, client_options, webhook_settings)
+
+            def derive(other: AsyncQueueClient) -> ServerState:
+                """The state of another namespace: its client, the server's tokens."""
+                return replace(state, aq=other, webhooks=AsyncWebhooks(other, webhook_settings))
+
+            api.namespaces = Namespaces(url, state, derive, others, client_options)
             _stop_on_signals(state, asyncio.get_running_loop())
             yield
 

@@ -12,9 +12,9 @@ for every namespace it serves, with the same scope.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -23,10 +23,6 @@ from querator.errors import InvalidArgument
 from querator.queue.backends.namespace_admin import list_namespaces
 from querator.queue.backends.namespaces import check_namespace, split_namespace, with_namespace
 from querator.queue.service import AsyncQueueClient
-from querator.webhooks import AsyncWebhooks, WebhookSettings
-
-if TYPE_CHECKING:
-    from querator.http.app import ServerState
 
 __all__ = ["MAX_SERVED", "NAMESPACE_HEADER", "Namespaces"]
 
@@ -36,29 +32,32 @@ NAMESPACE_HEADER: Final = "Querator-Namespace"
 MAX_SERVED: Final = 64
 """The most namespaces one server opens besides its own (a connection pool each)."""
 
+S = TypeVar("S")
 
-class Namespaces:
-    """The server's state per namespace: its own (``root``) and the others,
-    opened on first use into ``stack`` (closed with the server)."""
+
+class Namespaces(Generic[S]):
+    """The server's state ``S`` per namespace: its own (``root``) and the
+    others, each made by ``derive`` from its client, opened on first use into
+    ``stack`` (closed with the server)."""
 
     def __init__(
         self,
         url: str,
-        root: ServerState,
+        root: S,
+        derive: Callable[[AsyncQueueClient], S],
         stack: AsyncExitStack,
         client_options: dict[str, Any] | None = None,
-        webhook_settings: WebhookSettings | None = None,
     ) -> None:
         self.store, self.own = split_namespace(url)
         """The store's URL (no namespace in it) and the server's own namespace."""
         self.root = root
+        self._derive = derive
         self._stack = stack
         self._options = dict(client_options or {})
-        self._hooks = webhook_settings
-        self._served: dict[str, ServerState] = {}
+        self._served: dict[str, S] = {}
         self._opening = anyio.Lock()
 
-    async def state_of(self, header: str | None) -> ServerState:
+    async def state_of(self, header: str | None) -> S:
         """The state of the namespace ``header`` names (None: the server's own);
         InvalidArgument for a bad name, one the store does not hold, or one
         past :data:`MAX_SERVED`."""
@@ -76,7 +75,7 @@ class Namespaces:
                 found = self._served[name] = await self._open(name)
         return found
 
-    async def _open(self, name: str) -> ServerState:
+    async def _open(self, name: str) -> S:
         if len(self._served) >= MAX_SERVED:
             raise InvalidArgument(
                 "namespace", f"this server serves at most {MAX_SERVED} namespaces besides its own"
@@ -90,5 +89,4 @@ class Namespaces:
                     f" (an administrator creates it: querator namespaces create {name})",
                 )
         client = AsyncQueueClient(with_namespace(self.store, name), **self._options)
-        aq = await self._stack.enter_async_context(client)
-        return replace(self.root, aq=aq, webhooks=AsyncWebhooks(aq, self._hooks))
+        return self._derive(await self._stack.enter_async_context(client))
