@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import Any, TypeVar
@@ -213,11 +213,14 @@ def create_app(
     client_options: dict[str, Any] | None = None,
     auth: AuthMode = "auto",
     webhook_settings: WebhookSettings | None = None,
+    namespaces: Collection[str] | None = (),
 ) -> Starlette:
     """The application serving the store at ``url``; the client opens with the
     app's lifespan and closes with it. ``auth`` says when tokens are required
     (:data:`querator.http.auth.AuthMode`); ``webhook_settings`` are those of
-    the webhook endpoints (``allow_private``, ``max_payload_bytes``, …)."""
+    the webhook endpoints (``allow_private``, ``max_payload_bytes``, …);
+    ``namespaces`` those served besides the URL's, by the ``Querator-Namespace``
+    header (None: every one the store holds; :mod:`querator.http.namespaces`)."""
     api = _Api([*ENDPOINTS, *endpoints])
 
     @contextlib.asynccontextmanager
@@ -236,7 +239,7 @@ def create_app(
                 """The state of another namespace: its client, the server's tokens."""
                 return replace(state, aq=other, webhooks=AsyncWebhooks(other, webhook_settings))
 
-            api.namespaces = Namespaces(url, state, derive, others, client_options)
+            api.namespaces = Namespaces(url, state, derive, others, client_options, namespaces)
             _stop_on_signals(state, asyncio.get_running_loop())
             yield
 

@@ -33,8 +33,9 @@ def store(tmp_path: Path) -> str:
 
 @pytest.fixture
 def server(store: str) -> Iterator[str]:
-    """A server over :func:`store`, serving its default namespace by default."""
-    with serve(store) as url:
+    """A server over :func:`store` serving every namespace it holds (its
+    default one to a call that names none)."""
+    with serve(store, "--serve-namespaces", "*") as url:
         yield url
 
 
@@ -84,7 +85,7 @@ def test_the_header_names_the_namespace_outright(store: str, tmp_path: Path) -> 
     """A server of namespace acme (``--namespace``) serves the default one to
     a call that names it, and acme to a call that names none."""
     with (
-        serve(store, "--namespace", "acme") as url,
+        serve(store, "--namespace", "acme", "--serve-namespaces", "default") as url,
         Querator(url) as own,
         Querator(url, namespace="default") as default,
     ):
@@ -113,7 +114,7 @@ def pg_store(pg_dsn: str, pg_schema: str, pg_schema_url: str) -> Iterator[str]:
 
 def test_namespaces_are_schemas_on_postgres(pg_store: str) -> None:
     with (
-        serve(pg_store) as server,
+        serve(pg_store, "--serve-namespaces", "acme,globex") as server,
         Querator(server, namespace="acme") as acme,
         Querator(server, namespace="globex") as globex,
     ):
@@ -124,7 +125,7 @@ def test_namespaces_are_schemas_on_postgres(pg_store: str) -> None:
         assert acme.stats("orders").total == 1
         with (
             Querator(server, namespace="initech") as initech,
-            pytest.raises(InvalidArgument, match="no namespace 'initech'"),
+            pytest.raises(Forbidden, match="serves namespace 'default', not 'initech'"),
         ):
             initech.list_queues()
     with Library(pg_store, namespace="acme") as lib:
@@ -138,7 +139,7 @@ def test_tokens_are_the_servers_in_every_namespace(store: str) -> None:
         token, _ = q.call(create_token, q.aio, "ci", "read")
     with Library(store, namespace="acme") as q:
         stray, _ = q.call(create_token, q.aio, "acme-only", "admin")
-    with serve(store) as url:
+    with serve(store, "--serve-namespaces", "acme") as url:
         with Querator(url, namespace="acme") as anonymous, pytest.raises(Unauthorized):
             anonymous.list_queues()
         with Querator(url, namespace="acme", token=token) as reader:
@@ -147,3 +148,22 @@ def test_tokens_are_the_servers_in_every_namespace(store: str) -> None:
                 reader.create_queue("orders", QueueSettings())
         with Querator(url, namespace="acme", token=stray) as other, pytest.raises(Unauthorized):
             other.list_queues()
+
+
+def test_a_server_serves_only_the_namespaces_it_is_told(store: str) -> None:
+    with (
+        serve(store, "--serve-namespaces", "acme") as url,
+        Querator(url, namespace="acme") as acme,
+        Querator(url, namespace="globex") as globex,
+    ):
+        acme.create_queue("orders", QueueSettings())
+        with pytest.raises(Forbidden, match="not 'globex'"):
+            globex.create_queue("orders", QueueSettings())
+    with (
+        serve(store) as url,
+        Querator(url, namespace="acme") as acme,
+        pytest.raises(Forbidden, match="--serve-namespaces"),
+    ):
+        acme.list_queues()
+    with Library(store, namespace="globex") as lib:
+        assert lib.list_queues() == []
