@@ -2,7 +2,7 @@
 
 ```
 querator serve [--url URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows] [--no-auth]
-               [--webhooks-allow-private]
+               [--webhooks-allow-private] [--serve-namespaces NAME,NAME|'*']
 querator tokens create NAME [--scope read|write|admin]   # prints the token once
 querator tokens list [--json]
 querator tokens revoke TOKEN_ID
