@@ -48,6 +48,7 @@ from querator.workflows.errors import (
     IdempotencyConflict,
     NonDeterminism,
     ResultNotEncodable,
+    RunFinished,
     RunNotFound,
     SagaFailed,
     StepFailed,
@@ -72,6 +73,7 @@ from querator.workflows.inspection import (
     list_runs,
     list_runs_async,
 )
+from querator.workflows.messages import recv, recv_async, send, send_async
 from querator.workflows.progress import areport_progress, report_progress, report_progress_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
@@ -91,6 +93,7 @@ __all__ = [
     "ResultNotEncodable",
     "RetryDecision",
     "RetryPolicy",
+    "RunFinished",
     "RunHandle",
     "RunInfo",
     "RunNotFound",
@@ -130,6 +133,8 @@ __all__ = [
     "list_runs_async",
     "list_schedules",
     "pause_schedule",
+    "recv",
+    "recv_async",
     "report_progress",
     "report_progress_async",
     "resume",
@@ -137,6 +142,8 @@ __all__ = [
     "resume_schedule",
     "saga",
     "schedule",
+    "send",
+    "send_async",
     "sleep",
     "sleep_async",
     "sleep_until",

@@ -45,6 +45,8 @@ RECORD_KIND = "querator.record"
 ENCODING = "json"
 SLEEP_STEP = "querator.sleep"
 """The step name stored in the record of a durable timer."""
+RECV_STEP = "querator.recv"
+"""The step name stored in the record of a ``recv`` (the message read, or its timeout)."""
 RESULTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 """Records are kept for the longest time a queue allows (366 days)."""
 WORK_LEASE = 10.0

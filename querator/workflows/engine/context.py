@@ -22,7 +22,7 @@ from querator.queue.models import Item
 from querator.workflows.codec import Codec
 from querator.workflows.engine.fiber import Evicted, park
 from querator.workflows.errors import NonDeterminism, StepFailed
-from querator.workflows.keys import RESULTS_QUEUE, SLEEP_STEP, child_run_id, step_key
+from querator.workflows.keys import RECV_STEP, RESULTS_QUEUE, SLEEP_STEP, child_run_id, step_key
 from querator.workflows.stored import (
     ParentLink,
     RunMeta,
@@ -40,6 +40,7 @@ __all__ = [
     "Child",
     "Gather",
     "Load",
+    "Recv",
     "Request",
     "RunContext",
     "Sleep",
@@ -127,6 +128,16 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
+class Recv:
+    """Read the oldest unread message on ``topic`` into the record at ``position``;
+    at ``until`` (None: never) record a timeout instead."""
+
+    position: int
+    topic: str
+    until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class Child:
     """Start child run ``run_id`` (``meta``) and resume with its outcome at ``position``."""
 
@@ -142,7 +153,7 @@ class Load:
     position: int
 
 
-Request = StepCall | Gather | Sleep | Child
+Request = StepCall | Gather | Sleep | Child | Recv
 """What a parked body waits for (a :class:`Load` is answered at once)."""
 
 
@@ -152,7 +163,7 @@ def waited_positions(request: Request) -> list[int]:
         return [request.position]
     if isinstance(request, Gather):
         return [payload.position for _, payload in request.members]
-    if isinstance(request, Child):
+    if isinstance(request, Child | Recv):
         return [request.position]
     return []
 
@@ -188,6 +199,14 @@ def request_items(
         tag = str(request.position)
         wake = wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow)
         produce[ctx.workflow_queue] = [wake]
+    elif isinstance(request, Recv):
+        # The timeout's wake (a send produces a wake of its own). Produced again
+        # on a replay: dedup keeps the first, so the timeout counts from the
+        # first time the body reached the call.
+        if request.until is not None:
+            tag = str(request.position)
+            wake = wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow)
+            produce[ctx.workflow_queue] = [wake]
     else:
         produce = start_items(request.run_id, request.meta)
     return produce
@@ -362,6 +381,19 @@ class RunContext:
     def sleep(self, seconds: float) -> None:
         """:meth:`sleep_until` ``now + seconds`` (computed the first time only)."""
         self.sleep_until(self.clock.now() + timedelta(seconds=seconds))
+
+    def recv(self, topic: str, timeout: float | None) -> StepRecord:
+        """The record of a ``recv`` at the next position (the message read, or
+        the timeout), once there is one."""
+        position = self._next()
+        record = self._stored(position, RECV_STEP)
+        if record is None:
+            until = None
+            if timeout is not None:
+                until = self.clock.now() + timedelta(seconds=timeout)
+            self._wait([position], Recv(position, topic, until))
+            record = self.records[position]
+        return record
 
     def child(
         self,

@@ -1,0 +1,180 @@
+"""Messages to a run: send from outside, recv inside the body (every backend)."""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from typing import Any
+
+import anyio
+import pytest
+from polling import wait_for
+
+from querator import Querator
+from querator.errors import InvalidArgument, UsageError
+from querator.workflows import (
+    RunFinished,
+    RunNotFound,
+    recv,
+    recv_async,
+    send,
+    start,
+    step,
+    workflow,
+)
+from querator.workflows.engine.context import Recv, RunContext
+from querator.workflows.engine.fiber import Fiber, Finished
+from querator.workflows.engine.mailbox import message_prefix, recv_record
+from querator.workflows.keys import RECV_STEP, RESULTS_QUEUE, step_key
+from querator.workflows.stored import StepRecord
+
+from .conftest import RunWorker
+from .flows import CALLS, count_call
+
+
+@workflow(name="m.inbox")
+def inbox(count: int, timeout: float | None) -> list[Any]:
+    return [recv("t", timeout=timeout) for _ in range(count)]
+
+
+@step(name="m.mark")
+def mark(key: str) -> str:
+    count_call(f"mark:{key}")
+    return key
+
+
+@workflow(name="m.between")
+def between(key: str) -> list[Any]:
+    first = recv("a")
+    mark(key)
+    second = recv("b", timeout=30)
+    return [first, mark(f"{key}2"), second]
+
+
+@workflow(name="m.ainbox")
+async def ainbox(timeout: float) -> list[Any]:
+    return [await recv_async("t", timeout=timeout), await recv_async("u", timeout=timeout)]
+
+
+def _record(q: Querator, run_id: str, position: int) -> StepRecord | None:
+    item = q.lookup(RESULTS_QUEUE, [step_key(run_id, position)]).get(step_key(run_id, position))
+    return StepRecord.model_validate_json(item.payload) if item else None
+
+
+def test_messages_sent_before_recv_are_kept_and_read_in_order(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    run = start(q, inbox, 3, None)
+    for value in [{"n": 1}, [2], "three"]:
+        send(q, run.run_id, "t", value)
+    send(q, run.run_id, "other", "not read: another topic")
+    with run_worker([inbox]):
+        assert run.result(timeout=20) == [{"n": 1}, [2], "three"]
+    record = _record(q, run.run_id, 0)
+    assert record is not None and record.step == RECV_STEP
+
+
+def test_a_waiting_run_is_woken_by_the_send(q: Querator, run_worker: RunWorker) -> None:
+    with run_worker([between, mark]):
+        run = start(q, between, "w")
+        send(q, run.run_id, "a", 1)
+        wait_for(lambda: CALLS["mark:w"] == 1, timeout=20, message="first step")
+        send(q, run.run_id, "b", {"second": True})
+        assert run.result(timeout=20) == [1, "w2", {"second": True}]
+
+
+def test_recv_times_out_with_none_and_a_late_message_stays(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    with run_worker([inbox]):
+        first = start(q, inbox, 2, 0.2)
+        assert first.result(timeout=20) == [None, None]
+        run = start(q, ainbox, 0.2)
+    with run_worker([ainbox]):
+        assert run.result(timeout=20) == [None, None]
+
+
+def test_each_message_read_once_and_a_resend_with_its_key_is_a_no_op(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    run = start(q, inbox, 3, 0.5)
+    send(q, run.run_id, "t", "a", idempotency_key="k1")
+    send(q, run.run_id, "t", "a", idempotency_key="k1")
+    send(q, run.run_id, "t", "b")
+    with run_worker([inbox]):
+        assert run.result(timeout=20) == ["a", "b", None]
+    assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"))) == 2
+
+
+def test_replays_read_the_same_messages_at_the_same_positions(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    # No live bodies: every wake replays the run from its history.
+    with run_worker([between, mark], max_live_runs=0):
+        run = start(q, between, "r")
+        send(q, run.run_id, "b", "B")  # read at the second recv, not the first
+        send(q, run.run_id, "a", "A")
+        assert run.result(timeout=20) == ["A", "r2", "B"]
+    assert CALLS["mark:r"] == 1 and CALLS["mark:r2"] == 1
+
+
+def test_a_stored_recv_record_is_returned_on_replay_without_parking() -> None:
+    records = {0: recv_record("run-x/msg/t/1", '"stored"'), 1: recv_record(None, None)}
+
+    async def body(ctx: RunContext) -> object:
+        fiber = Fiber(
+            lambda: [ctx.recv("t", 5), ctx.recv("t", 5), ctx.recv("t", None)],
+            contextvars.copy_context(),
+        )
+        message = await fiber.resume()
+        await fiber.close()
+        return message
+
+    ctx = RunContext("run-x", "wfq", dict(records), workflow="t.wf")
+    assert anyio.run(body, ctx) == Recv(2, "t", None)
+    done = {**records, 2: recv_record("run-x/msg/t/2", "3")}
+    finished = anyio.run(body, RunContext("run-x", "wfq", done, workflow="t.wf"))
+    assert isinstance(finished, Finished)
+
+
+def test_send_refuses_unknown_and_finished_runs(q: Querator, run_worker: RunWorker) -> None:
+    with pytest.raises(RunNotFound):
+        send(q, "run-nothing", "t", 1)
+    with run_worker([inbox]):
+        run = start(q, inbox, 0, None)
+        assert run.result(timeout=20) == []
+    with pytest.raises(RunFinished):
+        send(q, run.run_id, "t", 1)
+    assert q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t")) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "args", "options"),
+    [
+        ("topic", ("", 1), {}),
+        ("topic", ("a/b", 1), {}),
+        ("topic", ("x" * 201, 1), {}),
+        ("value", ("t", math.nan), {}),
+        ("value", ("t", object()), {}),
+        ("idempotency_key", ("t", 1), {"idempotency_key": ""}),
+    ],
+)
+def test_send_rejects_bad_input_and_writes_nothing(
+    q: Querator, field: str, args: tuple[Any, ...], options: dict[str, Any]
+) -> None:
+    run = start(q, inbox, 1, None)
+    with pytest.raises(InvalidArgument) as caught:
+        send(q, run.run_id, *args, **options)
+    assert caught.value.field == field
+    assert q.scan_keys(RESULTS_QUEUE, f"{run.run_id}/msg/") == []
+
+
+@pytest.mark.parametrize("timeout", [math.nan, -1.0, "1"])
+def test_recv_rejects_bad_timeouts(timeout: Any) -> None:
+    with pytest.raises(InvalidArgument):
+        recv("t", timeout=timeout)
+
+
+def test_recv_outside_a_workflow_is_a_usage_error() -> None:
+    with pytest.raises(UsageError):
+        recv("t")
