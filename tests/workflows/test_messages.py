@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextvars
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from polling import wait_for
 
-from querator import Querator
+from querator import Querator, QueueSettings
 from querator.errors import InvalidArgument, UsageError
 from querator.workflows import (
     RunFinished,
@@ -30,6 +34,8 @@ from querator.workflows.stored import StepRecord
 
 from .conftest import RunWorker
 from .flows import CALLS, count_call
+from .ops_flows import WORK_QUEUE, mailbox
+from .ops_procs import durable_url_for, read_log, spawn_worker
 
 
 @workflow(name="m.inbox")
@@ -178,3 +184,61 @@ def test_recv_rejects_bad_timeouts(timeout: Any) -> None:
 def test_recv_outside_a_workflow_is_a_usage_error() -> None:
     with pytest.raises(UsageError):
         recv("t")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m querator.cli ARGS`` from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "querator.cli", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store shared by the test and its worker processes."""
+    return durable_url_for(request, tmp_path, str(request.param))
+
+
+def test_a_run_waiting_in_recv_survives_a_sigkilled_worker(
+    durable_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "steps.log"
+    with Querator(durable_url) as q:
+        q.create_queue(WORK_QUEUE, QueueSettings(lease_timeout=0.5, expire_timeout=3600.0))
+        run = start(q, mailbox, "k")
+        send(q, run.run_id, "m", "one")
+        first = spawn_worker(durable_url, "w1", log)
+        try:
+            # The link's record commits with the park on the second recv.
+            wait_for(lambda: _record(q, run.run_id, 1), timeout=30, message="link record")
+        finally:
+            first.kill()
+        sent = cli("runs", "send", run.run_id, "m", '"two"', "--url", durable_url)
+        assert sent.returncode == 0, sent.stderr
+        second = spawn_worker(durable_url, "w2", log)
+        try:
+            assert run.result(timeout=30) == ["one", [0], "two"]
+        finally:
+            assert second.terminate() == 0, second.stderr()
+    assert [event[0] for event in read_log(log)] == ["start", "done"]  # the link ran once
+
+
+def test_runs_send_command_refuses_bad_json_and_unknown_runs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with Querator(url) as q:
+        run = start(q, mailbox, "c")
+        for bad in ["NaN", "{oops", ""]:
+            refused = cli("runs", "send", run.run_id, "m", bad, "--url", url)
+            assert refused.returncode == 2 and "value" in refused.stderr, refused.stderr
+        assert q.scan_keys(RESULTS_QUEUE, f"{run.run_id}/msg/") == []
+        sent = cli("runs", "send", run.run_id, "m", '{"a": [1, 2]}', "--url", url)
+        assert sent.returncode == 0 and "sent on m" in sent.stdout
+        [item] = q.scan_keys(RESULTS_QUEUE, f"{run.run_id}/msg/")
+        assert json.loads(item.payload) == {"a": [1, 2]}
+    unknown = cli("runs", "send", "run-nope", "m", "1", "--url", url)
+    assert unknown.returncode == 2
