@@ -73,7 +73,16 @@ from querator.workflows.inspection import (
     list_runs,
     list_runs_async,
 )
-from querator.workflows.messages import recv, recv_async, send, send_async
+from querator.workflows.messages import (
+    get_event,
+    get_event_async,
+    recv,
+    recv_async,
+    send,
+    send_async,
+    set_event,
+    set_event_async,
+)
 from querator.workflows.progress import areport_progress, report_progress, report_progress_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
@@ -126,6 +135,8 @@ __all__ = [
     "fork_async",
     "gather",
     "gather_async",
+    "get_event",
+    "get_event_async",
     "get_run",
     "get_run_async",
     "get_schedule",
@@ -144,6 +155,8 @@ __all__ = [
     "schedule",
     "send",
     "send_async",
+    "set_event",
+    "set_event_async",
     "sleep",
     "sleep_async",
     "sleep_until",

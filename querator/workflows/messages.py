@@ -15,6 +15,8 @@ import re
 import uuid
 from typing import Any
 
+import anyio
+
 from querator.errors import InvalidArgument, QueueNotFound, UsageError
 from querator.queue.client import QueueClient
 from querator.queue.service import AsyncQueueClient
@@ -22,10 +24,19 @@ from querator.queue.validation import check_duration
 from querator.workflows.engine.context import CURRENT
 from querator.workflows.engine.mailbox import message_item, recv_value
 from querator.workflows.errors import RunFinished, RunNotFound
-from querator.workflows.keys import RESULTS_QUEUE, meta_key, result_key
-from querator.workflows.stored import RunMeta, wake_item
+from querator.workflows.keys import RESULTS_QUEUE, event_prefix, meta_key, result_key
+from querator.workflows.stored import RunMeta, StepRecord, wake_item
 
-__all__ = ["recv", "recv_async", "send", "send_async"]
+__all__ = [
+    "get_event",
+    "get_event_async",
+    "recv",
+    "recv_async",
+    "send",
+    "send_async",
+    "set_event",
+    "set_event_async",
+]
 
 TOPIC_MAX = 200
 """The longest topic name."""
@@ -33,22 +44,34 @@ _TOPIC = re.compile(rf"[A-Za-z0-9._:-]{{1,{TOPIC_MAX}}}")
 _KEY_MAX = 1_000
 
 
-def check_topic(topic: object) -> str:
-    """``topic`` if it is a valid topic name, else InvalidArgument."""
+def check_topic(topic: object, field: str = "topic") -> str:
+    """``topic`` if it is a valid topic (or event key) name, else InvalidArgument."""
     if not isinstance(topic, str) or not _TOPIC.fullmatch(topic):
         raise InvalidArgument(
-            "topic",
+            field,
             f"{topic!r} must be 1-{TOPIC_MAX} characters of letters, digits, '.', '_', ':' or '-'",
         )
     return topic
+
+
+def _json(value: object) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument("value", f"must be JSON (no NaN or infinity): {exc}") from None
+
+
+def _check_run_id(run_id: object) -> str:
+    if not isinstance(run_id, str) or not run_id or "/" in run_id or "\x00" in run_id:
+        raise InvalidArgument("run_id", f"{run_id!r} is not a run id")
+    return run_id
 
 
 def _check_send(
     run_id: object, topic: object, value: object, idempotency_key: object
 ) -> tuple[str, str]:
     """(run id, the value as JSON text), once every argument is checked."""
-    if not isinstance(run_id, str) or not run_id or "/" in run_id or "\x00" in run_id:
-        raise InvalidArgument("run_id", f"{run_id!r} is not a run id")
+    run_id = _check_run_id(run_id)
     check_topic(topic)
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str)
@@ -58,11 +81,7 @@ def _check_send(
         raise InvalidArgument(
             "idempotency_key", f"must be 1-{_KEY_MAX} characters without NUL, or None"
         )
-    try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument("value", f"must be JSON (no NaN or infinity): {exc}") from None
-    return run_id, text
+    return run_id, _json(value)
 
 
 async def send_async(
@@ -146,3 +165,89 @@ async def recv_async(topic: str, timeout: float | None = None) -> Any:
     if CURRENT.get() is None:
         raise UsageError("recv_async() is called inside a workflow body only")
     return recv(topic, timeout)
+
+
+def set_event(key: str, value: Any) -> None:
+    """Inside a workflow body: publish ``value`` (anything JSON holds) under
+    ``key``, for :func:`get_event` to read; the latest value wins.
+
+    The value is stored with the run's next commit (when the body next waits
+    for something or ends), once: a replay finds it stored and writes nothing.
+    """
+    check_topic(key, "key")
+    text = _json(value)
+    ctx = CURRENT.get()
+    if ctx is None:
+        raise UsageError("set_event() is called inside a workflow body only")
+    ctx.set_event(key, text)
+
+
+async def set_event_async(key: str, value: Any) -> None:
+    """:func:`set_event` for async workflow bodies."""
+    set_event(key, value)
+
+
+async def _latest(aq: AsyncQueueClient, run_id: str, key: str) -> tuple[bool, Any]:
+    """(found, value) of the latest value ``run_id`` published under ``key``."""
+    prefix, after, last = event_prefix(run_id, key), None, None
+    while True:
+        page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=after, limit=1000)
+        if page:
+            last = page[-1]
+        if len(page) < 1000:
+            break
+        after = page[-1].dedup_key
+    if last is None:
+        return False, None
+    return True, _event_value(last.payload)
+
+
+def _event_value(payload: bytes) -> Any:
+    """The value an event item holds (its record's JSON result)."""
+    record = StepRecord.model_validate_json(payload)
+    return json.loads(record.result or "null")
+
+
+async def get_event_async(aq: AsyncQueueClient, run_id: str, key: str, timeout: float = 0.0) -> Any:
+    """:func:`get_event` for async callers (an :class:`AsyncQueueClient`)."""
+    run_id = _check_run_id(run_id)
+    check_topic(key, "key")
+    timeout = check_duration("timeout", timeout, allow_zero=True)
+    deadline = anyio.current_time() + timeout
+    watch = aq.watch(RESULTS_QUEUE)
+    checked = False
+    while True:
+        try:
+            found, value = await _latest(aq, run_id, key)
+        except QueueNotFound:
+            raise RunNotFound(run_id) from None
+        if found:
+            return value
+        if not checked:
+            stored = await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)])
+            if meta_key(run_id) not in stored:
+                raise RunNotFound(run_id)
+            checked = True
+        left = deadline - anyio.current_time()
+        if left <= 0:
+            return None
+        await watch.wait(min(left, _WAIT_SLICE))
+
+
+_WAIT_SLICE = 5.0
+"""The longest a waiting get_event sleeps before it looks again."""
+
+
+def get_event(q: QueueClient, run_id: str, key: str, timeout: float = 0.0) -> Any:
+    """The latest value run ``run_id`` published under ``key`` (:func:`set_event`).
+
+    With no value yet, waits up to ``timeout`` seconds for the first one
+    (woken by the commit that stores it, not by polling) and returns None if
+    none comes. Raises :class:`~querator.workflows.errors.RunNotFound` for an
+    unknown run and :class:`~querator.errors.InvalidArgument` for a bad key or
+    timeout.
+    """
+    _check_run_id(run_id)
+    check_topic(key, "key")
+    check_duration("timeout", timeout, allow_zero=True)
+    return q.call(get_event_async, q.aio, run_id, key, timeout)

@@ -19,9 +19,11 @@ from querator.errors import InvalidArgument, UsageError
 from querator.workflows import (
     RunFinished,
     RunNotFound,
+    get_event,
     recv,
     recv_async,
     send,
+    set_event,
     start,
     step,
     workflow,
@@ -242,3 +244,41 @@ def test_runs_send_command_refuses_bad_json_and_unknown_runs(tmp_path: Path) -> 
         assert json.loads(item.payload) == {"a": [1, 2]}
     unknown = cli("runs", "send", "run-nope", "m", "1", "--url", url)
     assert unknown.returncode == 2
+
+
+@workflow(name="m.publisher")
+def publisher(key: str) -> str:
+    set_event("stage", "started")
+    mark(key)
+    set_event("stage", {"done": 1})
+    set_event("url", f"https://pay.example/{key}")
+    answer = recv("go")
+    set_event("stage", "finished")
+    return str(answer)
+
+
+def test_published_state_latest_value_and_waiting_for_the_first(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    run = start(q, publisher, "p")
+    assert get_event(q, run.run_id, "url") is None  # nothing yet, no worker
+    with run_worker([publisher, mark]):
+        assert get_event(q, run.run_id, "url", timeout=20) == "https://pay.example/p"
+        assert get_event(q, run.run_id, "stage") == {"done": 1}
+        send(q, run.run_id, "go", "yes")
+        assert run.result(timeout=20) == "yes"
+    assert get_event(q, run.run_id, "stage") == "finished"
+    assert CALLS["mark:p"] == 1
+    with pytest.raises(RunNotFound):
+        get_event(q, "run-nothing", "stage")
+    with pytest.raises(InvalidArgument):
+        get_event(q, run.run_id, "bad key")
+    with pytest.raises(InvalidArgument):
+        get_event(q, run.run_id, "stage", timeout=math.nan)
+
+
+def test_set_event_outside_a_workflow_is_a_usage_error() -> None:
+    with pytest.raises(UsageError):
+        set_event("k", 1)
+    with pytest.raises(InvalidArgument):
+        set_event("k", math.inf)

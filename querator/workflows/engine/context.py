@@ -22,7 +22,15 @@ from querator.queue.models import Item
 from querator.workflows.codec import Codec
 from querator.workflows.engine.fiber import Evicted, park
 from querator.workflows.errors import NonDeterminism, StepFailed
-from querator.workflows.keys import RECV_STEP, RESULTS_QUEUE, SLEEP_STEP, child_run_id, step_key
+from querator.workflows.keys import (
+    RECV_STEP,
+    RESULTS_QUEUE,
+    SET_EVENT_STEP,
+    SLEEP_STEP,
+    child_run_id,
+    event_key,
+    step_key,
+)
 from querator.workflows.stored import (
     ParentLink,
     RunMeta,
@@ -245,6 +253,9 @@ class RunContext:
     """The client's clock: durable timers and child deadlines count from it."""
     workflow: str = ""
     """The run's workflow (the kind of its wake tasks)."""
+    published: list[Item] = field(default_factory=list)
+    """Records a ``set_event`` added, not committed yet: the engine takes them
+    (:meth:`take_published`) into the commit of the body's next move."""
 
     def add(self, position: int, record: StepRecord, created: datetime | None = None) -> None:
         """Record the outcome at ``position`` (before resuming the body)."""
@@ -394,6 +405,23 @@ class RunContext:
             self._wait([position], Recv(position, topic, until))
             record = self.records[position]
         return record
+
+    def set_event(self, key: str, text: str) -> None:
+        """Publish ``text`` (JSON) under ``key`` at the next position: stored with
+        the body's next commit, once (a replay finds the record)."""
+        position = self._next()
+        if self._stored(position, SET_EVENT_STEP) is not None:
+            return
+        record = StepRecord(step=SET_EVENT_STEP, ok=True, result=text, attempts=1)
+        self.add(position, record)
+        self.published.append(record_item(step_key(self.run_id, position), record, self.run_id))
+        event = record_item(event_key(self.run_id, key, position), record, self.run_id)
+        self.published.append(event)
+
+    def take_published(self) -> list[Item]:
+        """The records of ``set_event`` calls since the last take."""
+        published, self.published = self.published, []
+        return published
 
     def child(
         self,

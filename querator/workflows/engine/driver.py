@@ -360,6 +360,9 @@ class Engine:
                 late = timed_out(live.run_id, live.meta.deadline, self.aq.clock.now())
                 # Past its deadline, the body is not resumed: the run times out.
                 answer = late if late is not None else await resume(self.aq, live)
+            published = live.ctx.take_published()
+            if published:  # set_event: stored with the next move
+                hand = replace(hand, produce=merge_items(hand.produce, {RESULTS_QUEUE: published}))
             if isinstance(answer, Recv):
                 record = await self._receive(live, answer, hand.item)
                 if record is not None:
