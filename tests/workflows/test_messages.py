@@ -19,6 +19,7 @@ from querator.errors import InvalidArgument, UsageError
 from querator.workflows import (
     RunFinished,
     RunNotFound,
+    WorkflowCancelled,
     get_event,
     recv,
     recv_async,
@@ -282,3 +283,48 @@ def test_set_event_outside_a_workflow_is_a_usage_error() -> None:
         set_event("k", 1)
     with pytest.raises(InvalidArgument):
         set_event("k", math.inf)
+
+
+def test_waiting_runs_hold_no_worker_slot(q: Querator, run_worker: RunWorker) -> None:
+    with run_worker([inbox], concurrency=1):
+        runs = [start(q, inbox, 1, None) for _ in range(4)]
+        # Every run waits in recv at once on a worker of one slot; each send wakes one.
+        wait_for(
+            lambda: all(_wake_done(q, run.run_id) for run in runs),
+            timeout=20,
+            message="every run parked",
+        )
+        for n, run in enumerate(runs):
+            send(q, run.run_id, "t", n)
+        assert [run.result(timeout=20) for run in runs] == [[0], [1], [2], [3]]
+
+
+def _wake_done(q: Querator, run_id: str) -> bool:
+    """The run's start wake was handled (its body reached recv and parked)."""
+    key = f"{run_id}/wake/start"
+    return not q.lookup("querator.workflows", [key, f"{key}/r"])
+
+
+def test_cancelling_a_run_waiting_in_recv_ends_it(q: Querator, run_worker: RunWorker) -> None:
+    with run_worker([inbox]):
+        run = start(q, inbox, 1, None)
+        wait_for(lambda: _wake_done(q, run.run_id), timeout=20, message="parked")
+        assert run.cancel("no answer")
+        with pytest.raises(WorkflowCancelled):
+            run.result(timeout=20)
+    with pytest.raises(RunFinished):
+        send(q, run.run_id, "t", "late")
+
+
+def test_a_message_after_a_timeout_is_read_by_the_next_recv(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    with run_worker([inbox]):
+        run = start(q, inbox, 2, 1.0)
+        wait_for(lambda: _record(q, run.run_id, 0), timeout=20, message="first timeout")
+        send(q, run.run_id, "t", "kept")
+        result = run.result(timeout=20)
+    # The send may land before the second recv's timeout (read) or after it (kept, unread).
+    assert result[0] is None and result[1] in ("kept", None)
+    if result[1] is None:
+        assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"))) == 1
