@@ -14,18 +14,22 @@ import anyio
 import pytest
 from polling import wait_for
 
-from querator import Querator, QueueSettings
+from querator import AsyncQuerator, Querator, QueueSettings
 from querator.errors import InvalidArgument, UsageError
 from querator.workflows import (
+    AsyncWorker,
     RunFinished,
     RunNotFound,
     WorkflowCancelled,
     get_event,
+    get_event_async,
     recv,
     recv_async,
     send,
+    send_async,
     set_event,
     start,
+    start_async,
     step,
     workflow,
 )
@@ -328,3 +332,23 @@ def test_a_message_after_a_timeout_is_read_by_the_next_recv(
     assert result[0] is None and result[1] in ("kept", None)
     if result[1] is None:
         assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"))) == 1
+
+
+@pytest.mark.anyio
+async def test_async_twins_send_recv_and_get_event(aq: AsyncQuerator) -> None:
+    worker = AsyncWorker(aq, [ainbox, publisher, mark])
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(worker.arun)
+        try:
+            run = await start_async(aq, ainbox, 20.0)
+            await send_async(aq, run.run_id, "u", "second topic")
+            await send_async(aq, run.run_id, "t", "first topic")
+            published = await start_async(aq, publisher, "async")
+            with anyio.fail_after(20):
+                assert await run.result() == ["first topic", "second topic"]
+                url = await get_event_async(aq, published.run_id, "url", timeout=20)
+                assert url == "https://pay.example/async"
+                await send_async(aq, published.run_id, "go", None)
+                assert await published.result() == "None"
+        finally:
+            worker.stop()
