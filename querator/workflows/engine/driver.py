@@ -46,9 +46,16 @@ from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import joined, slept
-from querator.workflows.engine.commit import Produce, parent_items
+from querator.workflows.engine.commit import Produce, merge_items, parent_items
 from querator.workflows.engine.committer import Claimed, Committer, Hand
-from querator.workflows.engine.context import Gather, Request, Sleep, StepCall, waited_positions
+from querator.workflows.engine.context import (
+    Gather,
+    Recv,
+    Request,
+    Sleep,
+    StepCall,
+    waited_positions,
+)
 from querator.workflows.engine.decisions import (
     Hold,
     Park,
@@ -58,6 +65,7 @@ from querator.workflows.engine.decisions import (
     after_record,
     from_history,
     next_move,
+    received,
     resumes_on,
     tag_position,
     timed_out,
@@ -68,6 +76,7 @@ from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
+from querator.workflows.engine.mailbox import consumed, oldest_unread
 from querator.workflows.engine.replay import new_live, resume
 from querator.workflows.engine.rerouting import NotServed
 from querator.workflows.engine.resumption import apply_resume
@@ -79,6 +88,7 @@ from querator.workflows.keys import (
     aborted_key,
     cancel_key,
     compensating_key,
+    is_wake,
     meta_key,
     result_key,
     step_key,
@@ -91,6 +101,7 @@ from querator.workflows.stored import (
     StepPayload,
     StepRecord,
     WakePayload,
+    record_item,
 )
 
 __all__ = ["Engine", "Poison"]
@@ -349,6 +360,19 @@ class Engine:
                 late = timed_out(live.run_id, live.meta.deadline, self.aq.clock.now())
                 # Past its deadline, the body is not resumed: the run times out.
                 answer = late if late is not None else await resume(self.aq, live)
+            published = live.ctx.take_published()
+            if published:  # set_event: stored with the next move
+                hand = replace(hand, produce=merge_items(hand.produce, {RESULTS_QUEUE: published}))
+            if isinstance(answer, Recv):
+                record = await self._receive(live, answer, hand.item)
+                if record is not None:
+                    # Read and recorded at once: the record commits with the next move.
+                    live.ctx.add(answer.position, record)
+                    key = step_key(live.run_id, answer.position)
+                    item = record_item(key, record, live.run_id)
+                    hand = replace(hand, produce=merge_items(hand.produce, {RESULTS_QUEUE: [item]}))
+                    message = None
+                    continue
             move = next_move(live, answer, carrying=bool(hand.produce))
             if not isinstance(move, Park):
                 await self.live.drop(live)  # it ends, or goes on from what is stored
@@ -369,6 +393,19 @@ class Engine:
                 return
             assert body is not None  # resumed
             live, message = body, None
+
+    async def _receive(self, live: LiveRun, request: Recv, wake: Leased) -> StepRecord | None:
+        """What a body parked on ``request`` reads now (:func:`received`): the
+        oldest message it has not read, or its timeout; None: it waits (parked,
+        woken by the next send's wake, or its timer's)."""
+        read = consumed(live.ctx.records)
+        item = await oldest_unread(self.aq, live.run_id, request.topic, read)
+        message = None
+        if item is not None and item.dedup_key is not None:
+            message = (item.dedup_key, item.payload.decode())
+        tag = (wake.dedup_key or "").removesuffix("/r").rpartition("/")[2]
+        fired = is_wake(wake.kind) and tag == str(request.position)
+        return received(request, message, fired, self.aq.clock.now())
 
     async def _run_claimed(self, claimed: Claimed) -> tuple[Hand, StepPayload, StepRecord] | None:
         """Run the step item this worker handed itself: what to commit with it, and
