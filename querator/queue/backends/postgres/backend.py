@@ -37,7 +37,7 @@ from querator.queue.backends.base import (
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import text_array
-from querator.queue.backends.postgres.deadline import MARGIN, Blocked
+from querator.queue.backends.postgres.deadline import MARGIN, Blocked, Cutoffs
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors, refuse_bad_dsn
 from querator.queue.backends.postgres.foreign import produce_steps
@@ -147,6 +147,8 @@ class PostgresBackend:
         """Which pooled sessions may be handed out after a session-state error."""
         self._timeline = Timeline(self._store_name)
         """Notices a failover to a promoted standby (see :mod:`.replication`)."""
+        self._cutoffs = Cutoffs(self._deadline + MARGIN)
+        """Cuts off the calls that passed the deadline, on one timer (:mod:`.deadline`)."""
 
     @property
     def schema(self) -> str:
@@ -228,14 +230,18 @@ class PostgresBackend:
             raise Unavailable("the PostgreSQL backend is not open")
         with driver_errors(queue):
             conn = await checkout(pool, self._sessions)
+            cut = anyio.CancelScope()
+            cutoffs = self._cutoffs
             try:
-                cut = anyio.CancelScope(deadline=anyio.current_time() + self._deadline + MARGIN)
                 with cut:
+                    cutoffs.start(cut)
                     try:
                         yield conn
                     except (psycopg.Error, QueratorError) as exc:
                         await self._after_failure(pool, conn, exc)
                         raise
+                    finally:
+                        cutoffs.end(cut)
                 if cut.cancelled_caught:
                     await conn.close()
                     raise Unavailable(self._blocked.passed("no answer: cut off, outcome unknown"))
