@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -100,6 +101,9 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
             attempt = _CappedAttempt(timeout=self.reconnect_timeout)
         await super()._add_connection(attempt, growing)
 
+
+_LEASE_ORDER = operator.itemgetter(0, 1)
+"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
 
 OPEN_TIMEOUT = 10.0
 """Seconds ``open()`` waits for a first connection before raising Unavailable."""
@@ -359,7 +363,7 @@ class PostgresBackend:
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params, binary=True)
             found = await cur.fetchall()
-        found.sort(key=lambda row: (row[0], row[1]))
+        found.sort(key=_LEASE_ORDER)
         timeout = float(queue.settings.lease_timeout)
         leases = Leases([], [])
         for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
