@@ -204,9 +204,8 @@ class AsyncQueueClient:
 
     async def produce_steps(self, queue: str, items: Sequence[Item]) -> ProduceSteps:
         """The statements that produce ``items`` into ``queue`` on a connection the
-        application owns, validated and routed as :meth:`produce` does; run them
-        with :mod:`querator.queue.foreign`. InvalidArgument where the store cannot
-        (SQLite, memory)."""
+        application owns (run by :mod:`querator.queue.foreign`), checked and routed
+        as :meth:`produce`; InvalidArgument on stores that cannot (SQLite, memory)."""
         backend = self._require_open()
         info = await self.queue_info(queue)
         check_sequence("items", items, "querator.Item")

@@ -46,7 +46,7 @@ from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import joined, slept
-from querator.workflows.engine.commit import Produce, merge_items, parent_items
+from querator.workflows.engine.commit import Produce, parent_items
 from querator.workflows.engine.committer import Claimed, Committer, Hand
 from querator.workflows.engine.context import (
     Gather,
@@ -65,7 +65,6 @@ from querator.workflows.engine.decisions import (
     after_record,
     from_history,
     next_move,
-    received,
     resumes_on,
     tag_position,
     timed_out,
@@ -76,19 +75,18 @@ from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
-from querator.workflows.engine.mailbox import consumed, oldest_unread
+from querator.workflows.engine.poison import Poison
+from querator.workflows.engine.reading import read_now, with_published, with_read
 from querator.workflows.engine.replay import new_live, resume
 from querator.workflows.engine.rerouting import NotServed
 from querator.workflows.engine.resumption import apply_resume
 from querator.workflows.engine.served import Served
-from querator.workflows.errors import WorkflowError
 from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESUME_TAG,
     aborted_key,
     cancel_key,
     compensating_key,
-    is_wake,
     meta_key,
     result_key,
     step_key,
@@ -96,21 +94,11 @@ from querator.workflows.keys import (
     wake_kind,
 )
 from querator.workflows.sagas.core import SagaFunction
-from querator.workflows.stored import (
-    RunRecord,
-    StepPayload,
-    StepRecord,
-    WakePayload,
-    record_item,
-)
+from querator.workflows.stored import RunRecord, StepPayload, StepRecord, WakePayload
 
-__all__ = ["Engine", "Poison"]
+__all__ = ["Engine", "Poison"]  # Poison: re-exported from .poison
 
 log = logging.getLogger("querator.workflows")
-
-
-class Poison(WorkflowError):
-    """An item this worker cannot handle: dead-letter it (or drop it)."""
 
 
 class Engine:
@@ -360,18 +348,11 @@ class Engine:
                 late = timed_out(live.run_id, live.meta.deadline, self.aq.clock.now())
                 # Past its deadline, the body is not resumed: the run times out.
                 answer = late if late is not None else await resume(self.aq, live)
-            published = live.ctx.take_published()
-            if published:  # set_event: stored with the next move
-                hand = replace(hand, produce=merge_items(hand.produce, {RESULTS_QUEUE: published}))
+            hand = with_published(hand, live)  # set_event: stored with the next move
             if isinstance(answer, Recv):
-                record = await self._receive(live, answer, hand.item)
-                if record is not None:
-                    # Read and recorded at once: the record commits with the next move.
-                    live.ctx.add(answer.position, record)
-                    key = step_key(live.run_id, answer.position)
-                    item = record_item(key, record, live.run_id)
-                    hand = replace(hand, produce=merge_items(hand.produce, {RESULTS_QUEUE: [item]}))
-                    message = None
+                read = await read_now(self.aq, live, answer, hand.item)
+                if read is not None:
+                    hand, message = with_read(hand, live, answer.position, read), None
                     continue
             move = next_move(live, answer, carrying=bool(hand.produce))
             if not isinstance(move, Park):
@@ -393,19 +374,6 @@ class Engine:
                 return
             assert body is not None  # resumed
             live, message = body, None
-
-    async def _receive(self, live: LiveRun, request: Recv, wake: Leased) -> StepRecord | None:
-        """What a body parked on ``request`` reads now (:func:`received`): the
-        oldest message it has not read, or its timeout; None: it waits (parked,
-        woken by the next send's wake, or its timer's)."""
-        read = consumed(live.ctx.records)
-        item = await oldest_unread(self.aq, live.run_id, request.topic, read)
-        message = None
-        if item is not None and item.dedup_key is not None:
-            message = (item.dedup_key, item.payload.decode())
-        tag = (wake.dedup_key or "").removesuffix("/r").rpartition("/")[2]
-        fired = is_wake(wake.kind) and tag == str(request.position)
-        return received(request, message, fired, self.aq.clock.now())
 
     async def _run_claimed(self, claimed: Claimed) -> tuple[Hand, StepPayload, StepRecord] | None:
         """Run the step item this worker handed itself: what to commit with it, and
