@@ -85,6 +85,17 @@ class ServerState:
     shutdown: Shutdown = field(default_factory=Shutdown)
     """The server's shutdown, shared by the states of every namespace it serves."""
 
+    @property
+    def stopping(self) -> bool:
+        """True once the server has begun to shut down (the dashboard's live
+        pages read it: :class:`querator.dashboard.served.Served`)."""
+        return self.shutdown.stopping
+
+    @property
+    def waits(self) -> set[anyio.CancelScope]:
+        """The open waits to cancel when the server stops."""
+        return self.shutdown.waits
+
     def stop(self) -> None:
         """Begin the shutdown: open long polls answer at once (on the loop)."""
         self.shutdown.stop()
