@@ -18,6 +18,7 @@ from querator.queue.options import DEFAULT_URL
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
+from querator.workflows.messages import send
 from querator.workflows.reindex import reindex_runs
 from querator.workflows.rerun import fork, resume
 from querator.workflows.runs import RunHandle, RunStatus
@@ -208,6 +209,36 @@ def runs_cancel(
     typer.echo(f"{run_id}: {'cancel requested' if cancelled else 'already ended'}")
     if not cancelled:
         raise typer.Exit(1)
+
+
+def _json_value(text: str) -> object:
+    """The message ``text`` names, as JSON (NaN and infinities refused)."""
+
+    def constant(name: str) -> object:
+        raise InvalidArgument("value", f"must be JSON, which has no {name}")
+
+    try:
+        return json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument("value", f"must be JSON: {exc}") from None
+
+
+@runs_app.command("send")
+def runs_send(
+    run_id: str,
+    topic: str,
+    value: Annotated[str, typer.Argument(help="The message, as JSON (quote a string: '\"hi\"').")],
+    url: Url = DEFAULT_URL,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Sending again with this key adds nothing.")
+    ] = None,
+) -> None:
+    """Send a message to a run: the run's next recv(TOPIC) reads it."""
+    with _reporting():
+        message = _json_value(value)
+        with _store(url) as q:
+            send(q, run_id, topic, message, idempotency_key=idempotency_key)
+    typer.echo(f"{run_id}: sent on {topic}")
 
 
 @runs_app.command("retry-compensation")

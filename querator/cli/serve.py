@@ -2,7 +2,7 @@
 
 ```
 querator serve [--url URL] [--host 127.0.0.1] [--port 2319] [--app myapp.flows] [--no-auth]
-               [--webhooks-allow-private]
+               [--webhooks-allow-private] [--serve-namespaces NAME,NAME|'*']
 querator tokens create NAME [--scope read|write|admin]   # prints the token once
 querator tokens list [--json]
 querator tokens revoke TOKEN_ID
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from querator.cli.app import AsJson, Url, _reporting, _store, app
+from querator.cli.app import AsJson, Url, _namespaced, _reporting, _store, app
 from querator.cli.help_format import CliGroup
 from querator.cli.loading import load_functions
 from querator.cli.output import _json_list, _table, _when
@@ -41,8 +41,15 @@ if TYPE_CHECKING:
 tokens_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Bearer tokens of the HTTP API.")
 app.add_typer(tokens_app, name="tokens")
 
+
+def _namespaced_dsn(ctx: typer.Context, dsn: str | None) -> str | None:
+    """The deprecated ``--dsn`` with the command's ``--namespace`` in it, as ``--url``."""
+    return None if dsn is None else _namespaced(ctx, dsn)
+
+
 OldDsn = Annotated[
-    str | None, typer.Option("--dsn", hidden=True, help="Deprecated alias of --url.")
+    str | None,
+    typer.Option("--dsn", hidden=True, help="Deprecated alias of --url.", callback=_namespaced_dsn),
 ]
 
 
@@ -111,6 +118,15 @@ def serve(
             help="Accept webhook endpoints on loopback/private addresses (development only).",
         ),
     ] = False,
+    serve_namespaces: Annotated[
+        str,
+        typer.Option(
+            "--serve-namespaces",
+            metavar="NAME,NAME",
+            help="Namespaces served besides --url's, by the Querator-Namespace header"
+            " ('*': every one of the store); this server's tokens are valid in all.",
+        ),
+    ] = "",
     dsn: OldDsn = None,
 ) -> None:
     """Serve the HTTP API until SIGTERM or SIGINT; prints the URL it listens on."""
@@ -124,6 +140,8 @@ def serve(
         with _reporting():
             functions = {f.name: f for f in load_functions(target)} if target else {}
             auth = auth_mode(host, no_auth)
+            os.environ[NAMESPACES_VARIABLE] = serve_namespaces
+            _served()  # a bad name: refused here, before listening
             _check_store(dsn, host, auth)
             sock = _listen(host, port)
             if webhooks_allow_private:
@@ -194,7 +212,13 @@ def _config(
         "lifespan": "on",
     }
     if workers == 1:
-        app = create_app(dsn, functions=functions, auth=auth, webhook_settings=_hook_settings())
+        app = create_app(
+            dsn,
+            functions=functions,
+            auth=auth,
+            webhook_settings=_hook_settings(),
+            namespaces=_served(),
+        )
         return ServeConfig(app, limits, **options)
     # each worker imports the app itself: it reads the store and --app here
     os.environ[DSN_VARIABLE], os.environ[APP_VARIABLE] = dsn, target or ""
@@ -220,8 +244,17 @@ def _run(config: ServeConfig, sock: socket.socket, workers: int) -> bool:
 DSN_VARIABLE, APP_VARIABLE = "QUERATOR_SERVE_DSN", "QUERATOR_SERVE_APP"
 AUTH_VARIABLE = "QUERATOR_SERVE_AUTH"
 PRIVATE_VARIABLE = "QUERATOR_SERVE_WEBHOOKS_PRIVATE"
+NAMESPACES_VARIABLE = "QUERATOR_SERVE_NAMESPACES"
 """How ``querator serve --workers N`` hands the store, ``--app``, the
-authentication mode and ``--webhooks-allow-private`` to its workers."""
+authentication mode, ``--webhooks-allow-private`` and ``--serve-namespaces``
+to its workers."""
+
+
+def _served() -> frozenset[str] | None:
+    """The namespaces served besides the URL's (``--serve-namespaces``)."""
+    from querator.http.namespaces import served_namespaces
+
+    return served_namespaces(os.environ.get(NAMESPACES_VARIABLE, ""))
 
 
 def _hook_settings() -> Any:
@@ -253,7 +286,11 @@ def worker_app() -> Any:
     auth = os.environ.get(AUTH_VARIABLE, "on")
     mode: AuthMode = "off" if auth == "off" else "auto" if auth == "auto" else "on"
     return create_app(
-        os.environ[DSN_VARIABLE], functions=functions, auth=mode, webhook_settings=_hook_settings()
+        os.environ[DSN_VARIABLE],
+        functions=functions,
+        auth=mode,
+        webhook_settings=_hook_settings(),
+        namespaces=_served(),
     )
 
 

@@ -18,5 +18,13 @@ class Served(Protocol):
 
     aq: AsyncQueueClient
     tokens: TokenCheck
-    waits: set[anyio.CancelScope]
-    stopping: bool
+
+    @property
+    def waits(self) -> set[anyio.CancelScope]:
+        """The open waits to cancel when the server stops."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """True once the server has begun to shut down."""
+        ...

@@ -1,6 +1,7 @@
 """The ASGI application of ``querator serve``: DUH-RPC endpoints over one
-library client, plus ``GET /health``, ``/metrics``, ``/openapi.json`` and
-``/docs``.
+library client per namespace served (:mod:`querator.http.namespaces`), plus
+``GET /health``, ``/metrics``, ``/openapi.json`` and ``/docs`` (of the
+server's own namespace).
 
 Long polls are coroutines waiting on the library's wakeups: an idle
 ``queue.lease`` holds no thread and issues no statement while it waits.
@@ -12,8 +13,8 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from querator.http import internal, status
 from querator.http.auth import AuthMode, TokenCheck
 from querator.http.endpoints import ENDPOINTS, QUEUE_ENDPOINTS, READ
 from querator.http.metrics import metrics_response
+from querator.http.namespaces import NAMESPACE_HEADER, Namespaces
 from querator.http.openapi import DOCS_PAGE, openapi_document
 from querator.http.rpc import Answer, BadRequest, Endpoint, call, error_response, read_body
 from querator.http.wire.queue import Reply
@@ -42,16 +44,9 @@ ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 @dataclass
-class ServerState:
-    """What handlers reach: the library client, the token check and the
-    workflow functions the server was given (``--app``)."""
+class Shutdown:
+    """Whether the server is stopping, and the long polls to answer when it does."""
 
-    aq: AsyncQueueClient
-    tokens: TokenCheck
-    webhooks: AsyncWebhooks
-    """Webhook endpoints and messages of the store, with the server's settings."""
-    functions: dict[str, Any] = field(default_factory=dict)
-    """Workflow functions by persisted name."""
     stopping: bool = False
     """True once the server has begun to shut down."""
     waits: set[anyio.CancelScope] = field(default_factory=set)
@@ -64,9 +59,7 @@ class ServerState:
             scope.cancel()
 
     async def unless_stopping(self, call: Callable[[], Awaitable[T]]) -> T:
-        """``await call()``, unless the server begins to stop first: then
-        Unavailable ("service is shutting down"), so the client polls again,
-        elsewhere or later, instead of holding a connection being closed."""
+        """See :meth:`ServerState.unless_stopping`."""
         if not self.stopping:
             with anyio.CancelScope() as scope:
                 self.waits.add(scope)
@@ -77,6 +70,43 @@ class ServerState:
         raise Unavailable("service is shutting down")
 
 
+@dataclass
+class ServerState:
+    """What handlers reach: the library client of one namespace, the token
+    check (the server's) and the workflow functions the server was given
+    (``--app``)."""
+
+    aq: AsyncQueueClient
+    tokens: TokenCheck
+    webhooks: AsyncWebhooks
+    """Webhook endpoints and messages of the store, with the server's settings."""
+    functions: dict[str, Any] = field(default_factory=dict)
+    """Workflow functions by persisted name."""
+    shutdown: Shutdown = field(default_factory=Shutdown)
+    """The server's shutdown, shared by the states of every namespace it serves."""
+
+    @property
+    def stopping(self) -> bool:
+        """True once the server has begun to shut down (the dashboard's live
+        pages read it: :class:`querator.dashboard.served.Served`)."""
+        return self.shutdown.stopping
+
+    @property
+    def waits(self) -> set[anyio.CancelScope]:
+        """The open waits to cancel when the server stops."""
+        return self.shutdown.waits
+
+    def stop(self) -> None:
+        """Begin the shutdown: open long polls answer at once (on the loop)."""
+        self.shutdown.stop()
+
+    async def unless_stopping(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``await call()``, unless the server begins to stop first: then
+        Unavailable ("service is shutting down"), so the client polls again,
+        elsewhere or later, instead of holding a connection being closed."""
+        return await self.shutdown.unless_stopping(call)
+
+
 class _Api:
     """The dispatch of every request (one catch-all route)."""
 
@@ -85,6 +115,9 @@ class _Api:
         self.document = openapi_document(list(endpoints))
         self.generic = {e.path for e in QUEUE_ENDPOINTS}
         self.state: ServerState | None = None
+        """The state of the server's own namespace."""
+        self.namespaces: Namespaces[ServerState] | None = None
+        """The states of every namespace the server serves (its own included)."""
         self.pages = {
             "/health": (self.health, None),
             "/metrics": (self.metrics, "metrics"),
@@ -136,10 +169,13 @@ class _Api:
     async def rpc(
         self, request: Request, state: ServerState, endpoint: Endpoint, answer: Answer
     ) -> Response:
-        """One RPC: the token, the body, the internal-queue guard, the handler."""
+        """One RPC: the token (the server's), the namespace, the body, the
+        internal-queue guard, the handler."""
+        assert self.namespaces is not None, "the app's lifespan has not started"
         try:
             header = request.headers.get("authorization")
             await state.tokens.check(header, endpoint.scope)
+            state = await self.namespaces.state_of(request.headers.get(NAMESPACE_HEADER))
             body = await read_body(request, endpoint)
             if endpoint.path in self.generic:
                 internal.guard(body, writes=endpoint.scope != READ)
@@ -188,21 +224,33 @@ def create_app(
     client_options: dict[str, Any] | None = None,
     auth: AuthMode = "auto",
     webhook_settings: WebhookSettings | None = None,
+    namespaces: Collection[str] | None = (),
 ) -> Starlette:
     """The application serving the store at ``url``; the client opens with the
     app's lifespan and closes with it. ``auth`` says when tokens are required
     (:data:`querator.http.auth.AuthMode`); ``webhook_settings`` are those of
-    the webhook endpoints (``allow_private``, ``max_payload_bytes``, …)."""
+    the webhook endpoints (``allow_private``, ``max_payload_bytes``, …);
+    ``namespaces`` those served besides the URL's, by the ``Querator-Namespace``
+    header (None: every one the store holds; :mod:`querator.http.namespaces`)."""
     api = _Api([*ENDPOINTS, *endpoints])
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         prometheus.install()  # before the first instrument records: /metrics shows all
-        async with AsyncQueueClient(url, **(client_options or {})) as aq:
+        async with (
+            AsyncQueueClient(url, **(client_options or {})) as aq,
+            contextlib.AsyncExitStack() as others,
+        ):
             tokens = TokenCheck(aq, auth)
             await tokens.start()
             hooks = AsyncWebhooks(aq, webhook_settings)
             state = api.state = ServerState(aq, tokens, hooks, dict(functions or {}))
+
+            def derive(other: AsyncQueueClient) -> ServerState:
+                """The state of another namespace: its client, the server's tokens."""
+                return replace(state, aq=other, webhooks=AsyncWebhooks(other, webhook_settings))
+
+            api.namespaces = Namespaces(url, state, derive, others, client_options, namespaces)
             _stop_on_signals(state, asyncio.get_running_loop())
             yield
 

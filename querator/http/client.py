@@ -1,5 +1,5 @@
 """The async HTTP client: the methods of :class:`querator.AsyncQuerator`
-(queues, workflow runs, schedules, webhooks), with the same arguments,
+(queues, dead letters, workflow runs, schedules, webhooks, locks), with the same arguments,
 return types and exceptions, over ``querator serve``.
 
 Arguments are checked with the library's own validators before anything is
@@ -34,9 +34,11 @@ from querator.http.bodies import (
     stored_of,
     wire_items,
 )
+from querator.http.dead_calls import AsyncDeadCalls
 from querator.http.durations import format_duration
 from querator.http.encoding import EXTRAS_HEADER, JSON, PROTOBUF, encode, mime, reply_data
 from querator.http.lock_calls import AsyncLockCalls
+from querator.http.namespaces import NAMESPACE_HEADER
 from querator.http.proto.reply_pb2 import Reply as ReplyMessage
 from querator.http.protocol import QUERATOR_CALLS
 from querator.http.runs_client import WorkflowCalls
@@ -44,6 +46,7 @@ from querator.http.webhooks_client import AsyncHttpWebhooks
 from querator.http.wire import admin as wa
 from querator.http.wire import queue as wq
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
+from querator.queue.backends.namespaces import check_namespace
 from querator.queue.models import (
     Item,
     Leased,
@@ -83,13 +86,15 @@ ENCODINGS = ("json", "protobuf")
 """What the client may send: JSON, or protobuf on the calls of Querator's protocol."""
 
 
-class AsyncQuerator(WorkflowCalls, AsyncLockCalls):
+class AsyncQuerator(WorkflowCalls, AsyncLockCalls, AsyncDeadCalls):
     """A client of a querator HTTP server, for ``async`` code.
 
     ``url`` is the server's base URL; ``token`` a bearer token (``qrt_…``)
     when the server requires one; ``encoding`` ``"json"`` (the default) or
     ``"protobuf"`` (the calls of Querator's protocol are then sent and answered
-    in protobuf; querator's own calls stay JSON). Use it as
+    in protobuf; querator's own calls stay JSON); ``namespace`` the namespace
+    every call is for (sent as the ``Querator-Namespace`` header; None: the
+    server's own). Use it as
     ``async with AsyncQuerator(url)`` (or ``await open()`` / ``await close()``).
     """
 
@@ -100,6 +105,7 @@ class AsyncQuerator(WorkflowCalls, AsyncLockCalls):
         token: str | None = None,
         timeout: float = 30.0,
         encoding: str = "json",
+        namespace: str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidArgument("url", f"must be an http:// or https:// URL, got {url!r}")
@@ -110,6 +116,10 @@ class AsyncQuerator(WorkflowCalls, AsyncLockCalls):
         self._headers = {EXTRAS_HEADER: "true"}  # querator's fields: versions, ids, ...
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
+        if namespace is not None:
+            self._headers[NAMESPACE_HEADER] = check_namespace(namespace)
+        self.namespace = namespace
+        """The namespace the calls are for (None: the server's own)."""
         self._timeout = check_duration("timeout", timeout)
         self._http: httpx.AsyncClient | None = None
         self.webhooks = AsyncHttpWebhooks(self)

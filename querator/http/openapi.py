@@ -9,8 +9,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from querator.http.namespaces import NAMESPACE_HEADER
 from querator.http.rpc import Endpoint
 from querator.http.wire.queue import Reply
+from querator.queue.backends.namespaces import MAX_NAMESPACE, NAMESPACE_PATTERN
 
 REF = "#/components/schemas/{model}"
 ERRORS = {
@@ -24,6 +26,19 @@ ERRORS = {
     "500": "Internal error.",
     "501": "No such method.",
 }
+
+NAMESPACE_PARAMETER = {
+    "name": NAMESPACE_HEADER,
+    "in": "header",
+    "required": False,
+    "description": (
+        "The namespace the call is for (absent: the server's own). The server serves"
+        " a namespace its store holds (`querator namespaces create`); tokens are the"
+        " server's, valid in every namespace it serves."
+    ),
+    "schema": {"type": "string", "pattern": NAMESPACE_PATTERN.pattern, "maxLength": MAX_NAMESPACE},
+}
+"""The ``Querator-Namespace`` header every RPC takes (:mod:`querator.http.namespaces`)."""
 
 
 def _content(model: type[BaseModel]) -> dict[str, Any]:
@@ -50,6 +65,7 @@ def openapi_document(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
                 "summary": endpoint.summary,
                 "description": (endpoint.handler.__doc__ or "").strip()
                 + f"\n\nScope: `{endpoint.scope}`; body at most {endpoint.max_body} bytes.",
+                "parameters": [NAMESPACE_PARAMETER],
                 "requestBody": {"required": True, "content": _content(endpoint.request)},
                 "responses": responses,
                 "security": [{"bearer": []}, {}],

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from typing_extensions import Unpack
 
 from querator.http.client import DEFAULT_URL, AsyncQuerator
+from querator.http.dead_calls import DeadCalls
 from querator.http.lock_calls import LockCalls
 from querator.http.runs_client import AsyncHttpRun
 from querator.http.webhooks_client import HttpWebhooks
@@ -55,12 +56,12 @@ class HttpRun(Generic[R]):
         return self.q.call(self._async.retry_compensation)
 
 
-class Querator(LockCalls, SyncShell[AsyncQuerator]):
+class Querator(LockCalls, DeadCalls, SyncShell[AsyncQuerator]):
     """A client of a querator HTTP server, for ordinary (sync) code.
 
-    ``Querator(url, token=None, timeout=30.0, encoding="json")``: same
-    methods, return types and exceptions as :class:`querator.Querator`
-    (``encoding="protobuf"``: see :class:`AsyncQuerator`).
+    ``Querator(url, token=None, timeout=30.0, encoding="json", namespace=None)``:
+    same methods, return types and exceptions as :class:`querator.Querator`
+    (``encoding`` and ``namespace``: see :class:`AsyncQuerator`).
     """
 
     def __init__(
@@ -70,11 +71,14 @@ class Querator(LockCalls, SyncShell[AsyncQuerator]):
         token: str | None = None,
         timeout: float = 30.0,
         encoding: str = "json",
+        namespace: str | None = None,
     ) -> None:
-        AsyncQuerator(url, token=token, timeout=timeout, encoding=encoding)  # bad input: here
-        super().__init__(
-            lambda: AsyncQuerator(url, token=token, timeout=timeout, encoding=encoding)
-        )
+        options: dict[str, Any] = {"token": token, "timeout": timeout, "encoding": encoding}
+        options["namespace"] = namespace
+        AsyncQuerator(url, **options)  # bad input: here
+        super().__init__(lambda: AsyncQuerator(url, **options))
+        self.namespace = namespace
+        """The namespace the calls are for (None: the server's own)."""
         self.webhooks = HttpWebhooks(self)
         """Webhook endpoints, messages and re-drives (``Webhooks``'s methods)."""
 

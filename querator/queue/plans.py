@@ -133,7 +133,17 @@ def item_key(info: QueueInfo, ref: Ref) -> ItemKey:
 def refs_of(queue: str | None, refs: Iterable[object], field: str) -> list[Ref]:
     """Normalise a list of references."""
     given = check_sequence(field, refs, "Leased items or (id, version) pairs")
-    return [as_ref(queue, ref, f"{field}[{i}]") for i, ref in enumerate(given)]
+    if queue is None:
+        return [as_ref(None, ref, f"{field}[{i}]") for i, ref in enumerate(given)]
+    if given:  # once for all: the common case below names no other queue
+        check_name(f"{field}[0].queue", queue)
+    found: list[Ref] = []
+    for i, ref in enumerate(given):
+        if type(ref) is Leased and ref.queue == queue:  # built by this library, trusted
+            found.append(Ref(queue, ref.id, ref.version))
+        else:
+            found.append(as_ref(queue, ref, f"{field}[{i}]"))
+    return found
 
 
 def check_unique(groups: Mapping[str, Sequence[Ref]]) -> None:

@@ -48,6 +48,7 @@ from querator.workflows.errors import (
     IdempotencyConflict,
     NonDeterminism,
     ResultNotEncodable,
+    RunFinished,
     RunNotFound,
     SagaFailed,
     StepFailed,
@@ -72,6 +73,16 @@ from querator.workflows.inspection import (
     list_runs,
     list_runs_async,
 )
+from querator.workflows.messages import (
+    get_event,
+    get_event_async,
+    recv,
+    recv_async,
+    send,
+    send_async,
+    set_event,
+    set_event_async,
+)
 from querator.workflows.progress import areport_progress, report_progress, report_progress_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
@@ -91,6 +102,7 @@ __all__ = [
     "ResultNotEncodable",
     "RetryDecision",
     "RetryPolicy",
+    "RunFinished",
     "RunHandle",
     "RunInfo",
     "RunNotFound",
@@ -123,6 +135,8 @@ __all__ = [
     "fork_async",
     "gather",
     "gather_async",
+    "get_event",
+    "get_event_async",
     "get_run",
     "get_run_async",
     "get_schedule",
@@ -130,6 +144,8 @@ __all__ = [
     "list_runs_async",
     "list_schedules",
     "pause_schedule",
+    "recv",
+    "recv_async",
     "report_progress",
     "report_progress_async",
     "resume",
@@ -137,6 +153,10 @@ __all__ = [
     "resume_schedule",
     "saga",
     "schedule",
+    "send",
+    "send_async",
+    "set_event",
+    "set_event_async",
     "sleep",
     "sleep_async",
     "sleep_until",

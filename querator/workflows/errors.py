@@ -12,6 +12,7 @@ QueratorError
     ├── StepTimeout           a step attempt outlived its ``@step(timeout=)``
     ├── ResultNotEncodable    a step returned what its annotation cannot store (not retried)
     ├── RunNotFound           no run is stored under that id
+    ├── RunFinished           a message sent to a run that has ended
     ├── IdempotencyConflict   the key is taken by a run of another workflow
     └── Defer                 raised by a step: run me again later (not a failure)
 ```
@@ -26,6 +27,7 @@ __all__ = [
     "IdempotencyConflict",
     "NonDeterminism",
     "ResultNotEncodable",
+    "RunFinished",
     "RunNotFound",
     "SagaFailed",
     "StepFailed",
@@ -154,6 +156,14 @@ class RunNotFound(WorkflowError, LookupError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"no run {run_id!r} is stored")
+
+
+class RunFinished(WorkflowError):
+    """``send`` to a run that has ended: no ``recv`` of it would ever read the message."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id!r} has ended: it receives no more messages")
 
 
 class IdempotencyConflict(WorkflowError):

@@ -45,6 +45,10 @@ RECORD_KIND = "querator.record"
 ENCODING = "json"
 SLEEP_STEP = "querator.sleep"
 """The step name stored in the record of a durable timer."""
+SET_EVENT_STEP = "querator.set_event"
+"""The step name stored in the record of a ``set_event`` (the value published)."""
+RECV_STEP = "querator.recv"
+"""The step name stored in the record of a ``recv`` (the message read, or its timeout)."""
 RESULTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 """Records are kept for the longest time a queue allows (366 days)."""
 WORK_LEASE = 10.0
@@ -85,6 +89,17 @@ def child_run_id(parent: str, position: int) -> str:
 
 def cancel_key(run_id: str) -> str:
     return f"{run_id}/cancel"
+
+
+def event_prefix(run_id: str, key: str) -> str:
+    """The key prefix of the values run ``run_id`` published under ``key``."""
+    return f"{run_id}/event/{key}/"
+
+
+def event_key(run_id: str, key: str, position: int) -> str:
+    """The value run ``run_id`` published under ``key`` at ``position`` (keys
+    sort in position order: the last is the latest)."""
+    return f"{event_prefix(run_id, key)}{position:012d}"
 
 
 def meta_key(run_id: str) -> str:

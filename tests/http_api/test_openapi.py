@@ -43,6 +43,8 @@ def test_the_document_is_openapi_3_1_of_every_endpoint(
         operation = document["paths"][endpoint.path]["post"]
         assert operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
         assert {"200", "400", "401", "403", "454", "500"} <= set(operation["responses"])
+        [header] = operation["parameters"]
+        assert (header["name"], header["in"]) == ("Querator-Namespace", "header")
     page = httpx.get(f"{server}/docs", timeout=30)
     assert page.status_code == 200
     assert "/openapi.json" in page.text

@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from querator.workflows import step, workflow
+from querator.workflows import recv, step, workflow
 
 WORK_QUEUE = "ops.work"
 """The queue of these workflows' wake tasks and steps (tests create it first)."""
@@ -55,6 +56,14 @@ def chain(key: str) -> list[int]:
     for position in range(CHAIN_LENGTH):
         acc = link(key, position, acc)
     return acc
+
+
+@workflow(name="ops.mailbox", queue=WORK_QUEUE)
+def mailbox(key: str) -> list[Any]:
+    """Two messages on topic ``m``, with a logged link between them."""
+    first = recv("m")
+    between = link(key, 0, [])
+    return [first, between, recv("m")]
 
 
 @step(name="ops.nap")

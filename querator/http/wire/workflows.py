@@ -142,7 +142,8 @@ class DeadListRequest(WireModel):
     """``/v1/dead.list``: the dead letters of a queue (its dead queue's items)."""
 
     queue_name: QueueName
-    limit: int = 100
+    limit: int | None = Field(default=100, ge=1, le=1_000_000)
+    """At most this many (the oldest first); null: every dead letter."""
 
 
 class DeadRequeueRequest(WireModel):

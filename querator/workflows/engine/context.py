@@ -22,7 +22,15 @@ from querator.queue.models import Item
 from querator.workflows.codec import Codec
 from querator.workflows.engine.fiber import Evicted, park
 from querator.workflows.errors import NonDeterminism, StepFailed
-from querator.workflows.keys import RESULTS_QUEUE, SLEEP_STEP, child_run_id, step_key
+from querator.workflows.keys import (
+    RECV_STEP,
+    RESULTS_QUEUE,
+    SET_EVENT_STEP,
+    SLEEP_STEP,
+    child_run_id,
+    event_key,
+    step_key,
+)
 from querator.workflows.stored import (
     ParentLink,
     RunMeta,
@@ -40,6 +48,7 @@ __all__ = [
     "Child",
     "Gather",
     "Load",
+    "Recv",
     "Request",
     "RunContext",
     "Sleep",
@@ -127,6 +136,16 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
+class Recv:
+    """Read the oldest unread message on ``topic`` into the record at ``position``;
+    at ``until`` (None: never) record a timeout instead."""
+
+    position: int
+    topic: str
+    until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class Child:
     """Start child run ``run_id`` (``meta``) and resume with its outcome at ``position``."""
 
@@ -142,7 +161,7 @@ class Load:
     position: int
 
 
-Request = StepCall | Gather | Sleep | Child
+Request = StepCall | Gather | Sleep | Child | Recv
 """What a parked body waits for (a :class:`Load` is answered at once)."""
 
 
@@ -152,7 +171,7 @@ def waited_positions(request: Request) -> list[int]:
         return [request.position]
     if isinstance(request, Gather):
         return [payload.position for _, payload in request.members]
-    if isinstance(request, Child):
+    if isinstance(request, Child | Recv):
         return [request.position]
     return []
 
@@ -188,6 +207,14 @@ def request_items(
         tag = str(request.position)
         wake = wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow)
         produce[ctx.workflow_queue] = [wake]
+    elif isinstance(request, Recv):
+        # The timeout's wake (a send produces a wake of its own). Produced again
+        # on a replay: dedup keeps the first, so the timeout counts from the
+        # first time the body reached the call.
+        if request.until is not None:
+            tag = str(request.position)
+            wake = wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow)
+            produce[ctx.workflow_queue] = [wake]
     else:
         produce = start_items(request.run_id, request.meta)
     return produce
@@ -226,6 +253,9 @@ class RunContext:
     """The client's clock: durable timers and child deadlines count from it."""
     workflow: str = ""
     """The run's workflow (the kind of its wake tasks)."""
+    published: list[Item] = field(default_factory=list)
+    """Records a ``set_event`` added, not committed yet: the engine takes them
+    (:meth:`take_published`) into the commit of the body's next move."""
 
     def add(self, position: int, record: StepRecord, created: datetime | None = None) -> None:
         """Record the outcome at ``position`` (before resuming the body)."""
@@ -362,6 +392,36 @@ class RunContext:
     def sleep(self, seconds: float) -> None:
         """:meth:`sleep_until` ``now + seconds`` (computed the first time only)."""
         self.sleep_until(self.clock.now() + timedelta(seconds=seconds))
+
+    def recv(self, topic: str, timeout: float | None) -> StepRecord:
+        """The record of a ``recv`` at the next position (the message read, or
+        the timeout), once there is one."""
+        position = self._next()
+        record = self._stored(position, RECV_STEP)
+        if record is None:
+            until = None
+            if timeout is not None:
+                until = self.clock.now() + timedelta(seconds=timeout)
+            self._wait([position], Recv(position, topic, until))
+            record = self.records[position]
+        return record
+
+    def set_event(self, key: str, text: str) -> None:
+        """Publish ``text`` (JSON) under ``key`` at the next position: stored with
+        the body's next commit, once (a replay finds the record)."""
+        position = self._next()
+        if self._stored(position, SET_EVENT_STEP) is not None:
+            return
+        record = StepRecord(step=SET_EVENT_STEP, ok=True, result=text, attempts=1)
+        self.add(position, record)
+        self.published.append(record_item(step_key(self.run_id, position), record, self.run_id))
+        event = record_item(event_key(self.run_id, key, position), record, self.run_id)
+        self.published.append(event)
+
+    def take_published(self) -> list[Item]:
+        """The records of ``set_event`` calls since the last take."""
+        published, self.published = self.published, []
+        return published
 
     def child(
         self,

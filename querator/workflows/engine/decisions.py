@@ -19,6 +19,7 @@ from querator.workflows.engine.commit import Produce
 from querator.workflows.engine.context import (
     Child,
     Gather,
+    Recv,
     Request,
     Sleep,
     StepCall,
@@ -27,6 +28,7 @@ from querator.workflows.engine.context import (
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History
 from querator.workflows.engine.live import LiveRun
+from querator.workflows.engine.mailbox import recv_record
 from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.keys import SLEEP_STEP
@@ -58,6 +60,7 @@ __all__ = [
     "from_history",
     "needs_saga_path",
     "next_move",
+    "received",
     "resumes_on",
     "satisfied",
     "tag_position",
@@ -287,11 +290,13 @@ def woken(live: LiveRun, request: Request, ended: bool, now: datetime) -> Stored
     """A wake for the live body parked on ``request`` (its records found added):
     from what is stored when the run ``ended`` (or is cancelled, compensating, or
     past its deadline at ``now``); resume it when it has what it waits for; else
-    leave it parked (a wake for another member, or one that came early: a timer's
+    leave it parked (a recv is resumed: it asks again, and the engine looks
+    for its message; a wake for another member, or one that came early: a timer's
     wake is produced again, a no-op but for an early wake)."""
     if ended or timed_out(live.run_id, live.meta.deadline, now) is not None:
         return Stored()
-    if satisfied(live, request, now):
+    if isinstance(request, Recv) or satisfied(live, request, now):
+        # A recv asks again once resumed; the engine then looks for a message.
         return Resume()
     if not isinstance(request, Sleep):
         return Hold()
@@ -300,6 +305,20 @@ def woken(live: LiveRun, request: Request, ended: bool, now: datetime) -> Stored
         live.run_id, str(request.position), request.until, trace=meta.trace, workflow=meta.workflow
     )
     return Hold({live.ctx.workflow_queue: [again]})
+
+
+def received(
+    request: Recv, message: tuple[str, str] | None, timer_fired: bool, now: datetime
+) -> StepRecord | None:
+    """The record a body parked on ``request`` reads: the oldest unread
+    ``message`` (key, value as JSON) when there is one, else a timeout once
+    ``request``'s timer fired (its wake is in hand) or its instant passed;
+    None: it waits."""
+    if message is not None:
+        return recv_record(*message)
+    if timer_fired or (request.until is not None and now >= request.until):
+        return recv_record(None, None)
+    return None
 
 
 def from_history(

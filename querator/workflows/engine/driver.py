@@ -48,7 +48,14 @@ from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import joined, slept
 from querator.workflows.engine.commit import Produce, parent_items
 from querator.workflows.engine.committer import Claimed, Committer, Hand
-from querator.workflows.engine.context import Gather, Request, Sleep, StepCall, waited_positions
+from querator.workflows.engine.context import (
+    Gather,
+    Recv,
+    Request,
+    Sleep,
+    StepCall,
+    waited_positions,
+)
 from querator.workflows.engine.decisions import (
     Hold,
     Park,
@@ -68,11 +75,12 @@ from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
+from querator.workflows.engine.poison import Poison
+from querator.workflows.engine.reading import read_now, with_published, with_read
 from querator.workflows.engine.replay import new_live, resume
 from querator.workflows.engine.rerouting import NotServed
 from querator.workflows.engine.resumption import apply_resume
 from querator.workflows.engine.served import Served
-from querator.workflows.errors import WorkflowError
 from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESUME_TAG,
@@ -86,20 +94,11 @@ from querator.workflows.keys import (
     wake_kind,
 )
 from querator.workflows.sagas.core import SagaFunction
-from querator.workflows.stored import (
-    RunRecord,
-    StepPayload,
-    StepRecord,
-    WakePayload,
-)
+from querator.workflows.stored import RunRecord, StepPayload, StepRecord, WakePayload
 
-__all__ = ["Engine", "Poison"]
+__all__ = ["Engine", "Poison"]  # Poison: re-exported from .poison
 
 log = logging.getLogger("querator.workflows")
-
-
-class Poison(WorkflowError):
-    """An item this worker cannot handle: dead-letter it (or drop it)."""
 
 
 class Engine:
@@ -349,6 +348,12 @@ class Engine:
                 late = timed_out(live.run_id, live.meta.deadline, self.aq.clock.now())
                 # Past its deadline, the body is not resumed: the run times out.
                 answer = late if late is not None else await resume(self.aq, live)
+            hand = with_published(hand, live)  # set_event: stored with the next move
+            if isinstance(answer, Recv):
+                read = await read_now(self.aq, live, answer, hand.item)
+                if read is not None:
+                    hand, message = with_read(hand, live, answer.position, read), None
+                    continue
             move = next_move(live, answer, carrying=bool(hand.produce))
             if not isinstance(move, Park):
                 await self.live.drop(live)  # it ends, or goes on from what is stored

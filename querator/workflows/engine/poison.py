@@ -12,13 +12,17 @@ from querator.queue.dead_reasons import clean_reason, marked
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import transact_creating
-from querator.workflows.engine.driver import Poison
+from querator.workflows.errors import WorkflowError
 from querator.workflows.keys import DEAD_QUEUE
 from querator.workflows.stored import StepPayload, WakePayload
 
-__all__ = ["decode", "discard"]
+__all__ = ["Poison", "decode", "discard"]
 
 log = logging.getLogger("querator.worker")
+
+
+class Poison(WorkflowError):
+    """An item this worker cannot handle: dead-letter it (or drop it)."""
 
 
 async def discard(aq: AsyncQueueClient, leased: Leased, reason: str) -> None:

@@ -28,11 +28,11 @@ from querator.tasks.layout import is_task
 from querator.tasks.runner import TaskRunner
 from querator.workflows.cron.scheduler import AsyncScheduler
 from querator.workflows.engine.commit import ensure_work_queue
-from querator.workflows.engine.driver import Engine, Poison
+from querator.workflows.engine.driver import Engine
 from querator.workflows.engine.execute import StepRunner
 from querator.workflows.engine.heartbeat import Heartbeat
 from querator.workflows.engine.live import DEFAULT_MAX_LIVE_RUNS
-from querator.workflows.engine.poison import decode, discard
+from querator.workflows.engine.poison import Poison, decode, discard
 from querator.workflows.engine.rerouting import NotServed, reroute
 from querator.workflows.engine.served import Served
 from querator.workflows.functions import DurableFunction

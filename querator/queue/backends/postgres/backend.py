@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-import anyio
-import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg import errors as pg_errors
 from psycopg.rows import TupleRow
@@ -20,7 +19,6 @@ from querator.errors import (
     Conflict,
     ConflictReason,
     InvalidArgument,
-    QueratorError,
     QueueExists,
     QueueNotEmpty,
     QueueNotFound,
@@ -37,7 +35,7 @@ from querator.queue.backends.base import (
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import text_array
-from querator.queue.backends.postgres.deadline import MARGIN, Blocked
+from querator.queue.backends.postgres.deadline import MARGIN, Blocked, Cutoffs
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors, refuse_bad_dsn
 from querator.queue.backends.postgres.foreign import produce_steps
@@ -52,14 +50,13 @@ from querator.queue.backends.postgres.items import (
 )
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
+from querator.queue.backends.postgres.pooled import CallParts, PooledCall
 from querator.queue.backends.postgres.replication import Timeline
 from querator.queue.backends.postgres.retry_at_once import one_table_retry, retry_at_once
 from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl, run_each
 from querator.queue.backends.postgres.sessions import (
     Sessions,
-    checkout,
     configurer,
-    discard_if_unfit,
 )
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
@@ -104,6 +101,9 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
             attempt = _CappedAttempt(timeout=self.reconnect_timeout)
         await super()._add_connection(attempt, growing)
 
+
+_LEASE_ORDER = operator.itemgetter(0, 1)
+"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
 
 OPEN_TIMEOUT = 10.0
 """Seconds ``open()`` waits for a first connection before raising Unavailable."""
@@ -150,6 +150,10 @@ class PostgresBackend:
         """Which pooled sessions may be handed out after a session-state error."""
         self._timeline = Timeline(self._store_name)
         """Notices a failover to a promoted standby (see :mod:`.replication`)."""
+        self._parts = CallParts(
+            self._sessions, Cutoffs(self._deadline + MARGIN), self._blocked, self._timeline
+        )
+        """What every pooled call shares (:mod:`.pooled`)."""
 
     @property
     def schema(self) -> str:
@@ -226,38 +230,13 @@ class PostgresBackend:
             **fields,
         )
 
-    @asynccontextmanager
-    async def _connect(self, queue: str | None = None) -> AsyncIterator[Conn]:
-        """A pooled autocommit connection; driver errors become querator errors."""
+    def _connect(self, queue: str | None = None) -> PooledCall:
+        """A pooled autocommit connection under the statement deadline; driver
+        errors become querator errors (:class:`.pooled.PooledCall`)."""
         pool = self._pool
         if pool is None:
             raise Unavailable("the PostgreSQL backend is not open")
-        with driver_errors(queue):
-            conn = await checkout(pool, self._sessions)
-            try:
-                cut = anyio.CancelScope(deadline=anyio.current_time() + self._deadline + MARGIN)
-                with cut:
-                    try:
-                        yield conn
-                    except (psycopg.Error, QueratorError) as exc:
-                        await self._after_failure(pool, conn, exc)
-                        raise
-                if cut.cancelled_caught:
-                    await conn.close()
-                    raise Unavailable(self._blocked.passed("no answer: cut off, outcome unknown"))
-                self._timeline.answered()
-                if self._blocked.blocked:
-                    self._blocked.completed()
-            finally:
-                await pool.putconn(conn)
-
-    async def _after_failure(self, pool: Pool, conn: Conn, exc: BaseException) -> None:
-        """A lock waited on past the deadline raises the deadline's Unavailable;
-        a session-state error discards the session and the idle ones."""
-        cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
-        if isinstance(cause, pg_errors.LockNotAvailable):
-            raise Unavailable(self._blocked.passed("waiting on a lock")) from cause
-        await discard_if_unfit(pool, conn, cause, self._sessions)
+        return PooledCall(self._parts, pool, queue)
 
     @asynccontextmanager
     async def _transaction(self, queue: str | None = None) -> AsyncIterator[Conn]:
@@ -390,7 +369,7 @@ class PostgresBackend:
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params, binary=True)
             found = await cur.fetchall()
-        found.sort(key=lambda row: (row[0], row[1]))
+        found.sort(key=_LEASE_ORDER)
         timeout = float(queue.settings.lease_timeout)
         leases = Leases([], [])
         for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout

@@ -11,6 +11,9 @@ Every call's statements run on a pooled connection under one deadline
   gone, a server that stopped answering): the call is interrupted, its
   connection discarded, and its outcome is unknown.
 
+The cut-offs of all calls in flight share one timer (:class:`Cutoffs`), so a
+call costs two dictionary operations rather than a timer of its own.
+
 Either way the call raises :class:`~querator.errors.Unavailable`. The first
 call of an episode that fails so is logged at WARNING; the episode ends (logged
 once too) with the first call that completes once no call has failed so for a
@@ -19,9 +22,11 @@ whole deadline.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
+import anyio
 from psycopg import sql
 
 log = logging.getLogger("querator.postgres")
@@ -74,3 +79,52 @@ class Blocked:
             took = now - self._since
             self._since = None
             log.warning("%s: statements complete again after %.1fs blocked", self.store, took)
+
+
+class Cutoffs:
+    """The client-side cut-off of every call in flight, on one timer.
+
+    A call enters a deadline-less cancel scope and registers it (:meth:`start`)
+    with its cut-off instant, ``after`` seconds on; it unregisters it when it
+    ends (:meth:`end`). Every call gets the same ``after``, so the registered
+    scopes are in cut-off order: one loop timer, set for the oldest call's
+    cut-off, cancels the scopes whose instant has passed and re-arms itself for
+    the next one. A call that ends in time costs no timer of its own; a busy
+    client's timer fires about once per ``after`` seconds.
+    """
+
+    __slots__ = ("_after", "_calls", "_loop", "_timer")
+
+    def __init__(self, after: float) -> None:
+        self._after = after
+        self._calls: dict[anyio.CancelScope, float] = {}
+        """Scope -> its cut-off instant (the loop's clock), oldest first."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the timer is on (a backend reopened on another loop re-arms it)."""
+
+    def start(self, scope: anyio.CancelScope) -> None:
+        """Cut ``scope`` off unless :meth:`end` comes within ``after`` seconds."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + self._after
+        self._calls[scope] = due
+        if self._timer is None or loop is not self._loop:
+            self._loop = loop
+            self._timer = loop.call_at(due, self._fire, loop)
+
+    def end(self, scope: anyio.CancelScope) -> None:
+        """``scope``'s call ended (or was cut off): forget it."""
+        self._calls.pop(scope, None)
+
+    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop is not self._loop:
+            return  # a timer of a loop this client left
+        self._timer = None
+        now = loop.time()
+        while self._calls:
+            scope, due = next(iter(self._calls.items()))
+            if due > now:
+                self._timer = loop.call_at(due, self._fire, loop)
+                return
+            del self._calls[scope]
+            scope.cancel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import NamedTuple, TypeVar
@@ -46,10 +47,7 @@ def one_table_complete(plan: TxnPlan) -> bool:
     """
     if plan.produce or plan.claim or not completes_only(plan):
         return False
-    first = plan.complete[0]
-    return all(
-        (key.queue_id, key.partition) == (first.queue_id, first.partition) for key in plan.complete
-    )
+    return len({(key.queue_id, key.partition) for key in plan.complete}) == 1
 
 
 async def complete_at_once(
@@ -77,7 +75,8 @@ def completes_only(plan: TxnPlan) -> bool:
     checks can ride on the deletes (``run_transact(..., checked=True)``)."""
     if plan.retry or plan.renew or plan.depends or not plan.complete:
         return False
-    return all(addresses_plan_queue(key, plan) for key in plan.complete)
+    tables = {(key.queue, key.queue_id, key.partition) for key in plan.complete}
+    return all(_addresses(plan, *table) for table in tables)
 
 
 async def run_transact(
@@ -174,11 +173,11 @@ async def _complete_checked(
     conn: Conn, names: stmt.Names, keys: list[ItemKey], now: datetime | None
 ) -> None:
     """Delete held items of one table at their versions, all or :class:`ChecksFailed`."""
-    keys = sorted(keys, key=lambda key: key.seq)
+    keys = sorted(keys, key=_SEQ)
     first = keys[0]
     args = {
-        "seqs": int_array(key.seq for key in keys),
-        "versions": int_array(key.version for key in keys),
+        "seqs": int_array([key.seq for key in keys]),
+        "versions": int_array([key.version for key in keys]),
         "count": len(keys),
         "now": now,
     }
@@ -230,12 +229,18 @@ async def _lock_and_check(
 
 def addresses_plan_queue(key: ItemKey, plan: TxnPlan) -> bool:
     """False when the key cannot name an item of its queue (recreated queue, bad partition)."""
-    info = plan.queues.get(key.queue)
+    return _addresses(plan, key.queue, key.queue_id, key.partition)
+
+
+def _addresses(plan: TxnPlan, queue: str, queue_id: int, partition: int) -> bool:
+    info = plan.queues.get(queue)
     return (
-        info is not None
-        and info.queue_id == key.queue_id
-        and 0 <= key.partition < info.settings.partitions
+        info is not None and info.queue_id == queue_id and 0 <= partition < info.settings.partitions
     )
+
+
+_SEQ = operator.attrgetter("seq")
+"""An :class:`ItemKey`'s ``seq`` (a sort key without a Python call per key)."""
 
 
 def _by_table(entries: Iterable[T], key_of: Callable[[T], ItemKey]) -> dict[TableKey, list[T]]:

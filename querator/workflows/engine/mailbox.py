@@ -1,0 +1,103 @@
+"""A run's mailbox: the messages sent to it, and finding the oldest unread one.
+
+A message is a results-queue item under ``{run}/msg/{topic}/{id}`` (``id``: a
+fresh uuid, or a digest of the sender's idempotency key, so a resend dedups),
+in the run's partition, so its id's sequence number orders it after every
+message sent before it. Nothing deletes a message when it is read: ``recv``
+stores, at its position in the run's history, the message's key and value, and
+a message is *read* when some ``recv`` record of the run names it. Reading and
+recording are therefore one write (the record), made in the transaction that
+completes the item in hand, fenced by its lease.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from querator.queue.ids import parse_id
+from querator.queue.models import Item, StoredItem
+from querator.queue.service import AsyncQueueClient
+from querator.workflows.keys import ENCODING, RECV_STEP, RESULTS_QUEUE
+from querator.workflows.stored import StepRecord
+
+__all__ = [
+    "MESSAGE_KIND",
+    "consumed",
+    "message_item",
+    "message_prefix",
+    "oldest_unread",
+    "recv_record",
+    "recv_value",
+]
+
+MESSAGE_KIND = "querator.message"
+"""The kind of a message item in the results queue."""
+
+
+def message_prefix(run_id: str, topic: str) -> str:
+    """The key prefix of the messages to ``run_id`` on ``topic``."""
+    return f"{run_id}/msg/{topic}/"
+
+
+def message_item(run_id: str, topic: str, text: str, idempotency_key: str | None) -> Item:
+    """The item holding a message (``text``: its value as JSON)."""
+    if idempotency_key is None:
+        tag = uuid.uuid4().hex
+    else:
+        tag = "k" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+    return Item(
+        payload=text.encode(),
+        kind=MESSAGE_KIND,
+        encoding=ENCODING,
+        reference=run_id,
+        dedup_key=message_prefix(run_id, topic) + tag,
+        partition_key=run_id,
+    )
+
+
+def recv_record(key: str | None, text: str | None) -> StepRecord:
+    """The record of a ``recv``: the message read (its key and value as JSON
+    text), or neither (the timeout came first)."""
+    result = json.dumps({"message": key, "value": text})
+    return StepRecord(step=RECV_STEP, ok=True, result=result, attempts=1)
+
+
+def recv_value(record: StepRecord) -> tuple[str | None, Any]:
+    """(key, value) of a ``recv`` record; (None, None) for a timeout."""
+    stored = json.loads(record.result or "{}")
+    text = stored.get("value")
+    return stored.get("message"), (None if text is None else json.loads(text))
+
+
+def consumed(records: Mapping[int, StepRecord]) -> set[str]:
+    """The keys of the messages the run's ``recv`` records name (read)."""
+    return {
+        key
+        for record in records.values()
+        if record.step == RECV_STEP and (key := recv_value(record)[0]) is not None
+    }
+
+
+def _order(item: StoredItem) -> tuple[int, int]:
+    address = parse_id(item.id)
+    return (address.partition, address.seq) if address is not None else (0, 0)
+
+
+async def oldest_unread(
+    aq: AsyncQueueClient, run_id: str, topic: str, read: set[str]
+) -> StoredItem | None:
+    """The oldest message to ``run_id`` on ``topic`` not in ``read``, if any."""
+    prefix = message_prefix(run_id, topic)
+    unread: list[StoredItem] = []
+    after: str | None = None
+    while True:
+        page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=after, limit=1000)
+        unread += [item for item in page if item.dedup_key not in read]
+        if len(page) < 1000:
+            break
+        after = page[-1].dedup_key
+    return min(unread, key=_order, default=None)
