@@ -83,3 +83,45 @@ def test_threads_starting_with_one_key_at_once_list_one_run(q: Querator) -> None
     assert len(set(ids)) == 1 and len(ids) == 6
     assert [r.run_id for r in list_runs(q)] == ids[:1]
     assert [r.run_id for r in list_runs(q, status="running", workflow="lr.flow")] == ids[:1]
+
+
+def test_resumes_racing_listers_keep_every_running_entry(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """Threads list ``running`` runs (pruning the stale entries of failed runs) while
+    another resumes those runs one by one: each resume races some lister's read
+    and prune of its stale entry. Once all is done every resumed run is listed
+    as running, on the status facet and on the workflow's."""
+    keys = [f"race{i}" for i in range(24)]
+    FAILING.update(keys)
+    with run_worker([flow]):
+        handles = [start(q, flow, key) for key in keys]
+        for handle in handles:
+            with pytest.raises(WorkflowFailed):
+                handle.result(timeout=30)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def lister(workflow: str | None) -> None:
+        try:
+            while not done.is_set():
+                list_runs(q, status="running", workflow=workflow)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+            raise
+
+    listers = [threading.Thread(target=lister, args=(w,)) for w in (None, "lr.flow", None)]
+    for thread in listers:
+        thread.start()
+    try:
+        for handle in handles:
+            assert resume(q, handle.run_id) is True
+    finally:
+        done.set()
+        for thread in listers:
+            thread.join(timeout=30)
+    assert errors == []
+    want = sorted(h.run_id for h in handles)
+    assert sorted(r.run_id for r in list_runs(q, status="running")) == want
+    assert sorted(r.run_id for r in list_runs(q, status="running", workflow="lr.flow")) == want
+    assert list_runs(q, status="failed") == []

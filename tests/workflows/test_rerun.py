@@ -11,6 +11,7 @@ from querator.workflows import (
     RetryPolicy,
     RunHandle,
     RunNotFound,
+    StepFailed,
     WorkflowFailed,
     fork,
     resume,
@@ -157,3 +158,43 @@ def test_a_child_that_ended_gives_its_outcome_to_a_replayed_parent(
         assert resume(q, run.run_id) is True  # its record of the child is removed
         assert run.result(timeout=20) == [f"first {key}", f"fragile {key}", f"last {key}"]
     assert CALLS[f"fragile:{key}"] == 2  # the child's outcome was taken, not run again
+
+
+@workflow(name="r.ok-child")
+def ok_child(key: str) -> str:
+    return last(f"child-{key}")
+
+
+@workflow(name="r.tolerant")
+def tolerant(key: str) -> list[str]:
+    """A failed step is caught, a child runs to its end, then the run fails: the
+    first failed position is before the child's, so a resume removes the parent's
+    record of a child that completed."""
+    try:
+        got = fragile(key)
+    except StepFailed:
+        got = "caught"
+    done = ok_child(key)
+    if got == "caught":
+        raise RuntimeError(f"{key}: fragile failed")
+    return [got, done]
+
+
+def test_a_resume_past_a_child_that_completed_takes_its_outcome(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """The child completed after the failed position: the resume removes the parent's
+    record of it; the replayed parent takes the child's stored outcome (the child
+    is not run again) and completes."""
+    BROKEN.add("ke")
+    with run_worker([tolerant, ok_child]):
+        run = start(q, tolerant, "ke")
+        with pytest.raises(WorkflowFailed):
+            run.result(timeout=20)
+        [child] = list_runs(q, workflow="r.ok-child")
+        assert child.status == "completed" and child.parent_run_id == run.run_id
+        BROKEN.discard("ke")
+        assert resume(q, run.run_id) is True
+        assert run.result(timeout=20) == ["fragile ke", "last child-ke"]
+    assert (CALLS["fragile:ke"], CALLS["last:child-ke"]) == (2, 1)
+    assert get_run(q, child.run_id).status == "completed"
