@@ -10,6 +10,7 @@ the server starts a workflow by its persisted name, so it must know it
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -35,11 +36,13 @@ R = TypeVar("R")
 M = TypeVar("M", bound=BaseModel)
 
 
-class Caller:
+class Caller(ABC):
     """What the workflow calls need of the HTTP client: one RPC."""
 
+    @abstractmethod
     async def _post(self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0) -> M:
-        raise NotImplementedError
+        """POST ``body`` to ``path`` and read the reply as ``answer`` (``wait``: the
+        seconds the server may hold a long poll)."""
 
 
 def _named(fn: WorkflowFunction[..., Any] | str) -> str:

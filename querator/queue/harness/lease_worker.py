@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -43,7 +44,7 @@ whatever it could not release by then (the store blocked or gone) is left to
 its lease, which expires: another worker takes it then, nothing is lost."""
 
 
-class LeaseWorker:
+class LeaseWorker(ABC):
     """A service that leases items and handles each in a task of its own (see
     the module doc); subclasses write :meth:`_poll`, :meth:`_handle` and
     :meth:`_release_held`, and the other hooks they need.
@@ -198,32 +199,38 @@ class LeaseWorker:
     # -- the hooks -------------------------------------------------------------
     async def _start(self) -> None:
         """Before anything is leased (create queues, log that it serves)."""
+        return None  # optional: nothing by default
 
     def _keep(self, group: TaskGroup) -> None:
         """Start the tasks that run until the very end (after the drain)."""
+        return None  # optional: nothing by default
 
+    @abstractmethod
     def _poll(self, group: TaskGroup, items: TaskGroup) -> None:
         """Start the lease loops (:meth:`_lease_loop`) and whatever else stops
         with polling, in ``group``; items go to ``items``."""
-        raise NotImplementedError
 
     def _took(self, leased: Leased) -> None:
         """``leased`` was just leased (its task is about to start)."""
+        return None  # optional: nothing by default
 
+    @abstractmethod
     async def _handle(self, leased: Leased) -> None:
         """Handle one leased item (never raises: a failure is logged here)."""
-        raise NotImplementedError
 
     async def _stopped_polling(self) -> None:
         """Polling stopped; the items in hand are about to drain."""
+        return None  # optional: nothing by default
 
+    @abstractmethod
     async def _release_held(self) -> None:
         """The grace period is over: give back the items still in hand (bounded
         by :data:`RELEASE_WITHIN`)."""
-        raise NotImplementedError
 
     async def _drained(self) -> None:
         """The items' tasks are over (the renewer still runs)."""
+        return None  # optional: nothing by default
 
     async def _closed(self) -> None:
         """The run is over, whether it failed or not (close what it opened)."""
+        return None  # optional: nothing by default
