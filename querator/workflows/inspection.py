@@ -247,8 +247,10 @@ async def prune_entries_async(aq: AsyncQueueClient, stale: list[tuple[str, str]]
     delete (a resume, a run failing again): its writer found the entry there and
     wrote nothing. Every such write committed before the delete is seen by the
     read that follows it, which puts the entry back; a write after the delete
-    creates the entry itself. So no race drops a live entry for good. Another
-    lister may have deleted some entries already.
+    creates the entry itself. So no race drops a live entry for good (a lister
+    killed between the delete and the write can: the run is then off that list
+    until it ends or ``runs reindex``). Another lister may have deleted some
+    entries already.
     """
     for start in range(0, len(stale), 1000):
         chunk = stale[start : start + 1000]
