@@ -16,7 +16,6 @@ runs are stored.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from datetime import datetime
 from typing import Any, get_args
@@ -61,6 +60,7 @@ __all__ = [
     "RunInfo",
     "StepInfo",
     "StepProgress",
+    "delete_present_async",
     "get_run",
     "get_run_async",
     "list_runs",
@@ -243,20 +243,36 @@ async def prune_entries_async(aq: AsyncQueueClient, stale: list[tuple[str, str]]
     """Delete index entries (item id, run id) of a status their runs had left when they
     were read, then write again the entries of their runs' current status.
 
-    A run may have come back to the entry's status between the read and the
-    delete (a resume, a run failing again): its writer found the entry there and
-    wrote nothing. Every such write committed before the delete is seen by the
-    read that follows it, which puts the entry back; a write after the delete
-    creates the entry itself. So no race drops a live entry for good (a lister
-    killed between the delete and the write can: the run is then off that list
-    until it ends or ``runs reindex``). Another lister may have deleted some
-    entries already.
+    An entry is deleted by the item id the lister read, never by its key. A
+    resume replaces its run's stale ``running`` entries with new items before
+    it commits (:func:`~querator.workflows.rerun.resume_async`), so no lister
+    deletes a resumed run's live entry, even one that dies right after its
+    delete. A run may also come back to an entry's status between the read and
+    the delete without replacing it (a run failing again): its writer found the
+    entry there and wrote nothing. Every such write committed before the delete
+    is seen by the read that follows it, which puts the entry back; a write
+    after the delete creates the entry itself. Only a lister killed between its
+    delete and that read can leave such a run off that list (until ``runs
+    reindex``). Another lister may have deleted some entries already.
     """
     for start in range(0, len(stale), 1000):
         chunk = stale[start : start + 1000]
-        with contextlib.suppress(Conflict):
-            await aq.delete_items(RESULTS_QUEUE, [item_id for item_id, _ in chunk])
+        await delete_present_async(aq, [item_id for item_id, _ in chunk])
         await _restore(aq, [run_id for _, run_id in chunk])
+
+
+async def delete_present_async(aq: AsyncQueueClient, ids: list[str]) -> None:
+    """Delete these items of the results queue, those still there (another client
+    may have deleted some: the others still go)."""
+    while ids:
+        try:
+            await aq.delete_items(RESULTS_QUEUE, ids)
+            return
+        except Conflict as exc:
+            left = [item_id for item_id in ids if item_id not in exc.reasons]
+            if len(left) == len(ids):
+                raise
+            ids = left
 
 
 async def _restore(aq: AsyncQueueClient, run_ids: list[str]) -> None:

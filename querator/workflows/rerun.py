@@ -26,6 +26,7 @@ from querator.telemetry.runs import starting
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.history import load_history
 from querator.workflows.errors import RunNotFound
+from querator.workflows.inspection import delete_present_async
 from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESUME_TAG,
@@ -64,6 +65,7 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
         raise InvalidArgument("run_id", f"run {run_id} is a saga: fork it instead")
     failed = [p for p, record in history.records.items() if not record.ok]
     await _resume_children(aq, run_id, failed)
+    await _drop_stale_entries(aq, run_id, history.meta)
     request = ResumeRecord(position=min(failed) if failed else None, requested_at=aq.clock.now())
     produce = {
         RESULTS_QUEUE: [
@@ -77,6 +79,19 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
     await transact_creating(aq, [], produce)
     log.info("run %s resumed from position %s", run_id, request.position)
     return True
+
+
+async def _drop_stale_entries(aq: AsyncQueueClient, run_id: str, meta: RunMeta) -> None:
+    """Delete the run's stale ``running`` index entries (left from before it ended)
+    so that the resume writes new ones, as new items. A lister prunes an entry by
+    the item id it read, so it can never delete the resumed run's live entry,
+    even if it dies before writing the run's current entries again
+    (:func:`~querator.workflows.inspection.prune_entries_async`). A lister that
+    deleted one meanwhile is no matter; a crash before the resume commits
+    leaves the run failed, which those entries did not list anyway."""
+    keys = [item.dedup_key or "" for item in index_items(run_id, meta, "running")]
+    found = await aq.lookup(RESULTS_QUEUE, keys)
+    await delete_present_async(aq, [found[key].id for key in keys if key in found])
 
 
 async def _resume_children(aq: AsyncQueueClient, run_id: str, failed: list[int]) -> None:

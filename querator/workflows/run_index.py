@@ -14,9 +14,10 @@ A page of runs is one range scan of the dedup-key index
 runs' records, whatever the number of runs stored. An entry of a status the run
 has left (``running`` once it ended, ``failed`` once it was resumed) is skipped
 by the lister, which reads every listed run's current status anyway, and
-deleted by it, so such entries are walked over at most once; the lister then
-writes the entries of the runs' current status again, so a run that came back
-to the entry's status meanwhile (a resume) is never dropped from its list
+deleted by it (by the item id it read), so such entries are walked over at most
+once; a resume replaces its run's stale ``running`` entries with new items, and
+the lister then writes the entries of the runs' current status again, so a run
+that came back to the entry's status meanwhile is not dropped from its list
 (:func:`~querator.workflows.inspection.prune_entries_async`). An entry whose
 stamp is not its run's start time (starters that raced with one idempotency
 key, each with its own clock) is skipped and deleted likewise: a run is listed

@@ -11,7 +11,12 @@ import pytest
 from querator import Querator
 from querator.workflows import WorkflowFailed, resume, start, workflow
 from querator.workflows.engine.commit import transact_creating
-from querator.workflows.inspection import list_runs, prune_entries_async, scan_runs_async
+from querator.workflows.inspection import (
+    delete_present_async,
+    list_runs,
+    prune_entries_async,
+    scan_runs_async,
+)
 from querator.workflows.run_index import facet_prefix
 from querator.workflows.stored import RunMeta, start_items
 
@@ -49,6 +54,32 @@ def test_a_resume_between_a_listers_read_and_its_prune_keeps_the_running_entry(
     assert [r.run_id for r in list_runs(q, status="running")] == [run.run_id]
     assert [r.run_id for r in list_runs(q, status="running", workflow="lr.flow")] == [run.run_id]
     assert list_runs(q, status="failed") == []
+
+
+def test_a_lister_killed_after_its_delete_leaves_a_resumed_run_listed(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """The lister reads the failed run's stale ``running`` entries, the run is
+    resumed, the lister deletes the entries it read and dies before writing the
+    run's current ones: the run is still listed as running (the resume replaced
+    those entries with new items, which the lister's delete does not name)."""
+    FAILING.add("r2")
+    with run_worker([flow]):
+        run = start(q, flow, "r2")
+        with pytest.raises(WorkflowFailed):
+            run.result(timeout=20)
+    stale_ids = []
+    for facet_workflow in (None, "lr.flow"):
+        prefix = facet_prefix(facet_workflow, "running")
+        _, stale = q.call(
+            scan_runs_async, q.aio, prefix, "running", None, None, "running", facet_workflow, 9
+        )
+        stale_ids += [item_id for item_id, _ in stale]
+    assert len(stale_ids) == 2
+    assert resume(q, run.run_id) is True
+    q.call(delete_present_async, q.aio, stale_ids)  # and the lister dies here
+    assert [r.run_id for r in list_runs(q, status="running")] == [run.run_id]
+    assert [r.run_id for r in list_runs(q, status="running", workflow="lr.flow")] == [run.run_id]
 
 
 def test_starters_that_raced_with_one_key_list_one_run(q: Querator) -> None:
