@@ -13,13 +13,14 @@ from typing import Any
 import anyio
 
 from querator.errors import Conflict, InvalidArgument
+from querator.limits.admission import Limits
 from querator.queue.harness import Renewer
 from querator.queue.models import Item, Leased, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import Attempt, joined, step_attempt
+from querator.workflows.engine import limited
 from querator.workflows.engine.commit import transact_creating
-from querator.workflows.engine.limited import Limits
 from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
 from querator.workflows.functions import StepFunction
 from querator.workflows.keys import RESULTS_QUEUE
@@ -211,7 +212,7 @@ class StepRunner:
                 resources=self.resources,
                 token=self._token(),
             )
-            entry = await self.limits.enter(leased, payload, step)
+            entry = await limited.enter(self.limits, leased, payload, step)
             if entry is None:
                 span.ended("deferred")  # parked for a permit
                 return None

@@ -149,7 +149,7 @@ class AsyncWorker(LeaseWorker):
             )
         self._held: dict[str, Leased] = {}
         runner = StepRunner(aq, self.renewer, self.resources, lambda: self.token, self.client_id)
-        self.tasks = TaskRunner(aq, self.renewer, self.served.tasks)
+        self.tasks = TaskRunner(aq, self.renewer, self.served.tasks, self.client_id)
         """Runs the background tasks served (``querator.task:{name}`` items)."""
         self.engine = Engine(
             aq,
