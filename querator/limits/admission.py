@@ -5,9 +5,13 @@ limit (or defer it). Used by the workflow engine (steps) and the task runner
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import anyio
+
+from querator.errors import QueratorError
 from querator.limits.concurrency import Concurrency
 from querator.limits.gate import Gate, Permit
 from querator.limits.rate import AsyncRateLimiter, RateLimit
@@ -15,6 +19,10 @@ from querator.queue.harness import Kept, Renewer
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
 
+log = logging.getLogger("querator.limits")
+
+LEAVE_WITHIN = 5.0
+"""Seconds a holder that is being cancelled still tries to hand its permit over."""
 Park = Callable[[str, float], Awaitable[None]]
 """Parks the item on a semaphore (its name, and the limit's lease)."""
 
@@ -81,11 +89,17 @@ class Limits:
         return entry
 
     async def leave(self, entry: Entry) -> None:
-        """Hand the entry's permit over (or free it)."""
+        """Hand the entry's permit over (or free it), even when the worker is
+        being cancelled (shielded, for at most :data:`LEAVE_WITHIN` seconds:
+        past that the permit comes back when its lease runs out)."""
         if entry.permit is None:
             return
-        if entry.kept is not None:
-            entry.permit.leased = await self.renewer.release(entry.kept)
-            entry.kept = None
-        await self.gate.release(entry.permit)
-        entry.permit = None
+        permit, kept = entry.permit, entry.kept
+        entry.permit = entry.kept = None
+        with anyio.move_on_after(LEAVE_WITHIN, shield=True):
+            try:
+                if kept is not None:
+                    permit.leased = await self.renewer.release(kept)
+                await self.gate.release(permit)
+            except QueratorError as exc:  # the store is away: the lease frees it
+                log.warning("permit of %s not handed over: %s", permit.semaphore, exc)

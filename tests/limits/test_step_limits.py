@@ -136,14 +136,16 @@ def test_waiters_of_a_key_start_in_arrival_order(q: Querator) -> None:
 
 
 def test_rate_limited_steps_are_deferred_to_their_slot(q: Querator) -> None:
+    # 10 starts at 4/s: the key's 4 slots are made at its first start, 0.25 s
+    # apart, and each comes back 1 s after it was taken, so the 10th start is
+    # admitted at least 2.25 s after the slots were made (after ``began``). The
+    # store's clock admits; the steps' own instants only lag behind it.
+    began = time.monotonic()
     with serving(Worker(q, SERVED, concurrency=8)):
         assert start(q, rated_burst, 10).result(timeout=60) == list(range(10))
     instants = sorted(instant for name, instant in EVENTS if name.startswith("rated"))
     assert len(instants) == 10
-    for first in range(len(instants)):
-        in_window = [t for t in instants[first:] if t - instants[first] < 0.95]
-        assert len(in_window) <= 4, instants
-    assert instants[-1] - instants[0] >= 1.0  # 10 starts at 4/s cannot fit in a second
+    assert instants[-1] - began >= 2.2, [t - began for t in instants]
 
 
 def test_a_key_function_that_raises_fails_the_call_before_anything_is_written(
