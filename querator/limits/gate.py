@@ -7,7 +7,7 @@
 - An item that finds no permit is *parked*: its worker completes it and writes
   (a) a *parked record* in ``querator.limitpark.<semaphore>`` holding the item
   to run, in arrival order, and (b) a *fallback copy* of the item, due
-  :data:`RECHECK` leases later (what runs it if every holder died). It holds no
+  :func:`fallback_delay` later (what runs it if every holder died). It holds no
   worker slot and no thread while parked.
 - A holder that ends *hands its permit over*: it takes the oldest parked
   record and produces its item, due now, naming the permit (still leased) in
@@ -41,7 +41,18 @@ PERMIT_HEADER = "querator-permit"
 PARKED_KIND = "querator.parked"
 """The ``kind`` of parked records."""
 RECHECK = 5
-"""A parked item's fallback copy is due this many permit leases later."""
+"""A parked item's first fallback copy is due this many permit leases later;
+each time it parks again, twice as late (up to :data:`MAX_BACKOFF` times)."""
+MAX_BACKOFF = 64
+"""The most a fallback copy's delay grows (a call parked seven times or more)."""
+
+
+def fallback_delay(lease: float, parked_before: int) -> float:
+    """Seconds until the fallback copy of an item parked ``parked_before`` times
+    already is due (growing, so long waits cost few rechecks)."""
+    return RECHECK * lease * min(1 << max(0, min(parked_before, 6)), MAX_BACKOFF)
+
+
 RECORD_LEASE = 30.0
 """Seconds a parked record taken by a holder that died stays taken."""
 

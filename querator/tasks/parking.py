@@ -10,12 +10,15 @@ from datetime import timedelta
 
 from querator.errors import Conflict
 from querator.limits.admission import Limited
-from querator.limits.gate import PERMIT_HEADER, RECHECK, Gate
+from querator.limits.gate import PERMIT_HEADER, Gate, fallback_delay
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
 from querator.tasks.layout import PRIOR_HEADER, prior_attempts
 
 log = logging.getLogger("querator.tasks")
+
+PARKS_HEADER = "querator-task-parks"
+"""Header of a parked task's copies: how many times the call was parked."""
 
 
 async def park(
@@ -23,6 +26,9 @@ async def park(
 ) -> None:
     """Complete ``leased`` with its fallback copy, and park the copy to wake."""
     headers = {k: v for k, v in leased.headers.items() if k != PERMIT_HEADER}
+    parks = leased.headers.get(PARKS_HEADER, "0")
+    parked_before = int(parks) if parks.isdigit() else 0
+    headers[PARKS_HEADER] = str(parked_before + 1)
     headers[PRIOR_HEADER] = str(prior_attempts(leased.headers) + leased.attempts - 1)
 
     def copy(delay: float | None) -> Item:
@@ -37,7 +43,9 @@ async def park(
         )
 
     try:
-        done = await aq.transact(complete=[leased], produce={leased.queue: [copy(RECHECK * lease)]})
+        done = await aq.transact(
+            complete=[leased], produce={leased.queue: [copy(fallback_delay(lease, parked_before))]}
+        )
     except Conflict as exc:
         log.warning("task %s %s: parking lost its lease: %s", leased.kind, leased.reference, exc)
         return

@@ -9,7 +9,7 @@ from typing import Any
 
 from querator.errors import Conflict
 from querator.limits.admission import Entry, Limited, Limits
-from querator.limits.gate import PERMIT_HEADER, RECHECK, Gate
+from querator.limits.gate import PERMIT_HEADER, Gate, fallback_delay
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import transact_creating
@@ -60,7 +60,8 @@ async def _park(
         }
     )
     trace = {k: v for k, v in leased.headers.items() if k != PERMIT_HEADER}
-    fallback = step_item(later, aq.clock.now() + timedelta(seconds=RECHECK * lease), trace=trace)
+    due = aq.clock.now() + timedelta(seconds=fallback_delay(lease, payload.deferrals))
+    fallback = step_item(later, due, trace=trace)
     try:
         done = await transact_creating(aq, [leased], {leased.queue: [fallback]})
     except Conflict as exc:
