@@ -107,6 +107,7 @@ def test_limits_exports() -> None:
 
     assert sorted(querator.limits.__all__) == [
         "AsyncRateLimiter",
+        "Concurrency",
         "RateDecision",
         "RateLimit",
         "RateLimiter",

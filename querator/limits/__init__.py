@@ -13,6 +13,7 @@ with Querator("memory://") as q:
 See docs/flow-control.md.
 """
 
+from querator.limits.concurrency import Concurrency
 from querator.limits.rate import AsyncRateLimiter, RateDecision, RateLimit, RateLimiter
 
-__all__ = ["AsyncRateLimiter", "RateDecision", "RateLimit", "RateLimiter"]
+__all__ = ["AsyncRateLimiter", "Concurrency", "RateDecision", "RateLimit", "RateLimiter"]

@@ -23,43 +23,32 @@ import re
 from datetime import datetime, timedelta
 
 from querator.errors import InvalidArgument
+from querator.locks.names import MAX_NAME as LOCK_NAME_MAX
+from querator.locks.names import check_count, check_lock_name
 from querator.queue.models import Item, QueueSettings
 from querator.queue.validation import MAX_BATCH, MAX_DURATION, quoted
 
 QUEUE_PREFIX = "querator.rate."
 """The queue of rate limit ``name`` is ``QUEUE_PREFIX + name``."""
-MAX_NAME = 200
-"""The longest rate limit name, in characters."""
+MAX_NAME = LOCK_NAME_MAX
+"""The longest rate limit name, in characters (as a semaphore's)."""
 MAX_N = MAX_BATCH
 """The most starts one rate limit admits per period and key."""
 MAX_KEY = 400
 """The longest key, in characters."""
 MIN_PER, MAX_PER = 0.01, 86_400.0
 """The shortest and longest period, in seconds."""
-_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _REFERENCE = re.compile(r"rate limit=(\d+) per=([0-9.e+-]+)")
 
 
 def check_rate_name(value: object) -> str:
-    """``value`` if it is a valid rate limit name, else InvalidArgument."""
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_NAME:
-        raise InvalidArgument(
-            "name", f"must be a string of 1-{MAX_NAME} characters, got {quoted(value)}"
-        )
-    if not _NAME.fullmatch(value):
-        raise InvalidArgument(
-            "name", f"{quoted(value)} may hold only letters, digits, '.', '_' and '-'"
-        )
-    return value
+    """``value`` if it is a valid rate limit name (the rules of semaphore names)."""
+    return check_lock_name(value)
 
 
 def check_n(value: object) -> int:
     """``value`` if it is a whole number of starts from 1 to :data:`MAX_N`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument("n", f"must be a whole number of starts, got {quoted(value)}")
-    if not 1 <= value <= MAX_N:
-        raise InvalidArgument("n", f"must be from 1 to {MAX_N}, got {value}")
-    return value
+    return check_count(value, "n", "starts", MAX_N)
 
 
 def check_per(value: object) -> float:

@@ -48,7 +48,9 @@ _PERMIT_KEY = re.compile(r"permit-(\d+)")
 
 
 def check_lock_name(value: object) -> str:
-    """``value`` if it is a valid semaphore name, else InvalidArgument."""
+    """``value`` if it is a valid semaphore (or rate limit) name: 1-:data:`MAX_NAME`
+    letters, digits, ``.``, ``_`` or ``-`` (so no control character), else
+    InvalidArgument."""
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_NAME:
         raise InvalidArgument(
             "name", f"must be a string of 1-{MAX_NAME} characters, got {quoted(value)}"
@@ -62,12 +64,18 @@ def check_lock_name(value: object) -> str:
 
 def check_limit(value: object) -> int:
     """``value`` if it is a whole number of permits in range, else InvalidArgument."""
+    return check_count(value, "limit", "permits", MAX_LIMIT)
+
+
+def check_count(value: object, field: str, what: str, most: int) -> int:
+    """``value`` if it is a whole number of ``what`` from 1 to ``most``, else
+    InvalidArgument naming ``field`` (shared by semaphores and rate limits)."""
     if isinstance(value, float) and math.isnan(value):
-        raise InvalidArgument("limit", "must be a whole number of permits, got NaN")
+        raise InvalidArgument(field, f"must be a whole number of {what}, got NaN")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument("limit", f"must be a whole number of permits, got {quoted(value)}")
-    if not 1 <= value <= MAX_LIMIT:
-        raise InvalidArgument("limit", f"must be from 1 to {MAX_LIMIT}, got {value}")
+        raise InvalidArgument(field, f"must be a whole number of {what}, got {quoted(value)}")
+    if not 1 <= value <= most:
+        raise InvalidArgument(field, f"must be from 1 to {most}, got {value}")
     return value
 
 

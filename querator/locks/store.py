@@ -83,7 +83,7 @@ async def acquire(aq: AsyncQueueClient, name: str, client_id: str, timeout: floa
     queue_of(name)
     check_owner(client_id)
     left = None if timeout is None else check_duration("timeout", timeout, allow_zero=True)
-    leased = await _try(aq, name, client_id)
+    leased = await try_lease(aq, name, client_id)
     if leased is not None:
         return leased
     if left == 0:
@@ -118,7 +118,7 @@ async def _wait(
     period = await waiters.record_lease(aq, record.name) / 3
     renew_at = anyio.current_time() + period
     while True:
-        leased = await _try(aq, record.name, client_id)
+        leased = await try_lease(aq, record.name, client_id)
         if leased is not None:
             return leased
         now = anyio.current_time()
@@ -137,7 +137,7 @@ async def _wait(
         await watch.wait(max(0.0, until - now))
 
 
-async def _try(aq: AsyncQueueClient, name: str, client_id: str) -> Leased | None:
+async def try_lease(aq: AsyncQueueClient, name: str, client_id: str) -> Leased | None:
     """Lease a free permit now (None when none is free); surplus permits are removed."""
     queue = queue_of(name)
     while True:

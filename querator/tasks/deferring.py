@@ -94,6 +94,7 @@ def plan(
         if not isinstance(args, tuple | list) or not isinstance(kwargs, Mapping):
             raise InvalidArgument(f"calls[{index}]", "must be an (args tuple, kwargs dict) pair")
         text = fn.codec.encode_args(tuple(args), dict(kwargs))
+        fn.limit_keys(tuple(args), dict(kwargs))
         task_id = task_id_for(fn.name, key)
         ids.append(task_id)
         items.append(
@@ -239,6 +240,8 @@ def _by_name_item(
     delay_at, _, key = _options({"delay": delay, "idempotency_key": key})
     fn = registered_task(name)
     text = fn.codec.encode_args((), dict(arguments)) if fn else _json_object(arguments)
+    if fn is not None:
+        fn.limit_keys((), dict(arguments))
     task_id = task_id_for(name, key)
     item = Item(
         payload=text.encode(),

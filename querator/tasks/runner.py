@@ -20,10 +20,12 @@ from typing import Any
 import anyio
 
 from querator.errors import Conflict, InvalidArgument, QueueNotFound
+from querator.limits.admission import Entry, Limited, Limits
 from querator.queue.dead_reasons import MAX_REASON, marked
 from querator.queue.harness.renewal import Kept, Renewer
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
+from querator.tasks import parking
 from querator.tasks.errors import TaskTimeout
 from querator.tasks.layout import (
     DEAD_SETTINGS,
@@ -52,11 +54,17 @@ class TaskRunner:
     """Runs the task items one worker leases (``tasks``: the tasks it serves)."""
 
     def __init__(
-        self, aq: AsyncQueueClient, renewer: Renewer, tasks: Mapping[str, TaskSpec[..., Any]]
+        self,
+        aq: AsyncQueueClient,
+        renewer: Renewer,
+        tasks: Mapping[str, TaskSpec[..., Any]],
+        client_id: str = "querator-worker",
     ) -> None:
         self.aq = aq
         self.renewer = renewer
         self.tasks = tasks
+        self.limits = Limits(aq, renewer, client_id)
+        """The tasks' concurrency and rate limits."""
         self._running: dict[str, Kept] = {}
         """The leases of the attempts running now, by item id (see :meth:`release`)."""
 
@@ -85,12 +93,47 @@ class TaskRunner:
         except InvalidArgument as exc:
             await self._dead(leased, f"task {name!r}: {exc}")
             return
+        entry = await self._enter(leased, fn, args, kwargs)
+        if entry is None:
+            return
+        if entry.defer is not None:
+            await self._defer(leased, attempt, Defer(entry.defer))
+            return
         log.debug("task %s %s: attempt %d", name, leased.reference, attempt)
-        current, outcome = await self._attempt(leased, fn, args, kwargs)
+        try:
+            current, outcome = await self._attempt(leased, fn, args, kwargs)
+        finally:
+            await self.limits.leave(entry)
         try:
             await self._store(current, fn, attempt, outcome)
         except Conflict as exc:
             log.warning("task %s %s lost its lease: outcome dropped (%s)", name, leased.id, exc)
+
+    async def _enter(
+        self, leased: Leased, fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any
+    ) -> Entry | None:
+        """Take what ``leased`` needs under its task's limits (None: parked)."""
+        if fn.concurrency is None and fn.rate_limit is None:
+            return Entry()
+        try:
+            concurrency_key, rate_key = fn.limit_keys(args, kwargs)
+        except InvalidArgument as exc:
+            await self._dead(leased, f"task {fn.name!r}: {exc}")
+            return None
+        limited = Limited(
+            owner=fn.name,
+            concurrency=fn.concurrency,
+            rate_limit=fn.rate_limit,
+            concurrency_key=concurrency_key,
+            rate_key=rate_key,
+            parked_key=f"{leased.reference}/park",
+            parked_before=PRIOR_HEADER in leased.headers,
+        )
+
+        async def park(semaphore: str, lease: float) -> None:
+            await parking.park(self.aq, self.limits.gate, semaphore, leased, lease, limited)
+
+        return await self.limits.enter(leased, limited, park)
 
     async def _attempt(
         self, leased: Leased, fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any

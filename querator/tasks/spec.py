@@ -14,6 +14,8 @@ from typing import Any, Generic, ParamSpec, TypedDict, TypeVar
 from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument
+from querator.limits.concurrency import Concurrency, key_of
+from querator.limits.rate import RateLimit
 from querator.queue.options import check_options
 from querator.queue.validation import check_duration, check_name
 from querator.tasks.layout import TASK_QUEUE
@@ -54,6 +56,12 @@ class TaskOptions(TypedDict, total=False):
     """Seconds one attempt may go without a renewal (default: the queue's)."""
     keep_result: bool
     """Store the result (or the error) for ``TaskHandle.result()`` (default False)."""
+    concurrency: Concurrency | None
+    """At most ``limit`` attempts running at once per key, across every worker;
+    a call waiting for room is parked and started in arrival order."""
+    rate_limit: RateLimit | None
+    """At most ``n`` starts per ``per`` seconds and key; a start over it is
+    deferred to when it is admitted."""
 
 
 _TASKS: dict[str, TaskSpec[..., Any]] = {}
@@ -100,8 +108,18 @@ class TaskSpec(Generic[P, R]):
                 " are taken)",
             )
         self.codec = Codec(fn, f"task {self.name!r}")
+        self.concurrency, self.rate_limit = _limits(options)
         functools.update_wrapper(self, fn)
         _TASKS[self.name] = self
+
+    def limit_keys(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str]:
+        """The keys of a call under its concurrency and rate limits ("-" without
+        one); :class:`~querator.errors.InvalidArgument` when a key function raises."""
+        concurrency, rate = self.concurrency, self.rate_limit
+        return (
+            key_of(concurrency.key if concurrency else None, args, kwargs),
+            key_of(rate.key if rate else None, args, kwargs),
+        )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the function now, in this process (no queue involved)."""
@@ -109,6 +127,15 @@ class TaskSpec(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<task {self.name!r}>"
+
+
+def _limits(options: TaskOptions) -> tuple[Concurrency | None, RateLimit | None]:
+    concurrency, rate = options.get("concurrency"), options.get("rate_limit")
+    if concurrency is not None and not isinstance(concurrency, Concurrency):
+        raise InvalidArgument("concurrency", f"must be a Concurrency, got {concurrency!r}")
+    if rate is not None and not isinstance(rate, RateLimit):
+        raise InvalidArgument("rate_limit", f"must be a RateLimit, got {rate!r}")
+    return concurrency, rate
 
 
 def _persisted(name: str) -> str:

@@ -10,6 +10,8 @@ from typing import Any, Generic, ParamSpec, TypedDict, TypeVar, overload
 from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument
+from querator.limits.concurrency import Concurrency, key_of
+from querator.limits.rate import RateLimit
 from querator.queue.options import check_options
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.codec import Codec
@@ -58,6 +60,14 @@ class CompensationOptions(TypedDict, total=False):
 class StepOptions(CompensationOptions, total=False):
     """The options of ``@step`` (see :func:`step`)."""
 
+    concurrency: Concurrency | None
+    """At most ``limit`` attempts running at once per key, across every worker;
+    a call waiting for room is parked (no worker slot, no thread) and started in
+    arrival order (see docs/flow-control.md)."""
+    rate_limit: RateLimit | None
+    """At most ``n`` starts per ``per`` seconds and key, across every worker; a
+    start over it is deferred to when it is admitted."""
+
     compensate_on_failure: bool
     """In a ``@saga``: compensate the step even when it failed for good (default False)."""
 
@@ -99,6 +109,15 @@ def registered_step(name: str) -> StepFunction[..., Any] | None:
 def registered_steps() -> list[str]:
     """The persisted names of every step defined in this process so far."""
     return list(_STEPS)
+
+
+def _limits(options: StepOptions) -> tuple[Concurrency | None, RateLimit | None]:
+    concurrency, rate = options.get("concurrency"), options.get("rate_limit")
+    if concurrency is not None and not isinstance(concurrency, Concurrency):
+        raise InvalidArgument("concurrency", f"must be a Concurrency, got {concurrency!r}")
+    if rate is not None and not isinstance(rate, RateLimit):
+        raise InvalidArgument("rate_limit", f"must be a RateLimit, got {rate!r}")
+    return concurrency, rate
 
 
 def _check_persisted_name(name: str) -> str:
@@ -146,13 +165,24 @@ class StepFunction(DurableFunction, Generic[P, R]):
         self.timeout = check_duration("timeout", timeout) if timeout is not None else None
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"step {self.name!r}")
+        self.concurrency, self.rate_limit = _limits(options)
         functools.update_wrapper(self, fn)
         _STEPS[self.name] = self
+
+    def limit_keys(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str]:
+        """The keys of a call under its concurrency and rate limits ("-" without
+        one); :class:`~querator.errors.InvalidArgument` when a key function raises."""
+        concurrency, rate = self.concurrency, self.rate_limit
+        return (
+            key_of(concurrency.key if concurrency else None, args, kwargs),
+            key_of(rate.key if rate else None, args, kwargs),
+        )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         ctx = CURRENT.get()
         if ctx is None:
             return self.fn(*args, **kwargs)
+        self.limit_keys(args, kwargs)
         value = ctx.call(self.name, self.queue, self.codec, args, kwargs, self._undo())
         if self.is_async:
             return _resolved(value)  # type: ignore[return-value]
@@ -169,6 +199,7 @@ class StepFunction(DurableFunction, Generic[P, R]):
         ctx = CURRENT.get()
         if ctx is None:
             return StepHandle(self.name, -1, self.codec, value=self.fn(*args, **kwargs))
+        self.limit_keys(args, kwargs)
         return ctx.spawn(self.name, self.queue, self.codec, args, kwargs, self._undo())
 
     @overload

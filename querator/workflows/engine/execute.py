@@ -13,11 +13,13 @@ from typing import Any
 import anyio
 
 from querator.errors import Conflict, InvalidArgument
+from querator.limits.admission import Limits
 from querator.queue.harness import Renewer
 from querator.queue.models import Item, Leased, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.logs import log_fields
 from querator.telemetry.runs import Attempt, joined, step_attempt
+from querator.workflows.engine import limited
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
 from querator.workflows.functions import StepFunction
@@ -151,8 +153,11 @@ class StepRunner:
         renewer: Renewer,
         resources: dict[str, Any],
         token: Callable[[], Any],
+        client_id: str = "querator-worker",
     ) -> None:
         self.aq = aq
+        self.limits = Limits(aq, renewer, client_id)
+        """The steps' concurrency and rate limits."""
         self.renewer = renewer
         self.resources = resources
         self._token = token
@@ -207,9 +212,20 @@ class StepRunner:
                 resources=self.resources,
                 token=self._token(),
             )
-            current, outcome = await _run_kept(
-                self.aq, self.renewer, leased, step, payload.args, context
-            )
+            entry = await limited.enter(self.limits, leased, payload, step)
+            if entry is None:
+                span.ended("deferred")  # parked for a permit
+                return None
+            if entry.defer is not None:
+                span.ended("deferred")
+                await _defer(self.aq, leased, payload, Defer(entry.defer))
+                return None
+            try:
+                current, outcome = await _run_kept(
+                    self.aq, self.renewer, leased, step, payload.args, context
+                )
+            finally:
+                await self.limits.leave(entry)
             if context.deferred and not isinstance(outcome, BaseException):
                 self._deferred[payload.record_key()] = context.deferred
             return await self._outcome(current, payload, step, outcome, span)

@@ -148,8 +148,8 @@ class AsyncWorker(LeaseWorker):
                 aq, self.workflows.values(), served_only=True, interval=WORKER_SCHEDULER_INTERVAL
             )
         self._held: dict[str, Leased] = {}
-        runner = StepRunner(aq, self.renewer, self.resources, lambda: self.token)
-        self.tasks = TaskRunner(aq, self.renewer, self.served.tasks)
+        runner = StepRunner(aq, self.renewer, self.resources, lambda: self.token, self.client_id)
+        self.tasks = TaskRunner(aq, self.renewer, self.served.tasks, self.client_id)
         """Runs the background tasks served (``querator.task:{name}`` items)."""
         self.engine = Engine(
             aq,
