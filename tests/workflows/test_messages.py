@@ -28,6 +28,8 @@ from querator.workflows import (
     send,
     send_async,
     set_event,
+    signal_with_start,
+    signal_with_start_async,
     start,
     start_async,
     step,
@@ -36,7 +38,14 @@ from querator.workflows import (
 from querator.workflows.engine.context import Recv, RunContext
 from querator.workflows.engine.fiber import Fiber, Finished
 from querator.workflows.engine.mailbox import message_prefix, recv_record
-from querator.workflows.keys import RECV_STEP, RESULTS_QUEUE, step_key
+from querator.workflows.keys import (
+    RECV_STEP,
+    RESULTS_QUEUE,
+    RESULTS_SETTINGS,
+    meta_key,
+    new_run_id,
+    step_key,
+)
 from querator.workflows.stored import StepRecord
 
 from .conftest import RunWorker
@@ -352,3 +361,40 @@ async def test_async_twins_send_recv_and_get_event(aq: AsyncQuerator) -> None:
                 assert await published.result() == "None"
         finally:
             worker.stop()
+
+
+def test_signal_with_start_puts_the_message_in_with_the_start(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    run = signal_with_start(q, inbox, 1, None, signal=("t", {"early": True}))
+    assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"))) == 1
+    again = signal_with_start(q, inbox, 2, None, signal=("t", "a"), idempotency_key="sws")
+    same = signal_with_start(q, inbox, 2, None, signal=("t", "b"), idempotency_key="sws")
+    assert same.run_id == again.run_id  # the existing run: the message is sent to it
+    with run_worker([inbox]):
+        assert run.result(timeout=20) == [{"early": True}]
+        assert again.result(timeout=20) == ["a", "b"]
+    with pytest.raises(RunFinished):
+        signal_with_start(q, inbox, 2, None, signal=("t", "c"), idempotency_key="sws")
+
+
+@pytest.mark.parametrize(
+    ("field", "signal"),
+    [("topic", ("a/b", 1)), ("value", ("t", math.nan)), ("signal", ("t",)), ("signal", "t")],
+)
+def test_signal_with_start_rejects_bad_input_and_writes_nothing(
+    q: Querator, field: str, signal: Any
+) -> None:
+    q.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+    with pytest.raises(InvalidArgument) as caught:
+        signal_with_start(q, inbox, 1, None, signal=signal, idempotency_key="bad")
+    assert caught.value.field == field
+    run_id = new_run_id("bad")
+    assert q.lookup(RESULTS_QUEUE, [meta_key(run_id)]) == {}
+
+
+@pytest.mark.anyio
+async def test_signal_with_start_async(aq: AsyncQuerator) -> None:
+    handle = await signal_with_start_async(aq, inbox, 1, None, signal=("t", 7))
+    [item] = await aq.scan_keys(RESULTS_QUEUE, message_prefix(handle.run_id, "t"))
+    assert json.loads(item.payload) == 7
