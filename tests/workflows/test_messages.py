@@ -37,7 +37,7 @@ from querator.workflows import (
 )
 from querator.workflows.engine.context import Recv, RunContext
 from querator.workflows.engine.fiber import Fiber, Finished
-from querator.workflows.engine.mailbox import message_prefix, recv_record
+from querator.workflows.engine.mailbox import message_prefix, recv_record, recv_value
 from querator.workflows.keys import (
     RECV_STEP,
     RESULTS_QUEUE,
@@ -398,3 +398,30 @@ async def test_signal_with_start_async(aq: AsyncQuerator) -> None:
     handle = await signal_with_start_async(aq, inbox, 1, None, signal=("t", 7))
     [item] = await aq.scan_keys(RESULTS_QUEUE, message_prefix(handle.run_id, "t"))
     assert json.loads(item.payload) == 7
+
+
+def test_a_worker_killed_between_reading_a_message_and_its_next_step(
+    durable_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "steps.log"
+    with Querator(durable_url) as q:
+        q.create_queue(WORK_QUEUE, QueueSettings(lease_timeout=0.5, expire_timeout=3600.0))
+        run = start(q, mailbox, "kb")
+        send(q, run.run_id, "m", "one")
+        first = spawn_worker(durable_url, "w1", log, env={"OPS_WORK_SECONDS": "60"})
+        try:
+            # The read is stored before the body goes on to the link, which then runs.
+            started = ("start", "kb", 0)
+            wait_for(lambda: any(e[:3] == started for e in read_log(log)), 30, message="link")
+            stored = _record(q, run.run_id, 0)
+            assert stored is not None and recv_value(stored)[1] == "one"
+        finally:
+            first.kill()
+        send(q, run.run_id, "m", "two")
+        second = spawn_worker(durable_url, "w2", log)
+        try:
+            assert run.result(timeout=30) == ["one", [0], "two"]
+        finally:
+            assert second.terminate() == 0, second.stderr()
+        record = _record(q, run.run_id, 2)
+        assert record is not None and recv_value(record)[1] == "two"  # each message read once
