@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from polling import wait_for
+from worker_threads import serving
 
 from querator import AsyncQuerator, Querator, QueueSettings
 from querator.errors import InvalidArgument, UsageError
@@ -20,6 +21,7 @@ from querator.workflows import (
     AsyncWorker,
     RunFinished,
     RunNotFound,
+    Worker,
     WorkflowCancelled,
     get_event,
     get_event_async,
@@ -425,3 +427,36 @@ def test_a_worker_killed_between_reading_a_message_and_its_next_step(
             assert second.terminate() == 0, second.stderr()
         record = _record(q, run.run_id, 2)
         assert record is not None and recv_value(record)[1] == "two"  # each message read once
+
+
+def test_a_sender_killed_while_sending_loses_nothing_and_a_resend_adds_nothing(
+    durable_url: str,
+) -> None:
+    count = 400
+    with Querator(durable_url) as q:
+        run = start(q, inbox, count, None)
+        sender = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("sender.py")),
+                durable_url,
+                run.run_id,
+                str(count),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert sender.stdout is not None
+        for _ in range(20):  # some sends returned; the next one is under way
+            sender.stdout.readline()
+        sender.kill()
+        sender.wait(timeout=30)
+        returned = 20 + len(sender.stdout.read().split())
+        sender.stdout.close()
+        stored = len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"), limit=1000))
+        assert returned <= stored <= returned + 1 < count  # each send all or nothing
+        for index in range(count):  # the sender's retry: the keys make repeats no-ops
+            send(q, run.run_id, "t", index, idempotency_key=f"s{index}")
+        assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"), limit=1000)) == count
+        with serving(Worker(q, [inbox], poll_timeout=1.0), join_timeout=15):
+            assert run.result(timeout=60) == list(range(count))  # in order, each once
