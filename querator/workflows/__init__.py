@@ -82,6 +82,8 @@ from querator.workflows.messages import (
     send_async,
     set_event,
     set_event_async,
+    signal_with_start,
+    signal_with_start_async,
 )
 from querator.workflows.progress import areport_progress, report_progress, report_progress_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
@@ -157,6 +159,8 @@ __all__ = [
     "send_async",
     "set_event",
     "set_event_async",
+    "signal_with_start",
+    "signal_with_start_async",
     "sleep",
     "sleep_async",
     "sleep_until",

@@ -21,10 +21,13 @@ from querator.errors import InvalidArgument, QueueNotFound, UsageError
 from querator.queue.client import QueueClient
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
+from querator.telemetry import runs as runs_telemetry
 from querator.workflows.engine.context import CURRENT
 from querator.workflows.engine.mailbox import message_item, recv_value
 from querator.workflows.errors import RunFinished, RunNotFound
+from querator.workflows.functions import WorkflowFunction
 from querator.workflows.keys import RESULTS_QUEUE, event_prefix, meta_key, result_key
+from querator.workflows.runs import AsyncRunHandle, RunHandle, check_start, create_run
 from querator.workflows.stored import RunMeta, StepRecord, wake_item
 
 __all__ = [
@@ -36,6 +39,8 @@ __all__ = [
     "send_async",
     "set_event",
     "set_event_async",
+    "signal_with_start",
+    "signal_with_start_async",
 ]
 
 TOPIC_MAX = 200
@@ -133,6 +138,73 @@ def send(
     """
     _check_send(run_id, topic, value, idempotency_key)
     q.call(send_async, q.aio, run_id, topic, value, idempotency_key)
+
+
+def _check_signal(signal: object) -> tuple[str, str]:
+    """(topic, value as JSON text) of a ``signal=(topic, value)`` option."""
+    if not isinstance(signal, tuple) or len(signal) != 2:
+        raise InvalidArgument("signal", f"must be a (topic, value) pair, got {signal!r}")
+    return check_topic(signal[0]), _json(signal[1])
+
+
+async def signal_with_start_async(
+    aq: AsyncQueueClient,
+    fn: WorkflowFunction[..., Any],
+    /,
+    *args: Any,
+    signal: tuple[str, Any],
+    idempotency_key: str | None = None,
+    queue: str | None = None,
+    **kwargs: Any,
+) -> AsyncRunHandle[Any]:
+    """:func:`signal_with_start` for async callers (an :class:`AsyncQueueClient`)."""
+    topic, text = _check_signal(signal)
+    wf_queue = check_start(fn, idempotency_key, queue, 0.0)
+
+    def message(run_id: str) -> dict[str, list[Any]]:
+        return {RESULTS_QUEUE: [message_item(run_id, topic, text, None)]}
+
+    with runs_telemetry.starting(fn.name, wf_queue) as started:
+        handle, created = await create_run(
+            aq, fn, args, kwargs, idempotency_key, wf_queue, 0.0, started, then=message
+        )
+    if not created:
+        await send_async(aq, handle.run_id, topic, json.loads(text))
+    return handle
+
+
+def signal_with_start(
+    q: QueueClient,
+    fn: WorkflowFunction[..., Any],
+    /,
+    *args: Any,
+    signal: tuple[str, Any],
+    idempotency_key: str | None = None,
+    queue: str | None = None,
+    **kwargs: Any,
+) -> RunHandle[Any]:
+    """Start a run of ``fn(*args, **kwargs)`` with message ``signal = (topic,
+    value)`` already in its mailbox, in one transaction: a callback that
+    arrives before the run exists is never lost. With ``idempotency_key``
+    naming a run that exists, the message is sent to that run instead
+    (:class:`~querator.workflows.errors.RunFinished` if it has ended).
+    ``queue``: as :func:`~querator.workflows.start`. A bad topic or a value
+    that is not JSON raises :class:`~querator.errors.InvalidArgument` before
+    anything is written.
+    """
+    _check_signal(signal)
+    check_start(fn, idempotency_key, queue, 0.0)
+    handle = q.call(
+        signal_with_start_async,
+        q.aio,
+        fn,
+        *args,
+        signal=signal,
+        idempotency_key=idempotency_key,
+        queue=queue,
+        **kwargs,
+    )
+    return RunHandle(q, handle.run_id, fn)
 
 
 def _check_recv(topic: object, timeout: object) -> float | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import Any, Generic, overload
 
@@ -17,7 +17,7 @@ from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration, check_name
 from querator.telemetry import runs as runs_telemetry
-from querator.workflows.engine.commit import transact_creating
+from querator.workflows.engine.commit import Produce, merge_items, transact_creating
 from querator.workflows.errors import (
     IdempotencyConflict,
     RunNotFound,
@@ -268,12 +268,13 @@ async def start_async(
     **kwargs: Any,
 ) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
-    wf_queue = _check_start(fn, idempotency_key, queue, delay)
+    wf_queue = check_start(fn, idempotency_key, queue, delay)
     with runs_telemetry.starting(fn.name, wf_queue) as started:
-        return await _create(aq, fn, args, kwargs, idempotency_key, wf_queue, delay, started)
+        made = await create_run(aq, fn, args, kwargs, idempotency_key, wf_queue, delay, started)
+    return made[0]
 
 
-def _check_start(
+def check_start(
     fn: WorkflowFunction[..., Any], idempotency_key: str | None, queue: str | None, delay: float
 ) -> str:
     """The run's workflow queue, once the options are checked."""
@@ -286,7 +287,7 @@ def _check_start(
     return check_name("queue", queue or fn.queue or WORKFLOW_QUEUE)
 
 
-async def _create(
+async def create_run(
     aq: AsyncQueueClient,
     fn: WorkflowFunction[..., Any],
     args: tuple[Any, ...],
@@ -295,8 +296,11 @@ async def _create(
     wf_queue: str,
     delay: float,
     started: runs_telemetry.Started,
-) -> AsyncRunHandle[Any]:
-    """Store a new run (unless ``idempotency_key`` names one), traced by ``started``."""
+    then: Callable[[str], Produce] | None = None,
+) -> tuple[AsyncRunHandle[Any], bool]:
+    """Store a new run (unless ``idempotency_key`` names one), traced by
+    ``started``, with ``then(run_id)``'s items in its transaction: its handle,
+    and whether it was created (False: it existed)."""
     args_text = fn.codec.encode_args(args, kwargs)
     run_id = new_run_id(idempotency_key)
     handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
@@ -311,7 +315,7 @@ async def _create(
             if other != fn.name:
                 raise IdempotencyConflict(idempotency_key, run_id, other, fn.name)
             started.created(run_id, fn.name, existing=True)
-            return handle
+            return handle, False
     now = aq.clock.now()
     deadline = None
     if fn.timeout is not None:
@@ -326,9 +330,10 @@ async def _create(
     )
     # One transaction; the queues are created the first time only (a fresh
     # run id needs no lookup: its records cannot exist yet).
-    await transact_creating(aq, [], start_items(run_id, meta, delay))
+    items = start_items(run_id, meta, delay)
+    await transact_creating(aq, [], merge_items(items, then(run_id)) if then else items)
     started.created(run_id, fn.name, existing=False)
-    return handle
+    return handle, True
 
 
 @overload
@@ -381,9 +386,11 @@ def start(
     Arguments that cannot be serialised raise
     :class:`~querator.errors.InvalidArgument` here.
     """
-    wf_queue = _check_start(fn, idempotency_key, queue, delay)
+    wf_queue = check_start(fn, idempotency_key, queue, delay)
     # The span is opened here, in the caller's thread, so its parent is the
     # caller's current span (the client's event loop runs in another thread).
     with runs_telemetry.starting(fn.name, wf_queue) as started:
-        handle = q.call(_create, q.aio, fn, args, kwargs, idempotency_key, wf_queue, delay, started)
+        handle, _ = q.call(
+            create_run, q.aio, fn, args, kwargs, idempotency_key, wf_queue, delay, started
+        )
     return RunHandle(q, handle.run_id, fn)

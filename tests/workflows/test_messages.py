@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from polling import wait_for
+from worker_threads import serving
 
 from querator import AsyncQuerator, Querator, QueueSettings
 from querator.errors import InvalidArgument, UsageError
@@ -20,6 +21,7 @@ from querator.workflows import (
     AsyncWorker,
     RunFinished,
     RunNotFound,
+    Worker,
     WorkflowCancelled,
     get_event,
     get_event_async,
@@ -28,6 +30,8 @@ from querator.workflows import (
     send,
     send_async,
     set_event,
+    signal_with_start,
+    signal_with_start_async,
     start,
     start_async,
     step,
@@ -35,8 +39,15 @@ from querator.workflows import (
 )
 from querator.workflows.engine.context import Recv, RunContext
 from querator.workflows.engine.fiber import Fiber, Finished
-from querator.workflows.engine.mailbox import message_prefix, recv_record
-from querator.workflows.keys import RECV_STEP, RESULTS_QUEUE, step_key
+from querator.workflows.engine.mailbox import message_prefix, recv_record, recv_value
+from querator.workflows.keys import (
+    RECV_STEP,
+    RESULTS_QUEUE,
+    RESULTS_SETTINGS,
+    meta_key,
+    new_run_id,
+    step_key,
+)
 from querator.workflows.stored import StepRecord
 
 from .conftest import RunWorker
@@ -352,3 +363,100 @@ async def test_async_twins_send_recv_and_get_event(aq: AsyncQuerator) -> None:
                 assert await published.result() == "None"
         finally:
             worker.stop()
+
+
+def test_signal_with_start_puts_the_message_in_with_the_start(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    run = signal_with_start(q, inbox, 1, None, signal=("t", {"early": True}))
+    assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"))) == 1
+    again = signal_with_start(q, inbox, 2, None, signal=("t", "a"), idempotency_key="sws")
+    same = signal_with_start(q, inbox, 2, None, signal=("t", "b"), idempotency_key="sws")
+    assert same.run_id == again.run_id  # the existing run: the message is sent to it
+    with run_worker([inbox]):
+        assert run.result(timeout=20) == [{"early": True}]
+        assert again.result(timeout=20) == ["a", "b"]
+    with pytest.raises(RunFinished):
+        signal_with_start(q, inbox, 2, None, signal=("t", "c"), idempotency_key="sws")
+
+
+@pytest.mark.parametrize(
+    ("field", "signal"),
+    [("topic", ("a/b", 1)), ("value", ("t", math.nan)), ("signal", ("t",)), ("signal", "t")],
+)
+def test_signal_with_start_rejects_bad_input_and_writes_nothing(
+    q: Querator, field: str, signal: Any
+) -> None:
+    q.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+    with pytest.raises(InvalidArgument) as caught:
+        signal_with_start(q, inbox, 1, None, signal=signal, idempotency_key="bad")
+    assert caught.value.field == field
+    run_id = new_run_id("bad")
+    assert q.lookup(RESULTS_QUEUE, [meta_key(run_id)]) == {}
+
+
+@pytest.mark.anyio
+async def test_signal_with_start_async(aq: AsyncQuerator) -> None:
+    handle = await signal_with_start_async(aq, inbox, 1, None, signal=("t", 7))
+    [item] = await aq.scan_keys(RESULTS_QUEUE, message_prefix(handle.run_id, "t"))
+    assert json.loads(item.payload) == 7
+
+
+def test_a_worker_killed_between_reading_a_message_and_its_next_step(
+    durable_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "steps.log"
+    with Querator(durable_url) as q:
+        q.create_queue(WORK_QUEUE, QueueSettings(lease_timeout=0.5, expire_timeout=3600.0))
+        run = start(q, mailbox, "kb")
+        send(q, run.run_id, "m", "one")
+        first = spawn_worker(durable_url, "w1", log, env={"OPS_WORK_SECONDS": "60"})
+        try:
+            # The read is stored before the body goes on to the link, which then runs.
+            started = ("start", "kb", 0)
+            wait_for(lambda: any(e[:3] == started for e in read_log(log)), 30, message="link")
+            stored = _record(q, run.run_id, 0)
+            assert stored is not None and recv_value(stored)[1] == "one"
+        finally:
+            first.kill()
+        send(q, run.run_id, "m", "two")
+        second = spawn_worker(durable_url, "w2", log)
+        try:
+            assert run.result(timeout=30) == ["one", [0], "two"]
+        finally:
+            assert second.terminate() == 0, second.stderr()
+        record = _record(q, run.run_id, 2)
+        assert record is not None and recv_value(record)[1] == "two"  # each message read once
+
+
+def test_a_sender_killed_while_sending_loses_nothing_and_a_resend_adds_nothing(
+    durable_url: str,
+) -> None:
+    count = 400
+    with Querator(durable_url) as q:
+        run = start(q, inbox, count, None)
+        sender = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("sender.py")),
+                durable_url,
+                run.run_id,
+                str(count),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert sender.stdout is not None
+        for _ in range(20):  # some sends returned; the next one is under way
+            sender.stdout.readline()
+        sender.kill()
+        sender.wait(timeout=30)
+        returned = 20 + len(sender.stdout.read().split())
+        sender.stdout.close()
+        stored = len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"), limit=1000))
+        assert returned <= stored <= returned + 1 < count  # each send all or nothing
+        for index in range(count):  # the sender's retry: the keys make repeats no-ops
+            send(q, run.run_id, "t", index, idempotency_key=f"s{index}")
+        assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"), limit=1000)) == count
+        with serving(Worker(q, [inbox], poll_timeout=1.0), join_timeout=15):
+            assert run.result(timeout=60) == list(range(count))  # in order, each once

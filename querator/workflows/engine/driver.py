@@ -50,7 +50,6 @@ from querator.workflows.engine.commit import Produce, parent_items
 from querator.workflows.engine.committer import Claimed, Committer, Hand
 from querator.workflows.engine.context import (
     Gather,
-    Recv,
     Request,
     Sleep,
     StepCall,
@@ -76,7 +75,7 @@ from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
 from querator.workflows.engine.poison import Poison
-from querator.workflows.engine.reading import read_now, with_published, with_read
+from querator.workflows.engine.reading import read_now, store_read, with_published
 from querator.workflows.engine.replay import new_live, resume
 from querator.workflows.engine.rerouting import NotServed
 from querator.workflows.engine.resumption import apply_resume
@@ -344,16 +343,17 @@ class Engine:
         worker, until it parks on something else or ends."""
         while True:
             answer: Request | Finished | RunRecord | None = message
+            message = None
             if answer is None:
                 late = timed_out(live.run_id, live.meta.deadline, self.aq.clock.now())
                 # Past its deadline, the body is not resumed: the run times out.
                 answer = late if late is not None else await resume(self.aq, live)
             hand = with_published(hand, live)  # set_event: stored with the next move
-            if isinstance(answer, Recv):
-                read = await read_now(self.aq, live, answer, hand.item)
-                if read is not None:
-                    hand, message = with_read(hand, live, answer.position, read), None
-                    continue
+            read = await read_now(self.aq, live, answer, hand.item)
+            if read is not None:  # stored first: one outcome per recv, whoever reads
+                if not await store_read(self.aq, hand.item, live, *read):
+                    return await self.live.drop(live)
+                continue
             move = next_move(live, answer, carrying=bool(hand.produce))
             if not isinstance(move, Park):
                 await self.live.drop(live)  # it ends, or goes on from what is stored
@@ -373,7 +373,7 @@ class Engine:
                 await self.committer.commit(hand, after, body)
                 return
             assert body is not None  # resumed
-            live, message = body, None
+            live = body
 
     async def _run_claimed(self, claimed: Claimed) -> tuple[Hand, StepPayload, StepRecord] | None:
         """Run the step item this worker handed itself: what to commit with it, and

@@ -1,11 +1,13 @@
-"""What a body parked on ``recv`` reads now, and the records the engine's next
-move carries for it (a message read, ``set_event`` values): the driver's part
-of messages to a run (see :mod:`.mailbox` for how messages are stored)."""
+"""What a body parked on ``recv`` reads now, how that read is stored (one
+outcome per position, whichever worker stores it first), and the ``set_event``
+records the engine's next move carries: the driver's part of messages to a run
+(see :mod:`.mailbox` for how messages are stored)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from querator.errors import Conflict
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import merge_items
@@ -17,15 +19,18 @@ from querator.workflows.engine.mailbox import consumed, oldest_unread
 from querator.workflows.keys import RESULTS_QUEUE, is_wake, step_key
 from querator.workflows.stored import StepRecord, record_item
 
-__all__ = ["read_now", "with_published", "with_read"]
+__all__ = ["read_now", "store_read", "with_published"]
 
 
 async def read_now(
-    aq: AsyncQueueClient, live: LiveRun, request: Recv, wake: Leased
-) -> StepRecord | None:
-    """What a body parked on ``request`` reads now (:func:`.decisions.received`):
-    the oldest message it has not read, or its timeout; None: it waits (parked,
-    woken by the next send's wake, or its timer's)."""
+    aq: AsyncQueueClient, live: LiveRun, request: object, wake: Leased
+) -> tuple[int, StepRecord] | None:
+    """When the body asks a ``recv`` (``request``), what it reads now
+    (:func:`.decisions.received`) and at which position: the oldest message it
+    has not read, or its timeout; None: it waits (parked, woken by the next
+    send's wake, or its timer's), or asked something else."""
+    if not isinstance(request, Recv):
+        return None
     read = consumed(live.ctx.records)
     item = await oldest_unread(aq, live.run_id, request.topic, read)
     message = None
@@ -33,16 +38,38 @@ async def read_now(
         message = (item.dedup_key, item.payload.decode())
     tag = (wake.dedup_key or "").removesuffix("/r").rpartition("/")[2]
     fired = is_wake(wake.kind) and tag == str(request.position)
-    return received(request, message, fired, aq.clock.now())
+    record = received(request, message, fired, aq.clock.now())
+    return None if record is None else (request.position, record)
 
 
-def with_read(hand: Hand, live: LiveRun, position: int, record: StepRecord) -> Hand:
-    """``hand`` carrying the record of what the body read at ``position`` (read
-    and recorded at once: the record commits with the next move), which the
-    body now has too."""
-    live.ctx.add(position, record)
-    item = record_item(step_key(live.run_id, position), record, live.run_id)
-    return replace(hand, produce=merge_items(hand.produce, {RESULTS_QUEUE: [item]}))
+async def store_read(
+    aq: AsyncQueueClient, held: Leased, live: LiveRun, position: int, record: StepRecord
+) -> bool:
+    """Store what the body read at ``position`` before it goes on, and give the
+    body the outcome stored there: ``record``, or the one another worker stored
+    first. False: ``held`` (the item in hand) was taken from this worker; the
+    body must go.
+
+    Two workers may handle two wakes of one run at once (a timeout with a
+    send, two sends committed out of order) and read different outcomes for
+    one ``recv``. The record's key is the run's position, so only the first
+    commit stores one; each worker then reads what is stored, after its own
+    commit, and goes on with that: one outcome, and a message another worker
+    read but did not store stays unread. The commit is fenced by ``held``'s
+    version (a worker whose item was leased again decides nothing).
+    """
+    key = step_key(live.run_id, position)
+    item = record_item(key, record, live.run_id)
+    try:
+        await aq.commit(depends=[held], produce={RESULTS_QUEUE: [item]}, silent=(RESULTS_QUEUE,))
+    except Conflict:
+        return False
+    # Looked up apart from the commit: a statement's own snapshot may miss a
+    # record another worker committed while this commit waited on its key.
+    found = (await aq.lookup(RESULTS_QUEUE, [key])).get(key)
+    stored = record if found is None else StepRecord.model_validate_json(found.payload)
+    live.ctx.add(position, stored)
+    return True
 
 
 def with_published(hand: Hand, live: LiveRun) -> Hand:
