@@ -52,8 +52,8 @@ from benchmarks.http_api import server
 from benchmarks.pg import throwaway_database, transactions
 from querator import AsyncQuerator, Item, QueueSettings
 from querator.workflows.keys import RESULTS_QUEUE, RESULTS_SETTINGS, meta_key, result_key
-from querator.workflows.stored import RunMeta, RunRecord, index_items, record_item
 from querator.workflows.runs import RunStatus
+from querator.workflows.stored import RunMeta, RunRecord, index_items, record_item
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

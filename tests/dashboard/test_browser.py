@@ -29,7 +29,7 @@ from dashboard.demo_app import (
     order_example,
     transfer,
 )
-from dashboard.sites import IMAGES, Site, shot
+from dashboard.sites import IMAGES, Site, reloaded, shot
 from querator import Item, QueueSettings
 from querator.locks import Semaphore
 from querator.workflows import get_run, get_schedule, schedule, start
@@ -111,7 +111,8 @@ def test_requeueing_and_purging_dead_letters(site: Site, browser: Browser) -> No
     first, second, third = site.do(bounce_mails, site.q, mails)
     page = site.sign_in(browser, "write")
     page.goto(f"/ui/queues/{MAILS}")
-    page.locator(f"tr[data-item='{first}'] button[data-action=Requeue]").click()
+    with reloaded(page):
+        page.locator(f"tr[data-item='{first}'] button[data-action=Requeue]").click()
     expect(page.locator(f"tr[data-item='{first}']")).to_have_count(0)
     expect(page.locator(f"tr[data-item='{second}']")).to_be_visible()
     items = site.do(site.q.list_items, MAILS, limit=1000)
@@ -119,7 +120,8 @@ def test_requeueing_and_purging_dead_letters(site: Site, browser: Browser) -> No
     assert site.do(deliver_mails, site.q) == 1
 
     page.on("dialog", lambda dialog: dialog.accept())
-    page.locator(f"tr[data-item='{third}'] button[data-action=Purge]").click()
+    with reloaded(page):
+        page.locator(f"tr[data-item='{third}'] button[data-action=Purge]").click()
     expect(page.locator(f"tr[data-item='{third}']")).to_have_count(0)
     expect(page.locator(f"tr[data-item='{second}']")).to_be_visible()
     page.context.close()
