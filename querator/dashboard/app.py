@@ -19,7 +19,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from querator.dashboard import queues, run_bulk, runs, schedules, tasks, webhooks, workers
+from querator.dashboard import (
+    locks,
+    queues,
+    run_bulk,
+    runs,
+    schedules,
+    tasks,
+    webhooks,
+    workers,
+)
 from querator.dashboard.live import events
 from querator.dashboard.render import ROUTER_KEY, link, page
 from querator.dashboard.served import Served
@@ -186,7 +195,7 @@ class Dashboard:
                 methods=["POST"],
                 name="schedule_trigger",
             ),
-            Route("/locks", view(schedules.locks), name="locks"),
+            Route("/locks", view(locks.locks), name="locks"),
             Route("/webhooks", view(webhooks.listing), name="webhooks"),
             Route(
                 "/webhooks/endpoints/{endpoint_id}",

@@ -10,6 +10,7 @@ import http.server
 import re
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,6 +32,7 @@ from dashboard.demo_app import (
 )
 from dashboard.sites import IMAGES, Site, reloaded, shot
 from querator import Item, QueueSettings
+from querator.limits import RateLimit, RateLimiter
 from querator.locks import Semaphore
 from querator.workflows import get_run, get_schedule, schedule, start
 
@@ -274,21 +276,37 @@ def test_schedules_are_paused_resumed_and_triggered(site: Site, browser: Browser
     page.context.close()
 
 
-def test_locks_show_their_holders_and_fencing_tokens(site: Site, browser: Browser) -> None:
-    semaphore = site.do(
-        Semaphore, site.q, f"report-slots-{site.backend}", 2, client_id="reporter-7"
-    )
+def test_locks_show_their_holders_waiters_and_rate_limits(site: Site, browser: Browser) -> None:
+    name = f"report-slots-{site.backend}"
+    semaphore = site.do(Semaphore, site.q, name, 1, client_id="reporter-7")
+    queued = site.do(Semaphore, site.q, name, 1, client_id="reporter-9")
+    # a key's slots are spread over the period: the second of 2 per hour comes in 30 min
+    limiter = site.do(RateLimiter, site.q, RateLimit(f"exports-{site.backend}", 2, per=3600))
+    assert site.do(limiter.try_acquire, "acme").allowed
+    assert not site.do(limiter.try_acquire, "acme").allowed
     permit = site.do(semaphore.acquire_permit, 10)
-    try:
-        page = site.sign_in(browser, "read")
-        page.goto("/ui/locks")
-        row = page.locator(f"tr[data-semaphore='report-slots-{site.backend}']")
-        expect(row).to_contain_text("reporter-7")
-        expect(row).to_contain_text(f"token {permit.token}")
-        shot(site, page, "locks")
-        page.context.close()
-    finally:
-        site.do(semaphore.release, permit)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(queued.acquire_permit, 60)
+        try:
+            page = site.sign_in(browser, "read")
+            page.goto("/ui/locks")
+            row = page.locator(f"tr[data-semaphore='{name}']")
+            expect(row).to_contain_text("reporter-7")
+            expect(row).to_contain_text(f"token {permit.token}")
+
+            def waiter_shown() -> bool:  # the waiter registers once it finds no permit
+                page.reload()
+                return "reporter-9" in (row.locator("td.waiters").text_content() or "")
+
+            wait_for(waiter_shown, timeout=30, interval=0.2, message="the waiter is listed")
+            rate = page.locator(f"tr[data-rate='exports-{site.backend}']")
+            expect(rate).to_contain_text("2 per 60 min")
+            expect(rate.locator("[data-key=acme]")).to_contain_text("1/2, next start at")
+            shot(site, page, "locks")
+            page.context.close()
+        finally:
+            site.do(semaphore.release, permit)
+        site.do(queued.release, waiting.result(timeout=60))
 
 
 def test_a_run_page_shows_its_timeline_retries_and_child_runs(site: Site, browser: Browser) -> None:
