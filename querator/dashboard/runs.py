@@ -18,6 +18,7 @@ from querator.dashboard.render import link, page
 from querator.dashboard.run_filters import Filters, counts, page_of_runs
 from querator.dashboard.session import Viewer
 from querator.dashboard.timeline import SCALE, lanes
+from querator.dashboard.traces import trace_link
 from querator.errors import InvalidArgument
 from querator.workflows.inspection import (
     RunInfo,
@@ -91,6 +92,7 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
     waits for, its saga."""
     run = await get_run_async(state.aq, request.path_params["run_id"])
     children = await child_runs(state, run)
+    trace = await trace_link(state.aq, run.run_id)
     return page(
         request,
         "run.html",
@@ -100,6 +102,7 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
         children=children,
         lanes=lanes(run, children, state.aq.clock.now()),
         scale=SCALE,
+        trace=trace,
     )
 
 

@@ -20,6 +20,8 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
+TRACE_URL = "http://127.0.0.1:9/trace/{trace_id}"
+"""The tracing UI's URL template the sites' servers are given (QUERATOR_TRACE_URL)."""
 IMAGES = Path(__file__).resolve().parent.parent.parent / "docs" / "img"
 
 

@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from playwright.sync_api import Browser, Dialog, Page, expect
 from polling import wait_for
 
@@ -30,7 +32,7 @@ from dashboard.demo_app import (
     order_example,
     transfer,
 )
-from dashboard.sites import IMAGES, Site, reloaded, shot
+from dashboard.sites import IMAGES, TRACE_URL, Site, reloaded, shot
 from querator import Item, QueueSettings
 from querator.limits import RateLimit, RateLimiter
 from querator.locks import Semaphore
@@ -94,6 +96,22 @@ def test_a_run_page_goes_from_running_to_completed_without_reload(
     expect(page.locator("h1 .badge")).to_have_text("completed")
     expect(page.locator("#result")).to_contain_text('"opened_with": "the test"')
     assert page.evaluate("window.notReloaded") is True
+    page.context.close()
+
+
+def _start_traced(site: Site, trace_id: int) -> str:
+    """Start a nap inside a span of trace ``trace_id`` (its context only: no SDK needed)."""
+    context = SpanContext(trace_id, 0x1234, is_remote=False, trace_flags=TraceFlags(1))
+    with trace.use_span(NonRecordingSpan(context)):
+        return start(site.q, nap, "traced").run_id
+
+
+def test_a_traced_run_links_to_its_trace(site: Site, browser: Browser) -> None:
+    traced = site.do(_start_traced, site, 0xABC123 + len(site.backend))
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/runs/{traced}")
+    expected = TRACE_URL.replace("{trace_id}", f"{0xABC123 + len(site.backend):032x}")
+    expect(page.locator("a#trace")).to_have_attribute("href", expected)
     page.context.close()
 
 
