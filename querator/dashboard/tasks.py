@@ -9,6 +9,7 @@ queue and its dead letters) and changed through the library's own calls.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
@@ -18,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 
 from querator.dashboard.render import link, page
 from querator.dashboard.session import Viewer
-from querator.errors import InvalidArgument
+from querator.errors import InvalidArgument, QueueNotFound
 from querator.tasks.handles import cancel_unstarted, retry_failed_async, stored_outcome
 from querator.tasks.layout import TASK_QUEUE
 from querator.tasks.listing import find_task_async, list_tasks_async
@@ -38,7 +39,7 @@ def _queue(request: Request) -> str:
 async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
     """``/ui/tasks?queue=&state=&name=``: a task queue's tasks, oldest first,
     filtered by state (``failed``: its dead letters) and task name, with counts
-    by name."""
+    by name; live (the queue and its dead queue watched)."""
     queue, params = _queue(request), request.query_params
     chosen = params.get("state") or ""
     if chosen and chosen not in STATES:
@@ -49,6 +50,10 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
     if chosen and not failed:
         found = [info for info in found if info.state == chosen]
     counts = sorted(Counter(info.name for info in found).items())
+    watched = [queue]
+    with contextlib.suppress(QueueNotFound):
+        dead = (await state.aq.get_queue(queue)).settings.dead_queue
+        watched += [dead] if dead else []
     return page(
         request,
         "tasks.html",
@@ -60,6 +65,7 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
         name=name or "",
         states=STATES,
         shown=SHOWN,
+        watched=watched,
     )
 
 

@@ -91,3 +91,13 @@ def test_a_read_only_token_cannot_retry_or_cancel_a_task(site: Site, browser: Br
     waiting = site.do(list_tasks, site.q, name=sync_crm.name)
     assert later.id in {info.id for info in waiting}
     page.context.close()
+
+
+def test_a_failed_task_shows_up_without_reload(site: Site, browser: Browser) -> None:
+    page = site.sign_in(browser, "read")
+    page.goto("/ui/tasks?state=failed")
+    expect(page.locator("body")).to_have_attribute("data-live-state", "open")
+    customer = f"live-{site.backend}"
+    site.do(sync_crm.defer, site.q, customer, str(site.scratch / "no-consent"))
+    expect(page.locator("table.tasks")).to_contain_text(f"no consent from {customer} yet")
+    page.context.close()
