@@ -17,6 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from querator.dashboard.render import link, page
 from querator.dashboard.run_filters import Filters, counts, page_of_runs
 from querator.dashboard.session import Viewer
+from querator.dashboard.sparklines import sparklines
 from querator.dashboard.timeline import SCALE, lanes
 from querator.dashboard.traces import trace_link
 from querator.errors import InvalidArgument
@@ -63,6 +64,7 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
         counts=await counts(state.aq, filters.workflow),
         statuses=get_args(RunStatus),
         done=_done(request),
+        sparks=await sparklines(state.aq, filters.workflow),
     )
 
 

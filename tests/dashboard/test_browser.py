@@ -27,6 +27,7 @@ from dashboard.demo_app import (
     deliver_mails,
     dispatch,
     gate,
+    label,
     nap,
     open_gate,
     order_example,
@@ -112,6 +113,20 @@ def test_a_traced_run_links_to_its_trace(site: Site, browser: Browser) -> None:
     page.goto(f"/ui/runs/{traced}")
     expected = TRACE_URL.replace("{trace_id}", f"{0xABC123 + len(site.backend):032x}")
     expect(page.locator("a#trace")).to_have_attribute("href", expected)
+    page.context.close()
+
+
+def test_the_runs_page_draws_runs_per_hour_by_outcome(site: Site, browser: Browser) -> None:
+    run = site.do(start, site.q, label, f"spark-{site.backend}")
+    wait_for(lambda: ended(site, run.run_id), timeout=60, message="the label run ended")
+    page = site.sign_in(browser, "read")
+    page.goto("/ui/runs?workflow=demo.label")
+    completed = page.locator("figure.spark[data-outcome=completed]")
+    total = int(completed.locator("[data-total=completed]").inner_text().rstrip("+"))
+    assert total >= 1
+    # the newest hour, where the run started, has a bar of its own
+    expect(completed.locator("rect.bar.completed").last).not_to_have_class(re.compile("none"))
+    expect(page.locator("figure.spark[data-outcome=failed]")).to_be_visible()
     page.context.close()
 
 

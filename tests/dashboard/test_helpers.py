@@ -1,11 +1,15 @@
-"""Trace links of the dashboard: the URL template and the trace id of a
-stored trace context."""
+"""Pure helpers of the dashboard's pages: trace links (the URL template, the
+trace id of a stored trace context) and the start times the sparklines read
+from run-index keys."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import pytest
 
 from querator.dashboard.traces import TRACE_URL_ENV, trace_id, trace_template
+from querator.workflows.run_index import entry_key, entry_started_at, facet_prefix
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 
@@ -34,3 +38,10 @@ def test_the_template_is_an_http_url_with_the_placeholder(
 ) -> None:
     monkeypatch.setenv(TRACE_URL_ENV, value)
     assert trace_template() == (value if kept else None)
+
+
+def test_an_index_entry_gives_back_its_run_start() -> None:
+    started = datetime(2026, 11, 25, 22, 13, 5, 123456, tzinfo=UTC)
+    key = entry_key(facet_prefix("shop.checkout", "completed"), "run-1", started)
+    assert entry_started_at(key) == started
+    assert entry_started_at("index/st/completed/not-a-stamp/run-1") is None
