@@ -11,9 +11,9 @@ from querator.cli.app import AsJson, Url, _reporting, _store, app
 from querator.cli.help_format import CliGroup
 from querator.cli.output import _json_list, _table, _when
 from querator.errors import InvalidArgument
-from querator.queue.dead_letters import requeue
 from querator.queue.options import DEFAULT_URL
 from querator.tasks.deferring import defer_by_name
+from querator.tasks.handles import retry_failed
 from querator.tasks.layout import TASK_QUEUE
 from querator.tasks.listing import list_tasks
 
@@ -108,5 +108,5 @@ def tasks_retry(
         if ids and all_:
             raise InvalidArgument("ids", "give ids or --all, not both")
         with _store(url) as q:
-            sent = requeue(q, queue, ids or None)
+            sent = retry_failed(q, queue, ids or None)
     typer.echo(f"{sent} task(s) sent back to {queue}")

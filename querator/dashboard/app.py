@@ -19,7 +19,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from querator.dashboard import queues, run_bulk, runs, schedules, webhooks, workers
+from querator.dashboard import (
+    locks,
+    queues,
+    run_bulk,
+    runs,
+    schedules,
+    tasks,
+    webhooks,
+    workers,
+)
 from querator.dashboard.live import events
 from querator.dashboard.render import ROUTER_KEY, link, page
 from querator.dashboard.served import Served
@@ -163,6 +172,10 @@ class Dashboard:
             Route("/queues/{name}/items", view(queues.items), name="queue_items"),
             Route("/queues/{name}/requeue", act(queues.requeue), methods=["POST"], name="requeue"),
             Route("/queues/{name}/purge", act(queues.purge), methods=["POST"], name="purge"),
+            Route("/tasks", view(tasks.listing), name="tasks"),
+            Route("/tasks/retry", act(tasks.retry), methods=["POST"], name="task_retry"),
+            Route("/tasks/cancel", act(tasks.cancel), methods=["POST"], name="task_cancel"),
+            Route("/tasks/{item_id}", view(tasks.detail), name="task"),
             Route("/schedules", view(schedules.listing), name="schedules"),
             Route(
                 "/schedules/{name}/pause",
@@ -182,7 +195,7 @@ class Dashboard:
                 methods=["POST"],
                 name="schedule_trigger",
             ),
-            Route("/locks", view(schedules.locks), name="locks"),
+            Route("/locks", view(locks.locks), name="locks"),
             Route("/webhooks", view(webhooks.listing), name="webhooks"),
             Route(
                 "/webhooks/endpoints/{endpoint_id}",

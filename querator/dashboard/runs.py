@@ -17,7 +17,9 @@ from starlette.responses import RedirectResponse, Response
 from querator.dashboard.render import link, page
 from querator.dashboard.run_filters import Filters, counts, page_of_runs
 from querator.dashboard.session import Viewer
+from querator.dashboard.sparklines import sparklines
 from querator.dashboard.timeline import SCALE, lanes
+from querator.dashboard.traces import trace_link
 from querator.errors import InvalidArgument
 from querator.workflows.inspection import (
     RunInfo,
@@ -62,6 +64,7 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
         counts=await counts(state.aq, filters.workflow),
         statuses=get_args(RunStatus),
         done=_done(request),
+        sparks=await sparklines(state.aq, filters.workflow),
     )
 
 
@@ -91,6 +94,7 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
     waits for, its saga."""
     run = await get_run_async(state.aq, request.path_params["run_id"])
     children = await child_runs(state, run)
+    trace = await trace_link(state.aq, run.run_id)
     return page(
         request,
         "run.html",
@@ -100,6 +104,7 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
         children=children,
         lanes=lanes(run, children, state.aq.clock.now()),
         scale=SCALE,
+        trace=trace,
     )
 
 

@@ -1,9 +1,7 @@
-"""The Schedules and Locks pages: every schedule with its next fire, last
-tick and last run (orphans flagged), which a write token may pause, resume or
-trigger; every semaphore with its holders and fencing tokens.
+"""The Schedules page: every schedule with its next fire, last tick and last
+run (orphans flagged), which a write token may pause, resume or trigger.
 
-They call :mod:`querator.workflows.cron.api` and
-:func:`querator.locks.listing.list_semaphores_async`, as a Python user does.
+It calls :mod:`querator.workflows.cron.api`, as a Python user does.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from starlette.responses import RedirectResponse, Response
 
 from querator.dashboard.render import link, page
 from querator.dashboard.session import Viewer
-from querator.locks.listing import list_semaphores_async
 from querator.workflows.cron.api import (
     list_schedules_async,
     pause_schedule_async,
@@ -53,9 +50,3 @@ async def trigger(request: Request, state: Served, viewer: Viewer) -> Response:
     """Start a run of the schedule now; its page."""
     handle = await trigger_schedule_async(state.aq, request.path_params["name"])
     return RedirectResponse(link(request, "run", run_id=handle.run_id), status_code=303)
-
-
-async def locks(request: Request, state: Served, viewer: Viewer) -> Response:
-    """``/ui/locks``: every semaphore and lock with its holders."""
-    found = await list_semaphores_async(state.aq)
-    return page(request, "locks.html", viewer, semaphores=found)

@@ -1,25 +1,44 @@
-"""Handles of deferred tasks: wait for a kept result, or cancel one not started."""
+"""Handles of deferred tasks: wait for a kept result, or cancel one not started;
+and the retry of failed (dead-lettered) tasks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from querator.errors import Conflict, InvalidArgument, QueueNotFound, RequestTimeout
 from querator.queue.client import QueueClient
+from querator.queue.dead_letters import dead_letters_async, requeue_async
 from querator.queue.ids import parse_id
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
 from querator.tasks.errors import TaskFailed
-from querator.tasks.layout import RESULTS_SETTINGS, TASK_RESULTS_QUEUE, TaskRecord, result_key
+from querator.tasks.layout import (
+    RESULTS_SETTINGS,
+    TASK_RESULTS_QUEUE,
+    TaskRecord,
+    is_task,
+    result_key,
+)
 
 if TYPE_CHECKING:
     from querator.tasks.spec import TaskSpec
 
-__all__ = ["AsyncTaskHandle", "TaskHandle", "stored_outcome"]
+__all__ = [
+    "AsyncTaskHandle",
+    "TaskHandle",
+    "cancel_unstarted",
+    "retry_failed",
+    "retry_failed_async",
+    "stored_outcome",
+]
 
+LOOKUP_KEYS = 1000
+"""Keys one lookup of kept results asks for."""
 WAIT_SLICE = 30.0
 """Longest sleep between looks while waiting for a result (a missed wakeup costs this)."""
 
@@ -44,21 +63,7 @@ class AsyncTaskHandle:
     async def cancel(self) -> bool:
         """Remove the task if no worker has started it; True if removed, False
         when it is running, done, or was never stored here."""
-        queue = self.fn.queue
-        address = parse_id(self.id)
-        if address is None:
-            return False
-        found = await self.aq.list_items(queue, partition=address.partition, pivot=self.id, limit=1)
-        if not found or found[0].id != self.id:
-            return False
-        item = found[0]
-        if item.attempts > 0 or item.lease_deadline is not None:
-            return False
-        try:
-            await self.aq.delete_items(queue, [self.id])
-        except Conflict:
-            return False
-        return True
+        return await cancel_unstarted(self.aq, self.fn.queue, self.id)
 
     async def result(self, timeout: float | None = None) -> Any:
         """Wait for the task to end: its result, or :class:`TaskFailed`.
@@ -126,6 +131,54 @@ class TaskHandle:
 
     def __repr__(self) -> str:
         return f"<task {self.name!r} {self.task_id} item {self.id}>"
+
+
+async def cancel_unstarted(aq: AsyncQueueClient, queue: str, item_id: str) -> bool:
+    """Remove task item ``item_id`` of ``queue`` if no worker has started it;
+    True if removed (see :meth:`AsyncTaskHandle.cancel`)."""
+    address = parse_id(item_id)
+    if address is None:
+        return False
+    try:
+        found = await aq.list_items(queue, partition=address.partition, pivot=item_id, limit=1)
+    except (QueueNotFound, InvalidArgument):  # no such queue, or an id of another
+        return False
+    if not found or found[0].id != item_id:
+        return False
+    item = found[0]
+    if item.attempts > 0 or item.lease_deadline is not None:
+        return False
+    try:
+        await aq.delete_items(queue, [item_id])
+    except Conflict:
+        return False
+    return True
+
+
+async def retry_failed_async(
+    aq: AsyncQueueClient, queue: str, ids: Sequence[str] | None = None
+) -> int:
+    """Send failed tasks of ``queue`` (the dead letters ``ids``, or all of them)
+    back to it with fresh attempts; how many were sent. The failure a task
+    kept (``keep_result=True``) is dropped first, so that the retry's outcome
+    is the one kept and :meth:`AsyncTaskHandle.result` waits for it."""
+    dead = await dead_letters_async(aq, queue)
+    chosen = dead if ids is None else [item for item in dead if item.id in set(ids)]
+    keys = [result_key(item.reference) for item in chosen if is_task(item.kind)]
+    for start in range(0, len(keys), LOOKUP_KEYS):
+        try:
+            kept = await aq.lookup(TASK_RESULTS_QUEUE, keys[start : start + LOOKUP_KEYS])
+        except QueueNotFound:
+            break
+        if kept:
+            with contextlib.suppress(Conflict):  # another retry dropped them first
+                await aq.delete_items(TASK_RESULTS_QUEUE, [item.id for item in kept.values()])
+    return await requeue_async(aq, queue, ids)
+
+
+def retry_failed(q: QueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
+    """See :func:`retry_failed_async`."""
+    return q.call(retry_failed_async, q.aio, queue, ids)
 
 
 async def stored_outcome(aq: AsyncQueueClient, task_id: str) -> TaskRecord | None:

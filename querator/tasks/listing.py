@@ -5,16 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from querator.errors import QueueNotFound
+from querator.errors import InvalidArgument, QueueNotFound
 from querator.model_bases import View
 from querator.queue.client import QueueClient
-from querator.queue.dead_letters import dead_letters_async
+from querator.queue.dead_letters import dead_letters_async, dead_queue_of
 from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
+from querator.queue.ids import parse_id
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.tasks.layout import TASK_QUEUE, is_task, prior_attempts, task_name
 
-__all__ = ["TaskInfo", "TaskState", "list_tasks", "list_tasks_async"]
+__all__ = ["TaskInfo", "TaskState", "find_task_async", "list_tasks", "list_tasks_async"]
 
 TaskState = Literal["waiting", "scheduled", "running", "failed"]
 """``failed``: dead-lettered (see :attr:`TaskInfo.reason`)."""
@@ -90,6 +91,29 @@ async def list_tasks_async(
     ]
     found.sort(key=lambda info: info.created_at)
     return found[:limit]
+
+
+async def find_task_async(
+    aq: AsyncQueueClient, queue: str, item_id: str
+) -> tuple[TaskInfo, StoredItem] | None:
+    """Task item ``item_id`` of ``queue``, or of its dead queue (a failed task),
+    with its item; None when neither holds a task item of that id."""
+    address = parse_id(item_id)
+    if address is None:
+        return None
+    now = aq.clock.now()
+    try:
+        places = [(queue, False), (await dead_queue_of(aq, queue), True)]
+    except (QueueNotFound, InvalidArgument):
+        places = [(queue, False)]
+    for place, failed in places:
+        try:
+            found = await aq.list_items(place, partition=address.partition, pivot=item_id, limit=1)
+        except (QueueNotFound, InvalidArgument):  # no such queue, or an id of another
+            continue
+        if found and found[0].id == item_id and is_task(found[0].kind):
+            return _info(found[0], now, failed), found[0]
+    return None
 
 
 async def _items(aq: AsyncQueueClient, queue: str, limit: int | None) -> list[StoredItem]:

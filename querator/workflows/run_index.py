@@ -29,9 +29,17 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["IndexEntry", "entry_key", "entry_keys", "facet_prefix", "parse_entry", "since_bound"]
+__all__ = [
+    "IndexEntry",
+    "entry_key",
+    "entry_keys",
+    "entry_started_at",
+    "facet_prefix",
+    "parse_entry",
+    "since_bound",
+]
 
 PREFIX = "index/"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -101,3 +109,11 @@ class IndexEntry:
 def parse_entry(key: str) -> IndexEntry:
     """The run an entry's key names (its last segment)."""
     return IndexEntry(key=key, run_id=key.rsplit("/", 1)[-1])
+
+
+def entry_started_at(key: str) -> datetime | None:
+    """The start time an entry's key holds (None when the key is not an entry's)."""
+    parts = key.rsplit("/", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return _EPOCH + timedelta(microseconds=_TOP - int(parts[1]))

@@ -1,7 +1,8 @@
 """The store the dashboard's browser tests look at: the order-fulfilment saga
 of ``examples/sagas/order_fulfilment.py`` served by a worker thread, two
 workflows a test can hold (a gate that opens when a file appears, a long
-durable nap), and a mail queue with dead letters."""
+durable nap), a mail queue with dead letters, and a task that fails until a
+file appears."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from querator import Item, Querator, QueueSettings
+from querator.tasks import task
 from querator.workflows import RetryPolicy, Worker, saga, sleep, step, workflow
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -124,7 +126,15 @@ def worker(q: Querator) -> Worker:
     functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
     demo = [gate, wait_for_file, nap, flaky_lookup, label, dispatch]
     demo += [debit, send_money, transfer]
-    return Worker(q, [*functions, *demo], client_id=WORKER_ID)
+    return Worker(q, [*functions, *demo, sync_crm], client_id=WORKER_ID)
+
+
+@task(name="demo.sync_crm", retry=None, keep_result=True)
+def sync_crm(customer: str, consent_file: str) -> str:
+    """A task that fails (once, for good: no retries) until its consent file exists."""
+    if not Path(consent_file).exists():
+        raise PermissionError(f"no consent from {customer} yet")
+    return f"{customer} synced"
 
 
 def create_queues(q: Querator) -> None:

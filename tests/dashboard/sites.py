@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +20,8 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
+TRACE_URL = "http://127.0.0.1:9/trace/{trace_id}"
+"""The tracing UI's URL template the sites' servers are given (QUERATOR_TRACE_URL)."""
 IMAGES = Path(__file__).resolve().parent.parent.parent / "docs" / "img"
 
 
@@ -57,6 +60,17 @@ class Site:
         tab.click("form.login button")
         expect(tab).to_have_url(f"{self.url}/ui/runs")
         return tab
+
+
+@contextmanager
+def reloaded(page: Page) -> Iterator[None]:
+    """Wait, after the block, until the page is a new document (the one an
+    action's form or redirect loads): the old one is marked, and a check of
+    the old document (a live refresh can already show the change) is never
+    taken for the new page's."""
+    page.evaluate("document.body.dataset.stale = 'yes'")
+    yield
+    expect(page.locator("body[data-stale]")).to_have_count(0)
 
 
 def shot(site: Site, page: Page, name: str) -> None:

@@ -10,11 +10,14 @@ import http.server
 import re
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from playwright.sync_api import Browser, Dialog, Page, expect
 from polling import wait_for
 
@@ -24,13 +27,15 @@ from dashboard.demo_app import (
     deliver_mails,
     dispatch,
     gate,
+    label,
     nap,
     open_gate,
     order_example,
     transfer,
 )
-from dashboard.sites import IMAGES, Site, shot
+from dashboard.sites import IMAGES, TRACE_URL, Site, reloaded, shot
 from querator import Item, QueueSettings
+from querator.limits import RateLimit, RateLimiter
 from querator.locks import Semaphore
 from querator.workflows import get_run, get_schedule, schedule, start
 
@@ -95,6 +100,36 @@ def test_a_run_page_goes_from_running_to_completed_without_reload(
     page.context.close()
 
 
+def _start_traced(site: Site, trace_id: int) -> str:
+    """Start a nap inside a span of trace ``trace_id`` (its context only: no SDK needed)."""
+    context = SpanContext(trace_id, 0x1234, is_remote=False, trace_flags=TraceFlags(1))
+    with trace.use_span(NonRecordingSpan(context)):
+        return start(site.q, nap, "traced").run_id
+
+
+def test_a_traced_run_links_to_its_trace(site: Site, browser: Browser) -> None:
+    traced = site.do(_start_traced, site, 0xABC123 + len(site.backend))
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/runs/{traced}")
+    expected = TRACE_URL.replace("{trace_id}", f"{0xABC123 + len(site.backend):032x}")
+    expect(page.locator("a#trace")).to_have_attribute("href", expected)
+    page.context.close()
+
+
+def test_the_runs_page_draws_runs_per_hour_by_outcome(site: Site, browser: Browser) -> None:
+    run = site.do(start, site.q, label, f"spark-{site.backend}")
+    wait_for(lambda: ended(site, run.run_id), timeout=60, message="the label run ended")
+    page = site.sign_in(browser, "read")
+    page.goto("/ui/runs?workflow=demo.label")
+    completed = page.locator("figure.spark[data-outcome=completed]")
+    total = int(completed.locator("[data-total=completed]").inner_text().rstrip("+"))
+    assert total >= 1
+    # the newest hour, where the run started, has a bar of its own
+    expect(completed.locator("rect.bar.completed").last).not_to_have_class(re.compile("none"))
+    expect(page.locator("figure.spark[data-outcome=failed]")).to_be_visible()
+    page.context.close()
+
+
 def test_cancelling_a_run_from_its_page(site: Site, browser: Browser) -> None:
     run = site.do(start, site.q, nap, "to be cancelled")
     page = site.sign_in(browser, "write")
@@ -111,7 +146,8 @@ def test_requeueing_and_purging_dead_letters(site: Site, browser: Browser) -> No
     first, second, third = site.do(bounce_mails, site.q, mails)
     page = site.sign_in(browser, "write")
     page.goto(f"/ui/queues/{MAILS}")
-    page.locator(f"tr[data-item='{first}'] button[data-action=Requeue]").click()
+    with reloaded(page):
+        page.locator(f"tr[data-item='{first}'] button[data-action=Requeue]").click()
     expect(page.locator(f"tr[data-item='{first}']")).to_have_count(0)
     expect(page.locator(f"tr[data-item='{second}']")).to_be_visible()
     items = site.do(site.q.list_items, MAILS, limit=1000)
@@ -119,7 +155,8 @@ def test_requeueing_and_purging_dead_letters(site: Site, browser: Browser) -> No
     assert site.do(deliver_mails, site.q) == 1
 
     page.on("dialog", lambda dialog: dialog.accept())
-    page.locator(f"tr[data-item='{third}'] button[data-action=Purge]").click()
+    with reloaded(page):
+        page.locator(f"tr[data-item='{third}'] button[data-action=Purge]").click()
     expect(page.locator(f"tr[data-item='{third}']")).to_have_count(0)
     expect(page.locator(f"tr[data-item='{second}']")).to_be_visible()
     page.context.close()
@@ -272,21 +309,37 @@ def test_schedules_are_paused_resumed_and_triggered(site: Site, browser: Browser
     page.context.close()
 
 
-def test_locks_show_their_holders_and_fencing_tokens(site: Site, browser: Browser) -> None:
-    semaphore = site.do(
-        Semaphore, site.q, f"report-slots-{site.backend}", 2, client_id="reporter-7"
-    )
+def test_locks_show_their_holders_waiters_and_rate_limits(site: Site, browser: Browser) -> None:
+    name = f"report-slots-{site.backend}"
+    semaphore = site.do(Semaphore, site.q, name, 1, client_id="reporter-7")
+    queued = site.do(Semaphore, site.q, name, 1, client_id="reporter-9")
+    # a key's slots are spread over the period: the second of 2 per hour comes in 30 min
+    limiter = site.do(RateLimiter, site.q, RateLimit(f"exports-{site.backend}", 2, per=3600))
+    assert site.do(limiter.try_acquire, "acme").allowed
+    assert not site.do(limiter.try_acquire, "acme").allowed
     permit = site.do(semaphore.acquire_permit, 10)
-    try:
-        page = site.sign_in(browser, "read")
-        page.goto("/ui/locks")
-        row = page.locator(f"tr[data-semaphore='report-slots-{site.backend}']")
-        expect(row).to_contain_text("reporter-7")
-        expect(row).to_contain_text(f"token {permit.token}")
-        shot(site, page, "locks")
-        page.context.close()
-    finally:
-        site.do(semaphore.release, permit)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(queued.acquire_permit, 60)
+        try:
+            page = site.sign_in(browser, "read")
+            page.goto("/ui/locks")
+            row = page.locator(f"tr[data-semaphore='{name}']")
+            expect(row).to_contain_text("reporter-7")
+            expect(row).to_contain_text(f"token {permit.token}")
+
+            def waiter_shown() -> bool:  # the waiter registers once it finds no permit
+                page.reload()
+                return "reporter-9" in (row.locator("td.waiters").text_content() or "")
+
+            wait_for(waiter_shown, timeout=30, interval=0.2, message="the waiter is listed")
+            rate = page.locator(f"tr[data-rate='exports-{site.backend}']")
+            expect(rate).to_contain_text("2 per 60 min")
+            expect(rate.locator("[data-key=acme]")).to_contain_text("1/2, next start at")
+            shot(site, page, "locks")
+            page.context.close()
+        finally:
+            site.do(semaphore.release, permit)
+        site.do(queued.release, waiting.result(timeout=60))
 
 
 def test_a_run_page_shows_its_timeline_retries_and_child_runs(site: Site, browser: Browser) -> None:

@@ -17,6 +17,7 @@ from querator.errors import InvalidArgument, RequestTimeout
 from querator.queue.dead_letters import dead_letters, requeue
 from querator.queue.dead_reasons import REASON_HEADER
 from querator.tasks import TASK_QUEUE, TaskFailed, task
+from querator.tasks.handles import retry_failed
 from querator.tasks.layout import task_kind
 
 from . import app_tasks
@@ -84,6 +85,21 @@ def test_a_dead_letter_requeued_runs_again(q: Querator, run_worker: RunWorker) -
         wait_for(lambda: dead_letters(q, TASK_QUEUE), timeout=20, message="dead letter")
         assert requeue(q, TASK_QUEUE) == 1
         wait_for(lambda: len(app_tasks.RAN) == 4, timeout=20, message="ran again")
+
+
+def test_a_retried_task_keeps_the_retry_outcome_not_its_failure(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    app_tasks.FAILS_LEFT["w"] = 3  # all three attempts fail; the retry's first succeeds
+    handle = flaky.defer(q, "w")
+    with run_worker():
+        with pytest.raises(TaskFailed):
+            handle.result(timeout=20)
+        [letter] = dead_letters(q, TASK_QUEUE)
+        assert retry_failed(q, TASK_QUEUE, [letter.id]) == 1
+        assert handle.result(timeout=20) == "done w"
+    assert dead_letters(q, TASK_QUEUE) == []
+    assert retry_failed(q, TASK_QUEUE) == 0
 
 
 def test_defer_runs_the_task_again_later_without_counting_an_attempt(
