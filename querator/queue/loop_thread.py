@@ -1,8 +1,9 @@
 """A private asyncio event loop on a daemon thread: how the sync client runs
 :class:`~querator.queue.service.AsyncQueueClient`'s code.
 
-One ``call`` is one hop each way (``run_coroutine_threadsafe`` and the
-result's future), about half the cost of anyio's blocking portal. The thread is
+One ``call`` is one hop each way: a ``call_soon_threadsafe`` that starts the
+call's task, and a lock the task releases when it ends (:class:`_Call`); about a
+third of the CPU of ``run_coroutine_threadsafe`` and its two chained futures. The thread is
 a daemon, so a program that exits without closing its client does not hang at
 interpreter shutdown (nothing is lost: everything a call returned has been
 committed by then).
@@ -15,7 +16,7 @@ import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -54,12 +55,15 @@ class LoopThread:
 
         An interrupt (Ctrl-C) of the waiting thread cancels the call.
         """
-        future = asyncio.run_coroutine_threadsafe(_await(fn, args, kwargs), self._loop)
+        call: _Call[T] = _Call(fn, args, kwargs)
+        loop = self._loop
         try:
-            return future.result()
+            loop.call_soon_threadsafe(call.start, loop)
+            call.done.acquire()
         except BaseException:
-            future.cancel()
+            loop.call_soon_threadsafe(call.cancel)
             raise
+        return call.outcome()
 
     def serve(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """:meth:`call` for a long-running call (a service's run): the waiting
@@ -110,3 +114,41 @@ class LoopThread:
 
 async def _await(fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any) -> T:
     return await fn(*args, **kwargs)
+
+
+class _Call(Generic[T]):
+    """One :meth:`LoopThread.call`: its task on the loop, and the lock the
+    calling thread waits on until the task has ended."""
+
+    __slots__ = ("_args", "_error", "_fn", "_kwargs", "_result", "_task", "done")
+
+    def __init__(self, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any) -> None:
+        self._fn, self._args, self._kwargs = fn, args, kwargs
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+        self.done = threading.Lock()
+        self.done.acquire()
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the task (on the loop's thread)."""
+        self._task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            self._result = await self._fn(*self._args, **self._kwargs)
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self.done.release()
+
+    def cancel(self) -> None:
+        """Cancel the task (on the loop's thread): the caller was interrupted."""
+        if self._task is not None:
+            self._task.cancel()
+
+    def outcome(self) -> T:
+        """What the call returned, or its exception raised again."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._result

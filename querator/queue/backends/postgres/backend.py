@@ -212,7 +212,10 @@ class PostgresBackend:
         """Close the pool; the data stays."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            await pool.close()
+            try:
+                await self._parts.kept.give_back(pool)
+            finally:
+                await pool.close()
 
     async def listen(self, on_wake: WakeCallback, on_ready: Callable[[], None]) -> None:
         """Deliver NOTIFY wakeups from a dedicated connection until cancelled."""

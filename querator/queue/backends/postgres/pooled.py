@@ -4,16 +4,21 @@ into querator errors, put back whatever happens.
 
 Every statement the backend runs goes through one, so it is a class with
 ``__aenter__``/``__aexit__`` rather than an ``@asynccontextmanager`` generator:
-that costs a dozen Python calls less per statement.
+that costs a dozen Python calls less per statement. For the same reason a
+backend keeps the connection of its last call out of the pool (:class:`Kept`)
+for the next one: consecutive calls (a consumer's lease, complete, lease) skip
+the pool's checkout and return.
 """
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 
 import anyio
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from querator.errors import QueratorError, Unavailable
@@ -21,14 +26,74 @@ from querator.queue.backends.postgres.deadline import Blocked, Cutoffs
 from querator.queue.backends.postgres.failures import classify
 from querator.queue.backends.postgres.items import Conn
 from querator.queue.backends.postgres.replication import Timeline
-from querator.queue.backends.postgres.sessions import Sessions, checkout, discard_if_unfit
+from querator.queue.backends.postgres.sessions import (
+    SESSION_ERRORS,
+    Sessions,
+    checkout,
+    discard_if_unfit,
+)
+
+KEEP_SECONDS = 1.0
+"""How long one connection stays out of the pool as :class:`Kept` before it goes
+back (so the pool's lifetime, drain and health rules still reach it)."""
+
+_IDLE = TransactionStatus.IDLE
+
+
+class Kept:
+    """The one connection a backend holds between two calls, and since when.
+
+    A call takes it if it is there (no checkout) and, when it ends well, puts
+    its connection here instead of into the pool: unless one is already kept,
+    another call of the backend is waiting for the pool (which then gets it),
+    the connection is not idle, or it has been out of the pool for
+    :data:`KEEP_SECONDS`. A kept connection the sessions rule says is unfit is
+    not used: it goes back to the pool, as does any after a session-state error.
+    """
+
+    __slots__ = ("conn", "since", "waiting")
+
+    def __init__(self) -> None:
+        self.conn: Conn | None = None
+        self.since = 0.0
+        self.waiting = 0
+        """Calls of this backend waiting in the pool's checkout."""
+
+    def fit(self, conn: Conn, sessions: Sessions) -> bool:
+        """Whether the just-taken kept ``conn`` may serve another call."""
+        return (
+            not conn.closed
+            and not sessions.unfit(conn)
+            and time.monotonic() - self.since < KEEP_SECONDS
+        )
+
+    def keep(self, conn: Conn, since: float, pool: AsyncConnectionPool[Conn]) -> bool:
+        """Keep ``conn`` (out of the pool since ``since``) after a call that ended
+        well, if nothing stands against it; whether it was kept."""
+        if (
+            self.conn is not None
+            or self.waiting
+            or pool.closed
+            or conn.pgconn.transaction_status != _IDLE
+        ):
+            return False
+        self.conn, self.since = conn, since
+        return True
+
+    async def give_back(self, pool: AsyncConnectionPool[Conn]) -> None:
+        """Put the kept connection (if any) back into ``pool``: on close, or after
+        a session-state error."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            await pool.putconn(conn)
 
 
 class CallParts:
     """What every call of one backend shares: who decides whether a session may
-    be handed out, the cut-offs, the blocked-calls log, the timeline."""
+    be handed out, the cut-offs, the blocked-calls log, the timeline, the
+    connection kept between calls."""
 
-    __slots__ = ("blocked", "cutoffs", "sessions", "timeline")
+    __slots__ = ("blocked", "cutoffs", "kept", "sessions", "timeline")
 
     def __init__(
         self, sessions: Sessions, cutoffs: Cutoffs, blocked: Blocked, timeline: Timeline
@@ -37,6 +102,7 @@ class CallParts:
         self.cutoffs = cutoffs
         self.blocked = blocked
         self.timeline = timeline
+        self.kept = Kept()
 
 
 class PooledCall:
@@ -50,7 +116,7 @@ class PooledCall:
     Unavailable; a session-state error discards the session and the idle ones.
     """
 
-    __slots__ = ("_conn", "_cut", "_parts", "_pool", "_queue")
+    __slots__ = ("_conn", "_cut", "_parts", "_pool", "_queue", "_since")
 
     def __init__(
         self, parts: CallParts, pool: AsyncConnectionPool[Conn], queue: str | None
@@ -60,10 +126,26 @@ class PooledCall:
         self._queue = queue
 
     async def __aenter__(self) -> Conn:
-        try:
-            self._conn = await checkout(self._pool, self._parts.sessions)
-        except psycopg.Error as exc:
-            raise classify(exc, self._queue) from exc
+        parts, pool = self._parts, self._pool
+        kept = parts.kept
+        conn = kept.conn
+        if conn is not None:
+            kept.conn = None
+            if not kept.fit(conn, parts.sessions):
+                await self._put_back(conn)
+                conn = None
+        if conn is None:
+            kept.waiting += 1
+            try:
+                conn = await checkout(pool, parts.sessions)
+            except psycopg.Error as exc:
+                raise classify(exc, self._queue) from exc
+            finally:
+                kept.waiting -= 1
+            self._since = time.monotonic()
+        else:
+            self._since = kept.since
+        self._conn = conn
         self._cut = cut = anyio.CancelScope()
         cut.__enter__()
         self._parts.cutoffs.start(cut)
@@ -77,6 +159,7 @@ class PooledCall:
     ) -> None:
         parts, conn, cut = self._parts, self._conn, self._cut
         raised = exc
+        keep = False
         try:
             if isinstance(exc, (psycopg.Error, QueratorError)):
                 try:
@@ -96,6 +179,7 @@ class PooledCall:
                 parts.timeline.answered()
                 if parts.blocked.blocked:
                     parts.blocked.completed()
+                keep = parts.kept.keep(conn, self._since, self._pool)
                 return
             if isinstance(raised, psycopg.Error):
                 raise classify(raised, self._queue) from raised
@@ -104,13 +188,19 @@ class PooledCall:
         except psycopg.Error as failed:  # closing a connection that broke
             raise classify(failed, self._queue) from failed
         finally:
-            try:
-                await self._pool.putconn(conn)
-            except psycopg.Error as failed:
-                raise classify(failed, self._queue) from failed
+            if not keep:
+                await self._put_back(conn)
+
+    async def _put_back(self, conn: Conn) -> None:
+        try:
+            await self._pool.putconn(conn)
+        except psycopg.Error as failed:
+            raise classify(failed, self._queue) from failed
 
     async def _after_failure(self, exc: BaseException) -> None:
         cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
         if isinstance(cause, pg_errors.LockNotAvailable):
             raise Unavailable(self._parts.blocked.passed("waiting on a lock")) from cause
         await discard_if_unfit(self._pool, self._conn, cause, self._parts.sessions)
+        if isinstance(cause, SESSION_ERRORS):
+            await self._parts.kept.give_back(self._pool)
