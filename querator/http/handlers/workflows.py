@@ -114,7 +114,8 @@ async def result(state: Any, body: ResultRequest) -> ResultReply:
         value = await state.unless_stopping(lambda: handle.result(timeout=body.request_timeout))
     except SagaFailed as exc:
         return ResultReply(run_id=body.run_id, status=exc.status, error_type=exc.error_type,
-                           error_message=exc.message, saga=True)  # fmt: skip
+                           error_message=exc.message, saga=True,
+                           compensations=list(exc.compensations))  # fmt: skip
     except WorkflowFailed as exc:
         return ResultReply(run_id=body.run_id, status="failed", error_type=exc.error_type,
                            error_message=exc.message)  # fmt: skip
