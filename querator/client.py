@@ -12,12 +12,15 @@ interface the HTTP clients share (:mod:`querator.interface`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Unpack
 
+from querator.queue import dead_letters as dead
 from querator.queue.client import QueueClient
+from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.cron import api as cron
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions, schedule, schedule_async
@@ -108,6 +111,22 @@ class AsyncQuerator(AsyncQueueClient):
         """See :func:`querator.workflows.trigger_schedule`."""
         return await cron.trigger_schedule_async(self, name)
 
+    async def dead_letters(self, queue: str, limit: int | None = None) -> list[StoredItem]:
+        """See :func:`querator.queue.dead_letters.dead_letters_async`."""
+        return await dead.dead_letters_async(self, queue, limit)
+
+    async def dead_letter(self, queue: str, item_id: str) -> StoredItem:
+        """See :func:`querator.queue.dead_letters.dead_letter_async`."""
+        return await dead.dead_letter_async(self, queue, item_id)
+
+    async def requeue(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        """See :func:`querator.queue.dead_letters.requeue_async`."""
+        return await dead.requeue_async(self, queue, ids)
+
+    async def purge(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        """See :func:`querator.queue.dead_letters.purge_async`."""
+        return await dead.purge_async(self, queue, ids)
+
 
 class Querator(QueueClient):
     """The sync client: every queue operation, plus workflow runs, schedules
@@ -186,3 +205,19 @@ class Querator(QueueClient):
     def trigger_schedule(self, name: str) -> RunHandle[Any]:
         """See :func:`querator.workflows.trigger_schedule`."""
         return cron.trigger_schedule(self, name)
+
+    def dead_letters(self, queue: str, limit: int | None = None) -> list[StoredItem]:
+        """See :func:`querator.queue.dead_letters.dead_letters_async`."""
+        return dead.dead_letters(self, queue, limit)
+
+    def dead_letter(self, queue: str, item_id: str) -> StoredItem:
+        """See :func:`querator.queue.dead_letters.dead_letter_async`."""
+        return dead.dead_letter(self, queue, item_id)
+
+    def requeue(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        """See :func:`querator.queue.dead_letters.requeue_async`."""
+        return dead.requeue(self, queue, ids)
+
+    def purge(self, queue: str, ids: Sequence[str] | None = None) -> int:
+        """See :func:`querator.queue.dead_letters.purge_async`."""
+        return dead.purge(self, queue, ids)

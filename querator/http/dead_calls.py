@@ -17,14 +17,12 @@ from pydantic import BaseModel
 from querator.http.bodies import stored_of
 from querator.http.wire import workflows as ww
 from querator.http.wire.items import StorageItem
+from querator.queue.dead_letters import MAX_LIMIT
 from querator.queue.models import StoredItem
 from querator.queue.validation import check_count, check_name, check_sequence
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-
-MAX_LIMIT = 1_000_000
-"""The largest ``limit`` of :meth:`AsyncDeadCalls.dead_letters`."""
 
 
 class _Posting(Protocol):

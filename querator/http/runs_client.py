@@ -117,7 +117,8 @@ class AsyncHttpRun(Generic[R]):
     def _ended(self, reply: ww.ResultReply) -> R:
         error_type, message = reply.error_type or "Exception", reply.error_message or ""
         if reply.saga and reply.status != "completed":
-            raise SagaFailed(self.run_id, error_type, message, reply.status)
+            ran = tuple(reply.compensations)
+            raise SagaFailed(self.run_id, error_type, message, reply.status, ran)
         if reply.status == "cancelled":
             raise WorkflowCancelled(self.run_id, message)
         if reply.status != "completed":

@@ -25,9 +25,13 @@ from querator.queue.client import QueueClient
 from querator.queue.dead_reasons import unmarked
 from querator.queue.models import Item, StoredItem
 from querator.queue.service import AsyncQueueClient
+from querator.queue.validation import check_count, check_name, check_sequence
 
 __all__ = [
+    "MAX_LIMIT",
     "PAGE",
+    "dead_letter",
+    "dead_letter_async",
     "dead_letters",
     "dead_letters_async",
     "dead_queue_of",
@@ -39,6 +43,9 @@ __all__ = [
 
 PAGE = 500
 """Dead letters handled per call to the store."""
+
+MAX_LIMIT = 1_000_000
+"""The largest ``limit`` of :func:`dead_letters_async`."""
 
 
 async def dead_queue_of(aq: AsyncQueueClient, queue: str) -> str:
@@ -52,7 +59,11 @@ async def dead_queue_of(aq: AsyncQueueClient, queue: str) -> str:
 async def dead_letters_async(
     aq: AsyncQueueClient, queue: str, limit: int | None = None
 ) -> list[StoredItem]:
-    """The dead letters of ``queue``, in the order they arrived (at most ``limit``)."""
+    """The dead letters of ``queue``, in the order they arrived (at most
+    ``limit``: 1 to :data:`MAX_LIMIT`, or None for all)."""
+    check_name("queue", queue)
+    if limit is not None:
+        check_count("limit", limit, 1, MAX_LIMIT)
     dead = await dead_queue_of(aq, queue)
     found: list[StoredItem] = []
     for partition in range((await aq.get_queue(dead)).settings.partitions):
@@ -68,6 +79,20 @@ async def dead_letters_async(
     return found if limit is None else found[:limit]
 
 
+async def dead_letter_async(aq: AsyncQueueClient, queue: str, item_id: str) -> StoredItem:
+    """One dead letter of ``queue``, in full; InvalidArgument when ``item_id`` is not one."""
+    for item in await dead_letters_async(aq, queue):
+        if item.id == item_id:
+            return item
+    raise InvalidArgument("id", f"{item_id!r} is not a dead letter of {queue!r}")
+
+
+def _ids(ids: Sequence[str] | None) -> Sequence[str] | None:
+    if ids is not None:
+        check_sequence("ids", ids, "dead letter ids")
+    return ids
+
+
 async def _chosen(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | None) -> list[StoredItem]:
     items = await dead_letters_async(aq, queue)
     if ids is None:
@@ -81,7 +106,7 @@ async def _chosen(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | None) -
 
 async def requeue_async(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
     """Send dead letters back to ``queue`` (``ids``, or all); how many were sent."""
-    chosen = await _chosen(aq, queue, ids)
+    chosen = await _chosen(aq, queue, _ids(ids))
     dead = await dead_queue_of(aq, queue)
     for at in range(0, len(chosen), PAGE):
         batch = chosen[at : at + PAGE]
@@ -103,7 +128,7 @@ async def requeue_async(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | N
 
 async def purge_async(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | None = None) -> int:
     """Delete dead letters of ``queue`` (``ids``, or all); how many were deleted."""
-    chosen = await _chosen(aq, queue, ids)
+    chosen = await _chosen(aq, queue, _ids(ids))
     dead = await dead_queue_of(aq, queue)
     for at in range(0, len(chosen), PAGE):
         await aq.delete_items(dead, [item.id for item in chosen[at : at + PAGE]])
@@ -113,6 +138,11 @@ async def purge_async(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | Non
 def dead_letters(q: QueueClient, queue: str, limit: int | None = None) -> list[StoredItem]:
     """See :func:`dead_letters_async`."""
     return q.call(dead_letters_async, q.aio, queue, limit)
+
+
+def dead_letter(q: QueueClient, queue: str, item_id: str) -> StoredItem:
+    """See :func:`dead_letter_async`."""
+    return q.call(dead_letter_async, q.aio, queue, item_id)
 
 
 def requeue(q: QueueClient, queue: str, ids: Sequence[str] | None = None) -> int:

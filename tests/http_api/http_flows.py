@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import anyio
 
-from querator.workflows import RetryPolicy, step, workflow
+from querator.workflows import RetryPolicy, saga, step, workflow
 
 QUEUE = "http.flows"
 
@@ -49,3 +49,22 @@ async def slow(seconds: float) -> float:
     """A run that lasts long enough to be cancelled."""
     first = await dawdle(seconds)
     return first + await dawdle(seconds)
+
+
+@step(name="http.book", retry=RetryPolicy(max_attempts=1))
+def book(what: str) -> str:
+    """Book ``what`` (``"fail"``: refused for good)."""
+    if what == "fail":
+        raise ValueError("sold out")
+    return f"{what}-ref"
+
+
+@book.compensate(retry=RetryPolicy(max_attempts=1))
+def unbook(what: str, ref: str | None) -> None:
+    """Undo a booking."""
+
+
+@saga(name="http.trip")
+def trip(first: str, second: str, third: str) -> list[str]:
+    """Three bookings, undone in reverse when one fails."""
+    return [book(first), book(second), book(third)]

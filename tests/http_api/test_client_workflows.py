@@ -18,10 +18,10 @@ from querator.errors import RequestTimeout
 from querator.http import AsyncQuerator as AsyncHttpQuerator
 from querator.http import Querator as HttpQuerator
 from querator.interface import Client
-from querator.workflows import RunNotFound, WorkflowCancelled, WorkflowFailed
+from querator.workflows import RunNotFound, SagaFailed, WorkflowCancelled, WorkflowFailed
 
 from . import http_flows
-from .http_flows import doomed, greet, slow
+from .http_flows import doomed, greet, slow, trip
 
 FLOWS = Path(http_flows.__file__)
 
@@ -34,7 +34,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Querator]]:
     with (
         serve(url, "--app", str(FLOWS)) as found,
         Querator(url) as q,
-        serving(Worker(q, [http_flows.greet, http_flows.doomed, http_flows.slow])),
+        serving(Worker(q, [greet, doomed, slow, trip])),
     ):
         yield found, q
 
@@ -102,3 +102,18 @@ def test_the_async_client_starts_and_awaits_runs(base: str) -> None:
             return result
 
     assert anyio.run(main) == "HELLO, BOB!"
+
+
+def test_a_failed_saga_names_its_compensations_over_http(served: tuple[str, Querator]) -> None:
+    base, q = served
+    with HttpQuerator(base) as http:
+        for client in (http, q):  # the HTTP client raises what the library raises
+            run = client.start(trip, "flight", "hotel", "fail")
+            with pytest.raises(SagaFailed) as failed:
+                run.result(timeout=30)
+            assert (failed.value.status, failed.value.error_type) == ("compensated", "StepFailed")
+            assert failed.value.compensations == (
+                "http.book.compensate@1",
+                "http.book.compensate@0",
+            )
+            assert "sold out" in failed.value.message

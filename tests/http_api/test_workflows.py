@@ -52,6 +52,7 @@ def test_a_run_started_by_name_is_awaited_inspected_and_listed(http: httpx.Clien
         "error_type": None,
         "error_message": None,
         "saga": False,
+        "compensations": [],
     }
     run = call(http, "/v1/runs.get", run_id=run_id)
     assert (run["workflow"], run["status"]) == ("http.greet", "completed")

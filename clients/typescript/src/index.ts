@@ -40,7 +40,18 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** The `fetch` to use (default: the global one). */
   fetch?: typeof fetch;
+  /**
+   * The namespace every call is for, sent as the `Querator-Namespace` header
+   * (default: the server's own). The server must serve it (`querator serve
+   * --serve-namespaces`), else calls are refused with 403 Forbidden.
+   */
+  namespace?: string;
 }
+
+/** Accepted namespace names: lower-case words of letters and digits joined by single underscores. */
+const NAMESPACE = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
+/** The longest namespace name. */
+const MAX_NAMESPACE = 30;
 
 /** A queue's settings; durations in seconds. */
 export interface QueueSettings {
@@ -174,6 +185,8 @@ export type ItemRef = { id: string; version: number };
 /** A client of one querator HTTP server. */
 export class Querator {
   readonly url: string;
+  /** The namespace the calls are for (undefined: the server's own). */
+  readonly namespace: string | undefined;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number;
   private readonly fetcher: typeof fetch;
@@ -186,6 +199,18 @@ export class Querator {
     // querator's own reply fields (item versions, ids, ...) besides Querator's
     this.headers = { "Content-Type": "application/json", "Querator-Extras": "true" };
     if (options.token) this.headers.Authorization = `Bearer ${options.token}`;
+    if (options.namespace !== undefined) {
+      const ns = options.namespace;
+      if (ns.length > MAX_NAMESPACE || !NAMESPACE.test(ns)) {
+        throw new QueratorError(
+          400,
+          `namespace is invalid; '${ns}' must be lower-case letters and digits in words joined by single underscores, starting with a letter, at most ${MAX_NAMESPACE} characters`,
+          { type: "InvalidArgument", field: "namespace" },
+        );
+      }
+      this.headers["Querator-Namespace"] = ns;
+    }
+    this.namespace = options.namespace;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.fetcher = options.fetch ?? globalThis.fetch;
   }

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
 import { Querator, QueratorError } from "../dist/index.js";
-import { serve } from "./server.mjs";
+import { NAMESPACE, serve } from "./server.mjs";
 
 let served;
 let q;
@@ -77,6 +77,38 @@ describe("queues", () => {
     assert.equal(bad.type, "InvalidArgument");
     assert.equal(bad.details.field, "client_id");
     assert.throws(() => new Querator("ftp://x"), QueratorError);
+  });
+});
+
+describe("namespaces", () => {
+  it("sends every call to the namespace it names", async () => {
+    const acme = new Querator(served.url, { namespace: NAMESPACE });
+    assert.equal(acme.namespace, NAMESPACE);
+    await acme.createQueue("ts-ns");
+    await acme.produce("ts-ns", [{ payload: "in acme" }]);
+    const absent = await refused(q.produce("ts-ns", [{ payload: "x" }])); // the server's own namespace
+    assert.equal(absent.type, "QueueNotFound");
+    const [item] = await acme.lease("ts-ns", { clientId: "w", timeout: 5 });
+    assert.equal(item.text(), "in acme");
+    await acme.complete("ts-ns", [item]);
+  });
+
+  it("refuses a namespace the server does not serve, and a bad name before any call", async () => {
+    const other = new Querator(served.url, { namespace: "globex" });
+    const refusedNs = await refused(other.createQueue("ts-globex"));
+    assert.equal(refusedNs.code, 403);
+    assert.equal(refusedNs.type, "Forbidden");
+    for (const bad of ["Acme", "1acme", "a__b", "a".repeat(31), ""]) {
+      assert.throws(() => new Querator(served.url, { namespace: bad }), QueratorError, bad);
+    }
+    try {
+      new Querator(served.url, { namespace: "Bad-Name" });
+      assert.fail("a bad namespace was accepted");
+    } catch (error) {
+      assert.ok(error instanceof QueratorError);
+      assert.equal(error.type, "InvalidArgument");
+      assert.equal(error.details.field, "namespace");
+    }
   });
 });
 

@@ -69,18 +69,36 @@ function stopped(child) {
   });
 }
 
+/** Run `querator ...args` to its end; rejects when it fails. */
+function ran(args, options) {
+  return new Promise((done, reject) => {
+    const child = spawn(python(), ["-m", "querator.cli", ...args], { ...options, stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    child.stderr?.on("data", (chunk) => (err += chunk.toString()));
+    child.on("exit", (code) => (code === 0 ? done() : reject(new Error(`querator ${args.join(" ")} exited (${code}): ${err}`))));
+  });
+}
+
+/** The namespace the test server serves besides its own. */
+export const NAMESPACE = "acme";
+
 /**
- * Start `querator serve --app flows.py` and `querator worker flows.py` on one
- * new store; resolves to `{ url, stop() }`.
+ * Start `querator serve --app flows.py` (serving its own namespace and
+ * {@link NAMESPACE}) and `querator worker flows.py` on one new store;
+ * resolves to `{ url, stop() }`.
  */
 export async function serve() {
   const dir = mkdtempSync(join(tmpdir(), "querator-ts-"));
   const store = `sqlite:///${join(dir, "ts.db")}`;
   const env = { ...process.env, PYTHONPATH: ROOT };
   const options = { env, stdio: ["ignore", "pipe", "pipe"] };
+  await ran(["namespaces", "create", NAMESPACE, "--url", store], options);
   const server = spawn(
     python(),
-    ["-m", "querator.cli", "serve", "--url", store, "--port", "0", "--log-level", "warning", "--app", FLOWS],
+    [
+      "-m", "querator.cli", "serve", "--url", store, "--port", "0", "--log-level", "warning",
+      "--app", FLOWS, "--serve-namespaces", NAMESPACE,
+    ],
     options,
   );
   const children = [server];

@@ -31,7 +31,12 @@ from querator.http.wire.workflows import (
     SchedulesReply,
     StartRequest,
 )
-from querator.queue.dead_letters import dead_letters_async, purge_async, requeue_async
+from querator.queue.dead_letters import (
+    dead_letter_async,
+    dead_letters_async,
+    purge_async,
+    requeue_async,
+)
 from querator.workflows.cron.api import (
     delete_schedule_async,
     list_schedules_async,
@@ -109,7 +114,8 @@ async def result(state: Any, body: ResultRequest) -> ResultReply:
         value = await state.unless_stopping(lambda: handle.result(timeout=body.request_timeout))
     except SagaFailed as exc:
         return ResultReply(run_id=body.run_id, status=exc.status, error_type=exc.error_type,
-                           error_message=exc.message, saga=True)  # fmt: skip
+                           error_message=exc.message, saga=True,
+                           compensations=list(exc.compensations))  # fmt: skip
     except WorkflowFailed as exc:
         return ResultReply(run_id=body.run_id, status="failed", error_type=exc.error_type,
                            error_message=exc.message)  # fmt: skip
@@ -179,10 +185,7 @@ async def dead_requeue(state: Any, body: DeadRequeueRequest) -> CountReply:
 
 async def dead_show(state: Any, body: DeadShowRequest) -> StorageItem:
     """One dead letter of a queue, in full."""
-    for item in await dead_letters_async(state.aq, body.queue_name):
-        if item.id == body.id:
-            return StorageItem.of(item)
-    raise InvalidArgument("id", f"{body.id!r} is not a dead letter of {body.queue_name!r}")
+    return StorageItem.of(await dead_letter_async(state.aq, body.queue_name, body.id))
 
 
 async def dead_purge(state: Any, body: DeadPurgeRequest) -> CountReply:

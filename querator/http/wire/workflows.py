@@ -100,6 +100,9 @@ class ResultReply(WireModel):
     saga: bool = False
     """True when the run is a saga that did not complete (the library raises
     ``SagaFailed`` for it)."""
+    compensations: list[str] = Field(default_factory=list)
+    """A saga's compensations that ran, in order (``"name@position"``; see
+    ``SagaFailed.compensations``)."""
 
 
 class ScheduleRequest(WireModel):
