@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from polling import wait_for
@@ -146,7 +147,7 @@ def napping(key: str) -> str:
     return book(key, "hotel")
 
 
-FUNCTIONS = [trip, pay, fan, catching, slowflow, napping, book, charge, note, slow]
+FUNCTIONS: list[Any] = [trip, pay, fan, catching, slowflow, napping, book, charge, note, slow]
 
 
 def _saga_failed(run: RunHandle) -> SagaFailed:
