@@ -185,6 +185,7 @@ def pages(size: int, items: int) -> dict[str, str]:
         "queue querator.results": f"/ui/queues/{RESULTS_QUEUE}",
         "items of querator.results": f"/ui/queues/{RESULTS_QUEUE}/items",
         "workers": "/ui/workers",
+        "runs sparklines (fragment)": "/ui/sparklines",
         "tasks": "/ui/tasks",
         "locks and rate limits": "/ui/locks",
         **(work if items else {}),

@@ -144,6 +144,7 @@ class Dashboard:
             Route("/login", self.login, methods=["POST"], name="login_post"),
             Route("/logout", self.logout, methods=["POST"], name="logout"),
             Route("/runs", view(runs.listing), name="runs"),
+            Route("/sparklines", view(runs.sparks), name="sparklines"),
             Route(
                 "/runs/cancel", act(run_bulk.cancel_picked), methods=["POST"], name="cancel_picked"
             ),

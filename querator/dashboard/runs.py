@@ -64,8 +64,15 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
         counts=await counts(state.aq, filters.workflow),
         statuses=get_args(RunStatus),
         done=_done(request),
-        sparks=await sparklines(state.aq, filters.workflow),
     )
+
+
+async def sparks(request: Request, state: Served, viewer: Viewer) -> Response:
+    """``/ui/sparklines?workflow=``: the runs page's sparklines, a fragment the
+    page loads after it shows (their scans never delay the list)."""
+    workflow = request.query_params.get("workflow") or None
+    found = await sparklines(state.aq, workflow)
+    return page(request, "sparklines.html", viewer, sparks=found)
 
 
 def _done(request: Request) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import anyio
+
 from querator.errors import QueueNotFound
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.keys import RESULTS_QUEUE
@@ -84,4 +86,12 @@ async def _line(
 async def sparklines(aq: AsyncQueueClient, workflow: str | None) -> list[Sparkline]:
     """The sparklines of the runs of ``workflow`` (None: every workflow)."""
     now = aq.clock.now()
-    return [await _line(aq, workflow, outcome, now) for outcome in OUTCOMES]
+    lines: dict[str, Sparkline] = {}
+
+    async def read(outcome: str) -> None:
+        lines[outcome] = await _line(aq, workflow, outcome, now)
+
+    async with anyio.create_task_group() as group:  # the scans at once
+        for outcome in OUTCOMES:
+            group.start_soon(read, outcome)
+    return [lines[outcome] for outcome in OUTCOMES]
