@@ -105,11 +105,13 @@ def test_the_statement_deadline_defaults_to_thirty_seconds() -> None:
 
 def _poison_sessions(q: Querator, setting: str) -> int:
     """Give every idle session of ``q``'s pool ``setting`` (as sessions opened
-    during a fault keep what they were given); how many were changed."""
+    during a fault keep what they were given); how many were changed. The
+    session the client kept from its last call goes back to the pool first."""
     backend: Any = q.aio._backend
 
     async def poison() -> int:
         pool = backend._pool
+        await backend._parts.kept.give_back(pool)
         conns = [await pool.getconn() for _ in range(pool.max_size)]
         for conn in conns:
             await conn.execute(setting)
