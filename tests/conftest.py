@@ -24,12 +24,47 @@ if TYPE_CHECKING:
 
     from querator import AsyncQuerator, Querator
 
-BACKENDS = ["memory", "sqlite", "postgres"] + (
-    ["citus"] if os.environ.get("QUERATOR_TEST_CITUS") == "1" else []
-)
+BACKENDS = ["memory", "sqlite", "postgres", "citus"]
 """The stores the backend-parametrized tests (workflows, sagas, cron, locks, …)
-run on; ``QUERATOR_TEST_CITUS=1`` adds a namespace on a Citus coordinator (the
-queue conformance suite always runs there: tests/conformance/conftest.py)."""
+run on. Their ``citus`` instances (a namespace on a Citus coordinator) run by
+default only in :data:`CITUS_BY_DEFAULT`; ``QUERATOR_TEST_CITUS=1`` runs them all."""
+
+CITUS_BY_DEFAULT: frozenset[str] = frozenset(
+    {
+        "conformance",  # the queue conformance suite, whole
+        "workflows/test_engine_timers.py",  # durable timers, delayed starts
+        "workflows/test_engine_fanout.py",  # gather past one lookup window
+        "workflows/test_saga_core.py",  # compensations, cancels, deadlines
+        "workflows/test_messages.py",  # send/recv, events, parked runs
+        "workflows/test_continuation.py",  # competing workers: no step twice
+    }
+)
+"""Where the ``citus`` instances run without ``QUERATOR_TEST_CITUS=1`` (paths
+under tests/): the queue conformance suite and the workflow engine's write
+paths, one module per kind (46 workflow tests). All 149 workflow tests on Citus
+take about 4 minutes of ``-n 2`` time at load 16, too much beside the
+conformance suite's 4 in CI."""
+
+
+def _citus_by_default(path: Path) -> bool:
+    relative = path.relative_to(Path(__file__).parent).as_posix()
+    return any(relative == named or relative.startswith(f"{named}/") for named in CITUS_BY_DEFAULT)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``citus`` instances outside :data:`CITUS_BY_DEFAULT` unless
+    ``QUERATOR_TEST_CITUS=1``."""
+    if os.environ.get("QUERATOR_TEST_CITUS") == "1":
+        return
+    dropped: list[pytest.Item] = []
+    kept: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_citus = callspec is not None and callspec.params.get("backend_name") == "citus"
+        (dropped if on_citus and not _citus_by_default(item.path) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -72,6 +107,18 @@ def citus() -> Iterator[CitusCluster]:
         pytest.fail(f"could not make a throwaway Citus cluster: {exc}", pytrace=False)
     try:
         yield made
+        # the placement audit of every test this session ran on the cluster: each
+        # statement sent through the coordinator went whole to one node (Citus's
+        # counters; a statement Citus splits into subplans counts once per
+        # subplan, so reads over two schemas by subqueries are not seen here, and
+        # two-phase records are not audited: namespace DDL commits on every node)
+        single, multi = made.session_executions()
+        if multi:
+            pytest.fail(
+                f"placement audit: {multi} statements of this session ran on several"
+                f" Citus nodes ({single} on one)",
+                pytrace=False,
+            )
     finally:
         made.destroy()
 

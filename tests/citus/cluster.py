@@ -73,6 +73,9 @@ class CitusCluster:
 
     coordinator: CitusNode
     workers: list[CitusNode]
+    counted: tuple[int, int] = (0, 0)
+    """Single- and multi-shard executions zeroed by :meth:`reset_executions` so
+    far (:meth:`session_executions` adds them back)."""
 
     @classmethod
     def create(cls) -> CitusCluster:
@@ -126,8 +129,16 @@ class CitusCluster:
         )
         return int(str(single)), int(str(multi))
 
+    def session_executions(self) -> tuple[int, int]:
+        """Like :meth:`executions`, over the cluster's whole life: the suite's
+        placement audit (tests/conftest.py reads it when the cluster stops)."""
+        single, multi = self.executions()
+        return self.counted[0] + single, self.counted[1] + multi
+
     def reset_executions(self) -> None:
-        """Zero the coordinator's counters of the tests' database."""
+        """Zero the coordinator's counters of the tests' database (what they held
+        stays in :meth:`session_executions`)."""
+        self.counted = self.session_executions()
         self.coordinator.execute(
             "SELECT citus_stat_counters_reset(oid) FROM pg_database"
             " WHERE datname = current_database()"

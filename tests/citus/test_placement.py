@@ -105,3 +105,21 @@ def test_a_store_lives_whole_on_one_worker_and_two_run_at_once(
         assert {f"{schema}.queues", f"{schema}.q1_p0", f"{schema}.q1_p1"} <= {t for t, _ in tables}
         assert {p for _, p in tables} == {port}, f"{schema} is spread over {tables}"
         assert rows_on_worker(citus, port, schema) == ITEMS
+
+
+def test_the_session_audit_counts_a_statement_over_several_nodes(citus: CitusCluster) -> None:
+    """The suite's placement audit (the ``citus`` fixture's teardown reads
+    :meth:`CitusCluster.session_executions`) sees a statement over every shard of
+    a hash-distributed table, and one inside a single schema as single-shard."""
+    table = f"public.probe_{secrets.token_hex(4)}"
+    citus.coordinator.execute(f"CREATE TABLE {table} (id integer)")
+    try:
+        citus.coordinator.execute("SELECT create_distributed_table(%s, 'id')", (table,))
+        single, multi = citus.session_executions()
+        citus.coordinator.execute(f"SELECT count(*) FROM {table}")
+        after_single, after_multi = citus.session_executions()
+        assert (after_single - single, after_multi - multi) == (0, 1)
+    finally:
+        # this test's own statement is excused from the session's audit, no other
+        citus.counted = (citus.counted[0], citus.counted[1] - 1)
+        citus.coordinator.execute(f"DROP TABLE {table}")
