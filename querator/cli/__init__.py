@@ -9,6 +9,7 @@ querator runs list [--status failed] [--workflow shop.checkout] [--since 2h] [--
 querator runs list --after RUN_ID            # the next page (newest first)
 querator runs reindex                        # index runs started before the run index existed
 querator runs show RUN_ID
+querator runs purge --before 30d [--status completed] [--workflow W]   # delete finished runs
 querator runs cancel RUN_ID [--reason TEXT]
 querator runs retry-compensation RUN_ID      # re-drive a compensation_failed saga
 querator runs resume RUN_ID                  # a failed or cancelled run, from its failed step

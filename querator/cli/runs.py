@@ -21,6 +21,7 @@ from querator.workflows.inspection import RunInfo, get_run, list_runs
 from querator.workflows.messages import send
 from querator.workflows.reindex import reindex_runs
 from querator.workflows.rerun import fork, resume
+from querator.workflows.retention import purge_runs
 from querator.workflows.runs import RunHandle, RunStatus
 
 
@@ -63,8 +64,9 @@ _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _since(text: str | None) -> datetime | None:
-    """``--since``: an age before now (``90s``, ``30m``, ``2h``, ``7d``) or an ISO time."""
+def _since(text: str | None, option: str = "--since") -> datetime | None:
+    """``--since`` (or ``--before``, ``option``): an age before now (``90s``, ``30m``,
+    ``2h``, ``7d``) or an ISO time."""
     if text is None:
         return None
     age = _AGE.fullmatch(text.strip())
@@ -74,7 +76,7 @@ def _since(text: str | None) -> datetime | None:
         at = datetime.fromisoformat(text.strip())
     except ValueError:
         raise InvalidArgument(
-            "--since", f"{text[:40]!r} is neither an age (30m, 2h, 7d) nor an ISO time"
+            option, f"{text[:40]!r} is neither an age (30m, 2h, 7d) nor an ISO time"
         ) from None
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
@@ -86,6 +88,31 @@ def runs_reindex(url: Url = DEFAULT_URL) -> None:
     with _reporting(), _store(url) as q:
         seen = reindex_runs(q)
     typer.echo(f"{seen} run(s) indexed")
+
+
+@runs_app.command("purge")
+def runs_purge(
+    before: Annotated[
+        str,
+        typer.Option(help="Runs that ended before: an age (30m, 2h, 7d) or an ISO time (UTC)."),
+    ],
+    status: Annotated[
+        list[str] | None,
+        typer.Option(help="Only runs with this finished status (repeatable; default: all)."),
+    ] = None,
+    workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many runs.")] = 100_000,
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Delete finished runs (records, history, index entries) that ended before
+    --before; children whose parent has not ended are kept."""
+    with _reporting():
+        at = _since(before, "--before")
+        assert at is not None  # --before is required
+        statuses: list[RunStatus] | None = status or None  # type: ignore[assignment]
+        with _store(url) as q:
+            purged = purge_runs(q, before=at, status=statuses, workflow=workflow, limit=limit)
+    typer.echo(f"{purged} run(s) purged")
 
 
 def _status(status: str | None) -> RunStatus | None:

@@ -87,6 +87,7 @@ from querator.workflows.messages import (
 )
 from querator.workflows.progress import areport_progress, report_progress, report_progress_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
+from querator.workflows.retention import purge_runs, purge_runs_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
 from querator.workflows.sagas.core import SagaFunction, saga
@@ -146,6 +147,8 @@ __all__ = [
     "list_runs_async",
     "list_schedules",
     "pause_schedule",
+    "purge_runs",
+    "purge_runs_async",
     "recv",
     "recv_async",
     "report_progress",

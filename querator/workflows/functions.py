@@ -80,6 +80,9 @@ class WorkflowOptions(TypedDict, total=False):
     timeout: float | None
     schedule: str | None
     """``@workflow`` only: a cron expression (UTC) of a schedule named after it."""
+    retention: float | None
+    """Seconds a finished run is kept before a worker's sweep purges it (None: kept
+    until the results queue expires it, 366 days); see :mod:`querator.workflows.retention`."""
 
 
 P = ParamSpec("P")
@@ -279,6 +282,10 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
         self.timeout = check_duration("timeout", timeout) if timeout is not None else None
         self.schedule = check_cron(schedule) if schedule is not None else None
         """Cron expression (UTC) of the schedule a Scheduler registers under ``name``."""
+        retention = options.get("retention")
+        self.retention = check_duration("retention", retention) if retention is not None else None
+        """Seconds a finished run is kept before a worker serving this workflow purges
+        it (None: until the results queue expires it, 366 days)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"workflow {self.name!r}")
         functools.update_wrapper(self, fn)
@@ -356,7 +363,10 @@ def workflow(
     going then as failed with ``WorkflowTimeout``. Called inside another
     workflow's body, a workflow runs as a child run. ``schedule`` (a cron
     expression, UTC) makes every Scheduler serving it register a schedule named
-    after the workflow (see docs/schedules.md).
+    after the workflow (see docs/schedules.md). ``retention`` (seconds) is how long
+    a finished run is kept: then the workers serving the workflow purge it (see
+    :mod:`querator.workflows.retention`; default: until the results queue expires
+    it, 366 days).
     """
 
     check_options("@workflow", options, WorkflowOptions)

@@ -9,14 +9,16 @@ the queues it leases from and logs, once per queue and kind, a WARNING for
 items that waited longer than :data:`~querator.workflows.pollers.UNSERVED_GRACE`
 seconds while no live worker serves them (routing leaves them in the queue:
 see :mod:`querator.workflows.engine.served`), and deletes the entries of
-workers gone for :data:`~querator.workflows.pollers.POLLERS_KEPT` seconds.
+workers gone for :data:`~querator.workflows.pollers.POLLERS_KEPT` seconds, and
+purges the finished runs of its workflows past their ``retention`` (a batch per
+workflow; each beat while more are due: see :mod:`querator.workflows.retention`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
 import anyio
@@ -35,6 +37,7 @@ from querator.workflows.pollers import (
     read_pollers,
     unserved_items,
 )
+from querator.workflows.retention import sweep_retention_async
 
 __all__ = ["Heartbeat"]
 
@@ -58,6 +61,7 @@ class Heartbeat:
         client_id: str,
         serves: Callable[[], dict[str, list[str]]],
         queues: Sequence[str],
+        retention: Mapping[str, float] | None = None,
     ) -> None:
         self.aq = aq
         self.client_id = client_id
@@ -66,6 +70,10 @@ class Heartbeat:
         self._held: Leased | None = None
         self._told: set[tuple[str, str]] = set()
         self._started = aq.clock.now()
+        self._retention = dict(retention or {})
+        """Seconds each workflow served keeps its finished runs (those with a retention)."""
+        self._backlog = False
+        """The last sweep purged a full batch: sweep again at the next beat."""
 
     async def run(self) -> None:
         """Beat until cancelled (the worker stops polling)."""
@@ -76,6 +84,9 @@ class Heartbeat:
                 if beats % WARN_EVERY == WARN_EVERY - 1:  # not at start: a restart is cheap
                     await self._warn()
                     await self._prune()
+                    await self._sweep()
+                elif self._backlog:
+                    await self._sweep()
             except QueratorError as exc:  # the store away: the next beat tries again
                 log.debug("worker %s: registry heartbeat failed: %s", self.client_id, exc)
             beats += 1
@@ -117,6 +128,14 @@ class Heartbeat:
         if gone:
             with contextlib.suppress(Conflict):  # another worker pruned them first
                 await self.aq.delete_items(RESULTS_QUEUE, gone[:1_000])
+
+    async def _sweep(self) -> None:
+        """Purge finished runs past their workflow's retention, a batch at a time."""
+        if self._retention:
+            purged = await sweep_retention_async(self.aq, self._retention)
+            self._backlog = purged > 0
+            if purged:
+                log.debug("worker %s: purged %d finished run(s)", self.client_id, purged)
 
     async def _warn(self) -> None:
         for unserved in await unserved_items(self.aq, self._queues, limit=PROBE):

@@ -147,6 +147,11 @@ class AsyncWorker(LeaseWorker):
             self.scheduler = AsyncScheduler(
                 aq, self.workflows.values(), served_only=True, interval=WORKER_SCHEDULER_INTERVAL
             )
+        self.retention = {
+            w.name: w.retention for w in self.workflows.values() if w.retention is not None
+        }
+        """Seconds each workflow served (with a ``retention``) keeps its finished runs:
+        this worker's heartbeat purges them after (:mod:`querator.workflows.retention`)."""
         self._held: dict[str, Leased] = {}
         runner = StepRunner(aq, self.renewer, self.resources, lambda: self.token, self.client_id)
         self.tasks = TaskRunner(aq, self.renewer, self.served.tasks, self.client_id)
@@ -167,6 +172,7 @@ class AsyncWorker(LeaseWorker):
             self.client_id,
             lambda: {queue: list(self.served.kinds(queue)) for queue in self.queues},
             self.queues,
+            self.retention,
         )
         """This worker's entry in the registry of workers (what it leases)."""
         self.counts = self.engine.counts

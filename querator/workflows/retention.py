@@ -1,0 +1,200 @@
+"""Retention of finished runs: purging a run's records, history and index entries.
+
+A finished run (``completed``, ``failed``, ``cancelled``, ``compensated``) is
+kept until it is purged: by a worker's maintenance sweep once it ended more than
+its workflow's ``retention`` ago (``@workflow(retention=...)``; without one, the
+run is kept until the results queue expires it, 366 days), or by an operator
+(:func:`purge_runs`, ``querator runs purge``).
+
+Candidates are found through the run index (:mod:`querator.workflows.run_index`):
+the entries of a finished status stamped before the cut-off are a range scan,
+so a batch costs the same however many runs are stored. A run is purged only if
+it ended before the cut-off and nothing still needs it: a child run whose parent
+has not ended (the parent reads its result) is kept. A run's records are deleted
+from its history's end: its step records first, then, in one transaction, its
+meta, result and index entries, so a purge cut short leaves either the whole run
+or a run the next purge finishes. Each transaction deletes at most 1,000 items
+of the results queue, which no worker leases: purging never holds up leasing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from querator.errors import Conflict, InvalidArgument, QueueNotFound
+from querator.queue.client import QueueClient
+from querator.queue.service import AsyncQueueClient
+from querator.queue.validation import check_count
+from querator.workflows.inspection import run_infos_async
+from querator.workflows.keys import RESULTS_QUEUE, meta_key, result_key
+from querator.workflows.run_index import entry_keys, facet_prefix, parse_entry, since_bound
+from querator.workflows.run_models import RunInfo
+from querator.workflows.runs import RunStatus
+
+__all__ = [
+    "FINISHED",
+    "SWEEP_BATCH",
+    "purge_runs",
+    "purge_runs_async",
+    "sweep_retention_async",
+]
+
+FINISHED: tuple[RunStatus, ...] = ("completed", "failed", "cancelled", "compensated")
+"""The statuses a run ends with: only runs in one of them are purged."""
+SWEEP_BATCH = 100
+"""Runs one maintenance sweep purges at most, per workflow."""
+_PAGE = 1000
+"""Items one scan reads or one delete removes."""
+_SCAN = 250
+"""Index entries read per scan while looking for runs to purge."""
+_INDEXED: tuple[RunStatus, ...] = ("running", *FINISHED)
+"""Statuses a run may have index entries for (a pending saga's are ``running``)."""
+
+
+def _check_statuses(status: RunStatus | Sequence[RunStatus] | None) -> tuple[RunStatus, ...]:
+    if status is None:
+        return FINISHED
+    wanted = (status,) if isinstance(status, str) else tuple(status)
+    for one in wanted:
+        if one not in FINISHED:
+            raise InvalidArgument(
+                "status", f"must be a finished status {FINISHED}, got {str(one)[:40]!r}"
+            )
+    if not wanted:
+        raise InvalidArgument("status", "give at least one finished status")
+    return tuple(dict.fromkeys(wanted))
+
+
+async def purge_runs_async(
+    aq: AsyncQueueClient,
+    *,
+    before: datetime,
+    status: RunStatus | Sequence[RunStatus] | None = None,
+    workflow: str | None = None,
+    limit: int = 1000,
+) -> int:
+    """Purge up to ``limit`` finished runs that ended before ``before``
+    (timezone-aware): their records, history, messages and index entries.
+    Only runs with ``status`` (one or several finished statuses; default: every
+    finished one) and of ``workflow`` (default: every workflow). Child runs
+    whose parent has not ended are kept. Returns how many runs were purged;
+    call again while it returns ``limit`` for the rest.
+    """
+    statuses = _check_statuses(status)
+    if before.tzinfo is None or before.utcoffset() is None:
+        raise InvalidArgument("before", "must be a timezone-aware datetime")
+    if workflow is not None and (not isinstance(workflow, str) or not 1 <= len(workflow) <= 512):
+        raise InvalidArgument("workflow", "must be a workflow's name (1 to 512 characters)")
+    check_count("limit", limit, 1, 100_000)
+    purged = 0
+    try:
+        for one in statuses:
+            if purged < limit:
+                purged += await _purge_status(aq, one, workflow, before, limit - purged)
+    except QueueNotFound:
+        return purged  # no run was ever started in this store
+    return purged
+
+
+async def sweep_retention_async(aq: AsyncQueueClient, retention: Mapping[str, float]) -> int:
+    """One maintenance sweep: purge up to :data:`SWEEP_BATCH` runs of each workflow
+    in ``retention`` (name: seconds kept after the end). Returns how many runs were
+    purged (a full batch: more are due)."""
+    now = aq.clock.now()
+    purged = 0
+    for workflow, seconds in retention.items():
+        before = now - timedelta(seconds=seconds)
+        purged += await purge_runs_async(aq, before=before, workflow=workflow, limit=SWEEP_BATCH)
+    return purged
+
+
+async def _purge_status(
+    aq: AsyncQueueClient, status: RunStatus, workflow: str | None, before: datetime, limit: int
+) -> int:
+    """Purge up to ``limit`` runs ended before ``before`` from the index of ``status``."""
+    prefix = facet_prefix(workflow, status)
+    cursor: str | None = since_bound(prefix, before)  # started before: may have ended before
+    purged = 0
+    while purged < limit:
+        page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=_SCAN)
+        if not page:
+            return purged
+        cursor = page[-1].dedup_key
+        run_ids = [parse_entry(item.dedup_key or "").run_id for item in page]
+        infos = await run_infos_async(aq, run_ids)
+        due = [
+            info
+            for run_id in run_ids
+            if (info := infos.get(run_id)) is not None
+            and info.status == status
+            and info.finished_at is not None
+            and info.finished_at < before
+            and (workflow is None or info.workflow == workflow)
+        ]
+        for info in await _unreferenced(aq, due):
+            if purged == limit:
+                break
+            if await _purge_run(aq, info):
+                purged += 1
+    return purged
+
+
+async def _unreferenced(aq: AsyncQueueClient, infos: list[RunInfo]) -> list[RunInfo]:
+    """These runs but the children whose parent has not ended (it waits on them)."""
+    parents = {i.parent_run_id for i in infos if i.parent_run_id is not None}
+    found = await run_infos_async(aq, list(parents)) if parents else {}
+    return [
+        i
+        for i in infos
+        if i.parent_run_id is None
+        or (parent := found.get(i.parent_run_id)) is None
+        or parent.status in FINISHED
+    ]
+
+
+async def _purge_run(aq: AsyncQueueClient, info: RunInfo) -> bool:
+    """Delete one run's items: its history first, its head and index entries last,
+    together. False when another purge took it first."""
+    head = {meta_key(info.run_id), result_key(info.run_id)}
+    last: list[str] = []
+    after: str | None = None
+    try:
+        while True:
+            page = await aq.scan_keys(RESULTS_QUEUE, f"{info.run_id}/", after=after, limit=_PAGE)
+            if not page:
+                break
+            after = page[-1].dedup_key
+            last += [item.id for item in page if item.dedup_key in head]
+            body = [item.id for item in page if item.dedup_key not in head]
+            if body:
+                await aq.delete_items(RESULTS_QUEUE, body)
+        keys = [
+            key
+            for status in _INDEXED
+            for key in entry_keys(
+                info.run_id, info.workflow, info.started_at, status, new=status == "running"
+            )
+        ]
+        entries = await aq.lookup(RESULTS_QUEUE, keys)
+        last += [item.id for item in entries.values()]
+        if not last:
+            return False
+        await aq.delete_items(RESULTS_QUEUE, last)
+    except Conflict:  # another worker purges it at the same time
+        return False
+    return True
+
+
+def purge_runs(
+    q: QueueClient,
+    *,
+    before: datetime,
+    status: RunStatus | Sequence[RunStatus] | None = None,
+    workflow: str | None = None,
+    limit: int = 1000,
+) -> int:
+    """See :func:`purge_runs_async`."""
+    return q.call(
+        purge_runs_async, q.aio, before=before, status=status, workflow=workflow, limit=limit
+    )

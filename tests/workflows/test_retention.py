@@ -1,0 +1,175 @@
+"""Retention of finished runs: purge_runs, the worker's sweep, ``runs purge`` (every backend)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from polling import wait_for
+from worker_threads import serving
+
+from querator import Querator
+from querator.clock import ManualClock
+from querator.errors import InvalidArgument
+from querator.workflows import (
+    RunNotFound,
+    Worker,
+    WorkflowFailed,
+    get_run,
+    list_runs,
+    recv,
+    send,
+    start,
+    step,
+    workflow,
+)
+from querator.workflows.keys import RESULTS_QUEUE
+from querator.workflows.retention import purge_runs, sweep_retention_async
+
+from .conftest import RunWorker
+from .flows import Order, charge, checkout, flaky, flaky_flow, reserve, ship
+
+FLOWS = [checkout, reserve, charge, ship, flaky_flow, flaky]
+START = datetime(2030, 1, 1, tzinfo=UTC)
+LATER = datetime.now(UTC) + timedelta(days=1)
+"""A cut-off after every run of a test ended."""
+
+
+@step(name="t.ret.double")
+def double(x: int) -> int:
+    return 2 * x
+
+
+@workflow(name="t.ret.child")
+def child(x: int) -> int:
+    return double(x)
+
+
+@workflow(name="t.ret.parent")
+def parent(x: int) -> int:
+    got = child(x)
+    return got + int(recv("go"))
+
+
+@workflow(name="t.ret.kept", retention=3600.0)
+def kept(x: int) -> int:
+    return double(x)
+
+
+def _stored_keys(q: Querator, run_id: str) -> list[str]:
+    """Every results-queue key that still names the run (its records and index entries)."""
+    own = [i.dedup_key or "" for i in q.scan_keys(RESULTS_QUEUE, f"{run_id}/", limit=1000)]
+    index = [
+        i.dedup_key or ""
+        for i in q.scan_keys(RESULTS_QUEUE, "index/", limit=1000)
+        if (i.dedup_key or "").endswith("/" + run_id)
+    ]
+    return own + index
+
+
+def test_finished_runs_are_purged_by_status_and_workflow(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    with run_worker(FLOWS):
+        done = [start(q, checkout, Order(id=f"r{n}", cents=n)) for n in range(3)]
+        failed = start(q, flaky_flow, "always", 99)
+        for run in done:
+            run.result(timeout=20)
+        with pytest.raises(WorkflowFailed):
+            failed.result(timeout=20)
+    idle = start(q, checkout, Order(id="idle", cents=0))  # running: no worker serves it
+    assert _stored_keys(q, done[0].run_id)
+
+    # nothing ended before a cut-off older than every run
+    assert purge_runs(q, before=datetime.now(UTC) - timedelta(days=1)) == 0
+    assert purge_runs(q, before=LATER, status="completed", workflow="t.other") == 0
+    assert purge_runs(q, before=LATER, status="completed", limit=2) == 2
+    assert purge_runs(q, before=LATER, status="completed") == 1
+    assert {r.run_id for r in list_runs(q)} == {failed.run_id, idle.run_id}
+    for run in done:
+        assert _stored_keys(q, run.run_id) == []
+        with pytest.raises(RunNotFound):
+            get_run(q, run.run_id)
+    assert [r.run_id for r in list_runs(q, status="failed")] == [failed.run_id]
+
+    assert purge_runs(q, before=LATER, workflow="t.flaky_flow") == 1
+    assert _stored_keys(q, failed.run_id) == []
+    assert purge_runs(q, before=LATER) == 0  # the running run is never purged
+    assert [r.run_id for r in list_runs(q)] == [idle.run_id]
+    assert get_run(q, idle.run_id).status == "running"
+
+
+def test_a_child_is_kept_while_its_parent_has_not_ended(q: Querator, run_worker: RunWorker) -> None:
+    with run_worker([parent, child, double]):
+        run = start(q, parent, 4)
+        wait_for(
+            lambda: any(r.status == "completed" for r in list_runs(q, workflow="t.ret.child")),
+            timeout=20,
+        )
+        [kid] = list_runs(q, workflow="t.ret.child")
+        assert kid.parent_run_id == run.run_id
+        assert purge_runs(q, before=LATER) == 0  # the parent reads the child's result
+        assert get_run(q, kid.run_id).status == "completed"
+        send(q, run.run_id, "go", 1)
+        assert run.result(timeout=20) == 9
+    assert purge_runs(q, before=LATER) == 2
+    assert list_runs(q) == []
+    assert _stored_keys(q, run.run_id) == [] and _stored_keys(q, kid.run_id) == []
+
+
+def test_the_sweep_purges_runs_past_their_workflows_retention(backend_url: str) -> None:
+    clock = ManualClock(START)
+    with Querator(backend_url, clock=clock) as cq:
+        worker = Worker(cq, [kept, double], poll_timeout=1.0)
+        assert worker.worker.retention == {"t.ret.kept": 3600.0}
+        run = start(cq, kept, 3)
+        with serving(worker, join_timeout=15):
+            assert run.result(timeout=20) == 6
+        retention = {"t.ret.kept": 3600.0}
+        assert cq.call(sweep_retention_async, cq.aio, retention) == 0  # ended just now
+        clock.advance(3599)
+        assert cq.call(sweep_retention_async, cq.aio, retention) == 0
+        clock.advance(2)
+        assert cq.call(sweep_retention_async, cq.aio, retention) == 1
+        assert list_runs(cq) == [] and _stored_keys(cq, run.run_id) == []
+
+
+def test_bad_input_is_refused_before_anything_is_purged(q: Querator) -> None:
+    with pytest.raises(InvalidArgument, match="retention"):
+        workflow(name="t.ret.bad", retention=-1)(lambda: None)
+    with pytest.raises(InvalidArgument, match="status"):
+        purge_runs(q, before=LATER, status="running")
+    with pytest.raises(InvalidArgument, match="before"):
+        purge_runs(q, before=datetime(2030, 1, 1))
+    with pytest.raises(InvalidArgument, match="limit"):
+        purge_runs(q, before=LATER, limit=0)
+    assert purge_runs(q, before=LATER) == 0  # an empty store
+
+
+def test_runs_purge_on_the_command_line(backend_url: str, backend_name: str) -> None:
+    if backend_name == "memory":
+        pytest.skip("a memory store is not shared with another process")
+    from .test_ops_cli import cli
+
+    with Querator(backend_url) as cq:
+        with serving(Worker(cq, [kept, double], poll_timeout=1.0), join_timeout=15):
+            runs = [start(cq, kept, n) for n in range(2)]
+            assert [r.result(timeout=20) for r in runs] == [0, 2]
+        idle = start(cq, child, 1)  # running: no worker serves it
+
+        bad = cli("runs", "purge", "--before", "soon", "--url", backend_url)
+        assert bad.returncode != 0 and "--before" in bad.stderr
+        bad = cli("runs", "purge", "--before", "1d", "--status", "running", "--url", backend_url)
+        assert bad.returncode != 0 and "status" in bad.stderr
+        assert list_runs(cq, workflow="t.ret.kept", status="completed")  # nothing purged
+
+        old = cli("runs", "purge", "--before", "1d", "--url", backend_url)
+        assert old.returncode == 0, old.stderr
+        assert old.stdout.strip() == "0 run(s) purged"  # they ended just now
+        done = cli(
+            "runs", "purge", "--before", LATER.isoformat(), "--status", "completed",
+            "--url", backend_url,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "2 run(s) purged"
+        assert [r.run_id for r in list_runs(cq)] == [idle.run_id]
