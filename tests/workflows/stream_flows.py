@@ -10,6 +10,7 @@ from querator.workflows import (
     close_stream,
     close_stream_async,
     recv,
+    set_event,
     step,
     workflow,
     write_stream,
@@ -55,3 +56,14 @@ async def async_flow(count: int) -> int:
     await write_stream_async("side", "body")
     await close_stream_async("side")
     return await atokens(count)
+
+
+@workflow(name="s.approval", queue=STREAM_QUEUE)
+def approval(who: str) -> Any:
+    """Publish a status, log to a stream, wait for an approval message."""
+    set_event("status", {"waiting_for": who})
+    write_stream("log", "asked")
+    got = recv("approve", timeout=120)
+    write_stream("log", got)
+    set_event("status", "done")
+    return got
