@@ -12,7 +12,17 @@ import threading
 from pathlib import Path
 
 from querator import Querator
-from querator.workflows import RetryPolicy, Worker, start, step, workflow
+from querator.workflows import (
+    RetryPolicy,
+    Worker,
+    close_stream,
+    recv,
+    set_event,
+    start,
+    step,
+    workflow,
+    write_stream,
+)
 
 
 @step(name="hello.greet")
@@ -34,6 +44,18 @@ def count(text: str) -> int:
 def hello(name: str) -> dict[str, object]:
     text = shout(greet(name))  # each step call is a leased item of its own
     return {"text": text, "length": count(text)}
+
+
+@workflow(name="hello.approval")
+def approval(name: str) -> object:
+    """Talking to a run (the HTTP API's examples): publish a status, log to a
+    stream, wait up to an hour for an ``approve`` message."""
+    set_event("status", {"waiting_for": name})
+    write_stream("log", f"asked {name}")
+    answer = recv("approve", timeout=3600)
+    write_stream("log", answer)
+    close_stream("log")
+    return answer
 
 
 def demo(path: Path) -> None:

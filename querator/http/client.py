@@ -38,6 +38,7 @@ from querator.http.dead_calls import AsyncDeadCalls
 from querator.http.durations import format_duration
 from querator.http.encoding import EXTRAS_HEADER, JSON, PROTOBUF, encode, mime, reply_data
 from querator.http.lock_calls import AsyncLockCalls
+from querator.http.message_calls import AsyncMessageCalls
 from querator.http.namespaces import NAMESPACE_HEADER
 from querator.http.proto.reply_pb2 import Reply as ReplyMessage
 from querator.http.protocol import QUERATOR_CALLS
@@ -86,7 +87,7 @@ ENCODINGS = ("json", "protobuf")
 """What the client may send: JSON, or protobuf on the calls of Querator's protocol."""
 
 
-class AsyncQuerator(WorkflowCalls, AsyncLockCalls, AsyncDeadCalls):
+class AsyncQuerator(WorkflowCalls, AsyncMessageCalls, AsyncLockCalls, AsyncDeadCalls):
     """A client of a querator HTTP server, for ``async`` code.
 
     ``url`` is the server's base URL; ``token`` a bearer token (``qrt_…``)

@@ -12,11 +12,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from querator.http.handlers import admin, locks, queue, tasks, webhooks, workflows
+from querator.http.handlers import admin, locks, messages, queue, tasks, webhooks, workflows
 from querator.http.protocol import QUERATOR_CALLS
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
 from querator.http.wire import locks as wl
+from querator.http.wire import messages as wm
 from querator.http.wire import queue as wq
 from querator.http.wire import tasks as wt
 from querator.http.wire import webhooks as wh
@@ -185,9 +186,20 @@ WEBHOOK_ENDPOINTS = [
 """Webhook endpoints, messages, attempts and re-drives (querator's own).
 Reading endpoints needs an admin token: their records carry the secrets."""
 
+MESSAGE_ENDPOINTS = [
+    Endpoint("/v1/runs.send", wm.SendRequest, wq.Reply,
+             messages.send, WRITE, 1 * MB, "Send a message to a run"),
+    Endpoint("/v1/runs.get_event", wm.GetEventRequest, wm.EventReply,
+             messages.get_event, READ, 4 * KB, "A run's published value (long poll)"),
+    Endpoint("/v1/runs.read_stream", wm.ReadStreamRequest, wm.StreamReply,
+             messages.read_stream, READ, 4 * KB, "A run's stream from an offset (long poll)"),
+]  # fmt: skip
+"""Talking to a run: messages, published state and streams (querator's own)."""
+
 ENDPOINTS = [
     *QUEUE_ENDPOINTS,
     *WORKFLOW_ENDPOINTS,
+    *MESSAGE_ENDPOINTS,
     *LOCK_ENDPOINTS,
     *TASK_ENDPOINTS,
     *WEBHOOK_ENDPOINTS,

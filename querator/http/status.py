@@ -29,7 +29,7 @@ from querator.errors import (
 )
 from querator.http.wire.queue import Reply
 from querator.webhooks.errors import DeliveryNotFound, EndpointNotFound, MessageNotFound
-from querator.workflows.errors import RunNotFound
+from querator.workflows.errors import RunFinished, RunNotFound
 
 OK = 200
 BAD_REQUEST = 400
@@ -134,6 +134,7 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
     (Unauthorized, UNAUTHORIZED, lambda e: (str(e), {})),
     (Forbidden, FORBIDDEN, lambda e: (str(e), {})),
     (RunNotFound, REQUEST_FAILED, lambda e: (f"run does not exist; {e}", {"run_id": e.run_id})),
+    (RunFinished, REQUEST_FAILED, lambda e: (f"run has ended; {e}", {"run_id": e.run_id})),
     (
         EndpointNotFound,
         REQUEST_FAILED,
@@ -191,6 +192,7 @@ _CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
     "Unauthorized": lambda r: Unauthorized(r.message),
     "Forbidden": lambda r: Forbidden(r.message),
     "RunNotFound": lambda r: RunNotFound(r.details.get("run_id", "")),
+    "RunFinished": lambda r: RunFinished(r.details.get("run_id", "")),
     "EndpointNotFound": lambda r: EndpointNotFound(r.details.get("endpoint_id", "")),
     "MessageNotFound": lambda r: MessageNotFound(r.details.get("message_id", "")),
     "DeliveryNotFound": lambda r: DeliveryNotFound(r.details.get("delivery_id", "")),

@@ -92,6 +92,16 @@ from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
 from querator.workflows.sagas.core import SagaFunction, saga
 from querator.workflows.step_context import StepContext, current_step
+from querator.workflows.streams import (
+    StreamPage,
+    close_stream,
+    close_stream_async,
+    read_stream,
+    read_stream_async,
+    read_stream_page_async,
+    write_stream,
+    write_stream_async,
+)
 
 __all__ = [
     "AsyncRunHandle",
@@ -120,6 +130,7 @@ __all__ = [
     "StepHandle",
     "StepInfo",
     "StepTimeout",
+    "StreamPage",
     "Worker",
     "WorkflowCancelled",
     "WorkflowError",
@@ -132,6 +143,8 @@ __all__ = [
     "asleep_until",
     "check_replay",
     "check_replay_async",
+    "close_stream",
+    "close_stream_async",
     "current_step",
     "delete_schedule",
     "fork",
@@ -149,6 +162,9 @@ __all__ = [
     "pause_schedule",
     "purge_runs",
     "purge_runs_async",
+    "read_stream",
+    "read_stream_async",
+    "read_stream_page_async",
     "recv",
     "recv_async",
     "report_progress",
@@ -173,4 +189,6 @@ __all__ = [
     "step",
     "trigger_schedule",
     "workflow",
+    "write_stream",
+    "write_stream_async",
 ]

@@ -10,6 +10,9 @@
 - results queue: ``{run}/{position}/progress/a`` and ``/b``: a step's last
   progress report (the newer of the two; reports alternate between them).
 - results queue: ``{run}/resume``: a resume request, until a worker carries it out.
+- results queue: ``{run}/stream/{key}/{position}`` (a body's ``write_stream`` or
+  ``close_stream``), ``.../{position}/{seq}`` (a step's); a close mark's
+  record has no result.
 - results queue: ``index/...``: the run index's entries (empty payloads), see
   :mod:`querator.workflows.run_index`.
 - sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
@@ -49,6 +52,8 @@ SET_EVENT_STEP = "querator.set_event"
 """The step name stored in the record of a ``set_event`` (the value published)."""
 RECV_STEP = "querator.recv"
 """The step name stored in the record of a ``recv`` (the message read, or its timeout)."""
+WRITE_STREAM_STEP = "querator.write_stream"
+"""The step name stored in the record of a ``write_stream``/``close_stream`` in a body."""
 RESULTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 """Records are kept for the longest time a queue allows (366 days)."""
 WORK_LEASE = 10.0
@@ -100,6 +105,18 @@ def event_key(run_id: str, key: str, position: int) -> str:
     """The value run ``run_id`` published under ``key`` at ``position`` (keys
     sort in position order: the last is the latest)."""
     return f"{event_prefix(run_id, key)}{position:012d}"
+
+
+def stream_prefix(run_id: str, key: str) -> str:
+    """The key prefix of stream ``key`` of run ``run_id`` (its values and its close mark)."""
+    return f"{run_id}/stream/{key}/"
+
+
+def stream_key(run_id: str, key: str, position: int, seq: int | None = None) -> str:
+    """A value of stream ``key``: written by the body at ``position``, or the
+    ``seq``-th written by the step called at ``position`` (keys sort in stream order)."""
+    head = f"{stream_prefix(run_id, key)}{position:012d}"
+    return head if seq is None else f"{head}/{seq:09d}"
 
 
 def meta_key(run_id: str) -> str:

@@ -64,6 +64,8 @@ class StepContext:
     deferred: dict[str, list[Item]] = field(default_factory=dict)
     """Tasks this attempt deferred, by queue: produced with the step's record, in
     its transaction (dropped when the attempt fails or defers)."""
+    streamed: dict[str, int] = field(default_factory=dict)
+    """Values this attempt wrote so far, by stream key (``write_stream`` in a step)."""
 
     def run_deadline(self) -> datetime | None:
         """The deadline of the step's run (``@workflow(timeout=...)``), if it has one."""

@@ -64,3 +64,18 @@ def test_money_transfer_conserves_the_total(tmp_path: Path) -> None:
     [x3] = [line for line in lines if line.startswith("x3 ")]
     assert "completed" in x3 and "already debited (idempotent re-run)" in x3
     assert "'alice': 6800, 'bob': 8200, 'carol': 0" in lines[-2]
+
+
+def test_payment_callback_completes_or_compensates_at_the_deadline(tmp_path: Path) -> None:
+    lines = _run("payment_callback.py", tmp_path)
+    [o1] = [line for line in lines if line.startswith("o1 ")]
+    [o2] = [line for line in lines if line.startswith("o2 ")]
+    [o3] = [line for line in lines if line.startswith("o3 ")]
+    assert "completed" in o1 and "SHP-o1" in o1  # the callback POSTed to the server woke it
+    assert "compensated" in o2 and "declined" in o2
+    assert "compensated" in o3 and "no callback" in o3  # the deadline passed
+    for order in ("o2", "o3"):
+        assert "undone: shop.void_payment, shop.release" in (o2 if order == "o2" else o3)
+        assert f"  {order}: release RSV-{order}" in lines
+        assert f"  {order}: ship" not in lines
+    assert "  o1: release RSV-o1" not in lines

@@ -27,9 +27,11 @@ from querator.workflows.keys import (
     RESULTS_QUEUE,
     SET_EVENT_STEP,
     SLEEP_STEP,
+    WRITE_STREAM_STEP,
     child_run_id,
     event_key,
     step_key,
+    stream_key,
 )
 from querator.workflows.stored import (
     ParentLink,
@@ -417,6 +419,18 @@ class RunContext:
         self.published.append(record_item(step_key(self.run_id, position), record, self.run_id))
         event = record_item(event_key(self.run_id, key, position), record, self.run_id)
         self.published.append(event)
+
+    def write_stream(self, key: str, text: str | None) -> None:
+        """Append ``text`` (JSON) to stream ``key`` at the next position (None:
+        close the stream): stored with the body's next commit, once."""
+        position = self._next()
+        if self._stored(position, WRITE_STREAM_STEP) is not None:
+            return
+        record = StepRecord(step=WRITE_STREAM_STEP, ok=True, result=text, attempts=1)
+        self.add(position, record)
+        self.published.append(record_item(step_key(self.run_id, position), record, self.run_id))
+        stream = stream_key(self.run_id, key, position)
+        self.published.append(record_item(stream, record, self.run_id))
 
     def take_published(self) -> list[Item]:
         """The records of ``set_event`` calls since the last take."""

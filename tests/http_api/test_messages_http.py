@@ -1,0 +1,87 @@
+"""Talking to a run over HTTP: runs.send, runs.get_event (long poll) and
+runs.read_stream (long poll with offsets), from the HTTP clients and with
+tokens and scopes, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from http_server import serve
+from polling import wait_for
+from worker_threads import serving
+from workflows.ops_procs import durable_url_for
+from workflows.stream_flows import STREAM_QUEUE, approval, progress, tokens
+
+from querator import Querator, QueueSettings, Worker
+from querator.errors import InvalidArgument
+from querator.http import AsyncQuerator as AsyncHttpQuerator
+from querator.http import Querator as HttpQuerator
+from querator.workflows import RunFinished, RunNotFound, start
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Querator]]:
+    """A server and a worker on one store, and a library client of it."""
+    url = durable_url_for(request, tmp_path, str(request.param))
+    with serve(url) as base, Querator(url) as q:
+        q.create_queue(STREAM_QUEUE, QueueSettings(lease_timeout=1.0, expire_timeout=3600.0))
+        with serving(Worker(q, [approval, progress, tokens], poll_timeout=1.0)):
+            yield base, q
+
+
+def test_send_get_event_and_read_stream_over_http(served: tuple[str, Querator]) -> None:
+    base, q = served
+    run = start(q, approval, "ada")
+    with HttpQuerator(base) as h:
+        # the long poll waits for the first published value
+        assert h.get_event(run.run_id, "status", timeout=30) == {"waiting_for": "ada"}
+        page = h.read_stream_page(run.run_id, "log", 0, timeout=30)
+        assert (page.values, page.next_offset, page.ended) == (["asked"], 1, False)
+        # a live reader in a thread, woken by the send's commit through the worker
+        read: list[Any] = []
+        reader = threading.Thread(target=lambda: read.extend(h.read_stream(run.run_id, "log")))
+        reader.start()
+        wait_for(lambda: read == ["asked"], timeout=30, message="first value")
+        h.send(run.run_id, "approve", {"by": "bob"}, idempotency_key="cb-1")
+        assert run.result(timeout=30) == {"by": "bob"}
+        reader.join(timeout=30)
+        assert read == ["asked", {"by": "bob"}]  # ended with the run
+        assert h.get_event(run.run_id, "status") == "done"
+        page = h.read_stream_page(run.run_id, "log", 1)
+        assert (page.values, page.next_offset, page.ended) == ([{"by": "bob"}], 2, True)
+        with pytest.raises(RunFinished):
+            h.send(run.run_id, "approve", 1)
+        with pytest.raises(RunNotFound):
+            h.send("run-nope", "approve", 1)
+        with pytest.raises(RunNotFound):
+            h.read_stream_page("run-nope", "log")
+        with pytest.raises(InvalidArgument, match="topic"):
+            h.send(run.run_id, "bad topic", 1)
+        assert h.get_event(run.run_id, "never", timeout=0.05) is None
+
+    async def follow() -> list[Any]:
+        async with AsyncHttpQuerator(base) as a:
+            return [v async for v in a.read_stream(run.run_id, "log", offset=1)]
+
+    assert anyio.run(follow) == [{"by": "bob"}]
+
+
+def test_the_server_refuses_bad_input_with_400(served: tuple[str, Querator]) -> None:
+    import httpx
+
+    base, q = served
+    run = start(q, approval, "x")
+    for path, body, field in [
+        ("/v1/runs.send", {"run_id": run.run_id, "topic": "a b", "value": 1}, "topic"),
+        ("/v1/runs.read_stream", {"run_id": run.run_id, "key": "log", "offset": -1}, "offset"),
+        ("/v1/runs.get_event", {"run_id": run.run_id, "key": "k", "request_timeout": "x"}, ""),
+    ]:
+        answer = httpx.post(f"{base}{path}", json=body, timeout=10)
+        assert answer.status_code == 400, answer.text
+        assert field in answer.text
+    assert q.scan_keys("querator.results", f"{run.run_id}/msg/") == []
