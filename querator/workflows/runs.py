@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Coroutine
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, overload
 
 import anyio
@@ -17,6 +17,7 @@ from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration, check_name
 from querator.telemetry import runs as runs_telemetry
+from querator.workflows.debounce import Debounce, debounced_start
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.errors import (
     IdempotencyConflict,
@@ -240,6 +241,7 @@ async def start_async(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -253,6 +255,7 @@ async def start_async(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -265,18 +268,29 @@ async def start_async(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
-    wf_queue = _check_start(fn, idempotency_key, queue, delay)
+    wf_queue = _check_start(fn, idempotency_key, queue, delay, debounce)
     with runs_telemetry.starting(fn.name, wf_queue) as started:
-        return await _create(aq, fn, args, kwargs, idempotency_key, wf_queue, delay, started)
+        return await _create(
+            aq, fn, args, kwargs, idempotency_key, wf_queue, delay, started, debounce
+        )
 
 
 def _check_start(
-    fn: WorkflowFunction[..., Any], idempotency_key: str | None, queue: str | None, delay: float
+    fn: WorkflowFunction[..., Any],
+    idempotency_key: str | None,
+    queue: str | None,
+    delay: float,
+    debounce: Debounce | None = None,
 ) -> str:
     """The run's workflow queue, once the options are checked."""
+    if debounce is not None and not isinstance(debounce, Debounce):
+        raise InvalidArgument("debounce", f"must be a Debounce, got {type(debounce).__name__}")
+    if debounce is not None and (idempotency_key is not None or delay):
+        raise InvalidArgument("debounce", "cannot be combined with idempotency_key or delay")
     if not isinstance(fn, WorkflowFunction):
         raise InvalidArgument("fn", f"{fn!r} is not a @workflow function")
     if idempotency_key is not None and not idempotency_key:
@@ -295,9 +309,16 @@ async def _create(
     wf_queue: str,
     delay: float,
     started: runs_telemetry.Started,
+    debounce: Debounce | None = None,
 ) -> AsyncRunHandle[Any]:
-    """Store a new run (unless ``idempotency_key`` names one), traced by ``started``."""
+    """Store a new run (unless ``idempotency_key`` names one), traced by ``started``;
+    with ``debounce``, record the call in its window (:mod:`querator.workflows.debounce`)."""
     args_text = fn.codec.encode_args(args, kwargs)
+    if debounce is not None:
+        window = _meta(fn, args_text, wf_queue, aq.clock.now(), 0.0, started)
+        run_id = await debounced_start(aq, window, debounce)
+        started.created(run_id, fn.name, existing=False)
+        return AsyncRunHandle(aq, run_id, fn)
     run_id = new_run_id(idempotency_key)
     handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
     if idempotency_key is not None:
@@ -312,11 +333,27 @@ async def _create(
                 raise IdempotencyConflict(idempotency_key, run_id, other, fn.name)
             started.created(run_id, fn.name, existing=True)
             return handle
-    now = aq.clock.now()
+    meta = _meta(fn, args_text, wf_queue, aq.clock.now(), delay, started)
+    # One transaction; the queues are created the first time only (a fresh
+    # run id needs no lookup: its records cannot exist yet).
+    await transact_creating(aq, [], start_items(run_id, meta, delay))
+    started.created(run_id, fn.name, existing=False)
+    return handle
+
+
+def _meta(
+    fn: WorkflowFunction[..., Any],
+    args_text: str,
+    wf_queue: str,
+    now: datetime,
+    delay: float,
+    started: runs_telemetry.Started,
+) -> RunMeta:
+    """A new run's meta record."""
     deadline = None
     if fn.timeout is not None:
         deadline = now + timedelta(seconds=delay + fn.timeout)
-    meta = RunMeta(
+    return RunMeta(
         workflow=fn.name,
         args=args_text,
         queue=wf_queue,
@@ -324,11 +361,6 @@ async def _create(
         deadline=deadline,
         trace=started.carrier,
     )
-    # One transaction; the queues are created the first time only (a fresh
-    # run id needs no lookup: its records cannot exist yet).
-    await transact_creating(aq, [], start_items(run_id, meta, delay))
-    started.created(run_id, fn.name, existing=False)
-    return handle
 
 
 @overload
@@ -340,6 +372,7 @@ def start(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -353,6 +386,7 @@ def start(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -365,6 +399,7 @@ def start(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> RunHandle[Any]:
     """Start a run of workflow ``fn(*args, **kwargs)``; returns its handle at once.
@@ -380,10 +415,17 @@ def start(
     run's first replay wait that long (a workflow ``timeout`` counts from then).
     Arguments that cannot be serialised raise
     :class:`~querator.errors.InvalidArgument` here.
+
+    With ``debounce`` (:class:`~querator.workflows.debounce.Debounce`) the call
+    joins the burst of calls with the same workflow and key: one run starts
+    ``delay`` after the burst's last call with that call's arguments, and every
+    call of the burst returns a handle to that one run (see docs/flow-control.md).
     """
-    wf_queue = _check_start(fn, idempotency_key, queue, delay)
+    wf_queue = _check_start(fn, idempotency_key, queue, delay, debounce)
     # The span is opened here, in the caller's thread, so its parent is the
     # caller's current span (the client's event loop runs in another thread).
     with runs_telemetry.starting(fn.name, wf_queue) as started:
-        handle = q.call(_create, q.aio, fn, args, kwargs, idempotency_key, wf_queue, delay, started)
+        handle = q.call(
+            _create, q.aio, fn, args, kwargs, idempotency_key, wf_queue, delay, started, debounce
+        )
     return RunHandle(q, handle.run_id, fn)
