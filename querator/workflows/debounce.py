@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import secrets
 import unicodedata
 from dataclasses import dataclass
@@ -28,22 +29,37 @@ from datetime import datetime, timedelta
 import anyio
 from pydantic import BaseModel, ConfigDict
 
-from querator.errors import Conflict, InvalidArgument, QueueNotFound, RequestTimeout
+from querator.errors import (
+    Conflict,
+    InvalidArgument,
+    QueueNotFound,
+    RequestTimeout,
+    Unavailable,
+)
 from querator.queue.models import Item, Leased, Ref, StoredItem
+from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
-from querator.workflows.engine.commit import transact_creating
+from querator.workflows.engine.commit import ensure_work_queue, transact_creating
 from querator.workflows.keys import RESULTS_QUEUE, meta_key, new_run_id
 from querator.workflows.stored import RunMeta, start_items
 
-__all__ = ["DEBOUNCE_QUEUE", "MAX_DEBOUNCE_KEY", "Debounce", "debounced_start", "start_due"]
+__all__ = [
+    "DEBOUNCE_QUEUE",
+    "MAX_DEBOUNCE_KEY",
+    "Debounce",
+    "debounced_start",
+    "run_debouncer",
+    "start_due",
+]
+
+log = logging.getLogger("querator.debounce")
 
 DEBOUNCE_QUEUE = "querator.debounce"
 """The queue holding the open debounce windows."""
 MAX_DEBOUNCE_KEY = 256
 """Characters a debounce key may have."""
 _SLOTS = ("a", "b")
-_LEASE = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +196,34 @@ async def _discard(aq: AsyncQueueClient, item: StoredItem) -> None:
         await aq.delete_items(DEBOUNCE_QUEUE, [item.id])
 
 
-async def start_due(aq: AsyncQueueClient, client_id: str, batch_size: int = 16) -> int:
-    """Start the runs of the windows that came due; how many were started."""
+async def run_debouncer(aq: AsyncQueueClient, client_id: str, poll_timeout: float = 5.0) -> None:
+    """Start debounced runs as their windows come due, until cancelled (every
+    workflow worker runs this; any number may, each window is started once)."""
+    await ensure_work_queue(aq, DEBOUNCE_QUEUE)
+    outage, backoff = Outage(log, "debouncer"), Backoff(initial=0.2)
+    while True:
+        try:
+            await start_due(aq, client_id, timeout=poll_timeout)
+        except Unavailable as exc:
+            outage.lost(exc)  # once per outage; retried with backoff
+            await anyio.sleep(backoff.next())
+        except Exception:
+            log.exception("debouncer pass failed; retrying")
+            await anyio.sleep(1.0)
+        else:
+            outage.back()
+            backoff.reset()
+
+
+async def start_due(
+    aq: AsyncQueueClient, client_id: str, batch_size: int = 16, timeout: float = 0.0
+) -> int:
+    """Start the runs of the windows that came due (waiting up to ``timeout``
+    seconds for one); how many were started."""
     try:
-        leased = await aq.lease(DEBOUNCE_QUEUE, client_id=client_id, batch_size=batch_size)
+        leased = await aq.lease(
+            DEBOUNCE_QUEUE, client_id=client_id, batch_size=batch_size, timeout=timeout
+        )
     except (QueueNotFound, RequestTimeout):
         return 0  # no window is due
     started = 0

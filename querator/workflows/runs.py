@@ -72,6 +72,10 @@ class AsyncRunHandle(Generic[R]):
         self.run_id = run_id
         """The run's id (derived from the idempotency key when one was given)."""
         self.workflow = workflow
+        self.debounced = False
+        """Whether the handle comes from a debounced start: its :meth:`result`
+        then waits for the run to be stored (until then :meth:`status` raises
+        :class:`~querator.workflows.errors.RunNotFound`)."""
 
     async def _finished(self) -> RunRecord | None:
         """The result record; for a ``compensation_failed`` saga, raises SagaFailed;
@@ -141,6 +145,21 @@ class AsyncRunHandle(Generic[R]):
         await self.aq.transact(produce={RESULTS_QUEUE: [record], meta.queue: [wake]})
         return True
 
+    async def _poll_once(self, outage: Outage, backoff: Backoff) -> tuple[RunRecord | None, float]:
+        """The result record if the run ended, and how long to wait if not."""
+        try:
+            record = await self._finished()
+        except (RunNotFound, QueueNotFound):
+            if not self.debounced:
+                raise
+            return None, WAIT_SLICE  # its debounce window is still open
+        except Unavailable as exc:  # ride through a store restart until our timeout
+            outage.lost(exc)
+            return None, backoff.next()
+        outage.back()
+        backoff.reset()
+        return record, WAIT_SLICE
+
     async def result(self, timeout: float | None = None) -> R:
         """Wait for the run to end; its result, or :class:`WorkflowFailed`.
 
@@ -156,15 +175,7 @@ class AsyncRunHandle(Generic[R]):
         watch = self.aq.watch(RESULTS_QUEUE)
         outage, backoff = Outage(log, f"run {self.run_id}: result()"), Backoff()
         while True:
-            try:
-                record = await self._finished()
-            except Unavailable as exc:  # ride through a store restart until our timeout
-                outage.lost(exc)
-                record, wait = None, backoff.next()
-            else:
-                outage.back()
-                backoff.reset()
-                wait = WAIT_SLICE
+            record, wait = await self._poll_once(outage, backoff)
             if record is not None:
                 break
             left = WAIT_SLICE if deadline is None else deadline - anyio.current_time()
@@ -318,7 +329,9 @@ async def _create(
         window = _meta(fn, args_text, wf_queue, aq.clock.now(), 0.0, started)
         run_id = await debounced_start(aq, window, debounce)
         started.created(run_id, fn.name, existing=False)
-        return AsyncRunHandle(aq, run_id, fn)
+        pending: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
+        pending.debounced = True
+        return pending
     run_id = new_run_id(idempotency_key)
     handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
     if idempotency_key is not None:
@@ -428,4 +441,6 @@ def start(
         handle = q.call(
             _create, q.aio, fn, args, kwargs, idempotency_key, wf_queue, delay, started, debounce
         )
-    return RunHandle(q, handle.run_id, fn)
+    run: RunHandle[Any] = RunHandle(q, handle.run_id, fn)
+    run._async.debounced = handle.debounced
+    return run

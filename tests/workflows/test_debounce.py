@@ -14,7 +14,8 @@ from querator.workflows.debounce import DEBOUNCE_QUEUE, Debounce, start_due
 from querator.workflows.keys import RESULTS_QUEUE, meta_key
 from querator.workflows.stored import RunMeta
 
-from .flows import Order, checkout
+from .conftest import RunWorker
+from .flows import Order, charge, checkout, reserve, ship
 
 
 def _start_due(q: Querator, until: float) -> int:
@@ -73,3 +74,12 @@ def test_bad_debounce_is_refused_before_anything_is_written(
         Debounce(**options)  # type: ignore[arg-type]
     assert caught.value.field == field
     assert DEBOUNCE_QUEUE not in {info.name for info in q.list_queues()}
+
+
+def test_a_worker_starts_the_debounced_run(q: Querator, run_worker: RunWorker) -> None:
+    bounce = Debounce(key="w", delay=0.3)
+    handles = [start(q, checkout, Order(id=f"w-{i}", cents=i), debounce=bounce) for i in range(5)]
+    assert len({h.run_id for h in handles}) == 1
+    with run_worker([checkout, reserve, charge, ship]):
+        results = [h.result(timeout=30) for h in handles]
+    assert results[0]["charged"] == 4 and all(r == results[0] for r in results)
