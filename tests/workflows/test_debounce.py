@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +19,8 @@ from querator.workflows.stored import RunMeta
 
 from .conftest import RunWorker
 from .flows import Order, charge, checkout, reserve, ship
+from .ops_procs import durable_url_for
+from .test_ops_cli import ROOT
 
 
 def _start_due(q: Querator, until: float) -> int:
@@ -83,3 +88,32 @@ def test_a_worker_starts_the_debounced_run(q: Querator, run_worker: RunWorker) -
     with run_worker([checkout, reserve, charge, ship]):
         results = [h.result(timeout=30) for h in handles]
     assert results[0]["charged"] == 4 and all(r == results[0] for r in results)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_two_processes_burst_1000_calls_into_one_run(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = durable_url_for(request, tmp_path, store)
+    with Querator(url) as q:
+        q.create_queue("bootstrap")
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.workflows.debounce_procs", url, name, "500"],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in ("p", "r")
+        ]
+        outs = [proc.communicate(timeout=240) for proc in procs]
+        assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outs]
+        ids = {run_id for out, _ in outs for run_id in out.split()}
+        assert len(ids) == 1  # every call of both processes joined one window
+        [run_id] = ids
+        assert _start_due(q, time.monotonic() + 60) == 1
+        assert q.call(start_due, q.aio, "t-debouncer") == 0
+        found = q.lookup(RESULTS_QUEUE, [meta_key(run_id)])
+        args = RunMeta.model_validate_json(found[meta_key(run_id)].payload).args
+        assert '"p-499"' in args or '"r-499"' in args  # the last call's arguments
