@@ -146,6 +146,9 @@ async def debounced_start(aq: AsyncQueueClient, meta: RunMeta, debounce: Debounc
         if current is not None and _held(current[0], now):
             await anyio.sleep(0.02)  # the window is being started: the next one opens after
             continue
+        if len(pairs) > 1:  # a writer stopped before deleting the older generation
+            await _discard(aq, pairs[1][0])
+            continue
         if current is None:
             gen, run_id, first, slot, depends = 1, new_run_id(None), now, _SLOTS[0], []
         else:
