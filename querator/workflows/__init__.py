@@ -30,6 +30,7 @@ from querator.workflows.cron.api import (
     trigger_schedule,
 )
 from querator.workflows.cron.scheduler import AsyncScheduler, Scheduler
+from querator.workflows.debounce import Debounce
 from querator.workflows.durable import (
     agather,
     asleep,
@@ -107,6 +108,7 @@ __all__ = [
     "AsyncRunHandle",
     "AsyncScheduler",
     "AsyncWorker",
+    "Debounce",
     "Defer",
     "DurableFunction",
     "IdempotencyConflict",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Coroutine
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, overload
 
 import anyio
@@ -17,6 +17,7 @@ from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration, check_name
 from querator.telemetry import runs as runs_telemetry
+from querator.workflows.debounce import Debounce, debounced_start
 from querator.workflows.engine.commit import Produce, merge_items, transact_creating
 from querator.workflows.errors import (
     IdempotencyConflict,
@@ -71,6 +72,10 @@ class AsyncRunHandle(Generic[R]):
         self.run_id = run_id
         """The run's id (derived from the idempotency key when one was given)."""
         self.workflow = workflow
+        self.debounced = False
+        """Whether the handle comes from a debounced start: its :meth:`result`
+        then waits for the run to be stored (until then :meth:`status` raises
+        :class:`~querator.workflows.errors.RunNotFound`)."""
 
     async def _finished(self) -> RunRecord | None:
         """The result record; for a ``compensation_failed`` saga, raises SagaFailed;
@@ -140,6 +145,21 @@ class AsyncRunHandle(Generic[R]):
         await self.aq.transact(produce={RESULTS_QUEUE: [record], meta.queue: [wake]})
         return True
 
+    async def _poll_once(self, outage: Outage, backoff: Backoff) -> tuple[RunRecord | None, float]:
+        """The result record if the run ended, and how long to wait if not."""
+        try:
+            record = await self._finished()
+        except (RunNotFound, QueueNotFound):
+            if not self.debounced:
+                raise
+            return None, WAIT_SLICE  # its debounce window is still open
+        except Unavailable as exc:  # ride through a store restart until our timeout
+            outage.lost(exc)
+            return None, backoff.next()
+        outage.back()
+        backoff.reset()
+        return record, WAIT_SLICE
+
     async def result(self, timeout: float | None = None) -> R:
         """Wait for the run to end; its result, or :class:`WorkflowFailed`.
 
@@ -155,15 +175,7 @@ class AsyncRunHandle(Generic[R]):
         watch = self.aq.watch(RESULTS_QUEUE)
         outage, backoff = Outage(log, f"run {self.run_id}: result()"), Backoff()
         while True:
-            try:
-                record = await self._finished()
-            except Unavailable as exc:  # ride through a store restart until our timeout
-                outage.lost(exc)
-                record, wait = None, backoff.next()
-            else:
-                outage.back()
-                backoff.reset()
-                wait = WAIT_SLICE
+            record, wait = await self._poll_once(outage, backoff)
             if record is not None:
                 break
             left = WAIT_SLICE if deadline is None else deadline - anyio.current_time()
@@ -240,6 +252,7 @@ async def start_async(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -253,6 +266,7 @@ async def start_async(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -265,19 +279,30 @@ async def start_async(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
-    wf_queue = check_start(fn, idempotency_key, queue, delay)
+    wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
     with runs_telemetry.starting(fn.name, wf_queue) as started:
-        made = await create_run(aq, fn, args, kwargs, idempotency_key, wf_queue, delay, started)
+        made = await create_run(
+            aq, fn, args, kwargs, idempotency_key, wf_queue, delay, started, debounce=debounce
+        )
     return made[0]
 
 
 def check_start(
-    fn: WorkflowFunction[..., Any], idempotency_key: str | None, queue: str | None, delay: float
+    fn: WorkflowFunction[..., Any],
+    idempotency_key: str | None,
+    queue: str | None,
+    delay: float,
+    debounce: Debounce | None = None,
 ) -> str:
     """The run's workflow queue, once the options are checked."""
+    if debounce is not None and not isinstance(debounce, Debounce):
+        raise InvalidArgument("debounce", f"must be a Debounce, got {type(debounce).__name__}")
+    if debounce is not None and (idempotency_key is not None or delay):
+        raise InvalidArgument("debounce", "cannot be combined with idempotency_key or delay")
     if not isinstance(fn, WorkflowFunction):
         raise InvalidArgument("fn", f"{fn!r} is not a @workflow function")
     if idempotency_key is not None and not idempotency_key:
@@ -297,11 +322,20 @@ async def create_run(
     delay: float,
     started: runs_telemetry.Started,
     then: Callable[[str], Produce] | None = None,
+    debounce: Debounce | None = None,
 ) -> tuple[AsyncRunHandle[Any], bool]:
     """Store a new run (unless ``idempotency_key`` names one), traced by
     ``started``, with ``then(run_id)``'s items in its transaction: its handle,
-    and whether it was created (False: it existed)."""
+    and whether it was created (False: it existed). With ``debounce``, record
+    the call in its window (:mod:`querator.workflows.debounce`)."""
     args_text = fn.codec.encode_args(args, kwargs)
+    if debounce is not None:
+        window = _meta(fn, args_text, wf_queue, aq.clock.now(), 0.0, started)
+        run_id = await debounced_start(aq, window, debounce)
+        started.created(run_id, fn.name, existing=False)
+        pending: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
+        pending.debounced = True
+        return pending, True
     run_id = new_run_id(idempotency_key)
     handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
     if idempotency_key is not None:
@@ -316,11 +350,28 @@ async def create_run(
                 raise IdempotencyConflict(idempotency_key, run_id, other, fn.name)
             started.created(run_id, fn.name, existing=True)
             return handle, False
-    now = aq.clock.now()
+    meta = _meta(fn, args_text, wf_queue, aq.clock.now(), delay, started)
+    # One transaction; the queues are created the first time only (a fresh
+    # run id needs no lookup: its records cannot exist yet).
+    items = start_items(run_id, meta, delay)
+    await transact_creating(aq, [], merge_items(items, then(run_id)) if then else items)
+    started.created(run_id, fn.name, existing=False)
+    return handle, True
+
+
+def _meta(
+    fn: WorkflowFunction[..., Any],
+    args_text: str,
+    wf_queue: str,
+    now: datetime,
+    delay: float,
+    started: runs_telemetry.Started,
+) -> RunMeta:
+    """A new run's meta record."""
     deadline = None
     if fn.timeout is not None:
         deadline = now + timedelta(seconds=delay + fn.timeout)
-    meta = RunMeta(
+    return RunMeta(
         workflow=fn.name,
         args=args_text,
         queue=wf_queue,
@@ -328,12 +379,6 @@ async def create_run(
         deadline=deadline,
         trace=started.carrier,
     )
-    # One transaction; the queues are created the first time only (a fresh
-    # run id needs no lookup: its records cannot exist yet).
-    items = start_items(run_id, meta, delay)
-    await transact_creating(aq, [], merge_items(items, then(run_id)) if then else items)
-    started.created(run_id, fn.name, existing=False)
-    return handle, True
 
 
 @overload
@@ -345,6 +390,7 @@ def start(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -358,6 +404,7 @@ def start(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -370,6 +417,7 @@ def start(
     idempotency_key: str | None = None,
     queue: str | None = None,
     delay: float = 0.0,
+    debounce: Debounce | None = None,
     **kwargs: Any,
 ) -> RunHandle[Any]:
     """Start a run of workflow ``fn(*args, **kwargs)``; returns its handle at once.
@@ -385,12 +433,29 @@ def start(
     run's first replay wait that long (a workflow ``timeout`` counts from then).
     Arguments that cannot be serialised raise
     :class:`~querator.errors.InvalidArgument` here.
+
+    With ``debounce`` (:class:`~querator.workflows.debounce.Debounce`) the call
+    joins the burst of calls with the same workflow and key: one run starts
+    ``delay`` after the burst's last call with that call's arguments, and every
+    call of the burst returns a handle to that one run (see docs/flow-control.md).
     """
-    wf_queue = check_start(fn, idempotency_key, queue, delay)
+    wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
     # The span is opened here, in the caller's thread, so its parent is the
     # caller's current span (the client's event loop runs in another thread).
     with runs_telemetry.starting(fn.name, wf_queue) as started:
         handle, _ = q.call(
-            create_run, q.aio, fn, args, kwargs, idempotency_key, wf_queue, delay, started
+            create_run,
+            q.aio,
+            fn,
+            args,
+            kwargs,
+            idempotency_key,
+            wf_queue,
+            delay,
+            started,
+            None,
+            debounce,
         )
-    return RunHandle(q, handle.run_id, fn)
+    run: RunHandle[Any] = RunHandle(q, handle.run_id, fn)
+    run._async.debounced = handle.debounced
+    return run

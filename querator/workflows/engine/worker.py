@@ -27,6 +27,7 @@ from querator.tasks.functions import TaskFunction
 from querator.tasks.layout import is_task
 from querator.tasks.runner import TaskRunner
 from querator.workflows.cron.scheduler import AsyncScheduler
+from querator.workflows.debounce import run_debouncer
 from querator.workflows.engine.commit import ensure_work_queue
 from querator.workflows.engine.driver import Engine
 from querator.workflows.engine.execute import StepRunner
@@ -214,6 +215,8 @@ class AsyncWorker(LeaseWorker):
         group.start_soon(self._heartbeat.run)  # the registry of workers
         if self.scheduler is not None:
             group.start_soon(self.scheduler.arun)
+        if self.served.workflow_queues:  # debounced starts (workflows/debounce.py)
+            group.start_soon(run_debouncer, self.aq, self.client_id, self.poll_timeout)
 
     def _leaser(self, queue: str) -> Callable[[int], Awaitable[list[Leased]]]:
         """How :meth:`_lease_loop` leases from ``queue`` (the kinds served there only)."""
