@@ -118,8 +118,8 @@ typescript_client() {
 }
 step "typescript client (clients/typescript)" typescript_client
 
-echo "---- pytest -n 2 $*" >&2
-pytest -n 2 "$@"
+echo "---- pytest -n 2 --durations=30 $*" >&2
+pytest -n 2 --durations=30 "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
     failed+=("pytest (no tests were collected)")

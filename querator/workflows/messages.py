@@ -98,20 +98,26 @@ async def send_async(
 ) -> None:
     """:func:`send` for async callers (an :class:`AsyncQueueClient`)."""
     run_id, text = _check_send(run_id, topic, value, idempotency_key)
+    message = message_item(run_id, topic, text, idempotency_key)
+    keys = [meta_key(run_id), result_key(run_id)]
+    if idempotency_key is not None and message.dedup_key is not None:
+        keys.append(message.dedup_key)
     try:
-        found = await aq.lookup(RESULTS_QUEUE, [meta_key(run_id), result_key(run_id)])
+        found = await aq.lookup(RESULTS_QUEUE, keys)
     except QueueNotFound:
         found = {}
     stored = found.get(meta_key(run_id))
     if stored is None:
         raise RunNotFound(run_id)
+    if len(keys) == 3 and keys[2] in found:
+        return  # a resend of a message the run already has: a no-op, ended or not
     if result_key(run_id) in found:
         raise RunFinished(run_id)
     meta = RunMeta.model_validate_json(stored.payload)
     wake = wake_item(run_id, f"msg-{uuid.uuid4().hex}", trace=meta.trace, workflow=meta.workflow)
     await aq.commit(
         produce={
-            RESULTS_QUEUE: [message_item(run_id, topic, text, idempotency_key)],
+            RESULTS_QUEUE: [message],
             meta.queue: [wake],
         },
         silent=(RESULTS_QUEUE,),
@@ -130,8 +136,9 @@ def send(
     The message waits in the run's mailbox until a ``recv(topic)`` of the run
     reads it (each message is read once, in send order per topic); a run
     waiting in ``recv`` is woken by this commit. With ``idempotency_key``,
-    sending again with the same key (to the same run and topic) is a no-op.
-    Raises :class:`~querator.workflows.errors.RunNotFound` for an unknown run,
+    sending again with the same key (to the same run and topic) is a no-op,
+    also once the run has ended. Raises
+    :class:`~querator.workflows.errors.RunNotFound` for an unknown run,
     :class:`~querator.workflows.errors.RunFinished` for one that has ended and
     :class:`~querator.errors.InvalidArgument` for a bad topic, key or value
     (nothing is written then).

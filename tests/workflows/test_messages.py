@@ -128,6 +128,12 @@ def test_each_message_read_once_and_a_resend_with_its_key_is_a_no_op(
     with run_worker([inbox]):
         assert run.result(timeout=20) == ["a", "b", None]
     assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"))) == 2
+    # A late resend of a message the run had stays a no-op after the run ended;
+    # a new message to the ended run is refused.
+    send(q, run.run_id, "t", "a", idempotency_key="k1")
+    with pytest.raises(RunFinished):
+        send(q, run.run_id, "t", "c", idempotency_key="k2")
+    assert len(q.scan_keys(RESULTS_QUEUE, message_prefix(run.run_id, "t"))) == 2
 
 
 def test_replays_read_the_same_messages_at_the_same_positions(
