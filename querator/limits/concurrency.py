@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from querator.errors import InvalidArgument
+from querator.limits.rate import RateLimit
 from querator.limits.rules import check_key
 from querator.locks.names import DEFAULT_LEASE, MAX_NAME, check_lease, check_limit, check_lock_name
 
@@ -88,3 +89,17 @@ def key_of(fn: Callable[..., Any] | None, args: Sequence[Any], kwargs: Mapping[s
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     return check_key(value)
+
+
+def limit_keys(
+    concurrency: Concurrency | None,
+    rate_limit: RateLimit | None,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> tuple[str, str]:
+    """The keys of a call under its concurrency and rate limits ("-" without
+    one); :class:`~querator.errors.InvalidArgument` when a key function raises."""
+    return (
+        key_of(concurrency.key if concurrency else None, args, kwargs),
+        key_of(rate_limit.key if rate_limit else None, args, kwargs),
+    )

@@ -14,7 +14,7 @@ from typing import Any, Generic, ParamSpec, TypedDict, TypeVar
 from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument
-from querator.limits.concurrency import Concurrency, key_of
+from querator.limits.concurrency import Concurrency, limit_keys
 from querator.limits.rate import RateLimit
 from querator.queue.options import check_options
 from querator.queue.validation import check_duration, check_name
@@ -115,11 +115,7 @@ class TaskSpec(Generic[P, R]):
     def limit_keys(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str]:
         """The keys of a call under its concurrency and rate limits ("-" without
         one); :class:`~querator.errors.InvalidArgument` when a key function raises."""
-        concurrency, rate = self.concurrency, self.rate_limit
-        return (
-            key_of(concurrency.key if concurrency else None, args, kwargs),
-            key_of(rate.key if rate else None, args, kwargs),
-        )
+        return limit_keys(self.concurrency, self.rate_limit, args, kwargs)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the function now, in this process (no queue involved)."""
