@@ -298,6 +298,14 @@ def worker_app() -> Any:
 def tokens_create(
     name: Annotated[str, typer.Argument(help="What the token is for.")],
     scope: Annotated[str, typer.Option(help="metrics, read, write or admin.")] = "write",
+    for_namespaces: Annotated[
+        str | None,
+        typer.Option(
+            "--for-namespaces",
+            help="Comma-separated namespaces the token is valid for (default: every one "
+            "the server serves).",
+        ),
+    ] = None,
     url: Url = DEFAULT_URL,
     dsn: OldDsn = None,
 ) -> None:
@@ -305,14 +313,15 @@ def tokens_create(
     from querator.http.auth import create_token
 
     url = _chosen_url(url, dsn)
+    allowed = None if for_namespaces is None else [n.strip() for n in for_namespaces.split(",")]
     with _reporting(), _store(url) as q:
-        token, _ = q.call(create_token, q.aio, name, scope)
+        token, _ = q.call(create_token, q.aio, name, scope, allowed)
         typer.echo(token)
 
 
 @tokens_app.command("list")
 def tokens_list(url: Url = DEFAULT_URL, as_json: AsJson = False, dsn: OldDsn = None) -> None:
-    """The tokens: id, scope, name, creation time (never the secret)."""
+    """The tokens: id, scope, name, creation time, namespaces (never the secret)."""
     from querator.http.auth import list_tokens
 
     with _reporting(), _store(_chosen_url(url, dsn)) as q:
@@ -320,8 +329,11 @@ def tokens_list(url: Url = DEFAULT_URL, as_json: AsJson = False, dsn: OldDsn = N
         if as_json:
             _json_list(tokens, exclude={"secret_sha256"})
             return
-        rows = [["ID", "SCOPE", "NAME", "CREATED"]]
-        rows += [[t.id, t.scope, t.name, _when(t.created_at)] for t in tokens]
+        rows = [["ID", "SCOPE", "NAME", "CREATED", "NAMESPACES"]]
+        rows += [
+            [t.id, t.scope, t.name, _when(t.created_at), ",".join(t.namespaces or ["*"])]
+            for t in tokens
+        ]
         _table(rows)
 
 

@@ -34,6 +34,7 @@ from querator.http.namespaces import NAMESPACE_HEADER, Namespaces
 from querator.http.openapi import DOCS_PAGE, openapi_document
 from querator.http.rpc import Answer, BadRequest, Endpoint, call, error_response, read_body
 from querator.http.wire.queue import Reply
+from querator.queue.backends.namespaces import split_namespace
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry import prometheus
 from querator.telemetry.requests import joined
@@ -174,8 +175,9 @@ class _Api:
         assert self.namespaces is not None, "the app's lifespan has not started"
         try:
             header = request.headers.get("authorization")
-            await state.tokens.check(header, endpoint.scope)
-            state = await self.namespaces.state_of(request.headers.get(NAMESPACE_HEADER))
+            wanted = request.headers.get(NAMESPACE_HEADER)
+            await state.tokens.check(header, endpoint.scope, wanted)
+            state = await self.namespaces.state_of(wanted)
             body = await read_body(request, endpoint)
             if endpoint.path in self.generic:
                 internal.guard(body, writes=endpoint.scope != READ)
@@ -241,7 +243,7 @@ def create_app(
             AsyncQueueClient(url, **(client_options or {})) as aq,
             contextlib.AsyncExitStack() as others,
         ):
-            tokens = TokenCheck(aq, auth)
+            tokens = TokenCheck(aq, auth, split_namespace(url)[1])
             await tokens.start()
             hooks = AsyncWebhooks(aq, webhook_settings)
             state = api.state = ServerState(aq, tokens, hooks, dict(functions or {}))

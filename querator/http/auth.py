@@ -12,6 +12,10 @@ revoked or expires (then it refuses everything). It requires them when it is
 bound to a public address, when the store has (or ever had) tokens — the
 queue ``querator.tokens`` exists — or once a token appears while it runs;
 only ``querator serve --no-auth``, on a loopback address, serves without.
+
+A token is valid for every namespace the server serves, or only for those it
+names (``querator tokens create NAME --for-namespaces acme,globex``): a call
+for another namespace is refused (Forbidden) before the server opens it.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import hmac
 import logging
 import secrets
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from querator.errors import Forbidden, InvalidArgument, Unauthorized
+from querator.queue.backends.namespaces import DEFAULT_NAMESPACE, check_namespace
 from querator.queue.models import Item, QueueSettings, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION
@@ -42,6 +48,8 @@ AuthMode = Literal["off", "auto", "on"]
 """How a server checks tokens: ``off`` (``--no-auth``, loopback only: open),
 ``on`` (required from the start) or ``auto`` (required as soon as the store has
 the tokens queue, at start-up or later; open until then)."""
+MAX_TOKEN_NAMESPACES = 64
+"""The most namespaces one token may name."""
 REFRESH = 2.0
 """Seconds the server trusts its copy of the token list (a revoke applies within this)."""
 
@@ -60,6 +68,31 @@ class TokenRecord(BaseModel):
     secret_sha256: str
     """Hex SHA-256 of the secret."""
     created_at: datetime
+    namespaces: tuple[str, ...] | None = None
+    """The namespaces the token is valid for; None (tokens made before this
+    field, or without ``--for-namespaces``): every one the server serves."""
+
+    def allows(self, namespace: str) -> bool:
+        """True when the token is valid for calls to ``namespace``."""
+        return self.namespaces is None or namespace in self.namespaces
+
+
+def token_namespaces(names: Collection[str] | None) -> tuple[str, ...] | None:
+    """The namespaces a new token is for, checked (InvalidArgument for a bad
+    or repeated name, none, or more than :data:`MAX_TOKEN_NAMESPACES`); None:
+    every namespace the server serves."""
+    if names is None:
+        return None
+    checked = tuple(check_namespace(name) for name in names)
+    if not checked:
+        raise InvalidArgument("namespaces", "must name at least one namespace (or be omitted)")
+    if len(checked) > MAX_TOKEN_NAMESPACES:
+        raise InvalidArgument(
+            "namespaces", f"at most {MAX_TOKEN_NAMESPACES} namespaces, got {len(checked)}"
+        )
+    if len(set(checked)) != len(checked):
+        raise InvalidArgument("namespaces", f"names a namespace twice: {', '.join(checked)}")
+    return checked
 
 
 def _digest(secret: str) -> str:
@@ -73,8 +106,12 @@ def _parse(token: str) -> tuple[str, str] | None:
     return parts[1], parts[2]
 
 
-async def create_token(aq: AsyncQueueClient, name: str, scope: str) -> tuple[str, TokenRecord]:
-    """Store a new token; returns the token text (shown once) and its record."""
+async def create_token(
+    aq: AsyncQueueClient, name: str, scope: str, namespaces: Collection[str] | None = None
+) -> tuple[str, TokenRecord]:
+    """Store a new token; returns the token text (shown once) and its record.
+    ``namespaces``: those it is valid for (None: every one the server serves)."""
+    allowed = token_namespaces(namespaces)
     if scope not in SCOPES:
         raise InvalidArgument("scope", f"must be one of {', '.join(SCOPES)}, got {scope!r}")
     if not name.strip() or len(name) > 200:
@@ -87,6 +124,7 @@ async def create_token(aq: AsyncQueueClient, name: str, scope: str) -> tuple[str
         scope=scope,
         secret_sha256=_digest(secret),
         created_at=datetime.now(UTC),
+        namespaces=allowed,
     )
     item = Item(payload=record.model_dump_json().encode(), kind=TOKEN_KIND, dedup_key=token_id)
     await aq.produce(TOKENS_QUEUE, [item])
@@ -138,9 +176,12 @@ class TokenCheck:
     set then refuses every call.
     """
 
-    def __init__(self, aq: AsyncQueueClient, mode: AuthMode = "auto") -> None:
+    def __init__(
+        self, aq: AsyncQueueClient, mode: AuthMode = "auto", own: str = DEFAULT_NAMESPACE
+    ) -> None:
         self._aq = aq
         self._mode = mode
+        self._own = own
         self._tokens: dict[str, TokenRecord] = {}
         self._read_at = float("-inf")
 
@@ -173,8 +214,9 @@ class TokenCheck:
             self._read_at = time.monotonic()
         return self._tokens
 
-    async def check(self, header: str | None, scope: str) -> None:
-        """Raise Unauthorized or Forbidden unless the header allows ``scope``."""
+    async def check(self, header: str | None, scope: str, namespace: str | None = None) -> None:
+        """Raise Unauthorized or Forbidden unless the header allows ``scope`` in
+        ``namespace`` (None: the server's own)."""
         if self._mode == "off":
             return
         tokens = await self._current()
@@ -197,3 +239,7 @@ class TokenCheck:
             raise Unauthorized("api key is invalid")
         if SCOPES.index(record.scope) < SCOPES.index(scope):
             raise Forbidden(f"access denied; the token's scope is {record.scope}, {scope} needed")
+        wanted = self._own if namespace is None else namespace
+        if not record.allows(wanted):
+            names = ", ".join(record.namespaces or ())
+            raise Forbidden(f"access denied; the token is for namespaces {names}, not {wanted!r}")

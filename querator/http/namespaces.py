@@ -9,8 +9,10 @@ is asked for, the first time, and keeps it until it stops. It never creates a
 namespace: on PostgreSQL and SQLite a namespace must exist (``querator
 namespaces create``); a ``memory://`` server gives each namespace a store of
 its own. Tokens are the server's (those of its own namespace): a token valid
-on the server is valid for every namespace it serves, with the same scope, so
-serving another namespace is the operator's explicit choice.
+on the server is valid for every namespace it serves, with the same scope,
+unless it was made for some namespaces only (``--for-namespaces``,
+:mod:`querator.http.auth`), so serving another namespace is the operator's
+explicit choice.
 """
 
 from __future__ import annotations

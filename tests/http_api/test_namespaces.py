@@ -13,6 +13,7 @@ import pytest
 from http_server import serve
 from pg_schemas import drop_schema
 
+from http_api.token_cli import cli
 from querator import Item, QueueSettings
 from querator import Querator as Library
 from querator.errors import Forbidden, InvalidArgument, QueratorError, Unauthorized
@@ -148,6 +149,48 @@ def test_tokens_are_the_servers_in_every_namespace(store: str) -> None:
                 reader.create_queue("orders", QueueSettings())
         with Querator(url, namespace="acme", token=stray) as other, pytest.raises(Unauthorized):
             other.list_queues()
+
+
+def test_a_token_for_some_namespaces_opens_only_those(store: str) -> None:
+    """``--for-namespaces``: a token valid in acme only is refused in globex and
+    in the server's own namespace, before the server opens them; a token made
+    without it opens every namespace the server serves."""
+    with Library(store) as q:
+        acme_only, record = q.call(create_token, q.aio, "acme-ci", "admin", ["acme"])
+        everywhere, _ = q.call(create_token, q.aio, "ops", "read")
+    assert record.namespaces == ("acme",)
+    with serve(store, "--serve-namespaces", "*") as url:
+        with Querator(url, namespace="acme", token=acme_only) as acme:
+            acme.create_queue("orders", QueueSettings())
+        for other in ("globex", None):
+            with (
+                Querator(url, namespace=other, token=acme_only) as refused,
+                pytest.raises(Forbidden, match=f"namespaces acme, not '{other or 'default'}'"),
+            ):
+                refused.list_queues()
+        for namespace in ("acme", "globex", None):
+            with Querator(url, namespace=namespace, token=everywhere) as anywhere:
+                anywhere.list_queues()
+    with Library(store, namespace="globex") as lib:
+        assert lib.list_queues() == []
+
+
+def test_the_cli_makes_and_lists_tokens_for_namespaces(store: str) -> None:
+    made = cli("tokens", "create", "ci", "--for-namespaces", "acme,globex", "--url", store)
+    assert made.returncode == 0, made.stderr
+    listed = cli("tokens", "list", "--url", store)
+    assert listed.stdout.splitlines()[1].split()[-1] == "acme,globex"
+    bad = cli("tokens", "create", "ci", "--for-namespaces", "Bad Name", "--url", store)
+    assert bad.returncode != 0
+    assert "namespace" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("names", [[], ["Bad Name"], ["acme", "acme"]])
+def test_a_token_for_bad_namespaces_is_refused_and_not_stored(store: str, names: list[str]) -> None:
+    with Library(store) as q:
+        with pytest.raises(InvalidArgument, match="namespace"):
+            q.call(create_token, q.aio, "ci", "write", names)
+        assert "querator.tokens" not in [info.name for info in q.list_queues()]
 
 
 def test_a_server_serves_only_the_namespaces_it_is_told(store: str) -> None:
