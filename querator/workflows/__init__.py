@@ -42,7 +42,7 @@ from querator.workflows.durable import (
     sleep_until,
     sleep_until_async,
 )
-from querator.workflows.engine.context import StepHandle
+from querator.workflows.engine.context import ChildHandle, StepHandle
 from querator.workflows.engine.worker import AsyncWorker, Worker
 from querator.workflows.errors import (
     Defer,
@@ -93,6 +93,7 @@ from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
 from querator.workflows.sagas.core import SagaFunction, saga
 from querator.workflows.step_context import StepContext, current_step
+from querator.workflows.stored import ParentClosePolicy
 from querator.workflows.streams import (
     StreamPage,
     close_stream,
@@ -108,11 +109,13 @@ __all__ = [
     "AsyncRunHandle",
     "AsyncScheduler",
     "AsyncWorker",
+    "ChildHandle",
     "Debounce",
     "Defer",
     "DurableFunction",
     "IdempotencyConflict",
     "NonDeterminism",
+    "ParentClosePolicy",
     "ReplayCheck",
     "ResultNotEncodable",
     "RetryDecision",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from collections.abc import Callable
@@ -16,8 +17,9 @@ from querator.queue.options import check_options
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.codec import Codec
 from querator.workflows.cron.schedules import check_cron
-from querator.workflows.engine.context import CURRENT, StepHandle, Undo
+from querator.workflows.engine.context import CURRENT, ChildHandle, ChildSpec, StepHandle, Undo
 from querator.workflows.retry import RetryPolicy
+from querator.workflows.stored import ParentClosePolicy
 
 __all__ = [
     "COMPENSATION_RETRY",
@@ -284,6 +286,9 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
         it (None: until the results queue expires it, 366 days)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"workflow {self.name!r}")
+        self.parent_close_policy: ParentClosePolicy = "cancel"
+        """Run as a child: what its parent's end does to it while it runs (see
+        :meth:`with_options`)."""
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -294,10 +299,48 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
         ctx = CURRENT.get()
         if ctx is None:
             return self.fn(*args, **kwargs)
-        value = ctx.child(self.name, self.queue, self.timeout, self.codec, args, kwargs)
+        value = ctx.child(self._spec(), args, kwargs)
         if self.is_async:
             return _resolved(value)  # type: ignore[return-value]
         return value  # type: ignore[no-any-return]
+
+    def spawn(self, *args: P.args, **kwargs: P.kwargs) -> ChildHandle[R]:
+        """Inside a workflow body: start this workflow as a child run without
+        waiting; ``gather`` the handle (beside step handles) for its result.
+
+        The children of one ``gather`` are started together, in the commit that
+        parks the body, and run in parallel on any workers serving them; each
+        spawn takes the next position of the body, like a call. A child that
+        fails makes ``gather`` raise :class:`StepFailed`, as a failed step does.
+        Outside a workflow body the body runs at once, in-process (an async
+        one's coroutine is awaited by ``gather_async``).
+        """
+        ctx = CURRENT.get()
+        if ctx is None:
+            return ChildHandle(self.name, -1, self.codec, value=self.fn(*args, **kwargs))
+        return ctx.spawn_child(self._spec(), args, kwargs)
+
+    def with_options(self, *, parent_close_policy: ParentClosePolicy) -> WorkflowFunction[P, R]:
+        """This workflow with other options for the child runs started through it
+        (``child.with_options(parent_close_policy="abandon").spawn(x)``).
+
+        ``parent_close_policy`` says what becomes of the child, if it still runs,
+        when its parent ends without a result (cancelled, failed, timed out):
+        ``"cancel"`` (the default) cancels it, ``"abandon"`` lets it run on,
+        ``"wait"`` has the parent's end wait for the child's own end (see
+        :data:`~querator.workflows.stored.ParentClosePolicy`).
+        """
+        if parent_close_policy not in ("cancel", "abandon", "wait"):
+            raise InvalidArgument(
+                "parent_close_policy",
+                f"must be 'cancel', 'abandon' or 'wait', got {parent_close_policy!r}",
+            )
+        other = copy.copy(self)
+        other.parent_close_policy = parent_close_policy
+        return other
+
+    def _spec(self) -> ChildSpec:
+        return ChildSpec(self.name, self.queue, self.timeout, self.codec, self.parent_close_policy)
 
     def __repr__(self) -> str:
         return f"<workflow {self.name!r}>"

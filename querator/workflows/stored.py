@@ -66,6 +66,29 @@ class ParentLink(StoredModel):
     """The parent's workflow (its wake task's kind); empty in links written before routing."""
 
 
+ParentClosePolicy = Literal["cancel", "abandon", "wait"]
+"""What becomes of a running child run when its parent ends without a result
+(cancelled, failed, timed out); Temporal's ``ParentClosePolicy``:
+
+- ``"cancel"`` (``REQUEST_CANCEL``, the default): the parent's end asks the
+  child to cancel, in the same transaction;
+- ``"abandon"`` (``ABANDON``): the child runs on, on its own;
+- ``"wait"``: the parent's end waits until the child ended on its own (the
+  parent reads ``"running"`` until then).
+"""
+
+
+class ChildLink(StoredModel):
+    """``{run}/child/{position}``: a child run started at ``position``."""
+
+    run_id: str
+    workflow: str
+    queue: str
+    """The child's workflow queue (for its cancel wake)."""
+    position: int
+    policy: ParentClosePolicy = "cancel"
+
+
 class RunMeta(StoredModel):
     """``{run}/meta``: what was started."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
@@ -18,7 +18,7 @@ from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry import workflow_metrics
 from querator.telemetry.runs import RUN_ID, starting
-from querator.workflows.engine.context import Child
+from querator.workflows.engine.context import Child, Gather, starts_runs
 from querator.workflows.keys import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
@@ -125,20 +125,34 @@ def parent_items(meta: RunMeta, final: RunRecord) -> Produce:
 
 @contextmanager
 def child_started(parent_trace: Mapping[str, str], request: R) -> Iterator[R]:
-    """For a :class:`Child` request: its ``start`` span (a child of the parent
-    run's trace context ``parent_trace``), current while the request is
-    committed, and the request with the child's meta carrying the span's context
-    (the child's spans nest under it). Other requests pass through."""
-    if not isinstance(request, Child):
+    """For a :class:`Child` request (or a gather starting children): a ``start``
+    span per child (a child of the parent run's trace context ``parent_trace``),
+    open while the request is committed, and the request with each child's meta
+    carrying its span's context (the child's spans nest under it). Other
+    requests pass through."""
+    if isinstance(request, Child):
+        with _child_span(parent_trace, request) as child:
+            yield cast(R, child)
+    elif isinstance(request, Gather) and starts_runs(request):
+        with ExitStack() as stack:
+            members = tuple(
+                stack.enter_context(_child_span(parent_trace, m)) if isinstance(m, Child) else m
+                for m in request.members
+            )
+            yield cast(R, replace(request, members=members))
+    else:
         yield request
-        return
-    meta = request.meta
+
+
+@contextmanager
+def _child_span(parent_trace: Mapping[str, str], child: Child) -> Iterator[Child]:
+    meta = child.meta
     with starting(meta.workflow, meta.queue, parent=parent_trace) as started:
         if started.span.is_recording():
-            started.span.set_attribute(RUN_ID, request.run_id)
+            started.span.set_attribute(RUN_ID, child.run_id)
         if started.carrier:
             meta = meta.model_copy(update={"trace": started.carrier})
-        yield cast(R, replace(request, meta=meta))
+        yield replace(child, meta=meta)
 
 
 def log_final(run_id: str, final: RunRecord) -> None:

@@ -32,10 +32,10 @@ from querator.workflows.engine.commit import (
     transact_creating,
 )
 from querator.workflows.engine.context import (
-    Child,
     Request,
     StepCall,
     request_items,
+    started_children,
     waited_positions,
 )
 from querator.workflows.engine.decisions import Commit, Compensate, End, Hold, Park, WakeRun
@@ -142,8 +142,8 @@ class Committer:
             raise
         live.request = request
         self.live.keep(live)
-        if isinstance(request, Child):
-            workflow_metrics.run_started(request.meta.workflow)
+        for child in started_children(request):
+            workflow_metrics.run_started(child.meta.workflow)
         if claim is None or result is None:
             return None
         [mine] = result.leased.get(claim.queue, [None])

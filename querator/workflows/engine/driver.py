@@ -53,6 +53,7 @@ from querator.workflows.engine.context import (
     Request,
     Sleep,
     StepCall,
+    starts_runs,
     waited_positions,
 )
 from querator.workflows.engine.decisions import (
@@ -293,7 +294,7 @@ class Engine:
         if meta is not None and wf is not None:
             live = new_live(run_id, wf, started(meta), self.aq.clock)
             message = await resume(self.aq, live)
-            if isinstance(message, StepCall | Gather):
+            if isinstance(message, StepCall | Gather) and not starts_runs(message):
                 await self._drive(live, hand, message)
                 return
             await live.close()  # it would do more than dispatch steps: from what is stored
