@@ -130,7 +130,9 @@ class AsyncRunHandle(Generic[R]):
         Writes ``{run}/cancel`` and a wake task: the next replay ends the run
         (:meth:`result` then raises :class:`WorkflowCancelled`), and steps not
         yet started are skipped. A step already running finishes, but its
-        result is not used. Child runs are not cancelled with their parent.
+        result is not used. The run's running children are then closed by
+        their parent-close policy (``"cancel"`` by default: cancelled with it;
+        see :meth:`WorkflowFunction.with_options`).
         """
         keys = [meta_key(self.run_id), result_key(self.run_id)]
         found = await self.aq.lookup(RESULTS_QUEUE, keys)

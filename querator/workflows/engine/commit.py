@@ -19,6 +19,7 @@ from querator.queue.service import AsyncQueueClient
 from querator.telemetry import workflow_metrics
 from querator.telemetry.runs import RUN_ID, starting
 from querator.workflows.engine.context import Child, Gather, starts_runs
+from querator.workflows.engine.parent_close import closing
 from querator.workflows.keys import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
@@ -175,9 +176,18 @@ async def commit_final(
     final: RunRecord,
 ) -> None:
     """End the run with ``final``: its final items (and ``produce``) committed
-    with ``held`` completed; logged, and counted once committed."""
+    with ``held`` completed, its running children closed by their policies
+    (:mod:`.parent_close`); logged, and counted once committed. While a child
+    with the ``wait`` policy runs, the run does not end yet: ``held`` is
+    completed with ``produce`` only, and that child's end wakes the run."""
+    closed, wait = await closing(aq, run_id, final)
+    if wait:
+        log.info("run %s ends once its children with parent_close_policy 'wait' end", run_id)
+        await commit_held(aq, held, merge_items(produce, closed))
+        return
     log_final(run_id, final)
-    if await commit_held(aq, held, merge_items(produce, final_items(run_id, meta, final))):
+    ended = merge_items(produce, closed, final_items(run_id, meta, final))
+    if await commit_held(aq, held, ended):
         workflow_metrics.run_ended(meta.workflow, final.final_status())
 
 
