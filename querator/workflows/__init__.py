@@ -49,6 +49,7 @@ from querator.workflows.errors import (
     IdempotencyConflict,
     NonDeterminism,
     ResultNotEncodable,
+    RunExists,
     RunFinished,
     RunNotFound,
     SagaFailed,
@@ -66,6 +67,7 @@ from querator.workflows.functions import (
     step,
     workflow,
 )
+from querator.workflows.idempotency import IdReusePolicy
 from querator.workflows.inspection import (
     RunInfo,
     StepInfo,
@@ -113,6 +115,7 @@ __all__ = [
     "Debounce",
     "Defer",
     "DurableFunction",
+    "IdReusePolicy",
     "IdempotencyConflict",
     "NonDeterminism",
     "ParentClosePolicy",
@@ -120,6 +123,7 @@ __all__ = [
     "ResultNotEncodable",
     "RetryDecision",
     "RetryPolicy",
+    "RunExists",
     "RunFinished",
     "RunHandle",
     "RunInfo",

@@ -18,6 +18,7 @@ from querator.queue.validation import check_duration, check_name
 from querator.workflows.codec import Codec
 from querator.workflows.cron.schedules import check_cron
 from querator.workflows.engine.context import CURRENT, ChildHandle, ChildSpec, StepHandle, Undo
+from querator.workflows.idempotency import IdReusePolicy, check_reuse_policy
 from querator.workflows.retry import RetryPolicy
 from querator.workflows.stored import ParentClosePolicy
 
@@ -85,6 +86,9 @@ class WorkflowOptions(TypedDict, total=False):
     retention: float | None
     """Seconds a finished run is kept before a worker's sweep purges it (None: kept
     until the results queue expires it, 366 days); see :mod:`querator.workflows.retention`."""
+    id_reuse_policy: IdReusePolicy | None
+    """What a start with an idempotency key does when a run has the key (default
+    ``"use_existing"``); see :mod:`querator.workflows.idempotency`."""
 
 
 P = ParamSpec("P")
@@ -284,6 +288,8 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
         self.retention = check_duration("retention", retention) if retention is not None else None
         """Seconds a finished run is kept before a worker serving this workflow purges
         it (None: until the results queue expires it, 366 days)."""
+        self.id_reuse_policy = check_reuse_policy(options.get("id_reuse_policy"))
+        """The default of ``start(id_reuse_policy=...)`` here (None: ``"use_existing"``)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"workflow {self.name!r}")
         self.parent_close_policy: ParentClosePolicy = "cancel"
@@ -405,7 +411,10 @@ def workflow(
     after the workflow (see docs/schedules.md). ``retention`` (seconds) is how long
     a finished run is kept: then the workers serving the workflow purge it (see
     :mod:`querator.workflows.retention`; default: until the results queue expires
-    it, 366 days).
+    it, 366 days). ``id_reuse_policy`` is what a start with an idempotency key does
+    when a run has the key (``"use_existing"``, the default;
+    ``"allow_duplicate_failed_only"``; ``"reject_duplicate"``; see
+    :mod:`querator.workflows.idempotency`).
     """
 
     check_options("@workflow", options, WorkflowOptions)

@@ -103,6 +103,9 @@ class RunMeta(StoredModel):
     trace: dict[str, str] = Field(default_factory=dict)
     """The run's trace context (W3C ``traceparent``/``tracestate``; empty when not
     traced): the headers of its items carry it, so every worker joins the trace."""
+    nonce: str | None = None
+    """Set by a start with an idempotency key: of two starts racing with one
+    key, the one whose nonce the stored meta holds created the run."""
 
 
 class CancelRecord(StoredModel):
