@@ -132,6 +132,10 @@ def _show(run: RunInfo) -> None:
     }
     if run.parent_run_id:
         fields["parent"] = run.parent_run_id
+    if run.continued_from:
+        fields["from"] = run.continued_from
+    if run.continued_as:
+        fields["next"] = run.continued_as
     if run.result is not None:
         fields["result"] = run.result
     if run.error_type is not None:

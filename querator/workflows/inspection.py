@@ -107,6 +107,8 @@ def _run_info(
         cancel_requested=cancel_requested,
         parent_run_id=meta.parent.run_id if meta.parent else None,
         deadline=meta.deadline,
+        continued_as=record.continued_as if record is not None else None,
+        continued_from=meta.continued_from,
     )
 
 

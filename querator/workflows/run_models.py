@@ -94,6 +94,10 @@ class RunInfo(View):
     """The parent run, for a child workflow."""
     deadline: datetime | None = None
     """The run fails once replayed past this instant (``timeout=``)."""
+    continued_as: str | None = None
+    """The run it continued as (``continue_as_new``), once it ended so."""
+    continued_from: str | None = None
+    """The run that continued as this one."""
     steps: tuple[StepInfo, ...] = ()
     """The step calls that ended, by position (empty in :func:`list_runs`)."""
     progress: tuple[StepProgress, ...] = ()

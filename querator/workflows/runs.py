@@ -183,16 +183,29 @@ class AsyncRunHandle(Generic[R]):
         if timeout is not None:
             timeout = check_duration("timeout", timeout, allow_zero=True)
         deadline = None if timeout is None else anyio.current_time() + timeout
+        handle: AsyncRunHandle[R] = self
+        while True:  # along a chain of runs that continued as new, to its last
+            record = await handle._ended(deadline, timeout)
+            if record.continued_as is None:
+                break
+            handle = AsyncRunHandle(self.aq, record.continued_as, self.workflow)
+        return handle._outcome(record)
+
+    async def _ended(self, deadline: float | None, timeout: float | None) -> RunRecord:
+        """The run's result record, once it ended (RequestTimeout at ``deadline``)."""
         watch = self.aq.watch(RESULTS_QUEUE)
         outage, backoff = Outage(log, f"run {self.run_id}: result()"), Backoff()
         while True:
             record, wait = await self._poll_once(outage, backoff)
             if record is not None:
-                break
+                return record
             left = WAIT_SLICE if deadline is None else deadline - anyio.current_time()
             if left <= 0:
                 raise RequestTimeout(f"run {self.run_id} did not finish within {timeout}s")
             await watch.wait(min(left, wait))
+
+    def _outcome(self, record: RunRecord) -> R:
+        """What :meth:`result` returns (or raises) for the run's result ``record``."""
         if record.saga and not record.ok:
             error = record.error
             raise SagaFailed(

@@ -106,6 +106,8 @@ class RunMeta(StoredModel):
     nonce: str | None = None
     """Set by a start with an idempotency key: of two starts racing with one
     key, the one whose nonce the stored meta holds created the run."""
+    continued_from: str | None = None
+    """The run that continued as this one (``continue_as_new``)."""
 
 
 class CancelRecord(StoredModel):
@@ -143,6 +145,11 @@ class RunRecord(StoredModel):
     """Sagas: the compensations that ran, in the order they ran (``name@position``)."""
     saga: bool = False
     """True for the runs of a ``@saga`` (their ``result()`` raises ``SagaFailed``)."""
+    continued_as: str | None = None
+    """The run this one continued as (``continue_as_new``): its successor, started
+    by the commit that stored this record; ``result()`` follows it."""
+    continued_args: str | None = None
+    """The successor's encoded arguments (with :attr:`continued_as`)."""
 
     def final_status(self) -> RunStatus:
         """The status this record ends the run with."""

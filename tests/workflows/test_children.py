@@ -23,11 +23,11 @@ from querator.workflows import (
 from querator.workflows.inspection import ChildInfo
 from querator.workflows.keys import child_run_id
 
-from . import child_flows as kids
+from . import lifecycle_flows as kids
 from .conftest import RunWorker
 from .ops_procs import WorkerProc, durable_url_for, read_log, spawn_worker
 
-CHILD_WORKER = Path(__file__).with_name("child_worker.py")
+LIFECYCLE_WORKER = Path(__file__).with_name("lifecycle_worker.py")
 
 
 def test_children_and_steps_gathered_in_order(q: Querator, run_worker: RunWorker) -> None:
@@ -72,7 +72,7 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def _workers(url: str, log: Path, seconds: float) -> list[WorkerProc]:
     env = {"KIDS_STEP_SECONDS": str(seconds)}
     return [
-        spawn_worker(url, f"w{i}", log, "--concurrency", "16", script=CHILD_WORKER, env=env)
+        spawn_worker(url, f"w{i}", log, "--concurrency", "16", script=LIFECYCLE_WORKER, env=env)
         for i in range(2)
     ]
 

@@ -20,6 +20,7 @@ from querator.telemetry import workflow_metrics
 from querator.telemetry.runs import RUN_ID, starting
 from querator.workflows.engine.context import Child, Gather, starts_runs
 from querator.workflows.engine.parent_close import closing
+from querator.workflows.engine.successor import successor_items
 from querator.workflows.keys import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
@@ -96,9 +97,13 @@ def split_claim(
 
 
 def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> Produce:
-    """The run's result record, and for a child run its parent's record and wake."""
+    """The run's result record, and for a child run its parent's record and wake
+    (a run that continues as new starts its successor instead, which reports to
+    the parent in its place)."""
     produce = {RESULTS_QUEUE: [record_item(result_key(run_id), final, run_id)]}
     produce[RESULTS_QUEUE] += index_items(run_id, meta, final.final_status())
+    if final.continued_as is not None:
+        return merge_items(produce, successor_items(run_id, meta, final))
     return merge_items(produce, parent_items(meta, final))
 
 
@@ -159,7 +164,9 @@ def _child_span(parent_trace: Mapping[str, str], child: Child) -> Iterator[Child
 def log_final(run_id: str, final: RunRecord) -> None:
     """One line for a run's end."""
     status = final.final_status()
-    if final.ok:
+    if final.continued_as is not None:
+        log.info("run %s continued as new: %s", run_id, final.continued_as)
+    elif final.ok:
         log.info("run %s %s", run_id, status)
     else:
         error = final.error

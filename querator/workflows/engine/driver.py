@@ -328,6 +328,8 @@ class Engine:
         parent = history.meta.parent if history.meta is not None else None
         if parent is None or history.meta is None or history.finished is None:
             return {}
+        if history.finished.continued_as is not None:
+            return {}  # its successor reports to the parent
         keys = [step_key(parent.run_id, parent.position), result_key(parent.run_id)]
         found = await self.aq.lookup(RESULTS_QUEUE, [*keys, meta_key(parent.run_id)])
         if any(key in found for key in keys) or meta_key(parent.run_id) not in found:

@@ -1,7 +1,8 @@
-"""Workflows of the child-run tests: children spawned and gathered, cancelled
-with their parent. Run in-process (``run_worker``) and by worker processes
-(``child_worker.py``); steps log ``start``/``done`` lines through
-:func:`ops_flows.note`, so a test can count how often each ran and where."""
+"""Workflows of the run-lifecycle tests: children spawned and gathered,
+cancelled with their parent; runs that continue as new. Run in-process
+(``run_worker``) and by worker processes (``lifecycle_worker.py``); steps log
+``start``/``done`` lines through :func:`ops_flows.note`, so a test can count
+how often each ran and where."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import os
 import time
 
 from querator.workflows import (
+    DurableFunction,
     ParentClosePolicy,
     StepFailed,
+    continue_as_new,
+    continue_as_new_async,
     gather,
     gather_async,
     recv,
@@ -89,4 +93,40 @@ def parent(key: str, n: int, policy: ParentClosePolicy) -> list[str]:
     return gather([child.spawn(key, i) for i in range(n)])
 
 
-FLOWS = [work, kid, brood, mixed, akid, abrood, catch, waiter, parent]
+@step(name="chain.tick", retry=None)
+def tick(key: str, n: int) -> int:
+    """A logged step taking ``$KIDS_STEP_SECONDS`` (default: none)."""
+    note("start", key, n)
+    seconds = float(os.environ.get("KIDS_STEP_SECONDS", "0"))
+    if seconds:
+        time.sleep(seconds)
+    note("done", key, n)
+    return n
+
+
+@workflow(name="chain.count")
+def count(key: str, left: int, total: int) -> int:
+    """One step per run, then continue as new until ``left`` is 0: the sum of
+    ``left .. 0``."""
+    total += tick(key, left)
+    if left == 0:
+        return total
+    continue_as_new(key, left - 1, total)
+
+
+@workflow(name="chain.acount")
+async def acount(left: int, total: int) -> int:
+    """:func:`count` as an async body, without steps."""
+    if left == 0:
+        return total
+    await continue_as_new_async(left - 1, total + left)
+
+
+@workflow(name="chain.parent")
+def chain_parent(n: int) -> int:
+    """A child that continues as new: the parent gets its last run's result."""
+    return count("child-chain", n, 0)
+
+
+FLOWS: list[DurableFunction] = [work, kid, brood, mixed, akid, abrood, catch, waiter, parent]
+FLOWS += [tick, count, acount, chain_parent]

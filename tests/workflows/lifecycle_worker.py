@@ -1,8 +1,8 @@
 """A worker process for the child-run tests.
 
-Usage: python child_worker.py URL CLIENT_ID [--concurrency N]
+Usage: python lifecycle_worker.py URL CLIENT_ID [--concurrency N]
 
-Serves every workflow of ``child_flows``. Logs (INFO) to stderr.
+Serves every workflow of ``lifecycle_flows``. Logs (INFO) to stderr.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import signal
 import sys
 from pathlib import Path
 
-# tests/ on sys.path, as pytest puts it: the flows are ``workflows.child_flows`` here too.
+# tests/ on sys.path, as pytest puts it: the flows are ``workflows.lifecycle_flows`` here too.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from querator import Querator
 from querator.workflows import Worker
-from workflows import child_flows
+from workflows import lifecycle_flows
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     with Querator(args.url) as q:
         worker = Worker(
             q,
-            child_flows.FLOWS,
+            lifecycle_flows.FLOWS,
             client_id=args.client_id,
             concurrency=args.concurrency,
             poll_timeout=1.0,
