@@ -132,6 +132,10 @@ def _show(run: RunInfo) -> None:
     }
     if run.parent_run_id:
         fields["parent"] = run.parent_run_id
+    if run.continued_from:
+        fields["from"] = run.continued_from
+    if run.continued_as:
+        fields["next"] = run.continued_as
     if run.result is not None:
         fields["result"] = run.result
     if run.error_type is not None:
@@ -143,6 +147,7 @@ def _show(run: RunInfo) -> None:
     _steps(run)
     _pending(run)
     _compensations(run)
+    _children(run)
     _tracebacks(run)
 
 
@@ -186,6 +191,18 @@ def _pending(run: RunInfo) -> None:
     for report in progress.values():  # reported progress; its item is between leases
         shown = json.dumps(report.progress, separators=(",", ":"))
         rows.append([str(report.position), "-", "-", str(report.attempt), "-", shown])
+    _table(rows)
+
+
+def _children(run: RunInfo) -> None:
+    """The child runs it started (show one with ``querator runs show RUN``)."""
+    if not run.children:
+        return
+    typer.echo("children:")
+    rows = [["POS", "RUN", "WORKFLOW", "STATUS", "ON PARENT END"]]
+    for c in run.children:
+        rows.append([str(c.position), c.run_id, c.workflow, c.status or "purged"])
+        rows[-1].append(c.parent_close_policy)
     _table(rows)
 
 

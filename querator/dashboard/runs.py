@@ -119,10 +119,12 @@ async def child_runs(state: Served, run: RunInfo) -> dict[int, RunInfo]:
     """The child runs of ``run`` by the position that started them: the children
     a body may have started (their ids derive from the parent's id and the
     call's position), looked up for every position of an ended or pending
-    step call and :data:`CHILD_WINDOW` past the last."""
+    step call and :data:`CHILD_WINDOW` past the last (runs started before the
+    parent kept links to its children), and the children its links name."""
     known = [s.position for s in run.steps] + [p.position for p in run.pending]
     top = min(CHILD_POSITIONS, max(known, default=-1) + 1 + CHILD_WINDOW)
     ids = {child_run_id(run.run_id, position): position for position in range(top)}
+    ids.update({child.run_id: child.position for child in run.children})
     found = await run_infos_async(state.aq, list(ids))
     return {ids[run_id]: info for run_id, info in found.items()}
 

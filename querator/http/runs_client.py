@@ -29,6 +29,7 @@ from querator.queue.validation import check_duration
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
+from querator.workflows.idempotency import IdReusePolicy, check_reuse_policy
 from querator.workflows.inspection import RunInfo
 from querator.workflows.stored import RunStatus
 
@@ -141,12 +142,15 @@ class WorkflowCalls(Caller):
         idempotency_key: str | None = None,
         queue: str | None = None,
         delay: float = 0.0,
+        id_reuse_policy: IdReusePolicy | None = None,
         **kwargs: Any,
     ) -> AsyncHttpRun[Any]:
         """See :func:`querator.workflows.start`; ``fn`` may also be the
         workflow's persisted name (its arguments are then sent as plain JSON)."""
         body: dict[str, Any] = {"workflow": _named(fn), **_arguments(fn, args, kwargs)}
         body.update(idempotency_key=idempotency_key, queue=queue)
+        if id_reuse_policy is not None:
+            body["id_reuse_policy"] = check_reuse_policy(id_reuse_policy)
         if delay:
             body["delay"] = format_duration(check_duration("delay", delay, allow_zero=True))
         run_id = (await self._post("/v1/workflows.start", body, ww.RunReply)).run_id

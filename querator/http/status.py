@@ -29,7 +29,7 @@ from querator.errors import (
 )
 from querator.http.wire.queue import Reply
 from querator.webhooks.errors import DeliveryNotFound, EndpointNotFound, MessageNotFound
-from querator.workflows.errors import RunFinished, RunNotFound
+from querator.workflows.errors import RunExists, RunFinished, RunNotFound
 
 OK = 200
 BAD_REQUEST = 400
@@ -136,6 +136,11 @@ _SERVER_SIDE: list[tuple[type[QueratorError], int, Callable[[Any], tuple[str, di
     (RunNotFound, REQUEST_FAILED, lambda e: (f"run does not exist; {e}", {"run_id": e.run_id})),
     (RunFinished, REQUEST_FAILED, lambda e: (f"run has ended; {e}", {"run_id": e.run_id})),
     (
+        RunExists,
+        CONFLICT,
+        lambda e: (f"run exists; {e}", {"key": e.key, "run_id": e.run_id, "status": e.status}),
+    ),
+    (
         EndpointNotFound,
         REQUEST_FAILED,
         lambda e: (f"endpoint does not exist; {e}", {"endpoint_id": e.endpoint_id}),
@@ -193,6 +198,9 @@ _CLIENT_SIDE: dict[str, Callable[[Reply], QueratorError]] = {
     "Forbidden": lambda r: Forbidden(r.message),
     "RunNotFound": lambda r: RunNotFound(r.details.get("run_id", "")),
     "RunFinished": lambda r: RunFinished(r.details.get("run_id", "")),
+    "RunExists": lambda r: RunExists(
+        r.details.get("key", ""), r.details.get("run_id", ""), r.details.get("status", "")
+    ),
     "EndpointNotFound": lambda r: EndpointNotFound(r.details.get("endpoint_id", "")),
     "MessageNotFound": lambda r: MessageNotFound(r.details.get("message_id", "")),
     "DeliveryNotFound": lambda r: DeliveryNotFound(r.details.get("delivery_id", "")),

@@ -21,6 +21,7 @@ from querator.http.webhooks_client import HttpWebhooks
 from querator.queue.client import SyncShell
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.functions import WorkflowFunction
+from querator.workflows.idempotency import IdReusePolicy
 from querator.workflows.inspection import RunInfo
 from querator.workflows.stored import RunStatus
 
@@ -91,6 +92,7 @@ class Querator(MessageCalls, LockCalls, DeadCalls, SyncShell[AsyncQuerator]):
         idempotency_key: str | None = None,
         queue: str | None = None,
         delay: float = 0.0,
+        id_reuse_policy: IdReusePolicy | None = None,
         **kwargs: Any,
     ) -> HttpRun[Any]:
         """See :meth:`AsyncQuerator.start`."""
@@ -101,6 +103,7 @@ class Querator(MessageCalls, LockCalls, DeadCalls, SyncShell[AsyncQuerator]):
             idempotency_key=idempotency_key,
             queue=queue,
             delay=delay,
+            id_reuse_policy=id_reuse_policy,
             **kwargs,
         )
         return HttpRun(self, run)

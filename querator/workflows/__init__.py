@@ -35,6 +35,8 @@ from querator.workflows.durable import (
     agather,
     asleep,
     asleep_until,
+    continue_as_new,
+    continue_as_new_async,
     gather,
     gather_async,
     sleep,
@@ -42,13 +44,14 @@ from querator.workflows.durable import (
     sleep_until,
     sleep_until_async,
 )
-from querator.workflows.engine.context import StepHandle
+from querator.workflows.engine.context import ChildHandle, StepHandle
 from querator.workflows.engine.worker import AsyncWorker, Worker
 from querator.workflows.errors import (
     Defer,
     IdempotencyConflict,
     NonDeterminism,
     ResultNotEncodable,
+    RunExists,
     RunFinished,
     RunNotFound,
     SagaFailed,
@@ -66,6 +69,7 @@ from querator.workflows.functions import (
     step,
     workflow,
 )
+from querator.workflows.idempotency import IdReusePolicy
 from querator.workflows.inspection import (
     RunInfo,
     StepInfo,
@@ -93,6 +97,7 @@ from querator.workflows.retry import RetryDecision, RetryPolicy
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
 from querator.workflows.sagas.core import SagaFunction, saga
 from querator.workflows.step_context import StepContext, current_step
+from querator.workflows.stored import ParentClosePolicy
 from querator.workflows.streams import (
     StreamPage,
     close_stream,
@@ -108,15 +113,19 @@ __all__ = [
     "AsyncRunHandle",
     "AsyncScheduler",
     "AsyncWorker",
+    "ChildHandle",
     "Debounce",
     "Defer",
     "DurableFunction",
+    "IdReusePolicy",
     "IdempotencyConflict",
     "NonDeterminism",
+    "ParentClosePolicy",
     "ReplayCheck",
     "ResultNotEncodable",
     "RetryDecision",
     "RetryPolicy",
+    "RunExists",
     "RunFinished",
     "RunHandle",
     "RunInfo",
@@ -147,6 +156,8 @@ __all__ = [
     "check_replay_async",
     "close_stream",
     "close_stream_async",
+    "continue_as_new",
+    "continue_as_new_async",
     "current_step",
     "delete_schedule",
     "fork",

@@ -14,19 +14,23 @@ import inspect
 import time
 from collections.abc import Coroutine, Iterable
 from datetime import UTC, datetime
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
 import anyio
 from typing_extensions import deprecated
 
-from querator.errors import InvalidArgument
+from querator.errors import InvalidArgument, UsageError
 from querator.queue.validation import check_duration
 from querator.workflows.engine.context import CURRENT, StepHandle
+from querator.workflows.engine.fiber import park
+from querator.workflows.engine.successor import ContinueAsNew
 
 __all__ = [
     "agather",
     "asleep",
     "asleep_until",
+    "continue_as_new",
+    "continue_as_new_async",
     "gather",
     "gather_async",
     "sleep",
@@ -121,6 +125,31 @@ async def gather_async(handles: Iterable[StepHandle[Any]]) -> list[Any]:
     if CURRENT.get() is None:
         return [await h.value if inspect.iscoroutine(h.value) else h.value for h in members]
     return gather(members)
+
+
+def continue_as_new(*args: Any, **kwargs: Any) -> NoReturn:
+    """End the run here and start its successor: the same workflow, with these
+    arguments and a fresh history (inside a workflow body only; never returns).
+
+    The run's end (status ``completed``, its ``RunInfo.continued_as`` naming the
+    successor) and the successor's start are one transaction; the successor
+    keeps the run's queue, deadline, parent and trace, and names the run in its
+    ``RunInfo.continued_from``. ``RunHandle.result()`` of any run of the chain
+    follows it to the last run's result. A loop that runs forever keeps a
+    bounded history by continuing as new every so many iterations. The body's
+    ``finally`` blocks run; nothing after the call does. Not in a ``@saga``
+    (its steps could no longer be compensated): the saga fails.
+    """
+    ctx = CURRENT.get()
+    if ctx is None:
+        raise UsageError("continue_as_new() is called inside a workflow body only")
+    park(ContinueAsNew(args, dict(kwargs)))
+    raise AssertionError("a body that continued as new is never resumed")  # pragma: no cover
+
+
+async def continue_as_new_async(*args: Any, **kwargs: Any) -> NoReturn:
+    """:func:`continue_as_new` for async workflow bodies."""
+    continue_as_new(*args, **kwargs)
 
 
 # Deprecated aliases (async twins are named ``<name>_async``); removed in the next

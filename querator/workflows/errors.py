@@ -14,6 +14,7 @@ QueratorError
     ├── RunNotFound           no run is stored under that id
     ├── RunFinished           a message sent to a run that has ended
     ├── IdempotencyConflict   the key is taken by a run of another workflow
+    ├── RunExists             start(id_reuse_policy="reject_duplicate"): a run has the key
     └── Defer                 raised by a step: run me again later (not a failure)
 ```
 """
@@ -27,6 +28,7 @@ __all__ = [
     "IdempotencyConflict",
     "NonDeterminism",
     "ResultNotEncodable",
+    "RunExists",
     "RunFinished",
     "RunNotFound",
     "SagaFailed",
@@ -177,4 +179,18 @@ class IdempotencyConflict(WorkflowError):
         super().__init__(
             f"idempotency key {key!r} belongs to run {run_id} of workflow {workflow!r}, "
             f"not {wanted!r}"
+        )
+
+
+class RunExists(WorkflowError):
+    """``start`` with ``id_reuse_policy="reject_duplicate"`` got an idempotency
+    key a stored run (``run_id``, ``status``) already has."""
+
+    def __init__(self, key: str, run_id: str, status: str) -> None:
+        self.key = key
+        self.run_id = run_id
+        self.status = status
+        super().__init__(
+            f"idempotency key {key!r} is taken by run {run_id} ({status}), "
+            "and the id_reuse_policy is 'reject_duplicate'"
         )

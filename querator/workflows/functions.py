@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from collections.abc import Callable
@@ -16,8 +17,10 @@ from querator.queue.options import check_options
 from querator.queue.validation import check_duration, check_name
 from querator.workflows.codec import Codec
 from querator.workflows.cron.schedules import check_cron
-from querator.workflows.engine.context import CURRENT, StepHandle, Undo
+from querator.workflows.engine.context import CURRENT, ChildHandle, ChildSpec, StepHandle, Undo
+from querator.workflows.idempotency import IdReusePolicy, check_reuse_policy
 from querator.workflows.retry import RetryPolicy
+from querator.workflows.stored import ParentClosePolicy
 
 __all__ = [
     "COMPENSATION_RETRY",
@@ -83,6 +86,9 @@ class WorkflowOptions(TypedDict, total=False):
     retention: float | None
     """Seconds a finished run is kept before a worker's sweep purges it (None: kept
     until the results queue expires it, 366 days); see :mod:`querator.workflows.retention`."""
+    id_reuse_policy: IdReusePolicy | None
+    """What a start with an idempotency key does when a run has the key (default
+    ``"use_existing"``); see :mod:`querator.workflows.idempotency`."""
 
 
 P = ParamSpec("P")
@@ -282,8 +288,13 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
         self.retention = check_duration("retention", retention) if retention is not None else None
         """Seconds a finished run is kept before a worker serving this workflow purges
         it (None: until the results queue expires it, 366 days)."""
+        self.id_reuse_policy = check_reuse_policy(options.get("id_reuse_policy"))
+        """The default of ``start(id_reuse_policy=...)`` here (None: ``"use_existing"``)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"workflow {self.name!r}")
+        self.parent_close_policy: ParentClosePolicy = "cancel"
+        """Run as a child: what its parent's end does to it while it runs (see
+        :meth:`with_options`)."""
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -294,10 +305,48 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
         ctx = CURRENT.get()
         if ctx is None:
             return self.fn(*args, **kwargs)
-        value = ctx.child(self.name, self.queue, self.timeout, self.codec, args, kwargs)
+        value = ctx.child(self._spec(), args, kwargs)
         if self.is_async:
             return _resolved(value)  # type: ignore[return-value]
         return value  # type: ignore[no-any-return]
+
+    def spawn(self, *args: P.args, **kwargs: P.kwargs) -> ChildHandle[R]:
+        """Inside a workflow body: start this workflow as a child run without
+        waiting; ``gather`` the handle (beside step handles) for its result.
+
+        The children of one ``gather`` are started together, in the commit that
+        parks the body, and run in parallel on any workers serving them; each
+        spawn takes the next position of the body, like a call. A child that
+        fails makes ``gather`` raise :class:`StepFailed`, as a failed step does.
+        Outside a workflow body the body runs at once, in-process (an async
+        one's coroutine is awaited by ``gather_async``).
+        """
+        ctx = CURRENT.get()
+        if ctx is None:
+            return ChildHandle(self.name, -1, self.codec, value=self.fn(*args, **kwargs))
+        return ctx.spawn_child(self._spec(), args, kwargs)
+
+    def with_options(self, *, parent_close_policy: ParentClosePolicy) -> WorkflowFunction[P, R]:
+        """This workflow with other options for the child runs started through it
+        (``child.with_options(parent_close_policy="abandon").spawn(x)``).
+
+        ``parent_close_policy`` says what becomes of the child, if it still runs,
+        when its parent ends without a result (cancelled, failed, timed out):
+        ``"cancel"`` (the default) cancels it, ``"abandon"`` lets it run on,
+        ``"wait"`` has the parent's end wait for the child's own end (see
+        :data:`~querator.workflows.stored.ParentClosePolicy`).
+        """
+        if parent_close_policy not in ("cancel", "abandon", "wait"):
+            raise InvalidArgument(
+                "parent_close_policy",
+                f"must be 'cancel', 'abandon' or 'wait', got {parent_close_policy!r}",
+            )
+        other = copy.copy(self)
+        other.parent_close_policy = parent_close_policy
+        return other
+
+    def _spec(self) -> ChildSpec:
+        return ChildSpec(self.name, self.queue, self.timeout, self.codec, self.parent_close_policy)
 
     def __repr__(self) -> str:
         return f"<workflow {self.name!r}>"
@@ -362,7 +411,10 @@ def workflow(
     after the workflow (see docs/schedules.md). ``retention`` (seconds) is how long
     a finished run is kept: then the workers serving the workflow purge it (see
     :mod:`querator.workflows.retention`; default: until the results queue expires
-    it, 366 days).
+    it, 366 days). ``id_reuse_policy`` is what a start with an idempotency key does
+    when a run has the key (``"use_existing"``, the default;
+    ``"allow_duplicate_failed_only"``; ``"reject_duplicate"``; see
+    :mod:`querator.workflows.idempotency`).
     """
 
     check_options("@workflow", options, WorkflowOptions)

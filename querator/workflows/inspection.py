@@ -25,6 +25,7 @@ from querator.queue.client import QueueClient
 from querator.queue.models import Item, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count
+from querator.workflows.children import child_links
 from querator.workflows.errors import RunNotFound
 from querator.workflows.keys import (
     ENCODING,
@@ -51,12 +52,13 @@ from querator.workflows.run_index import (
     parse_entry,
     since_bound,
 )
-from querator.workflows.run_models import RunInfo, StepInfo, StepProgress
+from querator.workflows.run_models import ChildInfo, RunInfo, StepInfo, StepProgress
 from querator.workflows.runs import RunStatus
 from querator.workflows.sagas.compensation import saga_statuses
 from querator.workflows.stored import ProgressRecord, RunMeta, RunRecord, StepRecord
 
 __all__ = [
+    "ChildInfo",
     "RunInfo",
     "StepInfo",
     "StepProgress",
@@ -105,6 +107,8 @@ def _run_info(
         cancel_requested=cancel_requested,
         parent_run_id=meta.parent.run_id if meta.parent else None,
         deadline=meta.deadline,
+        continued_as=record.continued_as if record is not None else None,
+        continued_from=meta.continued_from,
     )
 
 
@@ -362,11 +366,28 @@ async def get_run_async(aq: AsyncQueueClient, run_id: str) -> RunInfo:
     steps, running = await _steps(aq, run_id)
     extras: dict[str, Any] = {"steps": steps, "progress": running, "in_progress": running}
     extras["compensations"] = tuple(await compensations(aq, run_id))
+    extras["children"] = await _children(aq, run_id)
     if info.finished_at is None:
         items = await run_items(aq, run_id, info.queue)
         extras["pending"] = tuple(pending_steps(items))
         extras["waiting_for"] = tuple(await waiting_for(aq, items))
     return info.model_copy(update=extras)
+
+
+async def _children(aq: AsyncQueueClient, run_id: str) -> tuple[ChildInfo, ...]:
+    """The child runs ``run_id`` started, with their status."""
+    links = await child_links(aq, run_id)
+    infos = await run_infos_async(aq, [link.run_id for link in links])
+    return tuple(
+        ChildInfo(
+            run_id=link.run_id,
+            workflow=link.workflow,
+            position=link.position,
+            parent_close_policy=link.policy,
+            status=info.status if (info := infos.get(link.run_id)) is not None else None,
+        )
+        for link in links
+    )
 
 
 def list_runs(

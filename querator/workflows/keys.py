@@ -7,6 +7,8 @@
 - step queue: step items (kind ``querator.step``), ``dedup_key``
   ``{run}/{position}/step`` (``{run}/{position}/step/d{n}`` after the n-th deferral).
 - results queue: ``{run}/cancel`` once cancellation was asked for.
+- results queue: ``{run}/child/{position:012d}``: a link to the child run started
+  at ``position`` (its id, workflow, queue and parent-close policy).
 - results queue: ``{run}/{position}/progress/a`` and ``/b``: a step's last
   progress report (the newer of the two; reports alternate between them).
 - results queue: ``{run}/resume``: a resume request, until a worker carries it out.
@@ -94,6 +96,17 @@ def child_run_id(parent: str, position: int) -> str:
 
 def cancel_key(run_id: str) -> str:
     return f"{run_id}/cancel"
+
+
+def children_prefix(run_id: str) -> str:
+    """The key prefix of the links to the child runs ``run_id`` started."""
+    return f"{run_id}/child/"
+
+
+def child_key(run_id: str, position: int) -> str:
+    """The link to the child run started at ``position`` of ``run_id`` (keys sort
+    in position order)."""
+    return f"{children_prefix(run_id)}{position:012d}"
 
 
 def event_prefix(run_id: str, key: str) -> str:

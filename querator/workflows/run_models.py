@@ -12,8 +12,9 @@ from pydantic import Field, model_validator
 from querator.model_bases import View
 from querator.workflows.run_detail import CompensationInfo, PendingStep
 from querator.workflows.runs import RunStatus
+from querator.workflows.stored import ParentClosePolicy
 
-__all__ = ["RunInfo", "StepInfo", "StepProgress"]
+__all__ = ["ChildInfo", "RunInfo", "StepInfo", "StepProgress"]
 
 
 class StepProgress(View):
@@ -53,6 +54,19 @@ class StepInfo(View):
     """A durable timer (step ``querator.sleep``): the instant it ends."""
 
 
+class ChildInfo(View):
+    """A child run the run started (``child(...)`` or ``child.spawn(...)``)."""
+
+    run_id: str
+    workflow: str
+    position: int
+    """The position of the call or spawn in the parent's body."""
+    parent_close_policy: ParentClosePolicy
+    """What the parent's end does to the child while it runs."""
+    status: RunStatus | None = None
+    """The child's status (None: its records are gone, purged)."""
+
+
 class RunInfo(View):
     """What is stored about one run. ``steps`` is filled by :func:`get_run` only."""
 
@@ -80,6 +94,10 @@ class RunInfo(View):
     """The parent run, for a child workflow."""
     deadline: datetime | None = None
     """The run fails once replayed past this instant (``timeout=``)."""
+    continued_as: str | None = None
+    """The run it continued as (``continue_as_new``), once it ended so."""
+    continued_from: str | None = None
+    """The run that continued as this one."""
     steps: tuple[StepInfo, ...] = ()
     """The step calls that ended, by position (empty in :func:`list_runs`)."""
     progress: tuple[StepProgress, ...] = ()
@@ -98,6 +116,8 @@ class RunInfo(View):
     compensations: tuple[CompensationInfo, ...] = ()
     """A saga's compensations, planned or run, in their order (empty in
     :func:`list_runs`)."""
+    children: tuple[ChildInfo, ...] = ()
+    """The child runs it started, by position (empty in :func:`list_runs`)."""
     waiting_for: tuple[str, ...] = ()
     """What the run waits for that no live worker serves, in words (``no worker
     serving step 'x' on queue 'q' has polled for 3m``): its due items stay in

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any, Generic, overload
@@ -21,12 +22,20 @@ from querator.workflows.debounce import Debounce, debounced_start
 from querator.workflows.engine.commit import Produce, merge_items, transact_creating
 from querator.workflows.errors import (
     IdempotencyConflict,
+    RunExists,
     RunNotFound,
     SagaFailed,
     WorkflowCancelled,
     WorkflowFailed,
 )
 from querator.workflows.functions import WorkflowFunction
+from querator.workflows.idempotency import (
+    IdReusePolicy,
+    check_reuse_policy,
+    keyed_run_id,
+    latest_keyed_run,
+    reuses,
+)
 from querator.workflows.keys import (
     RESULTS_QUEUE,
     WORKFLOW_QUEUE,
@@ -130,7 +139,9 @@ class AsyncRunHandle(Generic[R]):
         Writes ``{run}/cancel`` and a wake task: the next replay ends the run
         (:meth:`result` then raises :class:`WorkflowCancelled`), and steps not
         yet started are skipped. A step already running finishes, but its
-        result is not used. Child runs are not cancelled with their parent.
+        result is not used. The run's running children are then closed by
+        their parent-close policy (``"cancel"`` by default: cancelled with it;
+        see :meth:`WorkflowFunction.with_options`).
         """
         keys = [meta_key(self.run_id), result_key(self.run_id)]
         found = await self.aq.lookup(RESULTS_QUEUE, keys)
@@ -172,16 +183,29 @@ class AsyncRunHandle(Generic[R]):
         if timeout is not None:
             timeout = check_duration("timeout", timeout, allow_zero=True)
         deadline = None if timeout is None else anyio.current_time() + timeout
+        handle: AsyncRunHandle[R] = self
+        while True:  # along a chain of runs that continued as new, to its last
+            record = await handle._ended(deadline, timeout)
+            if record.continued_as is None:
+                break
+            handle = AsyncRunHandle(self.aq, record.continued_as, self.workflow)
+        return handle._outcome(record)
+
+    async def _ended(self, deadline: float | None, timeout: float | None) -> RunRecord:
+        """The run's result record, once it ended (RequestTimeout at ``deadline``)."""
         watch = self.aq.watch(RESULTS_QUEUE)
         outage, backoff = Outage(log, f"run {self.run_id}: result()"), Backoff()
         while True:
             record, wait = await self._poll_once(outage, backoff)
             if record is not None:
-                break
+                return record
             left = WAIT_SLICE if deadline is None else deadline - anyio.current_time()
             if left <= 0:
                 raise RequestTimeout(f"run {self.run_id} did not finish within {timeout}s")
             await watch.wait(min(left, wait))
+
+    def _outcome(self, record: RunRecord) -> R:
+        """What :meth:`result` returns (or raises) for the run's result ``record``."""
         if record.saga and not record.ok:
             error = record.error
             raise SagaFailed(
@@ -253,6 +277,7 @@ async def start_async(
     queue: str | None = None,
     delay: float = 0.0,
     debounce: Debounce | None = None,
+    id_reuse_policy: IdReusePolicy | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -267,6 +292,7 @@ async def start_async(
     queue: str | None = None,
     delay: float = 0.0,
     debounce: Debounce | None = None,
+    id_reuse_policy: IdReusePolicy | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -280,13 +306,24 @@ async def start_async(
     queue: str | None = None,
     delay: float = 0.0,
     debounce: Debounce | None = None,
+    id_reuse_policy: IdReusePolicy | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
     wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
+    policy = check_reuse_policy(id_reuse_policy)
     with runs_telemetry.starting(fn.name, wf_queue) as started:
         made = await create_run(
-            aq, fn, args, kwargs, idempotency_key, wf_queue, delay, started, debounce=debounce
+            aq,
+            fn,
+            args,
+            kwargs,
+            idempotency_key,
+            wf_queue,
+            delay,
+            started,
+            debounce=debounce,
+            id_reuse_policy=policy,
         )
     return made[0]
 
@@ -323,11 +360,13 @@ async def create_run(
     started: runs_telemetry.Started,
     then: Callable[[str], Produce] | None = None,
     debounce: Debounce | None = None,
+    id_reuse_policy: IdReusePolicy | None = None,
 ) -> tuple[AsyncRunHandle[Any], bool]:
-    """Store a new run (unless ``idempotency_key`` names one), traced by
-    ``started``, with ``then(run_id)``'s items in its transaction: its handle,
-    and whether it was created (False: it existed). With ``debounce``, record
-    the call in its window (:mod:`querator.workflows.debounce`)."""
+    """Store a new run (unless ``idempotency_key`` names one its reuse policy
+    keeps: ``id_reuse_policy``, else the workflow's), traced by ``started``,
+    with ``then(run_id)``'s items in its transaction: its handle, and whether
+    ``then``'s items were written (False: the run existed). With ``debounce``,
+    record the call in its window (:mod:`querator.workflows.debounce`)."""
     args_text = fn.codec.encode_args(args, kwargs)
     if debounce is not None:
         window = _meta(fn, args_text, wf_queue, aq.clock.now(), 0.0, started)
@@ -336,27 +375,60 @@ async def create_run(
         pending: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
         pending.debounced = True
         return pending, True
-    run_id = new_run_id(idempotency_key)
-    handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
-    if idempotency_key is not None:
-        try:
-            found = await aq.lookup(RESULTS_QUEUE, [meta_key(run_id)])
-        except QueueNotFound:
-            found = {}  # the first run of this store: created below
-        stored = found.get(meta_key(run_id))
-        if stored is not None:
-            other = RunMeta.model_validate_json(stored.payload).workflow
-            if other != fn.name:
-                raise IdempotencyConflict(idempotency_key, run_id, other, fn.name)
-            started.created(run_id, fn.name, existing=True)
-            return handle, False
     meta = _meta(fn, args_text, wf_queue, aq.clock.now(), delay, started)
-    # One transaction; the queues are created the first time only (a fresh
-    # run id needs no lookup: its records cannot exist yet).
+    if idempotency_key is None:
+        run_id = new_run_id(None)
+        # One transaction; the queues are created the first time only (a fresh
+        # run id needs no lookup: its records cannot exist yet).
+        items = start_items(run_id, meta, delay)
+        await transact_creating(aq, [], merge_items(items, then(run_id)) if then else items)
+        started.created(run_id, fn.name, existing=False)
+        return AsyncRunHandle(aq, run_id, fn), True
+    policy = id_reuse_policy or fn.id_reuse_policy or "use_existing"
+    return await _keyed_start(aq, fn, idempotency_key, policy, meta, delay, started, then)
+
+
+async def _keyed_start(
+    aq: AsyncQueueClient,
+    fn: WorkflowFunction[..., Any],
+    key: str,
+    policy: IdReusePolicy,
+    meta: RunMeta,
+    delay: float,
+    started: runs_telemetry.Started,
+    then: Callable[[str], Produce] | None,
+) -> tuple[AsyncRunHandle[Any], bool]:
+    """:func:`create_run` with idempotency key ``key`` under ``policy``."""
+    latest = await latest_keyed_run(aq, key)
+    generation = 0
+    if latest is not None:
+        if latest.meta.workflow != fn.name:
+            raise IdempotencyConflict(key, latest.run_id, latest.meta.workflow, fn.name)
+        if policy == "reject_duplicate":
+            raise RunExists(key, latest.run_id, latest.status)
+        if reuses(policy, latest):
+            started.created(latest.run_id, fn.name, existing=True)
+            return AsyncRunHandle(aq, latest.run_id, fn), False
+        generation = latest.generation + 1
+    run_id = keyed_run_id(key, generation)
+    meta = meta.model_copy(update={"nonce": uuid.uuid4().hex})
     items = start_items(run_id, meta, delay)
-    await transact_creating(aq, [], merge_items(items, then(run_id)) if then else items)
+    result = await transact_creating(
+        aq,
+        [],
+        merge_items(items, then(run_id)) if then else items,
+        lookup={RESULTS_QUEUE: [meta_key(run_id)]},
+    )
+    stored = RunMeta.model_validate_json(result.found[RESULTS_QUEUE][meta_key(run_id)].payload)
+    if stored.nonce != meta.nonce:  # a start racing with this one created it
+        if stored.workflow != fn.name:
+            raise IdempotencyConflict(key, run_id, stored.workflow, fn.name)
+        if policy == "reject_duplicate":
+            raise RunExists(key, run_id, "running")
+        started.created(run_id, fn.name, existing=True)
+        return AsyncRunHandle(aq, run_id, fn), True  # ``then``'s items went in with ours
     started.created(run_id, fn.name, existing=False)
-    return handle, True
+    return AsyncRunHandle(aq, run_id, fn), True
 
 
 def _meta(
@@ -391,6 +463,7 @@ def start(
     queue: str | None = None,
     delay: float = 0.0,
     debounce: Debounce | None = None,
+    id_reuse_policy: IdReusePolicy | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -405,6 +478,7 @@ def start(
     queue: str | None = None,
     delay: float = 0.0,
     debounce: Debounce | None = None,
+    id_reuse_policy: IdReusePolicy | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -418,6 +492,7 @@ def start(
     queue: str | None = None,
     delay: float = 0.0,
     debounce: Debounce | None = None,
+    id_reuse_policy: IdReusePolicy | None = None,
     **kwargs: Any,
 ) -> RunHandle[Any]:
     """Start a run of workflow ``fn(*args, **kwargs)``; returns its handle at once.
@@ -428,7 +503,12 @@ def start(
     call); they are validated when encoded.
 
     With ``idempotency_key`` the run id is derived from the key, and starting
-    again with the same key returns the existing run (its first arguments win).
+    again with the same key returns the existing run (its first arguments win),
+    unless ``id_reuse_policy`` (default: the workflow's, else ``"use_existing"``)
+    says otherwise: ``"allow_duplicate_failed_only"`` starts a new run once the
+    key's run failed, was cancelled or compensated; ``"reject_duplicate"`` raises
+    :class:`~querator.workflows.errors.RunExists` while a run has the key (see
+    :mod:`querator.workflows.idempotency`).
     ``queue`` overrides the workflow's queue. ``delay`` (seconds) makes the
     run's first replay wait that long (a workflow ``timeout`` counts from then).
     Arguments that cannot be serialised raise
@@ -440,6 +520,7 @@ def start(
     call of the burst returns a handle to that one run (see docs/flow-control.md).
     """
     wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
+    policy = check_reuse_policy(id_reuse_policy)
     # The span is opened here, in the caller's thread, so its parent is the
     # caller's current span (the client's event loop runs in another thread).
     with runs_telemetry.starting(fn.name, wf_queue) as started:
@@ -455,6 +536,7 @@ def start(
             started,
             None,
             debounce,
+            policy,
         )
     run: RunHandle[Any] = RunHandle(q, handle.run_id, fn)
     run._async.debounced = handle.debounced

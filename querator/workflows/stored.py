@@ -66,6 +66,29 @@ class ParentLink(StoredModel):
     """The parent's workflow (its wake task's kind); empty in links written before routing."""
 
 
+ParentClosePolicy = Literal["cancel", "abandon", "wait"]
+"""What becomes of a running child run when its parent ends without a result
+(cancelled, failed, timed out); Temporal's ``ParentClosePolicy``:
+
+- ``"cancel"`` (``REQUEST_CANCEL``, the default): the parent's end asks the
+  child to cancel, in the same transaction;
+- ``"abandon"`` (``ABANDON``): the child runs on, on its own;
+- ``"wait"``: the parent's end waits until the child ended on its own (the
+  parent reads ``"running"`` until then).
+"""
+
+
+class ChildLink(StoredModel):
+    """``{run}/child/{position}``: a child run started at ``position``."""
+
+    run_id: str
+    workflow: str
+    queue: str
+    """The child's workflow queue (for its cancel wake)."""
+    position: int
+    policy: ParentClosePolicy = "cancel"
+
+
 class RunMeta(StoredModel):
     """``{run}/meta``: what was started."""
 
@@ -80,6 +103,11 @@ class RunMeta(StoredModel):
     trace: dict[str, str] = Field(default_factory=dict)
     """The run's trace context (W3C ``traceparent``/``tracestate``; empty when not
     traced): the headers of its items carry it, so every worker joins the trace."""
+    nonce: str | None = None
+    """Set by a start with an idempotency key: of two starts racing with one
+    key, the one whose nonce the stored meta holds created the run."""
+    continued_from: str | None = None
+    """The run that continued as this one (``continue_as_new``)."""
 
 
 class CancelRecord(StoredModel):
@@ -117,6 +145,11 @@ class RunRecord(StoredModel):
     """Sagas: the compensations that ran, in the order they ran (``name@position``)."""
     saga: bool = False
     """True for the runs of a ``@saga`` (their ``result()`` raises ``SagaFailed``)."""
+    continued_as: str | None = None
+    """The run this one continued as (``continue_as_new``): its successor, started
+    by the commit that stored this record; ``result()`` follows it."""
+    continued_args: str | None = None
+    """The successor's encoded arguments (with :attr:`continued_as`)."""
 
     def final_status(self) -> RunStatus:
         """The status this record ends the run with."""

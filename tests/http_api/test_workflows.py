@@ -73,6 +73,22 @@ def test_a_failed_run_answers_its_error(http: httpx.Client) -> None:
     assert call(http, "/v1/runs.list", status="failed")["runs"][0]["run_id"] == run_id
 
 
+def test_an_idempotency_key_reuse_policy_is_honoured(http: httpx.Client) -> None:
+    body = {"workflow": "http.doomed", "args": ["no"], "idempotency_key": "doom"}
+    policy = "allow_duplicate_failed_only"
+    first = call(http, "/v1/workflows.start", **body, id_reuse_policy=policy)["run_id"]
+    call(http, "/v1/runs.result", run_id=first, request_timeout="30s")
+    second = call(http, "/v1/workflows.start", **body, id_reuse_policy=policy)["run_id"]
+    assert second != first  # the first failed: a new run
+    response = http.post(
+        "/v1/workflows.start", json={**body, "id_reuse_policy": "reject_duplicate"}
+    )
+    assert response.status_code == 409, response.text
+    assert response.json()["details"]["run_id"] == second
+    response = http.post("/v1/workflows.start", json={**body, "id_reuse_policy": "never"})
+    assert response.status_code == 400, response.text
+
+
 def test_waiting_for_a_running_run_times_out_with_454_and_cancel_ends_it(
     http: httpx.Client,
 ) -> None:

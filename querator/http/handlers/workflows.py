@@ -74,6 +74,7 @@ async def start(state: Any, body: StartRequest) -> RunReply:
         idempotency_key=body.idempotency_key,
         queue=body.queue,
         delay=body.delay or 0.0,
+        id_reuse_policy=body.id_reuse_policy,
         **body.kwargs,
     )
     return RunReply(run_id=handle.run_id)

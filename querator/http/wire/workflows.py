@@ -14,6 +14,7 @@ from pydantic import Field
 from querator.http.wire.items import StorageItem
 from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
 from querator.workflows.cron.api import ScheduleInfo
+from querator.workflows.idempotency import IdReusePolicy
 from querator.workflows.inspection import RunInfo
 from querator.workflows.stored import RunStatus
 
@@ -33,6 +34,9 @@ class StartRequest(WireModel):
     """The run's workflow queue (default: the workflow's)."""
     delay: Duration | None = None
     """Start the run after this long."""
+    id_reuse_policy: IdReusePolicy | None = None
+    """What a start with an idempotency key does when a run has the key
+    (default: the workflow's, else ``use_existing``)."""
 
 
 class RunReply(WireModel):

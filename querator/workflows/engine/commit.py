@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
@@ -18,7 +18,9 @@ from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry import workflow_metrics
 from querator.telemetry.runs import RUN_ID, starting
-from querator.workflows.engine.context import Child
+from querator.workflows.engine.context import Child, Gather, starts_runs
+from querator.workflows.engine.parent_close import closing
+from querator.workflows.engine.successor import successor_items
 from querator.workflows.keys import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
@@ -95,9 +97,13 @@ def split_claim(
 
 
 def final_items(run_id: str, meta: RunMeta, final: RunRecord) -> Produce:
-    """The run's result record, and for a child run its parent's record and wake."""
+    """The run's result record, and for a child run its parent's record and wake
+    (a run that continues as new starts its successor instead, which reports to
+    the parent in its place)."""
     produce = {RESULTS_QUEUE: [record_item(result_key(run_id), final, run_id)]}
     produce[RESULTS_QUEUE] += index_items(run_id, meta, final.final_status())
+    if final.continued_as is not None:
+        return merge_items(produce, successor_items(run_id, meta, final))
     return merge_items(produce, parent_items(meta, final))
 
 
@@ -125,26 +131,42 @@ def parent_items(meta: RunMeta, final: RunRecord) -> Produce:
 
 @contextmanager
 def child_started(parent_trace: Mapping[str, str], request: R) -> Iterator[R]:
-    """For a :class:`Child` request: its ``start`` span (a child of the parent
-    run's trace context ``parent_trace``), current while the request is
-    committed, and the request with the child's meta carrying the span's context
-    (the child's spans nest under it). Other requests pass through."""
-    if not isinstance(request, Child):
+    """For a :class:`Child` request (or a gather starting children): a ``start``
+    span per child (a child of the parent run's trace context ``parent_trace``),
+    open while the request is committed, and the request with each child's meta
+    carrying its span's context (the child's spans nest under it). Other
+    requests pass through."""
+    if isinstance(request, Child):
+        with _child_span(parent_trace, request) as child:
+            yield cast(R, child)
+    elif isinstance(request, Gather) and starts_runs(request):
+        with ExitStack() as stack:
+            members = tuple(
+                stack.enter_context(_child_span(parent_trace, m)) if isinstance(m, Child) else m
+                for m in request.members
+            )
+            yield cast(R, replace(request, members=members))
+    else:
         yield request
-        return
-    meta = request.meta
+
+
+@contextmanager
+def _child_span(parent_trace: Mapping[str, str], child: Child) -> Iterator[Child]:
+    meta = child.meta
     with starting(meta.workflow, meta.queue, parent=parent_trace) as started:
         if started.span.is_recording():
-            started.span.set_attribute(RUN_ID, request.run_id)
+            started.span.set_attribute(RUN_ID, child.run_id)
         if started.carrier:
             meta = meta.model_copy(update={"trace": started.carrier})
-        yield cast(R, replace(request, meta=meta))
+        yield replace(child, meta=meta)
 
 
 def log_final(run_id: str, final: RunRecord) -> None:
     """One line for a run's end."""
     status = final.final_status()
-    if final.ok:
+    if final.continued_as is not None:
+        log.info("run %s continued as new: %s", run_id, final.continued_as)
+    elif final.ok:
         log.info("run %s %s", run_id, status)
     else:
         error = final.error
@@ -161,9 +183,18 @@ async def commit_final(
     final: RunRecord,
 ) -> None:
     """End the run with ``final``: its final items (and ``produce``) committed
-    with ``held`` completed; logged, and counted once committed."""
+    with ``held`` completed, its running children closed by their policies
+    (:mod:`.parent_close`); logged, and counted once committed. While a child
+    with the ``wait`` policy runs, the run does not end yet: ``held`` is
+    completed with ``produce`` only, and that child's end wakes the run."""
+    closed, wait = await closing(aq, run_id, final)
+    if wait:
+        log.info("run %s ends once its children with parent_close_policy 'wait' end", run_id)
+        await commit_held(aq, held, merge_items(produce, closed))
+        return
     log_final(run_id, final)
-    if await commit_held(aq, held, merge_items(produce, final_items(run_id, meta, final))):
+    ended = merge_items(produce, closed, final_items(run_id, meta, final))
+    if await commit_held(aq, held, ended):
         workflow_metrics.run_ended(meta.workflow, final.final_status())
 
 

@@ -32,15 +32,16 @@ from querator.workflows.engine.commit import (
     transact_creating,
 )
 from querator.workflows.engine.context import (
-    Child,
     Request,
     StepCall,
     request_items,
+    started_children,
     waited_positions,
 )
 from querator.workflows.engine.decisions import Commit, Compensate, End, Hold, Park, WakeRun
 from querator.workflows.engine.history import load_history
 from querator.workflows.engine.live import LiveRun, LiveRuns
+from querator.workflows.engine.parent_close import cancel_if_closing
 from querator.workflows.engine.replay import evaluate
 from querator.workflows.engine.served import Served
 from querator.workflows.keys import RESULTS_QUEUE
@@ -142,8 +143,11 @@ class Committer:
             raise
         live.request = request
         self.live.keep(live)
-        if isinstance(request, Child):
-            workflow_metrics.run_started(request.meta.workflow)
+        children = started_children(request)
+        for child in children:
+            workflow_metrics.run_started(child.meta.workflow)
+        if children:  # the run's end, on another worker, may not have seen them
+            await cancel_if_closing(self.aq, run_id, live.meta, children)
         if claim is None or result is None:
             return None
         [mine] = result.leased.get(claim.queue, [None])

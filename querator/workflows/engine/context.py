@@ -20,6 +20,14 @@ from typing import Any, Generic, TypeVar
 from querator.clock import SYSTEM, Clock
 from querator.queue.models import Item
 from querator.workflows.codec import Codec
+from querator.workflows.engine.child_requests import (
+    Child,
+    ChildSpec,
+    Member,
+    child_items,
+    child_request,
+    member_position,
+)
 from querator.workflows.engine.fiber import Evicted, park
 from querator.workflows.errors import NonDeterminism, StepFailed
 from querator.workflows.keys import (
@@ -28,18 +36,15 @@ from querator.workflows.keys import (
     SET_EVENT_STEP,
     SLEEP_STEP,
     WRITE_STREAM_STEP,
-    child_run_id,
     event_key,
     step_key,
     stream_key,
 )
 from querator.workflows.stored import (
     ParentLink,
-    RunMeta,
     StepPayload,
     StepRecord,
     record_item,
-    start_items,
     step_item,
     wake_item,
 )
@@ -48,6 +53,8 @@ __all__ = [
     "CURRENT",
     "Called",
     "Child",
+    "ChildHandle",
+    "ChildSpec",
     "Gather",
     "Load",
     "Recv",
@@ -57,6 +64,9 @@ __all__ = [
     "StepCall",
     "StepHandle",
     "Undo",
+    "member_position",
+    "started_children",
+    "starts_runs",
 ]
 
 T = TypeVar("T")
@@ -96,10 +106,21 @@ class StepHandle(Generic[T]):
     name: str
     position: int
     codec: Codec
-    dispatch: tuple[str, StepPayload] | None = None
-    """(queue, payload) of the step item (inside a workflow body)."""
+    dispatch: Member | None = None
+    """(queue, payload) of the step item, or the child run to start (inside a
+    workflow body)."""
     value: Any = None
     """The result, when the step ran inline (outside a workflow body)."""
+
+
+@dataclass(frozen=True)
+class ChildHandle(StepHandle[T]):
+    """A child workflow started with ``.spawn(...)``; ``gather`` takes it beside
+    step handles and returns the child's result (a failed child raises
+    :class:`StepFailed`, as a failed step does)."""
+
+    run_id: str = ""
+    """The child run's id (empty outside a workflow body, where the child ran inline)."""
 
 
 # -- what a parked body waits for ------------------------------------------------
@@ -119,10 +140,11 @@ class StepCall:
 
 @dataclass(frozen=True, slots=True)
 class Gather:
-    """Resume once every member has a record; ``dispatch``: produce their items now
-    (only while none has a record: they are dispatched together, once)."""
+    """Resume once every member has a record; ``dispatch``: produce their items
+    (step items, child runs) now (only while none has a record: they are
+    dispatched together, once)."""
 
-    members: tuple[tuple[str, StepPayload], ...]
+    members: tuple[Member, ...]
     dispatch: bool
 
 
@@ -147,13 +169,16 @@ class Recv:
     until: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class Child:
-    """Start child run ``run_id`` (``meta``) and resume with its outcome at ``position``."""
+def started_children(request: Request | None) -> list[Child]:
+    """The child runs committing ``request`` starts."""
+    if isinstance(request, Gather) and request.dispatch:
+        return [m for m in request.members if isinstance(m, Child)]
+    return [request] if isinstance(request, Child) else []
 
-    position: int
-    run_id: str
-    meta: RunMeta
+
+def starts_runs(request: Request | None) -> bool:
+    """Whether committing ``request`` starts child runs."""
+    return bool(started_children(request))
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +197,7 @@ def waited_positions(request: Request) -> list[int]:
     if isinstance(request, StepCall):
         return [request.position]
     if isinstance(request, Gather):
-        return [payload.position for _, payload in request.members]
+        return [member_position(member) for member in request.members]
     if isinstance(request, Child | Recv):
         return [request.position]
     return []
@@ -183,7 +208,7 @@ def awaited_steps(request: Request | None) -> list[tuple[str, int]]:
     if isinstance(request, StepCall):
         return [(request.queue, request.position)]
     if isinstance(request, Gather):
-        return [(queue, payload.position) for queue, payload in request.members]
+        return [(m[0], m[1].position) for m in request.members if not isinstance(m, Child)]
     return []
 
 
@@ -197,8 +222,13 @@ def request_items(
         produce[request.queue] = [step_item(request.payload, trace=trace)]
     elif isinstance(request, Gather):
         if request.dispatch:
-            for queue, payload in request.members:
-                produce.setdefault(queue, []).append(step_item(payload, trace=trace))
+            for member in request.members:
+                if isinstance(member, Child):
+                    for queue, items in child_items(run_id, member).items():
+                        produce.setdefault(queue, []).extend(items)
+                else:
+                    queue, payload = member
+                    produce.setdefault(queue, []).append(step_item(payload, trace=trace))
     elif isinstance(request, Sleep):
         if request.new:
             stored = StepRecord(step=SLEEP_STEP, ok=True, result="null", until=request.until)
@@ -218,7 +248,7 @@ def request_items(
             wake = wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow)
             produce[ctx.workflow_queue] = [wake]
     else:
-        produce = start_items(request.run_id, request.meta)
+        produce = child_items(run_id, request)
     return produce
 
 
@@ -371,7 +401,7 @@ class RunContext:
         self._check()
         missing = [h for h in handles if h.position not in self.records]
         if missing:
-            members = []
+            members: list[Member] = []
             for handle in handles:
                 assert handle.dispatch is not None
                 members.append(handle.dispatch)
@@ -437,38 +467,35 @@ class RunContext:
         published, self.published = self.published, []
         return published
 
-    def child(
-        self,
-        name: str,
-        queue: str | None,
-        timeout: float | None,
-        codec: Codec,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
+    def child(self, spec: ChildSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A child workflow run at the next position: its outcome, once it ended."""
         position = self._next()
-        record = self._stored(position, name)
+        record = self._stored(position, spec.name)
         if record is None:
-            now = self.clock.now()
-            meta = RunMeta(
-                workflow=name,
-                args=codec.encode_args(args, kwargs),
-                queue=queue or self.workflow_queue,
-                started_at=now,
-                deadline=now + timedelta(seconds=timeout) if timeout is not None else None,
-                parent=ParentLink(
-                    run_id=self.run_id,
-                    position=position,
-                    queue=self.workflow_queue,
-                    workflow=self.workflow,
-                ),
-                trace=self.trace,
-            )
-            request = Child(position, child_run_id(self.run_id, position), meta)
-            self._wait([position], request)
+            self._wait([position], self._child(spec, position, args, kwargs))
             record = self.records[position]
-        return self._outcome(record, position, codec)
+        return self._outcome(record, position, spec.codec)
+
+    def spawn_child(
+        self, spec: ChildSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> ChildHandle[Any]:
+        """Take the next position for a child run that ``gather`` will start and await."""
+        position = self._next()
+        self._stored(position, spec.name)
+        request = self._child(spec, position, args, kwargs)
+        return ChildHandle(spec.name, position, spec.codec, request, run_id=request.run_id)
+
+    def _child(
+        self, spec: ChildSpec, position: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Child:
+        parent = ParentLink(
+            run_id=self.run_id,
+            position=position,
+            queue=self.workflow_queue,
+            workflow=self.workflow,
+        )
+        text = spec.codec.encode_args(args, kwargs)
+        return child_request(spec, parent, text, self.clock.now(), self.trace)
 
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("querator_run", default=None)

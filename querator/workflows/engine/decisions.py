@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from querator.errors import UsageError
 from querator.queue.models import Leased
 from querator.workflows.engine.commit import Produce
 from querator.workflows.engine.context import (
@@ -29,6 +30,7 @@ from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History
 from querator.workflows.engine.live import LiveRun
 from querator.workflows.engine.mailbox import recv_record
+from querator.workflows.engine.successor import ContinueAsNew, successor_id
 from querator.workflows.errors import WorkflowCancelled, WorkflowTimeout
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.keys import SLEEP_STEP
@@ -141,9 +143,24 @@ Move = Commit | Resume | Stored
 # -- the decisions -------------------------------------------------------------------
 
 
-def finished_record(wf: WorkflowFunction[..., Any], finished: Finished) -> RunRecord:
-    """The final record of a body that ended."""
+def _continued(wf: WorkflowFunction[..., Any], asked: ContinueAsNew, run_id: str) -> RunRecord:
+    """The final record of run ``run_id`` that continues as new as ``asked``."""
+    try:
+        if isinstance(wf, SagaFunction):
+            raise UsageError("continue_as_new() is not supported in a @saga")
+        args = wf.codec.encode_args(asked.args, asked.kwargs)
+    except Exception as exc:
+        return RunRecord(ok=False, error=error_info(exc, with_traceback=True))
+    return RunRecord(ok=True, result="null", continued_as=successor_id(run_id), continued_args=args)
+
+
+def finished_record(
+    wf: WorkflowFunction[..., Any], finished: Finished, run_id: str = ""
+) -> RunRecord:
+    """The final record of a body that ended (or continued as new)."""
     error: Exception | None = finished.error
+    if error is None and isinstance(finished.value, ContinueAsNew):
+        return _continued(wf, finished.value, run_id)
     if error is None:
         try:
             return RunRecord(ok=True, result=wf.codec.encode_result(finished.value))
@@ -184,7 +201,7 @@ def ending(live: LiveRun, message: Request | Finished | RunRecord) -> tuple[bool
     elif ctx.fatal is not None:
         final = RunRecord(ok=False, error=error_info(ctx.fatal))
     elif isinstance(message, Finished):
-        final = finished_record(wf, message)
+        final = finished_record(wf, message, live.run_id)
         if is_saga and not final.ok:
             return True, None
     else:

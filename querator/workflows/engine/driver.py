@@ -53,6 +53,7 @@ from querator.workflows.engine.context import (
     Request,
     Sleep,
     StepCall,
+    starts_runs,
     waited_positions,
 )
 from querator.workflows.engine.decisions import (
@@ -293,7 +294,7 @@ class Engine:
         if meta is not None and wf is not None:
             live = new_live(run_id, wf, started(meta), self.aq.clock)
             message = await resume(self.aq, live)
-            if isinstance(message, StepCall | Gather):
+            if isinstance(message, StepCall | Gather) and not starts_runs(message):
                 await self._drive(live, hand, message)
                 return
             await live.close()  # it would do more than dispatch steps: from what is stored
@@ -327,6 +328,8 @@ class Engine:
         parent = history.meta.parent if history.meta is not None else None
         if parent is None or history.meta is None or history.finished is None:
             return {}
+        if history.finished.continued_as is not None:
+            return {}  # its successor reports to the parent
         keys = [step_key(parent.run_id, parent.position), result_key(parent.run_id)]
         found = await self.aq.lookup(RESULTS_QUEUE, [*keys, meta_key(parent.run_id)])
         if any(key in found for key in keys) or meta_key(parent.run_id) not in found:

@@ -31,6 +31,7 @@ from querator.workflows.engine.decisions import ended_early, finished_record
 from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_records
 from querator.workflows.engine.live import LiveRun, body_fiber
+from querator.workflows.engine.successor import ContinueAsNew
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.sagas.core import SagaFunction
 from querator.workflows.stored import RunRecord, StepRecord, error_info
@@ -93,6 +94,8 @@ async def resume(aq: AsyncQueueClient, live: LiveRun) -> Request | Finished:
             continue
         if isinstance(message, Finished):
             return message
+        if isinstance(message, ContinueAsNew):  # the body ends, continuing as new
+            return Finished(value=message)
         return message  # type: ignore[return-value]
 
 
@@ -136,7 +139,7 @@ async def evaluate(
     if ctx.fatal is not None:
         done.final = RunRecord(ok=False, error=error_info(ctx.fatal))
     elif isinstance(message, Finished):
-        done.final = None if abort is not None else finished_record(wf, message)
+        done.final = None if abort is not None else finished_record(wf, message, run_id)
     else:
         done.request = message
         done.awaited = awaited_steps(message)
