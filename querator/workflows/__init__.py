@@ -59,6 +59,12 @@ from querator.workflows.errors import (
     WorkflowFailed,
     WorkflowTimeout,
 )
+from querator.workflows.events import (
+    emit_event,
+    emit_event_async,
+    wait_for_event,
+    wait_for_event_async,
+)
 from querator.workflows.functions import (
     DurableFunction,
     StepFunction,
@@ -149,6 +155,8 @@ __all__ = [
     "close_stream_async",
     "current_step",
     "delete_schedule",
+    "emit_event",
+    "emit_event_async",
     "fork",
     "fork_async",
     "gather",
@@ -190,6 +198,8 @@ __all__ = [
     "start_async",
     "step",
     "trigger_schedule",
+    "wait_for_event",
+    "wait_for_event_async",
     "workflow",
     "write_stream",
     "write_stream_async",

@@ -13,6 +13,10 @@
 - results queue: ``{run}/stream/{key}/{position}`` (a body's ``write_stream`` or
   ``close_stream``), ``.../{position}/{seq}`` (a step's); a close mark's
   record has no result.
+- events queue (``querator.events``, never leased): ``{name}``, the first
+  ``emit_event`` of a name, kept for :data:`EVENT_RETENTION` (the queue's
+  ``expire_timeout``); results queue: ``events/{name}/waiting/{run}/{position}``,
+  a run parked in ``wait_for_event(name)`` (whom an emit wakes).
 - results queue: ``index/...``: the run index's entries (empty payloads), see
   :mod:`querator.workflows.run_index`.
 - sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
@@ -54,6 +58,17 @@ RECV_STEP = "querator.recv"
 """The step name stored in the record of a ``recv`` (the message read, or its timeout)."""
 WRITE_STREAM_STEP = "querator.write_stream"
 """The step name stored in the record of a ``write_stream``/``close_stream`` in a body."""
+WAIT_EVENT_STEP = "querator.wait_for_event"
+"""The step name stored in the record of a ``wait_for_event`` (the event seen, or its timeout)."""
+EVENTS_QUEUE = "querator.events"
+"""Where the events emitted by name live (one item per name: the first emit)."""
+EVENT_RETENTION = 86_400.0 * 7
+"""Seconds an emitted event is kept (seen by runs that start waiting later): the
+events queue's ``expire_timeout``; past it the queue's maintenance deletes the
+event, waits no longer see it and the name can be emitted anew."""
+EVENTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=EVENT_RETENTION)
+"""Settings of :data:`EVENTS_QUEUE` when querator creates it (an existing queue
+keeps its own: ``update_queue`` changes the retention of events emitted later)."""
 RESULTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 """Records are kept for the longest time a queue allows (366 days)."""
 WORK_LEASE = 10.0
@@ -119,6 +134,21 @@ def stream_key(run_id: str, key: str, position: int, seq: int | None = None) -> 
     return head if seq is None else f"{head}/{seq:09d}"
 
 
+def named_event_key(name: str) -> str:
+    """The key of the event emitted under ``name`` (in :data:`EVENTS_QUEUE`)."""
+    return name
+
+
+def event_waiters_prefix(name: str) -> str:
+    """The key prefix of the runs parked in ``wait_for_event(name)``."""
+    return f"events/{name}/waiting/"
+
+
+def event_waiter_key(name: str, run_id: str, position: int) -> str:
+    """Run ``run_id`` waits for event ``name`` at ``position``."""
+    return f"{event_waiters_prefix(name)}{run_id}/{position:012d}"
+
+
 def meta_key(run_id: str) -> str:
     return f"{run_id}/meta"
 
@@ -141,10 +171,10 @@ _UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab])?")
 
 def awaited_record(key: str) -> bool:
     """Whether a ``result()`` call may be waiting for the record ``key``: every
-    record but a step call's own and its progress (a run's result, a saga's
+    record but a step call's own, its progress and an event waiter's (a run's result, a saga's
     compensation records, cancel requests, ...), so writing it wakes the
     results queue's watchers."""
-    return _UNAWAITED_RECORD.fullmatch(key) is None
+    return _UNAWAITED_RECORD.fullmatch(key) is None and not key.startswith("events/")
 
 
 def result_key(run_id: str) -> str:

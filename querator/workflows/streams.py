@@ -36,7 +36,7 @@ from querator.workflows.keys import (
     stream_key,
     stream_prefix,
 )
-from querator.workflows.messages import _check_run_id, _json, check_topic
+from querator.workflows.messages import _check_run_id, check_topic, check_value
 from querator.workflows.step_context import CURRENT_STEP, StepContext
 from querator.workflows.stored import StepRecord, record_item
 
@@ -89,9 +89,9 @@ def write_stream(key: str, value: Any) -> None:
     order; values written by steps running at the same time come in the
     order of the steps' positions.
     """
-    ctx = _write(key, _json(value), "write_stream")
+    ctx = _write(key, check_value(value), "write_stream")
     if ctx is not None:
-        anyio.from_thread.run(_commit, ctx, key, _json(value), token=ctx.token)
+        anyio.from_thread.run(_commit, ctx, key, check_value(value), token=ctx.token)
 
 
 def close_stream(key: str) -> None:
@@ -108,9 +108,9 @@ async def _commit(ctx: StepContext, key: str, text: str | None) -> None:
 
 async def write_stream_async(key: str, value: Any) -> None:
     """:func:`write_stream` for async workflow bodies and async steps."""
-    ctx = _write(key, _json(value), "write_stream_async")
+    ctx = _write(key, check_value(value), "write_stream_async")
     if ctx is not None:
-        await _commit(ctx, key, _json(value))
+        await _commit(ctx, key, check_value(value))
 
 
 async def close_stream_async(key: str) -> None:

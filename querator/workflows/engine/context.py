@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from querator.clock import SYSTEM, Clock
 from querator.queue.models import Item
 from querator.workflows.codec import Codec
+from querator.workflows.engine.event_waits import EventWaiter, confirm_tag, waiter_item
 from querator.workflows.engine.fiber import Evicted, park
 from querator.workflows.errors import NonDeterminism, StepFailed
 from querator.workflows.keys import (
@@ -27,6 +28,7 @@ from querator.workflows.keys import (
     RESULTS_QUEUE,
     SET_EVENT_STEP,
     SLEEP_STEP,
+    WAIT_EVENT_STEP,
     WRITE_STREAM_STEP,
     child_run_id,
     event_key,
@@ -57,6 +59,7 @@ __all__ = [
     "StepCall",
     "StepHandle",
     "Undo",
+    "WaitEvent",
 ]
 
 T = TypeVar("T")
@@ -148,6 +151,19 @@ class Recv:
 
 
 @dataclass(frozen=True, slots=True)
+class WaitEvent:
+    """Read the event emitted under ``name`` into the record at ``position``; at
+    ``until`` (None: never) record a timeout instead. ``confirm``: the park also
+    commits a wake that looks for the event once the waiter record is committed
+    (see :mod:`.event_waits`)."""
+
+    position: int
+    name: str
+    until: datetime | None
+    confirm: bool = field(default=True, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Child:
     """Start child run ``run_id`` (``meta``) and resume with its outcome at ``position``."""
 
@@ -163,7 +179,7 @@ class Load:
     position: int
 
 
-Request = StepCall | Gather | Sleep | Child | Recv
+Request = StepCall | Gather | Sleep | Child | Recv | WaitEvent
 """What a parked body waits for (a :class:`Load` is answered at once)."""
 
 
@@ -173,7 +189,7 @@ def waited_positions(request: Request) -> list[int]:
         return [request.position]
     if isinstance(request, Gather):
         return [payload.position for _, payload in request.members]
-    if isinstance(request, Child | Recv):
+    if isinstance(request, Child | Recv | WaitEvent):
         return [request.position]
     return []
 
@@ -217,8 +233,35 @@ def request_items(
             tag = str(request.position)
             wake = wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow)
             produce[ctx.workflow_queue] = [wake]
+    elif isinstance(request, WaitEvent):
+        produce = _wait_items(run_id, ctx, request, trace)
     else:
         produce = start_items(request.run_id, request.meta)
+    return produce
+
+
+def _wait_items(
+    run_id: str, ctx: RunContext, request: WaitEvent, trace: Mapping[str, str] | None
+) -> dict[str, list[Item]]:
+    """A wait's waiter record (produced again on every park: dedup keeps one),
+    its confirming wake and its timeout's wake (see :class:`WaitEvent`)."""
+    waiter = EventWaiter(
+        run_id=run_id,
+        position=request.position,
+        queue=ctx.workflow_queue,
+        workflow=ctx.workflow,
+        trace=dict(trace or {}),
+    )
+    wakes = []
+    if request.confirm:
+        tag = confirm_tag(request.position)
+        wakes.append(wake_item(run_id, tag, trace=trace, workflow=ctx.workflow))
+    if request.until is not None:
+        tag = str(request.position)
+        wakes.append(wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow))
+    produce = {RESULTS_QUEUE: [waiter_item(request.name, waiter)]}
+    if wakes:
+        produce[ctx.workflow_queue] = wakes
     return produce
 
 
@@ -405,6 +448,19 @@ class RunContext:
             if timeout is not None:
                 until = self.clock.now() + timedelta(seconds=timeout)
             self._wait([position], Recv(position, topic, until))
+            record = self.records[position]
+        return record
+
+    def wait_for_event(self, name: str, timeout: float | None) -> StepRecord:
+        """The record of a ``wait_for_event`` at the next position (the event
+        seen, or the timeout), once there is one."""
+        position = self._next()
+        record = self._stored(position, WAIT_EVENT_STEP)
+        if record is None:
+            until = None
+            if timeout is not None:
+                until = self.clock.now() + timedelta(seconds=timeout)
+            self._wait([position], WaitEvent(position, name, until))
             record = self.records[position]
         return record
 
