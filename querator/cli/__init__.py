@@ -72,6 +72,7 @@ def main() -> None:
 
 
 # The commands register themselves on the apps above when imported.
+from querator.cli import events as events  # noqa: E402
 from querator.cli import locks as locks  # noqa: E402
 from querator.cli import migrate as migrate  # noqa: E402
 from querator.cli import namespaces as namespaces  # noqa: E402

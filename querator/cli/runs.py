@@ -11,7 +11,7 @@ import typer
 
 from querator.cli.app import AsJson, Url, _reporting, _store, runs_app
 from querator.cli.loading import load_functions
-from querator.cli.output import _json_list, _table, _when
+from querator.cli.output import _json_list, _table, _when, json_argument
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
 from querator.queue.options import DEFAULT_URL
@@ -238,18 +238,6 @@ def runs_cancel(
         raise typer.Exit(1)
 
 
-def _json_value(text: str) -> object:
-    """The message ``text`` names, as JSON (NaN and infinities refused)."""
-
-    def constant(name: str) -> object:
-        raise InvalidArgument("value", f"must be JSON, which has no {name}")
-
-    try:
-        return json.loads(text, parse_constant=constant)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument("value", f"must be JSON: {exc}") from None
-
-
 @runs_app.command("send")
 def runs_send(
     run_id: str,
@@ -262,7 +250,7 @@ def runs_send(
 ) -> None:
     """Send a message to a run: the run's next recv(TOPIC) reads it."""
     with _reporting():
-        message = _json_value(value)
+        message = json_argument(value)
         with _store(url) as q:
             send(q, run_id, topic, message, idempotency_key=idempotency_key)
     typer.echo(f"{run_id}: sent on {topic}")

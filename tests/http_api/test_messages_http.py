@@ -1,4 +1,4 @@
-"""Talking to a run over HTTP: runs.send, runs.get_event (long poll) and
+"""Talking to a run over HTTP: runs.send, events.emit, runs.get_event (long poll) and
 runs.read_stream (long poll with offsets), from the HTTP clients and with
 tokens and scopes, on SQLite and PostgreSQL."""
 
@@ -15,7 +15,7 @@ from http_server import serve
 from polling import wait_for
 from worker_threads import serving
 from workflows.ops_procs import durable_url_for
-from workflows.stream_flows import STREAM_QUEUE, approval, progress, tokens
+from workflows.stream_flows import STREAM_QUEUE, approval, gate, progress, tokens
 
 from querator import Querator, QueueSettings, Worker
 from querator.errors import InvalidArgument
@@ -30,7 +30,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     url = durable_url_for(request, tmp_path, str(request.param))
     with serve(url) as base, Querator(url) as q:
         q.create_queue(STREAM_QUEUE, QueueSettings(lease_timeout=1.0, expire_timeout=3600.0))
-        with serving(Worker(q, [approval, progress, tokens], poll_timeout=1.0)):
+        with serving(Worker(q, [approval, gate, progress, tokens], poll_timeout=1.0)):
             yield base, q
 
 
@@ -71,6 +71,26 @@ def test_send_get_event_and_read_stream_over_http(served: tuple[str, Querator]) 
     assert anyio.run(follow) == [{"by": "bob"}]
 
 
+def test_emit_an_event_over_http(served: tuple[str, Querator]) -> None:
+    base, q = served
+    run = start(q, gate, "pay:1.ok")
+    waiting = "events/pay:1.ok/waiting/"
+    wait_for(lambda: q.scan_keys("querator.results", waiting), timeout=30, message="waiting")
+    with HttpQuerator(base) as h:
+        assert h.emit_event("pay:1.ok", {"cents": 1999}) is True
+        assert run.result(timeout=30) == {"cents": 1999}
+        assert h.emit_event("pay:1.ok", "again") is False  # the first emit wins
+        with pytest.raises(InvalidArgument, match="name"):
+            h.emit_event("bad name", 1)
+
+    async def emit() -> bool:
+        async with AsyncHttpQuerator(base) as a:
+            return await a.emit_event("pay:2.ok", None)
+
+    assert anyio.run(emit) is True
+    assert start(q, gate, "pay:2.ok").result(timeout=30) is None  # its payload: null
+
+
 def test_the_server_refuses_bad_input_with_400(served: tuple[str, Querator]) -> None:
     import httpx
 
@@ -78,6 +98,8 @@ def test_the_server_refuses_bad_input_with_400(served: tuple[str, Querator]) -> 
     run = start(q, approval, "x")
     for path, body, field in [
         ("/v1/runs.send", {"run_id": run.run_id, "topic": "a b", "value": 1}, "topic"),
+        ("/v1/events.emit", {"name": "a\nb", "payload": 1}, "name"),
+        ("/v1/events.emit", {"name": "", "payload": 1}, "name"),
         ("/v1/runs.read_stream", {"run_id": run.run_id, "key": "log", "offset": -1}, "offset"),
         ("/v1/runs.get_event", {"run_id": run.run_id, "key": "k", "request_timeout": "x"}, ""),
     ]:
@@ -85,3 +107,4 @@ def test_the_server_refuses_bad_input_with_400(served: tuple[str, Querator]) -> 
         assert answer.status_code == 400, answer.text
         assert field in answer.text
     assert q.scan_keys("querator.results", f"{run.run_id}/msg/") == []
+    assert "querator.events" not in {info.name for info in q.list_queues()}

@@ -12,6 +12,7 @@ from querator.workflows import (
     recv,
     set_event,
     step,
+    wait_for_event,
     workflow,
     write_stream,
     write_stream_async,
@@ -41,6 +42,12 @@ def progress(count: int, close: bool) -> Any:
         close_stream("out")
         write_stream("out", "after close: never read")
     return got
+
+
+@workflow(name="s.gate", queue=STREAM_QUEUE)
+def gate(name: str) -> Any:
+    """The payload of event ``name`` (None after two minutes)."""
+    return wait_for_event(name, timeout=120)
 
 
 @step(name="s.atokens")

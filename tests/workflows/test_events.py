@@ -10,11 +10,13 @@ from typing import Any
 import anyio
 import pytest
 from polling import wait_for
+from worker_threads import serving
 
 from querator import AsyncQuerator, Querator, QueueSettings
 from querator.errors import InvalidArgument, UsageError
 from querator.workflows import (
     AsyncWorker,
+    Worker,
     emit_event,
     emit_event_async,
     start,
@@ -39,6 +41,7 @@ from .conftest import RunWorker
 from .flows import CALLS, count_call
 from .ops_flows import WORK_QUEUE, awaiting
 from .ops_procs import durable_url_for, read_log, spawn_worker
+from .test_messages import cli
 
 
 @workflow(name="ev.waiter")
@@ -235,3 +238,21 @@ def test_a_run_waiting_for_an_event_survives_sigkilled_workers(
         finally:
             assert third.terminate() == 0, third.stderr()
     assert [event[0] for event in read_log(log)] == ["start", "done"]  # the link ran once
+
+
+def test_events_emit_command(tmp_path: Path, run_worker: RunWorker) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with Querator(url) as q:
+        run = start(q, waiter, "cli.done", None)
+        for bad, field in [("NaN", "payload"), ("{oops", "payload")]:
+            refused = cli("events", "emit", "cli.done", bad, "--url", url)
+            assert refused.returncode == 2 and field in refused.stderr, refused.stderr
+        refused = cli("events", "emit", "bad/name", "1", "--url", url)
+        assert refused.returncode == 2 and "name" in refused.stderr, refused.stderr
+        assert EVENTS_QUEUE not in {info.name for info in q.list_queues()}
+        emitted = cli("events", "emit", "cli.done", '{"ok": true}', "--url", url)
+        assert emitted.returncode == 0 and "emitted" in emitted.stdout, emitted.stderr
+        again = cli("events", "emit", "cli.done", "2", "--url", url)
+        assert again.returncode == 0 and "already emitted" in again.stdout, again.stderr
+        with serving(Worker(q, [waiter], poll_timeout=1.0), join_timeout=15):
+            assert run.result(timeout=20) == {"ok": True}
