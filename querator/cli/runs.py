@@ -22,6 +22,7 @@ from querator.workflows.messages import send
 from querator.workflows.reindex import reindex_runs
 from querator.workflows.rerun import fork, resume
 from querator.workflows.retention import purge_runs
+from querator.workflows.run_detail import WaitInfo
 from querator.workflows.runs import RunHandle, RunStatus
 
 
@@ -138,12 +139,35 @@ def _show(run: RunInfo) -> None:
         fields["error"] = f"{run.error_type}: {run.error_message}"
     for key, value in fields.items():
         typer.echo(f"{key + ':':<10}{value}")
+    for wait in run.waits:
+        typer.echo(f"{'waits:':<10}{_wait_text(wait)}")
     for reason in run.waiting_for:  # due items that no live worker serves
         typer.echo(f"{'waiting:':<10}{reason}")
     _steps(run)
     _pending(run)
     _compensations(run)
     _tracebacks(run)
+
+
+_WAIT_WORDS = {
+    "timer": "timer",
+    "message": "message on topic",
+    "event": "event",
+    "child": "child run",
+    "step": "step",
+    "limit": "concurrency limit",
+}
+
+
+def _wait_text(wait: WaitInfo) -> str:
+    """``event order:42.paid at 3 since … until …``: one thing a run waits for."""
+    text = _WAIT_WORDS[wait.kind] + (f" {wait.name}" if wait.name else "")
+    text += f" at {wait.position}"
+    if wait.since is not None:
+        text += f" since {_when(wait.since)}"
+    if wait.until is not None:
+        text += f" until {_when(wait.until)}"
+    return text
 
 
 def _steps(run: RunInfo) -> None:

@@ -7,6 +7,8 @@
 - step queue: step items (kind ``querator.step``), ``dedup_key``
   ``{run}/{position}/step`` (``{run}/{position}/step/d{n}`` after the n-th deferral).
 - results queue: ``{run}/cancel`` once cancellation was asked for.
+- results queue: ``{run}/{position}/wait``: what the body parked at
+  ``position`` waits for (``recv``, ``wait_for_event``, a child run).
 - results queue: ``{run}/{position}/progress/a`` and ``/b``: a step's last
   progress report (the newer of the two; reports alternate between them).
 - results queue: ``{run}/resume``: a resume request, until a worker carries it out.
@@ -157,6 +159,12 @@ def step_key(run_id: str, position: int) -> str:
     return f"{run_id}/{position}"
 
 
+def wait_key(run_id: str, position: int) -> str:
+    """What the body parked at ``position`` waits for (a message, an event, a
+    child run): written with its first park, for ``get_run`` to show."""
+    return f"{run_id}/{position}/wait"
+
+
 PROGRESS_SLOTS = ("a", "b")
 """A step's progress alternates between two records, so a reader always finds one."""
 
@@ -165,8 +173,8 @@ def progress_key(run_id: str, position: int, slot: str) -> str:
     return f"{run_id}/{position}/progress/{slot}"
 
 
-_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab])?")
-"""Keys of a step call's record and of its progress: nobody waits for those."""
+_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab]|/wait)?")
+"""Keys of a step call's record, its progress and a wait's: nobody waits for those."""
 
 
 def awaited_record(key: str) -> bool:

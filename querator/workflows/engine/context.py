@@ -34,12 +34,14 @@ from querator.workflows.keys import (
     event_key,
     step_key,
     stream_key,
+    wait_key,
 )
 from querator.workflows.stored import (
     ParentLink,
     RunMeta,
     StepPayload,
     StepRecord,
+    WaitRecord,
     record_item,
     start_items,
     step_item,
@@ -237,7 +239,21 @@ def request_items(
         produce = _wait_items(run_id, ctx, request, trace)
     else:
         produce = start_items(request.run_id, request.meta)
+    if isinstance(request, Recv | WaitEvent | Child):
+        wait = _wait_record(request).model_copy(update={"since": ctx.clock.now()})
+        item = record_item(wait_key(run_id, request.position), wait, run_id)
+        produce[RESULTS_QUEUE] = [*produce.get(RESULTS_QUEUE, []), item]
     return produce
+
+
+def _wait_record(request: Recv | WaitEvent | Child) -> WaitRecord:
+    """What ``get_run`` shows a body parked on ``request`` waits for (a step
+    call's items, and a timer's record, say it themselves)."""
+    if isinstance(request, Recv):
+        return WaitRecord(kind="message", name=request.topic, until=request.until)
+    if isinstance(request, WaitEvent):
+        return WaitRecord(kind="event", name=request.name, until=request.until)
+    return WaitRecord(kind="child", name=request.run_id, until=request.meta.deadline)
 
 
 def _wait_items(
