@@ -4,11 +4,13 @@ different names)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from querator.workflows import (
     close_stream,
     close_stream_async,
+    gather,
     recv,
     set_event,
     step,
@@ -74,3 +76,26 @@ def approval(who: str) -> Any:
     write_stream("log", got)
     set_event("status", "done")
     return got
+
+
+SLOW_WRITER = threading.Event()
+"""Set by the test to let ``s.slow`` write (in-process workers only)."""
+
+
+@step(name="s.slow")
+def slow() -> None:
+    """Writes ``slow`` to stream ``mix`` once the test lets it."""
+    SLOW_WRITER.wait(30)
+    write_stream("mix", "slow")
+
+
+@step(name="s.fast")
+def fast() -> None:
+    write_stream("mix", "fast")
+
+
+@workflow(name="s.mixed", queue=STREAM_QUEUE)
+def mixed() -> None:
+    """Two steps at once write one stream: the earlier position writes last."""
+    gather([slow.spawn(), fast.spawn()])
+    close_stream("mix")

@@ -32,7 +32,15 @@ from querator.workflows.keys import RESULTS_QUEUE, stream_prefix
 
 from .conftest import RunWorker
 from .ops_procs import durable_url_for, spawn_worker
-from .stream_flows import STREAM_QUEUE, async_flow, atokens, progress, tokens
+from .stream_flows import (
+    SLOW_WRITER,
+    STREAM_QUEUE,
+    async_flow,
+    atokens,
+    mixed,
+    progress,
+    tokens,
+)
 
 WORKER = Path(__file__).with_name("stream_worker.py")
 
@@ -206,3 +214,24 @@ def test_runs_stream_command_follows_until_the_close(tmp_path: Path) -> None:
             check=False,
         )
         assert refused.returncode == 2 and "run-nope" in refused.stderr
+
+
+def test_a_reader_sees_values_of_steps_writing_at_once(q: Querator, run_worker: RunWorker) -> None:
+    # The later step (fast, position 1) writes first; the earlier one (slow,
+    # position 0) writes once released. A reader whose cursor passed fast's
+    # value would miss slow's: values are read in position order, a later
+    # position's once the earlier ones ended.
+    SLOW_WRITER.clear()
+    try:
+        with run_worker([mixed], concurrency=4):
+            run = start(q, mixed)
+            reader = Reader(q, run.run_id, "mix")
+            prefix = stream_prefix(run.run_id, "mix")
+            wait_for(lambda: q.scan_keys(RESULTS_QUEUE, prefix), timeout=20, message="fast")
+            assert reader.values == []  # not read before the earlier position ended
+            SLOW_WRITER.set()
+            run.result(timeout=20)
+            assert reader.finish() == ["slow", "fast"]
+            assert list(read_stream(q, run.run_id, "mix", offset=1)) == ["fast"]
+    finally:
+        SLOW_WRITER.set()
