@@ -4,6 +4,7 @@ tokens and scopes, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from querator import Querator, QueueSettings, Worker
 from querator.errors import InvalidArgument
 from querator.http import AsyncQuerator as AsyncHttpQuerator
 from querator.http import Querator as HttpQuerator
-from querator.workflows import RunFinished, RunNotFound, start
+from querator.workflows import RunFinished, RunNotFound, send, start
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -108,3 +109,50 @@ def test_the_server_refuses_bad_input_with_400(served: tuple[str, Querator]) -> 
         assert field in answer.text
     assert q.scan_keys("querator.results", f"{run.run_id}/msg/") == []
     assert "querator.events" not in {info.name for info in q.list_queues()}
+
+
+def _events(lines: Iterator[str]) -> Iterator[tuple[str, str, str]]:
+    """(event, id, data) of each server-sent event read from ``lines``."""
+    event, ident, data = "message", "", ""
+    for line in lines:
+        if line == "":
+            if data:
+                yield event, ident, data
+            event, ident, data = "message", "", ""
+        elif line.startswith("event: "):
+            event = line[len("event: ") :]
+        elif line.startswith("id: "):
+            ident = line[len("id: ") :]
+        elif line.startswith("data: "):
+            data = line[len("data: ") :]
+
+
+def test_a_stream_as_server_sent_events(served: tuple[str, Querator]) -> None:
+    import httpx
+
+    base, q = served
+    run = start(q, progress, 2, True)
+    url = f"{base}/v1/runs.stream"
+    with httpx.Client(timeout=30) as http:
+        with http.stream("GET", url, params={"run_id": run.run_id, "key": "out"}) as answer:
+            assert answer.status_code == 200
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            events = _events(answer.iter_lines())
+            seen = [next(events) for _ in range(3)]  # live: the run waits in recv
+            assert [json.loads(data) for _, _, data in seen] == [
+                {"stage": "start"},
+                "tok0",
+                "tok1",
+            ]
+            assert [ident for _, ident, _ in seen] == ["1", "2", "3"]
+            send(q, run.run_id, "go", "now")
+            rest = list(events)
+        assert rest[0][0] == "message" and json.loads(rest[0][2]) == {"stage": "end", "got": "now"}
+        assert rest[-1][0] == "end" and len(rest) == 2
+        # resumed from the last id seen (EventSource sends it as Last-Event-ID)
+        params = {"run_id": run.run_id, "key": "out"}
+        resumed = http.get(url, params=params, headers={"Last-Event-ID": "3"})
+        assert [e for e, _, _ in _events(iter(resumed.text.splitlines()))] == ["message", "end"]
+        assert http.get(url, params={"run_id": "run-nope", "key": "out"}).status_code != 200
+        bad = http.get(url, params={"run_id": run.run_id, "key": "a b"})
+        assert bad.status_code == 400 and "key" in bad.text
