@@ -82,19 +82,19 @@ SLOW_WRITER = threading.Event()
 """Set by the test to let ``s.slow`` write (in-process workers only)."""
 
 
-@step(name="s.slow")
+@step(name="s.stream_slow")
 def slow() -> None:
     """Writes ``slow`` to stream ``mix`` once the test lets it."""
     SLOW_WRITER.wait(30)
     write_stream("mix", "slow")
 
 
-@step(name="s.fast")
+@step(name="s.stream_fast")
 def fast() -> None:
     write_stream("mix", "fast")
 
 
-@workflow(name="s.mixed", queue=STREAM_QUEUE)
+@workflow(name="s.stream_mixed", queue=STREAM_QUEUE)
 def mixed() -> None:
     """Two steps at once write one stream: the earlier position writes last."""
     gather([slow.spawn(), fast.spawn()])
