@@ -72,6 +72,7 @@ def main() -> None:
 
 
 # The commands register themselves on the apps above when imported.
+from querator.cli import events as events  # noqa: E402
 from querator.cli import locks as locks  # noqa: E402
 from querator.cli import migrate as migrate  # noqa: E402
 from querator.cli import namespaces as namespaces  # noqa: E402
@@ -81,6 +82,7 @@ from querator.cli import scheduler as scheduler  # noqa: E402
 from querator.cli import schedules as schedules  # noqa: E402
 from querator.cli import serve as serve  # noqa: E402
 from querator.cli import start as start  # noqa: E402
+from querator.cli import streams as streams  # noqa: E402
 from querator.cli import tasks as tasks  # noqa: E402
 from querator.cli import webhooks as webhooks  # noqa: E402
 from querator.cli import worker as worker  # noqa: E402

@@ -35,6 +35,8 @@ dead_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Dead letters of
 schedules_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Cron schedules.")
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(dead_app, name="dead")
+events_app = typer.Typer(cls=CliGroup, no_args_is_help=True, help="Events by name.")
+app.add_typer(events_app, name="events")
 
 
 def _namespaced(ctx: typer.Context, url: str) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 import typer
 from pydantic import BaseModel
 
+from querator.errors import InvalidArgument
+
 
 def _when(value: Any) -> str:
     return value.isoformat(timespec="seconds") if value is not None else "-"
@@ -23,3 +25,16 @@ def _table(rows: list[list[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def json_argument(text: str, field: str = "value") -> object:
+    """The JSON value a command's argument ``text`` holds (NaN and infinities
+    refused: InvalidArgument naming ``field``)."""
+
+    def constant(name: str) -> object:
+        raise InvalidArgument(field, f"must be JSON, which has no {name}")
+
+    try:
+        return json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(field, f"must be JSON: {exc}") from None

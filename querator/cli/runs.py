@@ -11,7 +11,7 @@ import typer
 
 from querator.cli.app import AsJson, Url, _reporting, _store, runs_app
 from querator.cli.loading import load_functions
-from querator.cli.output import _json_list, _table, _when
+from querator.cli.output import _json_list, _table, _when, json_argument
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
 from querator.queue.options import DEFAULT_URL
@@ -22,6 +22,7 @@ from querator.workflows.messages import send
 from querator.workflows.reindex import reindex_runs
 from querator.workflows.rerun import fork, resume
 from querator.workflows.retention import purge_runs
+from querator.workflows.run_detail import WaitInfo
 from querator.workflows.runs import RunHandle, RunStatus
 
 
@@ -142,6 +143,8 @@ def _show(run: RunInfo) -> None:
         fields["error"] = f"{run.error_type}: {run.error_message}"
     for key, value in fields.items():
         typer.echo(f"{key + ':':<10}{value}")
+    for wait in run.waits:
+        typer.echo(f"{'waits:':<10}{_wait_text(wait)}")
     for reason in run.waiting_for:  # due items that no live worker serves
         typer.echo(f"{'waiting:':<10}{reason}")
     _steps(run)
@@ -149,6 +152,27 @@ def _show(run: RunInfo) -> None:
     _compensations(run)
     _children(run)
     _tracebacks(run)
+
+
+_WAIT_WORDS = {
+    "timer": "timer",
+    "message": "message on topic",
+    "event": "event",
+    "child": "child run",
+    "step": "step",
+    "limit": "concurrency limit",
+}
+
+
+def _wait_text(wait: WaitInfo) -> str:
+    """``event order:42.paid at 3 since … until …``: one thing a run waits for."""
+    text = _WAIT_WORDS[wait.kind] + (f" {wait.name}" if wait.name else "")
+    text += f" at {wait.position}"
+    if wait.since is not None:
+        text += f" since {_when(wait.since)}"
+    if wait.until is not None:
+        text += f" until {_when(wait.until)}"
+    return text
 
 
 def _steps(run: RunInfo) -> None:
@@ -255,18 +279,6 @@ def runs_cancel(
         raise typer.Exit(1)
 
 
-def _json_value(text: str) -> object:
-    """The message ``text`` names, as JSON (NaN and infinities refused)."""
-
-    def constant(name: str) -> object:
-        raise InvalidArgument("value", f"must be JSON, which has no {name}")
-
-    try:
-        return json.loads(text, parse_constant=constant)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument("value", f"must be JSON: {exc}") from None
-
-
 @runs_app.command("send")
 def runs_send(
     run_id: str,
@@ -279,7 +291,7 @@ def runs_send(
 ) -> None:
     """Send a message to a run: the run's next recv(TOPIC) reads it."""
     with _reporting():
-        message = _json_value(value)
+        message = json_argument(value)
         with _store(url) as q:
             send(q, run_id, topic, message, idempotency_key=idempotency_key)
     typer.echo(f"{run_id}: sent on {topic}")

@@ -1,7 +1,8 @@
 """The ASGI application of ``querator serve``: DUH-RPC endpoints over one
 library client per namespace served (:mod:`querator.http.namespaces`), plus
 ``GET /health``, ``/metrics``, ``/openapi.json`` and ``/docs`` (of the
-server's own namespace).
+server's own namespace), and ``GET /v1/runs.stream`` (a run's stream as
+server-sent events: :mod:`querator.http.stream_events`).
 
 Long polls are coroutines waiting on the library's wakeups: an idle
 ``queue.lease`` holds no thread and issues no statement while it waits.
@@ -33,6 +34,7 @@ from querator.http.metrics import metrics_response
 from querator.http.namespaces import NAMESPACE_HEADER, Namespaces
 from querator.http.openapi import DOCS_PAGE, openapi_document
 from querator.http.rpc import Answer, BadRequest, Endpoint, call, error_response, read_body
+from querator.http.stream_events import STREAM_PATH, stream_events
 from querator.http.wire.queue import Reply
 from querator.queue.backends.namespaces import split_namespace
 from querator.queue.service import AsyncQueueClient
@@ -158,6 +160,8 @@ class _Api:
         assert state is not None, "the app's lifespan has not started"
         if path in self.pages and request.method in ("GET", "HEAD"):
             return await self.page(request, state)
+        if path == STREAM_PATH and request.method == "GET":
+            return await self._stream(request, state)
         endpoint = self.table.get(path)
         try:
             answer = Answer.to(request, endpoint)
@@ -166,6 +170,16 @@ class _Api:
         if request.method != "POST" or endpoint is None:
             return answer.error(_refusal(request.method, path))
         return await self.rpc(request, state, endpoint, answer)
+
+    async def _stream(self, request: Request, state: ServerState) -> Response:
+        """``GET /v1/runs.stream`` (server-sent events) in the namespace asked for."""
+        assert self.namespaces is not None, "the app's lifespan has not started"
+        try:
+            await state.tokens.check(request.headers.get("authorization"), READ)
+            state = await self.namespaces.state_of(request.headers.get(NAMESPACE_HEADER))
+        except QueratorError as exc:
+            return error_response(status.error_reply(exc))
+        return await stream_events(request, state)
 
     async def rpc(
         self, request: Request, state: ServerState, endpoint: Endpoint, answer: Answer

@@ -189,12 +189,15 @@ Reading endpoints needs an admin token: their records carry the secrets."""
 MESSAGE_ENDPOINTS = [
     Endpoint("/v1/runs.send", wm.SendRequest, wq.Reply,
              messages.send, WRITE, 1 * MB, "Send a message to a run"),
+    Endpoint("/v1/events.emit", wm.EmitRequest, wm.EmitReply,
+             messages.emit, WRITE, 1 * MB, "Emit an event by name (wakes the runs waiting for it)"),
     Endpoint("/v1/runs.get_event", wm.GetEventRequest, wm.EventReply,
              messages.get_event, READ, 4 * KB, "A run's published value (long poll)"),
     Endpoint("/v1/runs.read_stream", wm.ReadStreamRequest, wm.StreamReply,
              messages.read_stream, READ, 4 * KB, "A run's stream from an offset (long poll)"),
 ]  # fmt: skip
-"""Talking to a run: messages, published state and streams (querator's own)."""
+"""Talking to a run: messages, events by name, published state and streams
+(querator's own)."""
 
 ENDPOINTS = [
     *QUEUE_ENDPOINTS,

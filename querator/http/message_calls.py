@@ -1,5 +1,5 @@
 """The HTTP clients' calls that talk to a run: ``/v1/runs.send``,
-``/v1/runs.get_event`` and ``/v1/runs.read_stream`` from Python.
+``/v1/events.emit``, ``/v1/runs.get_event`` and ``/v1/runs.read_stream`` from Python.
 
 :class:`AsyncMessageCalls` is mixed into :class:`querator.http.AsyncQuerator`,
 :class:`MessageCalls` into :class:`querator.http.Querator`. Same arguments,
@@ -17,9 +17,10 @@ from pydantic import BaseModel
 
 from querator.http.durations import format_duration
 from querator.http.wire import queue as wq
-from querator.http.wire.messages import EventReply, StreamReply
+from querator.http.wire.messages import EmitReply, EventReply, StreamReply
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.validation import check_duration
+from querator.workflows.events import _check_emit
 from querator.workflows.messages import _check_send, check_topic
 from querator.workflows.streams import StreamPage, _check_read
 
@@ -60,6 +61,12 @@ class AsyncMessageCalls:
         body = {"run_id": run_id, "topic": topic, "value": value}
         body["idempotency_key"] = idempotency_key
         await self._post("/v1/runs.send", body, wq.Reply)
+
+    async def emit_event(self: _Posting, name: str, payload: Any) -> bool:
+        """See :func:`querator.workflows.emit_event`."""
+        _check_emit(name, payload)
+        body = {"name": name, "payload": payload}
+        return (await self._post("/v1/events.emit", body, EmitReply)).first
 
     async def get_event(self: _Posting, run_id: str, key: str, timeout: float = 0.0) -> Any:
         """See :func:`querator.workflows.get_event` (a wait longer than 15
@@ -110,6 +117,11 @@ class MessageCalls:
     ) -> None:
         """See :func:`querator.workflows.send`."""
         self.call(self.aio.send, run_id, topic, value, idempotency_key)
+
+    def emit_event(self: _Calling, name: str, payload: Any) -> bool:
+        """See :func:`querator.workflows.emit_event`."""
+        first: bool = self.call(self.aio.emit_event, name, payload)
+        return first
 
     def get_event(self: _Calling, run_id: str, key: str, timeout: float = 0.0) -> Any:
         """See :func:`querator.workflows.get_event`."""

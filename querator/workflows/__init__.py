@@ -62,6 +62,12 @@ from querator.workflows.errors import (
     WorkflowFailed,
     WorkflowTimeout,
 )
+from querator.workflows.events import (
+    emit_event,
+    emit_event_async,
+    wait_for_event,
+    wait_for_event_async,
+)
 from querator.workflows.functions import (
     DurableFunction,
     StepFunction,
@@ -160,6 +166,8 @@ __all__ = [
     "continue_as_new_async",
     "current_step",
     "delete_schedule",
+    "emit_event",
+    "emit_event_async",
     "fork",
     "fork_async",
     "gather",
@@ -201,6 +209,8 @@ __all__ = [
     "start_async",
     "step",
     "trigger_schedule",
+    "wait_for_event",
+    "wait_for_event_async",
     "workflow",
     "write_stream",
     "write_stream_async",

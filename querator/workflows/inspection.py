@@ -38,9 +38,12 @@ from querator.workflows.keys import (
     result_key,
     resume_key,
     step_key,
+    wait_key,
 )
 from querator.workflows.run_detail import (
     compensations,
+    current_waits,
+    parked_limits,
     pending_steps,
     run_items,
     waiting_for,
@@ -55,7 +58,7 @@ from querator.workflows.run_index import (
 from querator.workflows.run_models import ChildInfo, RunInfo, StepInfo, StepProgress
 from querator.workflows.runs import RunStatus
 from querator.workflows.sagas.compensation import saga_statuses
-from querator.workflows.stored import ProgressRecord, RunMeta, RunRecord, StepRecord
+from querator.workflows.stored import ProgressRecord, RunMeta, RunRecord, StepRecord, WaitRecord
 
 __all__ = [
     "ChildInfo",
@@ -295,18 +298,20 @@ async def _restore(aq: AsyncQueueClient, run_ids: list[str]) -> None:
 
 async def _steps(
     aq: AsyncQueueClient, run_id: str
-) -> tuple[tuple[StepInfo, ...], tuple[StepProgress, ...]]:
-    """Ended step calls, and the progress of those not ended, by position."""
+) -> tuple[tuple[StepInfo, ...], tuple[StepProgress, ...], dict[int, WaitRecord]]:
+    """Ended step calls, the progress of those not ended, and the wait records
+    of calls without an outcome, by position."""
     steps: list[StepInfo] = []
     running: list[StepProgress] = []
+    waits: dict[int, WaitRecord] = {}
     start = 0
     while True:
         window = range(start, start + STEP_WINDOW)
-        keys = [step_key(run_id, i) for i in window]
+        keys = [step_key(run_id, i) for i in window] + [wait_key(run_id, i) for i in window]
         keys += [progress_key(run_id, i, slot) for i in window for slot in PROGRESS_SLOTS]
         found = await aq.lookup(RESULTS_QUEUE, keys)
         if not found:
-            return tuple(steps), tuple(running)
+            return tuple(steps), tuple(running), waits
         for position in window:
             progress = _progress(
                 position,
@@ -322,6 +327,9 @@ async def _steps(
                 steps.append(_step_info(position, record, progress))
             elif progress is not None:
                 running.append(progress)
+            wait = found.get(wait_key(run_id, position))
+            if item is None and wait is not None:
+                waits[position] = WaitRecord.model_validate_json(wait.payload)
         start += STEP_WINDOW
 
 
@@ -363,14 +371,19 @@ async def get_run_async(aq: AsyncQueueClient, run_id: str) -> RunInfo:
         info = None
     if info is None:
         raise RunNotFound(run_id)
-    steps, running = await _steps(aq, run_id)
+    steps, running, waits = await _steps(aq, run_id)
     extras: dict[str, Any] = {"steps": steps, "progress": running, "in_progress": running}
     extras["compensations"] = tuple(await compensations(aq, run_id))
     extras["children"] = await _children(aq, run_id)
     if info.finished_at is None:
         items = await run_items(aq, run_id, info.queue)
-        extras["pending"] = tuple(pending_steps(items))
+        pending = pending_steps(items)
+        extras["pending"] = tuple(pending)
         extras["waiting_for"] = tuple(await waiting_for(aq, items))
+        sleeps = [(s.position, s.finished_at, s.until) for s in steps if s.until is not None]
+        parked = parked_limits(items)
+        now = aq.clock.now()
+        extras["waits"] = tuple(current_waits(waits, sleeps, pending, parked, now))
     return info.model_copy(update=extras)
 
 

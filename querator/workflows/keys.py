@@ -9,12 +9,18 @@
 - results queue: ``{run}/cancel`` once cancellation was asked for.
 - results queue: ``{run}/child/{position:012d}``: a link to the child run started
   at ``position`` (its id, workflow, queue and parent-close policy).
+- results queue: ``{run}/{position}/wait``: what the body parked at
+  ``position`` waits for (``recv``, ``wait_for_event``, a child run).
 - results queue: ``{run}/{position}/progress/a`` and ``/b``: a step's last
   progress report (the newer of the two; reports alternate between them).
 - results queue: ``{run}/resume``: a resume request, until a worker carries it out.
 - results queue: ``{run}/stream/{key}/{position}`` (a body's ``write_stream`` or
   ``close_stream``), ``.../{position}/{seq}`` (a step's); a close mark's
   record has no result.
+- events queue (``querator.events``, never leased): ``{name}``, the first
+  ``emit_event`` of a name, kept for :data:`EVENT_RETENTION` (the queue's
+  ``expire_timeout``); results queue: ``events/{name}/waiting/{run}/{position}``,
+  a run parked in ``wait_for_event(name)`` (whom an emit wakes).
 - results queue: ``index/...``: the run index's entries (empty payloads), see
   :mod:`querator.workflows.run_index`.
 - sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
@@ -56,6 +62,17 @@ RECV_STEP = "querator.recv"
 """The step name stored in the record of a ``recv`` (the message read, or its timeout)."""
 WRITE_STREAM_STEP = "querator.write_stream"
 """The step name stored in the record of a ``write_stream``/``close_stream`` in a body."""
+WAIT_EVENT_STEP = "querator.wait_for_event"
+"""The step name stored in the record of a ``wait_for_event`` (the event seen, or its timeout)."""
+EVENTS_QUEUE = "querator.events"
+"""Where the events emitted by name live (one item per name: the first emit)."""
+EVENT_RETENTION = 86_400.0 * 7
+"""Seconds an emitted event is kept (seen by runs that start waiting later): the
+events queue's ``expire_timeout``; past it the queue's maintenance deletes the
+event, waits no longer see it and the name can be emitted anew."""
+EVENTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=EVENT_RETENTION)
+"""Settings of :data:`EVENTS_QUEUE` when querator creates it (an existing queue
+keeps its own: ``update_queue`` changes the retention of events emitted later)."""
 RESULTS_SETTINGS = QueueSettings(lease_timeout=60.0, expire_timeout=MAX_DURATION)
 """Records are kept for the longest time a queue allows (366 days)."""
 WORK_LEASE = 10.0
@@ -132,12 +149,33 @@ def stream_key(run_id: str, key: str, position: int, seq: int | None = None) -> 
     return head if seq is None else f"{head}/{seq:09d}"
 
 
+def named_event_key(name: str) -> str:
+    """The key of the event emitted under ``name`` (in :data:`EVENTS_QUEUE`)."""
+    return name
+
+
+def event_waiters_prefix(name: str) -> str:
+    """The key prefix of the runs parked in ``wait_for_event(name)``."""
+    return f"events/{name}/waiting/"
+
+
+def event_waiter_key(name: str, run_id: str, position: int) -> str:
+    """Run ``run_id`` waits for event ``name`` at ``position``."""
+    return f"{event_waiters_prefix(name)}{run_id}/{position:012d}"
+
+
 def meta_key(run_id: str) -> str:
     return f"{run_id}/meta"
 
 
 def step_key(run_id: str, position: int) -> str:
     return f"{run_id}/{position}"
+
+
+def wait_key(run_id: str, position: int) -> str:
+    """What the body parked at ``position`` waits for (a message, an event, a
+    child run): written with its first park, for ``get_run`` to show."""
+    return f"{run_id}/{position}/wait"
 
 
 PROGRESS_SLOTS = ("a", "b")
@@ -148,16 +186,16 @@ def progress_key(run_id: str, position: int, slot: str) -> str:
     return f"{run_id}/{position}/progress/{slot}"
 
 
-_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab])?")
-"""Keys of a step call's record and of its progress: nobody waits for those."""
+_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab]|/wait)?")
+"""Keys of a step call's record, its progress and a wait's: nobody waits for those."""
 
 
 def awaited_record(key: str) -> bool:
     """Whether a ``result()`` call may be waiting for the record ``key``: every
-    record but a step call's own and its progress (a run's result, a saga's
+    record but a step call's own, its progress and an event waiter's (a run's result, a saga's
     compensation records, cancel requests, ...), so writing it wakes the
     results queue's watchers."""
-    return _UNAWAITED_RECORD.fullmatch(key) is None
+    return _UNAWAITED_RECORD.fullmatch(key) is None and not key.startswith("events/")
 
 
 def result_key(run_id: str) -> str:

@@ -59,11 +59,12 @@ def check_topic(topic: object, field: str = "topic") -> str:
     return topic
 
 
-def _json(value: object) -> str:
+def check_value(value: object, field: str = "value") -> str:
+    """``value`` as JSON text, else InvalidArgument naming ``field``."""
     try:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        raise InvalidArgument("value", f"must be JSON (no NaN or infinity): {exc}") from None
+        raise InvalidArgument(field, f"must be JSON (no NaN or infinity): {exc}") from None
 
 
 def _check_run_id(run_id: object) -> str:
@@ -86,7 +87,7 @@ def _check_send(
         raise InvalidArgument(
             "idempotency_key", f"must be 1-{_KEY_MAX} characters without NUL, or None"
         )
-    return run_id, _json(value)
+    return run_id, check_value(value)
 
 
 async def send_async(
@@ -151,7 +152,7 @@ def _check_signal(signal: object) -> tuple[str, str]:
     """(topic, value as JSON text) of a ``signal=(topic, value)`` option."""
     if not isinstance(signal, tuple) or len(signal) != 2:
         raise InvalidArgument("signal", f"must be a (topic, value) pair, got {signal!r}")
-    return check_topic(signal[0]), _json(signal[1])
+    return check_topic(signal[0]), check_value(signal[1])
 
 
 async def signal_with_start_async(
@@ -254,7 +255,7 @@ def set_event(key: str, value: Any) -> None:
     for something or ends), once: a replay finds it stored and writes nothing.
     """
     check_topic(key, "key")
-    text = _json(value)
+    text = check_value(value)
     ctx = CURRENT.get()
     if ctx is None:
         raise UsageError("set_event() is called inside a workflow body only")

@@ -13,22 +13,26 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Literal
 
 from pydantic import ValidationError
 
 from querator.errors import QueueNotFound
+from querator.limits.gate import PARK_PREFIX, PARKED_KIND
 from querator.model_bases import View
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.keys import RESULTS_QUEUE, is_step, is_wake
 from querator.workflows.pollers import read_pollers, unserved_reason
 from querator.workflows.sagas.compensation import load_saga_state
-from querator.workflows.stored import StepPayload
+from querator.workflows.stored import StepPayload, WaitRecord
 
 __all__ = [
     "CompensationInfo",
     "PendingStep",
+    "WaitInfo",
     "compensations",
+    "current_waits",
     "pending_steps",
     "run_items",
     "waiting_for",
@@ -55,6 +59,26 @@ class PendingStep(View):
     """True for a saga's compensation."""
     worker: str | None = None
     """While a worker runs it: that worker's client id."""
+
+
+class WaitInfo(View):
+    """One thing a running run waits for."""
+
+    kind: Literal["timer", "message", "event", "child", "step", "limit"]
+    """``timer`` (``sleep``), ``message`` (``recv``), ``event``
+    (``wait_for_event``), ``child`` (a child workflow's run), ``step`` (a step
+    call queued, running, or due later: a retry, a deferral, a rate limit) or
+    ``limit`` (a step call parked for its concurrency limit)."""
+    position: int
+    """The call's position in the body."""
+    name: str | None = None
+    """The topic, the event's name, the child run's id, the step's name, or the
+    limit's semaphore (``limit``); None for a timer."""
+    since: datetime | None = None
+    """When the wait began, where known."""
+    until: datetime | None = None
+    """When it ends: a timer's end, a wait's timeout, a child's deadline, a
+    step's due time when later than now (None: no end)."""
 
 
 class CompensationInfo(View):
@@ -99,11 +123,59 @@ async def run_items(
                 page = await aq.scan_keys(queue, f"{run_id}/", after=after, limit=ITEMS_PAGE)
             except QueueNotFound:
                 break  # deleted meanwhile
-            found += [(queue, item) for item in page if is_step(item.kind) or is_wake(item.kind)]
+            found += [(queue, item) for item in page if _runs_it(item.kind)]
             if len(page) < ITEMS_PAGE:
                 break
             after = page[-1].dedup_key
     return found
+
+
+def _runs_it(kind: str) -> bool:
+    """A run's wake task, step item, or a step call parked for its limit."""
+    return is_step(kind) or is_wake(kind) or kind == PARKED_KIND
+
+
+def parked_limits(items: Sequence[tuple[str, StoredItem]]) -> dict[int, str]:
+    """The semaphore each step call parked for its concurrency limit waits on,
+    by position (from the parked records among ``items``)."""
+    found = {}
+    for queue, item in items:
+        parts = (item.dedup_key or "").split("/")
+        if item.kind == PARKED_KIND and len(parts) == 3 and parts[1].isdigit():
+            found[int(parts[1])] = queue.removeprefix(PARK_PREFIX)
+    return found
+
+
+def current_waits(
+    waits: dict[int, WaitRecord],
+    sleeps: Sequence[tuple[int, datetime, datetime]],
+    pending: Sequence[PendingStep],
+    parked: dict[int, str],
+    now: datetime,
+) -> list[WaitInfo]:
+    """What a running run waits for, by position: its wait records
+    (``{run}/{position}/wait``, calls without an outcome), a timer not ended
+    (``sleeps``: position, since, until), its pending step calls (``limit``
+    when ``parked`` for a concurrency limit)."""
+    found = [
+        WaitInfo(kind=w.kind, position=p, name=w.name, since=w.since, until=w.until)
+        for p, w in waits.items()
+    ]
+    found += [
+        WaitInfo(kind="timer", position=p, since=since, until=until)
+        for p, since, until in sleeps
+        if until > now
+    ]
+    for step in pending:
+        if step.compensation:
+            continue
+        semaphore = parked.get(step.position)
+        kind: Literal["step", "limit"] = "limit" if semaphore is not None else "step"
+        until = step.due_at if step.due_at > now and semaphore is None else None
+        found.append(
+            WaitInfo(kind=kind, position=step.position, name=semaphore or step.step, until=until)
+        )
+    return sorted(found, key=lambda w: w.position)
 
 
 def pending_steps(items: Sequence[tuple[str, StoredItem]]) -> list[PendingStep]:
@@ -137,7 +209,9 @@ async def waiting_for(aq: AsyncQueueClient, items: Sequence[tuple[str, StoredIte
     ready = [
         (queue, item.kind)
         for queue, item in items
-        if item.available_at <= now and (item.lease_deadline is None or item.lease_deadline <= now)
+        if item.kind != PARKED_KIND
+        and item.available_at <= now
+        and (item.lease_deadline is None or item.lease_deadline <= now)
     ]
     if not ready:
         return []

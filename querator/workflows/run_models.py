@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from querator.model_bases import View
-from querator.workflows.run_detail import CompensationInfo, PendingStep
+from querator.workflows.run_detail import CompensationInfo, PendingStep, WaitInfo
 from querator.workflows.runs import RunStatus
 from querator.workflows.stored import ParentClosePolicy
 
@@ -118,6 +118,10 @@ class RunInfo(View):
     :func:`list_runs`)."""
     children: tuple[ChildInfo, ...] = ()
     """The child runs it started, by position (empty in :func:`list_runs`)."""
+    waits: tuple[WaitInfo, ...] = ()
+    """What the running run waits for now, by position: a timer, a message, an
+    event, a child run, its step calls (or their limits). Empty in
+    :func:`list_runs` and once the run ended."""
     waiting_for: tuple[str, ...] = ()
     """What the run waits for that no live worker serves, in words (``no worker
     serving step 'x' on queue 'q' has polled for 3m``): its due items stay in

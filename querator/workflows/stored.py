@@ -130,6 +130,18 @@ class StepRecord(StoredModel):
     """Durable timers (step ``querator.sleep``): the instant the sleep ends."""
 
 
+class WaitRecord(StoredModel):
+    """``{run}/{position}/wait``: what the body parked at ``position`` waits
+    for, from its first park (shown by ``get_run``; nothing reads it to decide)."""
+
+    kind: Literal["message", "event", "child"]
+    name: str
+    """The topic, the event's name or the child run's id."""
+    since: datetime = Field(default_factory=stamp)
+    until: datetime | None = None
+    """When the wait times out (None: never; a child: its deadline)."""
+
+
 class RunRecord(StoredModel):
     """``{run}/result``: how the run ended."""
 

@@ -7,7 +7,10 @@ no result): a value the body writes sits at the body's
 position (stored with its next commit, once: a replay finds the record and
 writes nothing), a value a step writes sits at the step call's position and
 its count in the attempt (committed at once; a retried attempt that writes
-the same count again is a no-op, the first value stays). Each write commits
+the same count again is a no-op, the first value stays). A reader reads a
+value only once every earlier position of the run has its record (steps of
+a gather may still write there), so its cursor never passes a value still to
+come and an offset names one value for good. Each write commits
 to the results queue, which wakes its watchers (NOTIFY on PostgreSQL, local
 wakeups on SQLite): a reader waits on that, not by polling.
 """
@@ -33,10 +36,11 @@ from querator.workflows.keys import (
     WRITE_STREAM_STEP,
     meta_key,
     result_key,
+    step_key,
     stream_key,
     stream_prefix,
 )
-from querator.workflows.messages import _check_run_id, _json, check_topic
+from querator.workflows.messages import _check_run_id, check_topic, check_value
 from querator.workflows.step_context import CURRENT_STEP, StepContext
 from querator.workflows.stored import StepRecord, record_item
 
@@ -52,6 +56,8 @@ __all__ = [
 ]
 
 _PAGE = 1000
+_SETTLE_WINDOW = 64
+"""Positions looked up at once while finding the first without a record."""
 _WAIT_SLICE = 5.0
 """The longest a waiting reader sleeps before it looks again (a missed wakeup's bound)."""
 
@@ -89,9 +95,9 @@ def write_stream(key: str, value: Any) -> None:
     order; values written by steps running at the same time come in the
     order of the steps' positions.
     """
-    ctx = _write(key, _json(value), "write_stream")
+    ctx = _write(key, check_value(value), "write_stream")
     if ctx is not None:
-        anyio.from_thread.run(_commit, ctx, key, _json(value), token=ctx.token)
+        anyio.from_thread.run(_commit, ctx, key, check_value(value), token=ctx.token)
 
 
 def close_stream(key: str) -> None:
@@ -108,9 +114,9 @@ async def _commit(ctx: StepContext, key: str, text: str | None) -> None:
 
 async def write_stream_async(key: str, value: Any) -> None:
     """:func:`write_stream` for async workflow bodies and async steps."""
-    ctx = _write(key, _json(value), "write_stream_async")
+    ctx = _write(key, check_value(value), "write_stream_async")
     if ctx is not None:
-        await _commit(ctx, key, _json(value))
+        await _commit(ctx, key, check_value(value))
 
 
 async def close_stream_async(key: str) -> None:
@@ -140,13 +146,48 @@ class StreamPage:
     """True when no value comes after these: the stream is closed or its run ended."""
     after: str | None = None
     """The last key read (a reader's cursor, so the next look skips by key)."""
+    settled: int = 0
+    """The first position of the run with no record yet, as last seen (a
+    reader's cursor never passes it: see :func:`_page`)."""
+
+
+async def _settled(aq: AsyncQueueClient, run_id: str, start: int) -> int:
+    """The first position from ``start`` whose call has no record yet."""
+    position = start
+    while True:
+        window = range(position, position + _SETTLE_WINDOW)
+        found = await aq.lookup(RESULTS_QUEUE, [step_key(run_id, p) for p in window])
+        for p in window:
+            if step_key(run_id, p) not in found:
+                return p
+        position += _SETTLE_WINDOW
+
+
+def _position(key: str | None, prefix: str) -> int:
+    """The position a stream value's key names (the writer's position)."""
+    head = (key or "")[len(prefix) :].partition("/")[0]
+    return int(head) if head.isdigit() else 0
 
 
 async def _page(
-    aq: AsyncQueueClient, run_id: str, key: str, offset: int, after: str | None, timeout: float
+    aq: AsyncQueueClient,
+    run_id: str,
+    key: str,
+    offset: int,
+    after: str | None,
+    timeout: float,
+    settled: int = 0,
 ) -> StreamPage:
     """Values past ``after`` (skipping the first ``offset`` counted from the
-    start when ``after`` is None), waiting up to ``timeout`` for the first."""
+    start when ``after`` is None), waiting up to ``timeout`` for the first.
+
+    Values sit in key order (the writer's position, then its count), and a
+    value is read only once every position before the writer's has its
+    record (``settled``): steps that run at once (a gather) may still write
+    at an earlier position, and a cursor past it would miss that value. So
+    concurrent steps' values come in position order, each once its earlier
+    positions ended; once the run ended, everything stored is read.
+    """
     prefix = stream_prefix(run_id, key)
     watch = aq.watch(RESULTS_QUEUE)
     deadline = anyio.current_time() + timeout
@@ -161,22 +202,29 @@ async def _page(
     values: list[Any] = []
     while True:
         page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=after, limit=_PAGE)
+        blocked = False
         for item in page:
+            position = _position(item.dedup_key, prefix)
+            if not ended and position > settled:
+                settled = await _settled(aq, run_id, settled)
+                if position > settled:  # an earlier call may still write: wait for it
+                    blocked = True
+                    break
             record = StepRecord.model_validate_json(item.payload)
             if record.result is None:  # the close mark
-                return StreamPage(values, offset + len(values), True, after)
+                return StreamPage(values, offset + len(values), True, after, settled)
             after = item.dedup_key
             if skip:
                 skip -= 1
                 continue
             values.append(json.loads(record.result or "null"))
-        if len(page) == _PAGE:
+        if len(page) == _PAGE and not blocked:
             continue
-        if values or ended:
-            return StreamPage(values, offset + len(values), ended, after)
+        if values or (ended and not blocked):
+            return StreamPage(values, offset + len(values), ended, after, settled)
         left = deadline - anyio.current_time()
         if left <= 0:
-            return StreamPage(values, offset, False, after)
+            return StreamPage(values, offset, False, after, settled)
         await watch.wait(min(left, _WAIT_SLICE))
         stored = await aq.lookup(RESULTS_QUEUE, [result_key(run_id)])
         ended = result_key(run_id) in stored
@@ -191,7 +239,7 @@ async def read_stream_page_async(
     run_id, key, offset = _check_read(run_id, key, offset)
     timeout = check_duration("timeout", timeout, allow_zero=True)
     page = await _page(aq, run_id, key, offset, None, timeout)
-    return replace(page, after=None)
+    return replace(page, after=None, settled=0)
 
 
 async def read_stream_async(
@@ -200,13 +248,14 @@ async def read_stream_async(
     """:func:`read_stream` for async callers: ``async for value in read_stream_async(...)``."""
     run_id, key, offset = _check_read(run_id, key, offset)
     after: str | None = None
+    settled = 0
     while True:
-        page = await _page(aq, run_id, key, offset, after, _WAIT_SLICE)
+        page = await _page(aq, run_id, key, offset, after, _WAIT_SLICE, settled)
         for value in page.values:
             yield value
         if page.ended:
             return
-        offset, after = page.next_offset, page.after
+        offset, after, settled = page.next_offset, page.after, page.settled
 
 
 def read_stream(q: QueueClient, run_id: str, key: str, offset: int = 0) -> Iterator[Any]:
@@ -224,9 +273,10 @@ def read_stream(q: QueueClient, run_id: str, key: str, offset: int = 0) -> Itera
 
 def _iterate(q: QueueClient, run_id: str, key: str, offset: int) -> Iterator[Any]:
     after: str | None = None
+    settled = 0
     while True:
-        page = q.call(_page, q.aio, run_id, key, offset, after, _WAIT_SLICE)
+        page = q.call(_page, q.aio, run_id, key, offset, after, _WAIT_SLICE, settled)
         yield from page.values
         if page.ended:
             return
-        offset, after = page.next_offset, page.after
+        offset, after, settled = page.next_offset, page.after, page.settled

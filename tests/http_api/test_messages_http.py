@@ -1,9 +1,10 @@
-"""Talking to a run over HTTP: runs.send, runs.get_event (long poll) and
+"""Talking to a run over HTTP: runs.send, events.emit, runs.get_event (long poll) and
 runs.read_stream (long poll with offsets), from the HTTP clients and with
 tokens and scopes, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,13 +16,13 @@ from http_server import serve
 from polling import wait_for
 from worker_threads import serving
 from workflows.ops_procs import durable_url_for
-from workflows.stream_flows import STREAM_QUEUE, approval, progress, tokens
+from workflows.stream_flows import STREAM_QUEUE, approval, gate, progress, tokens
 
 from querator import Querator, QueueSettings, Worker
 from querator.errors import InvalidArgument
 from querator.http import AsyncQuerator as AsyncHttpQuerator
 from querator.http import Querator as HttpQuerator
-from querator.workflows import RunFinished, RunNotFound, start
+from querator.workflows import RunFinished, RunNotFound, send, start
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -30,7 +31,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     url = durable_url_for(request, tmp_path, str(request.param))
     with serve(url) as base, Querator(url) as q:
         q.create_queue(STREAM_QUEUE, QueueSettings(lease_timeout=1.0, expire_timeout=3600.0))
-        with serving(Worker(q, [approval, progress, tokens], poll_timeout=1.0)):
+        with serving(Worker(q, [approval, gate, progress, tokens], poll_timeout=1.0)):
             yield base, q
 
 
@@ -71,6 +72,26 @@ def test_send_get_event_and_read_stream_over_http(served: tuple[str, Querator]) 
     assert anyio.run(follow) == [{"by": "bob"}]
 
 
+def test_emit_an_event_over_http(served: tuple[str, Querator]) -> None:
+    base, q = served
+    run = start(q, gate, "pay:1.ok")
+    waiting = "events/pay:1.ok/waiting/"
+    wait_for(lambda: q.scan_keys("querator.results", waiting), timeout=30, message="waiting")
+    with HttpQuerator(base) as h:
+        assert h.emit_event("pay:1.ok", {"cents": 1999}) is True
+        assert run.result(timeout=30) == {"cents": 1999}
+        assert h.emit_event("pay:1.ok", "again") is False  # the first emit wins
+        with pytest.raises(InvalidArgument, match="name"):
+            h.emit_event("bad name", 1)
+
+    async def emit() -> bool:
+        async with AsyncHttpQuerator(base) as a:
+            return await a.emit_event("pay:2.ok", None)
+
+    assert anyio.run(emit) is True
+    assert start(q, gate, "pay:2.ok").result(timeout=30) is None  # its payload: null
+
+
 def test_the_server_refuses_bad_input_with_400(served: tuple[str, Querator]) -> None:
     import httpx
 
@@ -78,6 +99,8 @@ def test_the_server_refuses_bad_input_with_400(served: tuple[str, Querator]) -> 
     run = start(q, approval, "x")
     for path, body, field in [
         ("/v1/runs.send", {"run_id": run.run_id, "topic": "a b", "value": 1}, "topic"),
+        ("/v1/events.emit", {"name": "a\nb", "payload": 1}, "name"),
+        ("/v1/events.emit", {"name": "", "payload": 1}, "name"),
         ("/v1/runs.read_stream", {"run_id": run.run_id, "key": "log", "offset": -1}, "offset"),
         ("/v1/runs.get_event", {"run_id": run.run_id, "key": "k", "request_timeout": "x"}, ""),
     ]:
@@ -85,3 +108,51 @@ def test_the_server_refuses_bad_input_with_400(served: tuple[str, Querator]) -> 
         assert answer.status_code == 400, answer.text
         assert field in answer.text
     assert q.scan_keys("querator.results", f"{run.run_id}/msg/") == []
+    assert "querator.events" not in {info.name for info in q.list_queues()}
+
+
+def _events(lines: Iterator[str]) -> Iterator[tuple[str, str, str]]:
+    """(event, id, data) of each server-sent event read from ``lines``."""
+    event, ident, data = "message", "", ""
+    for line in lines:
+        if line == "":
+            if data:
+                yield event, ident, data
+            event, ident, data = "message", "", ""
+        elif line.startswith("event: "):
+            event = line[len("event: ") :]
+        elif line.startswith("id: "):
+            ident = line[len("id: ") :]
+        elif line.startswith("data: "):
+            data = line[len("data: ") :]
+
+
+def test_a_stream_as_server_sent_events(served: tuple[str, Querator]) -> None:
+    import httpx
+
+    base, q = served
+    run = start(q, progress, 2, True)
+    url = f"{base}/v1/runs.stream"
+    with httpx.Client(timeout=30) as http:
+        with http.stream("GET", url, params={"run_id": run.run_id, "key": "out"}) as answer:
+            assert answer.status_code == 200
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            events = _events(answer.iter_lines())
+            seen = [next(events) for _ in range(3)]  # live: the run waits in recv
+            assert [json.loads(data) for _, _, data in seen] == [
+                {"stage": "start"},
+                "tok0",
+                "tok1",
+            ]
+            assert [ident for _, ident, _ in seen] == ["1", "2", "3"]
+            send(q, run.run_id, "go", "now")
+            rest = list(events)
+        assert rest[0][0] == "message" and json.loads(rest[0][2]) == {"stage": "end", "got": "now"}
+        assert rest[-1][0] == "end" and len(rest) == 2
+        # resumed from the last id seen (EventSource sends it as Last-Event-ID)
+        params = {"run_id": run.run_id, "key": "out"}
+        resumed = http.get(url, params=params, headers={"Last-Event-ID": "3"})
+        assert [e for e, _, _ in _events(iter(resumed.text.splitlines()))] == ["message", "end"]
+        assert http.get(url, params={"run_id": "run-nope", "key": "out"}).status_code != 200
+        bad = http.get(url, params={"run_id": run.run_id, "key": "a b"})
+        assert bad.status_code == 400 and "key" in bad.text

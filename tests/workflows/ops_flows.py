@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from querator.workflows import recv, step, workflow
+from querator.workflows import recv, step, wait_for_event, workflow
 
 WORK_QUEUE = "ops.work"
 """The queue of these workflows' wake tasks and steps (tests create it first)."""
@@ -64,6 +64,14 @@ def mailbox(key: str) -> list[Any]:
     first = recv("m")
     between = link(key, 0, [])
     return [first, between, recv("m")]
+
+
+@workflow(name="ops.awaiting", queue=WORK_QUEUE)
+def awaiting(key: str) -> list[Any]:
+    """Events ``{key}.a`` and ``{key}.b``, with a logged link between them."""
+    first = wait_for_event(f"{key}.a")
+    between = link(key, 0, [])
+    return [first, between, wait_for_event(f"{key}.b")]
 
 
 @step(name="ops.nap")

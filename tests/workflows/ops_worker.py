@@ -29,6 +29,7 @@ from workflows import ops_flows
 FUNCTIONS: list[StepFunction[..., Any] | WorkflowFunction[..., Any]] = [
     ops_flows.chain,
     ops_flows.mailbox,
+    ops_flows.awaiting,
     ops_flows.link,
     ops_flows.napping,
     ops_flows.napping_twice,

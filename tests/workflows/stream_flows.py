@@ -4,14 +4,17 @@ different names)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from querator.workflows import (
     close_stream,
     close_stream_async,
+    gather,
     recv,
     set_event,
     step,
+    wait_for_event,
     workflow,
     write_stream,
     write_stream_async,
@@ -43,6 +46,12 @@ def progress(count: int, close: bool) -> Any:
     return got
 
 
+@workflow(name="s.gate", queue=STREAM_QUEUE)
+def gate(name: str) -> Any:
+    """The payload of event ``name`` (None after two minutes)."""
+    return wait_for_event(name, timeout=120)
+
+
 @step(name="s.atokens")
 async def atokens(count: int) -> int:
     for n in range(count):
@@ -67,3 +76,26 @@ def approval(who: str) -> Any:
     write_stream("log", got)
     set_event("status", "done")
     return got
+
+
+SLOW_WRITER = threading.Event()
+"""Set by the test to let ``s.slow`` write (in-process workers only)."""
+
+
+@step(name="s.stream_slow")
+def slow() -> None:
+    """Writes ``slow`` to stream ``mix`` once the test lets it."""
+    SLOW_WRITER.wait(30)
+    write_stream("mix", "slow")
+
+
+@step(name="s.stream_fast")
+def fast() -> None:
+    write_stream("mix", "fast")
+
+
+@workflow(name="s.stream_mixed", queue=STREAM_QUEUE)
+def mixed() -> None:
+    """Two steps at once write one stream: the earlier position writes last."""
+    gather([slow.spawn(), fast.spawn()])
+    close_stream("mix")

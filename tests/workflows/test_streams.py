@@ -3,19 +3,24 @@ process's writes, resumable by offset, ended by a close or the run's end."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from polling import wait_for
+from worker_threads import serving
 
 from querator import Querator, QueueSettings
 from querator.errors import InvalidArgument, UsageError
 from querator.queue.service import AsyncQueueClient
 from querator.workflows import (
     RunNotFound,
+    Worker,
     read_stream,
     read_stream_async,
     read_stream_page_async,
@@ -27,7 +32,15 @@ from querator.workflows.keys import RESULTS_QUEUE, stream_prefix
 
 from .conftest import RunWorker
 from .ops_procs import durable_url_for, spawn_worker
-from .stream_flows import STREAM_QUEUE, async_flow, atokens, progress, tokens
+from .stream_flows import (
+    SLOW_WRITER,
+    STREAM_QUEUE,
+    async_flow,
+    atokens,
+    mixed,
+    progress,
+    tokens,
+)
 
 WORKER = Path(__file__).with_name("stream_worker.py")
 
@@ -168,3 +181,57 @@ def test_bad_input_is_refused_before_anything(q: Querator) -> None:
         write_stream("out", 1)
     with pytest.raises(InvalidArgument, match="value"):
         write_stream("out", math.inf)
+
+
+def test_runs_stream_command_follows_until_the_close(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with Querator(url) as q:
+        run = start(q, progress, 2, True)
+        command = [sys.executable, "-m", "querator.cli", "runs", "stream", run.run_id, "out"]
+        follower = subprocess.Popen(
+            [*command, "--url", url],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            with serving(Worker(q, [progress, tokens], poll_timeout=1.0), join_timeout=15):
+                assert follower.stdout is not None
+                lines = [follower.stdout.readline() for _ in range(3)]  # live, before the send
+                assert [json.loads(line) for line in lines] == [START, "tok0", "tok1"]
+                send(q, run.run_id, "go", 1)
+                out, err = follower.communicate(timeout=30)
+        finally:
+            follower.kill()
+        assert follower.returncode == 0, err
+        assert [json.loads(line) for line in out.splitlines()] == [{"stage": "end", "got": 1}]
+        refused = subprocess.run(
+            [*command[:-2], "run-nope", "out", "--url", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert refused.returncode == 2 and "run-nope" in refused.stderr
+
+
+def test_a_reader_sees_values_of_steps_writing_at_once(q: Querator, run_worker: RunWorker) -> None:
+    # The later step (fast, position 1) writes first; the earlier one (slow,
+    # position 0) writes once released. A reader whose cursor passed fast's
+    # value would miss slow's: values are read in position order, a later
+    # position's once the earlier ones ended.
+    SLOW_WRITER.clear()
+    try:
+        with run_worker([mixed], concurrency=4):
+            run = start(q, mixed)
+            reader = Reader(q, run.run_id, "mix")
+            prefix = stream_prefix(run.run_id, "mix")
+            wait_for(lambda: q.scan_keys(RESULTS_QUEUE, prefix), timeout=20, message="fast")
+            assert reader.values == []  # not read before the earlier position ended
+            SLOW_WRITER.set()
+            run.result(timeout=20)
+            assert reader.finish() == ["slow", "fast"]
+            assert list(read_stream(q, run.run_id, "mix", offset=1)) == ["fast"]
+    finally:
+        SLOW_WRITER.set()

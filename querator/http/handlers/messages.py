@@ -1,11 +1,14 @@
 """Handlers of the endpoints that talk to a run: each calls the library's
-function (:mod:`querator.workflows.messages`, :mod:`querator.workflows.streams`)."""
+function (:mod:`querator.workflows.messages`, :mod:`querator.workflows.events`,
+:mod:`querator.workflows.streams`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from querator.http.wire.messages import (
+    EmitReply,
+    EmitRequest,
     EventReply,
     GetEventRequest,
     ReadStreamRequest,
@@ -13,6 +16,7 @@ from querator.http.wire.messages import (
     StreamReply,
 )
 from querator.http.wire.queue import Reply
+from querator.workflows.events import emit_event_async
 from querator.workflows.messages import get_event_async, send_async
 from querator.workflows.streams import read_stream_page_async
 
@@ -21,6 +25,11 @@ async def send(state: Any, body: SendRequest) -> Reply:
     """Put a message in a run's mailbox (woken by this commit if it waits in ``recv``)."""
     await send_async(state.aq, body.run_id, body.topic, body.value, body.idempotency_key)
     return Reply()
+
+
+async def emit(state: Any, body: EmitRequest) -> EmitReply:
+    """Emit an event by name (the runs waiting for it are woken by this commit)."""
+    return EmitReply(first=await emit_event_async(state.aq, body.name, body.payload))
 
 
 async def get_event(state: Any, body: GetEventRequest) -> EventReply:

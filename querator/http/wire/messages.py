@@ -22,6 +22,24 @@ class SendRequest(WireModel):
     """Sending again with the same key (same run and topic) is a no-op."""
 
 
+class EmitRequest(WireModel):
+    """``/v1/events.emit``: emit an event by name (see ``emit_event``): every
+    run waiting in ``wait_for_event(name)`` wakes; later waits see it too."""
+
+    name: str
+    """1-200 letters, digits, ``.``, ``_``, ``:`` or ``-``."""
+    payload: Any = None
+    """The event's payload (any JSON value)."""
+
+
+class EmitReply(WireModel):
+    """Whether this emit stored the event."""
+
+    first: bool
+    """True: this was the first emit of the name (kept); False: the name was
+    already emitted, its first payload stands (waiting runs were woken again)."""
+
+
 class GetEventRequest(WireModel):
     """``/v1/runs.get_event``: the latest value a run published under ``key``,
     waiting up to ``request_timeout`` for the first one."""

@@ -24,6 +24,8 @@ from querator.workflows.engine.successor import successor_items
 from querator.workflows.keys import (
     DEAD_QUEUE,
     DEAD_SETTINGS,
+    EVENTS_QUEUE,
+    EVENTS_SETTINGS,
     RESULTS_QUEUE,
     RESULTS_SETTINGS,
     WORK_SETTINGS,
@@ -270,6 +272,8 @@ async def transact_creating(
                 raise
             if exc.queue == RESULTS_QUEUE:
                 await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+            elif exc.queue == EVENTS_QUEUE:
+                await aq.create_queue(EVENTS_QUEUE, EVENTS_SETTINGS, exist_ok=True)
             else:
                 await ensure_work_queue(aq, exc.queue)
             continue

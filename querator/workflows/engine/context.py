@@ -28,6 +28,7 @@ from querator.workflows.engine.child_requests import (
     child_request,
     member_position,
 )
+from querator.workflows.engine.event_waits import EventWaiter, confirm_tag, waiter_item
 from querator.workflows.engine.fiber import Evicted, park
 from querator.workflows.errors import NonDeterminism, StepFailed
 from querator.workflows.keys import (
@@ -35,15 +36,18 @@ from querator.workflows.keys import (
     RESULTS_QUEUE,
     SET_EVENT_STEP,
     SLEEP_STEP,
+    WAIT_EVENT_STEP,
     WRITE_STREAM_STEP,
     event_key,
     step_key,
     stream_key,
+    wait_key,
 )
 from querator.workflows.stored import (
     ParentLink,
     StepPayload,
     StepRecord,
+    WaitRecord,
     record_item,
     step_item,
     wake_item,
@@ -64,6 +68,7 @@ __all__ = [
     "StepCall",
     "StepHandle",
     "Undo",
+    "WaitEvent",
     "member_position",
     "started_children",
     "starts_runs",
@@ -176,6 +181,19 @@ def started_children(request: Request | None) -> list[Child]:
     return [request] if isinstance(request, Child) else []
 
 
+@dataclass(frozen=True, slots=True)
+class WaitEvent:
+    """Read the event emitted under ``name`` into the record at ``position``; at
+    ``until`` (None: never) record a timeout instead. ``confirm``: the park also
+    commits a wake that looks for the event once the waiter record is committed
+    (see :mod:`.event_waits`)."""
+
+    position: int
+    name: str
+    until: datetime | None
+    confirm: bool = field(default=True, compare=False)
+
+
 def starts_runs(request: Request | None) -> bool:
     """Whether committing ``request`` starts child runs."""
     return bool(started_children(request))
@@ -188,7 +206,7 @@ class Load:
     position: int
 
 
-Request = StepCall | Gather | Sleep | Child | Recv
+Request = StepCall | Gather | Sleep | Child | Recv | WaitEvent
 """What a parked body waits for (a :class:`Load` is answered at once)."""
 
 
@@ -198,7 +216,7 @@ def waited_positions(request: Request) -> list[int]:
         return [request.position]
     if isinstance(request, Gather):
         return [member_position(member) for member in request.members]
-    if isinstance(request, Child | Recv):
+    if isinstance(request, Child | Recv | WaitEvent):
         return [request.position]
     return []
 
@@ -247,8 +265,49 @@ def request_items(
             tag = str(request.position)
             wake = wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow)
             produce[ctx.workflow_queue] = [wake]
+    elif isinstance(request, WaitEvent):
+        produce = _wait_items(run_id, ctx, request, trace)
     else:
         produce = child_items(run_id, request)
+    if isinstance(request, Recv | WaitEvent | Child):
+        wait = _wait_record(request).model_copy(update={"since": ctx.clock.now()})
+        item = record_item(wait_key(run_id, request.position), wait, run_id)
+        produce[RESULTS_QUEUE] = [*produce.get(RESULTS_QUEUE, []), item]
+    return produce
+
+
+def _wait_record(request: Recv | WaitEvent | Child) -> WaitRecord:
+    """What ``get_run`` shows a body parked on ``request`` waits for (a step
+    call's items, and a timer's record, say it themselves)."""
+    if isinstance(request, Recv):
+        return WaitRecord(kind="message", name=request.topic, until=request.until)
+    if isinstance(request, WaitEvent):
+        return WaitRecord(kind="event", name=request.name, until=request.until)
+    return WaitRecord(kind="child", name=request.run_id, until=request.meta.deadline)
+
+
+def _wait_items(
+    run_id: str, ctx: RunContext, request: WaitEvent, trace: Mapping[str, str] | None
+) -> dict[str, list[Item]]:
+    """A wait's waiter record (produced again on every park: dedup keeps one),
+    its confirming wake and its timeout's wake (see :class:`WaitEvent`)."""
+    waiter = EventWaiter(
+        run_id=run_id,
+        position=request.position,
+        queue=ctx.workflow_queue,
+        workflow=ctx.workflow,
+        trace=dict(trace or {}),
+    )
+    wakes = []
+    if request.confirm:
+        tag = confirm_tag(request.position)
+        wakes.append(wake_item(run_id, tag, trace=trace, workflow=ctx.workflow))
+    if request.until is not None:
+        tag = str(request.position)
+        wakes.append(wake_item(run_id, tag, request.until, trace=trace, workflow=ctx.workflow))
+    produce = {RESULTS_QUEUE: [waiter_item(request.name, waiter)]}
+    if wakes:
+        produce[ctx.workflow_queue] = wakes
     return produce
 
 
@@ -435,6 +494,19 @@ class RunContext:
             if timeout is not None:
                 until = self.clock.now() + timedelta(seconds=timeout)
             self._wait([position], Recv(position, topic, until))
+            record = self.records[position]
+        return record
+
+    def wait_for_event(self, name: str, timeout: float | None) -> StepRecord:
+        """The record of a ``wait_for_event`` at the next position (the event
+        seen, or the timeout), once there is one."""
+        position = self._next()
+        record = self._stored(position, WAIT_EVENT_STEP)
+        if record is None:
+            until = None
+            if timeout is not None:
+                until = self.clock.now() + timedelta(seconds=timeout)
+            self._wait([position], WaitEvent(position, name, until))
             record = self.records[position]
         return record
 

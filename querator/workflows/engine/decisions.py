@@ -24,6 +24,7 @@ from querator.workflows.engine.context import (
     Request,
     Sleep,
     StepCall,
+    WaitEvent,
     waited_positions,
 )
 from querator.workflows.engine.fiber import Finished
@@ -312,8 +313,9 @@ def woken(live: LiveRun, request: Request, ended: bool, now: datetime) -> Stored
     wake is produced again, a no-op but for an early wake)."""
     if ended or timed_out(live.run_id, live.meta.deadline, now) is not None:
         return Stored()
-    if isinstance(request, Recv) or satisfied(live, request, now):
-        # A recv asks again once resumed; the engine then looks for a message.
+    if isinstance(request, Recv | WaitEvent) or satisfied(live, request, now):
+        # A recv (a wait for an event) asks again once resumed; the engine then
+        # looks for a message (the event).
         return Resume()
     if not isinstance(request, Sleep):
         return Hold()

@@ -76,7 +76,13 @@ from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
 from querator.workflows.engine.poison import Poison
-from querator.workflows.engine.reading import read_now, store_read, with_published
+from querator.workflows.engine.reading import (
+    after_read,
+    parked_on,
+    read_now,
+    store_read,
+    with_published,
+)
 from querator.workflows.engine.replay import new_live, resume
 from querator.workflows.engine.rerouting import NotServed
 from querator.workflows.engine.resumption import apply_resume
@@ -356,7 +362,9 @@ class Engine:
             if read is not None:  # stored first: one outcome per recv, whoever reads
                 if not await store_read(self.aq, hand.item, live, *read):
                     return await self.live.drop(live)
+                await after_read(self.aq, live.run_id, answer)
                 continue
+            answer = parked_on(answer, hand.item)  # a wait for an event: confirm once
             move = next_move(live, answer, carrying=bool(hand.produce))
             if not isinstance(move, Park):
                 await self.live.drop(live)  # it ends, or goes on from what is stored

@@ -1,4 +1,4 @@
-"""What a body parked on ``recv`` reads now, how that read is stored (one
+"""What a body parked on ``recv`` or ``wait_for_event`` reads now, how that read is stored (one
 outcome per position, whichever worker stores it first), and the ``set_event``
 records the engine's next move carries: the driver's part of messages to a run
 (see :mod:`.mailbox` for how messages are stored)."""
@@ -6,20 +6,29 @@ records the engine's next move carries: the driver's part of messages to a run
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeVar, cast
 
 from querator.errors import Conflict
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.commit import merge_items
 from querator.workflows.engine.committer import Hand
-from querator.workflows.engine.context import Recv
+from querator.workflows.engine.context import Recv, WaitEvent
 from querator.workflows.engine.decisions import received
+from querator.workflows.engine.event_waits import (
+    find_event,
+    forget_wait,
+    is_event_wake,
+    wait_read,
+)
 from querator.workflows.engine.live import LiveRun
 from querator.workflows.engine.mailbox import consumed, oldest_unread
 from querator.workflows.keys import RESULTS_QUEUE, is_wake, step_key
 from querator.workflows.stored import StepRecord, record_item
 
-__all__ = ["read_now", "store_read", "with_published"]
+__all__ = ["after_read", "parked_on", "read_now", "store_read", "with_published"]
+
+A = TypeVar("A")
 
 
 async def read_now(
@@ -29,6 +38,11 @@ async def read_now(
     (:func:`.decisions.received`) and at which position: the oldest message it
     has not read, or its timeout; None: it waits (parked, woken by the next
     send's wake, or its timer's), or asked something else."""
+    if isinstance(request, WaitEvent):
+        event = await find_event(aq, request.name)
+        fired = _timer_fired(wake, request.position)
+        record = wait_read(request.name, event, request.until, fired, aq.clock.now())
+        return None if record is None else (request.position, record)
     if not isinstance(request, Recv):
         return None
     read = consumed(live.ctx.records)
@@ -36,10 +50,29 @@ async def read_now(
     message = None
     if item is not None and item.dedup_key is not None:
         message = (item.dedup_key, item.payload.decode())
-    tag = (wake.dedup_key or "").removesuffix("/r").rpartition("/")[2]
-    fired = is_wake(wake.kind) and tag == str(request.position)
-    record = received(request, message, fired, aq.clock.now())
+    record = received(request, message, _timer_fired(wake, request.position), aq.clock.now())
     return None if record is None else (request.position, record)
+
+
+def _timer_fired(wake: Leased, position: int) -> bool:
+    """Whether ``wake`` is the timeout's wake of the wait at ``position``."""
+    tag = (wake.dedup_key or "").removesuffix("/r").rpartition("/")[2]
+    return is_wake(wake.kind) and tag == str(position)
+
+
+def parked_on(request: A, wake: Leased) -> A:
+    """What the body parks on when ``read_now`` found nothing for ``request``: a
+    wait for an event parked on an emit's or confirming wake commits no
+    confirming wake again (see :mod:`.event_waits`)."""
+    if isinstance(request, WaitEvent) and is_event_wake(wake):
+        return cast(A, replace(request, confirm=False))
+    return request
+
+
+async def after_read(aq: AsyncQueueClient, run_id: str, request: object) -> None:
+    """Once a wait for an event read its outcome: its waiter record goes."""
+    if isinstance(request, WaitEvent):
+        await forget_wait(aq, run_id, request.name, request.position)
 
 
 async def store_read(

@@ -8,7 +8,14 @@ import logging
 
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.history import WINDOW
-from querator.workflows.keys import RESULTS_QUEUE, cancel_key, result_key, resume_key, step_key
+from querator.workflows.keys import (
+    RESULTS_QUEUE,
+    cancel_key,
+    result_key,
+    resume_key,
+    step_key,
+    wait_key,
+)
 from querator.workflows.stored import ResumeRecord
 
 __all__ = ["apply_resume"]
@@ -18,8 +25,9 @@ log = logging.getLogger("querator.workflows")
 
 async def apply_resume(aq: AsyncQueueClient, run_id: str) -> bool:
     """Carry out a stored resume request (a worker holding its wake does this):
-    delete the run's result, cancel request and records from the request's
-    position on, the request itself last. False when there was none."""
+    delete the run's result, cancel request and records (a call's outcome and
+    what it waited for) from the request's position on, the request itself
+    last. False when there was none."""
     heads = [resume_key(run_id), result_key(run_id), cancel_key(run_id)]
     found = await aq.lookup(RESULTS_QUEUE, heads)
     stored = found.get(heads[0])
@@ -29,7 +37,8 @@ async def apply_resume(aq: AsyncQueueClient, run_id: str) -> bool:
     doomed = [found[key].id for key in heads[1:] if key in found]
     start = request.position
     while start is not None:  # windows of step records, while they hold any
-        keys = [step_key(run_id, p) for p in range(start, start + WINDOW)]
+        window = range(start, start + WINDOW)
+        keys = [step_key(run_id, p) for p in window] + [wait_key(run_id, p) for p in window]
         hits = await aq.lookup(RESULTS_QUEUE, keys)
         doomed += [hits[key].id for key in keys if key in hits]
         start = start + WINDOW if hits else None
