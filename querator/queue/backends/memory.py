@@ -430,7 +430,7 @@ class MemoryBackend:
             client_id=None,
             attempts=0,
             expire_at=_KEPT if keep is None else now + keep,
-            headers=marked(row.headers, row.attempts, why),
+            headers=marked(row.headers, row.attempts, why, info.name),
             dedup_key=None,
             source_id=format_id(info.queue_id, partition, row.seq),
             created_at=now,
