@@ -125,7 +125,7 @@ class RenewOp:
 class TxnPlan:
     """Everything one atomic transaction does; validated by the service.
 
-    No item appears in more than one of complete/retry/renew/depends.
+    No item appears in more than one of complete/retry/renew/depends/delete.
     """
 
     queues: Mapping[str, QueueInfo]
@@ -135,6 +135,9 @@ class TxnPlan:
     renew: Sequence[RenewOp] = ()
     depends: Sequence[ItemKey] = ()
     """Pure version checks: the item must exist at this version (held or not)."""
+    delete: Sequence[ItemKey] = ()
+    """Items deleted if they exist at this version and no live lease holds them
+    (else ``ConflictReason.LEASED``, and nothing of the plan happens)."""
     produce: Sequence[tuple[str, Sequence[NewItem]]] = ()
     """(queue name, items) pairs; ids come back per queue in order."""
     claim: Sequence[tuple[str, Sequence[NewItem]]] = ()
