@@ -200,11 +200,11 @@ def refuse_foreign(store: str) -> InvalidArgument:
     return InvalidArgument(
         "connection",
         f"{store} cannot produce inside the application's own transaction: that needs"
-        " PostgreSQL (defer without connection= to produce on querator's own)",
+        " PostgreSQL or SQLite (defer without connection= to produce on querator's own)",
     )
 
 
-ProduceSteps = Generator[tuple[Any, dict[str, Any]], list[tuple[Any, ...]], list[str]]
+ProduceSteps = Generator[tuple[Any, Any], list[tuple[Any, ...]], list[str]]
 """A produce written sans I/O: yields each statement with its parameters,
 receives its rows, returns the ids in input order."""
 
