@@ -115,6 +115,9 @@ class ConflictReason(StrEnum):
     """The item exists but its version differs: someone changed it since."""
     NOT_LEASED = "not_leased"
     """The version matches but no lease holds it now (never leased, or the lease expired)."""
+    LEASED = "leased"
+    """The version matches but a live lease holds it (``transact(delete=...)``
+    deletes only items no one holds)."""
 
 
 class Conflict(QueratorError):

@@ -11,7 +11,7 @@ from querator.cli.app import AsJson, Url, _reporting, _store, app, dead_app, que
 from querator.cli.output import _json_list, _table, _when
 from querator.errors import InvalidArgument, QueratorError
 from querator.queue.dead_letters import dead_letters, purge, requeue
-from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
+from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER, source_queue
 from querator.queue.models import KEPT, QueueSettings, StoredItem
 from querator.queue.options import DEFAULT_URL
 from querator.queue.validation import check_duration
@@ -110,11 +110,12 @@ def dead_list(
         return
     typer.echo(f"{queue}: {len(items)} dead letter(s)")
     if items:
-        header = ["ID", "SOURCE_ID", "KIND", "ATTEMPTS", "DEAD SINCE", "EXPIRES", "REASON"]
-        rows = [[*header, "PAYLOAD"]]
+        header = ["ID", "FROM", "SOURCE_ID", "KIND", "ATTEMPTS", "DEAD SINCE", "EXPIRES"]
+        rows = [[*header, "REASON", "PAYLOAD"]]
         for item in items[:limit]:
             attempts = item.headers.get(ATTEMPTS_HEADER, str(item.attempts))
-            rows.append([item.id, item.source_id or "-", item.kind or "-", attempts])
+            source = source_queue(item.headers) or "?"
+            rows.append([item.id, source, item.source_id or "-", item.kind or "-", attempts])
             rows[-1] += [_when(item.created_at), _expires(item), _reason(item)]
             rows[-1].append(_excerpt(item.payload))
         _table(rows)

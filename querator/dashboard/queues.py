@@ -67,7 +67,7 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
     if info.settings.dead_queue:
         dead = await dead_letters_async(state.aq, info.name, DEAD_SHOWN)
     row = await _row(state, info)
-    return page(request, "queue.html", viewer, row=row, dead=dead)
+    return page(request, "queue.html", viewer, row=row, dead=dead, dead_shown=DEAD_SHOWN)
 
 
 async def items(request: Request, state: Served, viewer: Viewer) -> Response:

@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Router
 
 from querator.dashboard.session import Viewer, keep_csrf
+from querator.queue.dead_reasons import source_queue
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -115,7 +116,14 @@ def url_for(context: Context, route: str, /, **params: Any) -> str:
 ENV = Environment(
     loader=PackageLoader("querator.dashboard", "templates"), autoescape=True, auto_reload=False
 )
-ENV.filters.update(when=when, seconds=seconds, pretty=pretty, payload=payload, dom_id=dom_id)
+ENV.filters.update(
+    when=when,
+    seconds=seconds,
+    pretty=pretty,
+    payload=payload,
+    dom_id=dom_id,
+    dead_source=source_queue,
+)
 ENV.globals.update(between=between, url_for=url_for)
 
 

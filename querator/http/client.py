@@ -334,6 +334,7 @@ class AsyncQuerator(WorkflowCalls, AsyncMessageCalls, AsyncLockCalls, AsyncDeadC
         retry: Sequence[Leased | Ref] = (),
         renew: Sequence[Leased | Ref] = (),
         depends: Sequence[Leased | Ref] = (),
+        delete: Sequence[Leased | Ref] = (),
         produce: Mapping[str, Sequence[Item]] | None = None,
         retry_at: datetime | None = None,
         extend: float | None = None,
@@ -355,6 +356,7 @@ class AsyncQuerator(WorkflowCalls, AsyncMessageCalls, AsyncLockCalls, AsyncDeadC
                 "retry": refs(None, retry, "retry"),
                 "renew": refs(None, renew, "renew"),
                 "depends": refs(None, depends, "depends"),
+                "delete": refs(None, delete, "delete"),
                 "produce": {
                     q: wire_items(f"produce[{q!r}]", i, send.carrier(q))
                     for q, i in (produce or {}).items()

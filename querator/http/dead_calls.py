@@ -16,7 +16,6 @@ from pydantic import BaseModel
 
 from querator.http.bodies import stored_of
 from querator.http.wire import workflows as ww
-from querator.http.wire.items import StorageItem
 from querator.queue.dead_letters import MAX_LIMIT
 from querator.queue.models import StoredItem
 from querator.queue.validation import check_count, check_name, check_sequence
@@ -56,7 +55,7 @@ class AsyncDeadCalls:
         """One dead letter of ``queue``, in full; InvalidArgument when ``item_id``
         is not one."""
         body = {"queue_name": check_name("queue", queue), "id": item_id}
-        return stored_of(await self._post("/v1/dead.show", body, StorageItem))
+        return stored_of(await self._post("/v1/dead.show", body, ww.DeadLetter))
 
     async def requeue(self: _Posting, queue: str, ids: Sequence[str] | None = None) -> int:
         """See :func:`querator.queue.dead_letters.requeue_async`: send dead

@@ -22,7 +22,6 @@ from querator.http.wire import queue as wq
 from querator.http.wire import tasks as wt
 from querator.http.wire import webhooks as wh
 from querator.http.wire import workflows as ww
-from querator.http.wire.items import StorageItem
 from querator.webhooks import Endpoint as HookEndpoint
 from querator.webhooks import Message
 from querator.workflows.inspection import RunInfo
@@ -126,7 +125,7 @@ WORKFLOW_ENDPOINTS = [
              workflows.dead_list, READ, 4 * KB, "List a queue's dead letters"),
     Endpoint("/v1/dead.requeue", ww.DeadRequeueRequest, ww.CountReply,
              workflows.dead_requeue, ADMIN, 256 * KB, "Send dead letters back"),
-    Endpoint("/v1/dead.show", ww.DeadShowRequest, StorageItem,
+    Endpoint("/v1/dead.show", ww.DeadShowRequest, ww.DeadLetter,
              workflows.dead_show, READ, 4 * KB, "One dead letter in full"),
     Endpoint("/v1/dead.purge", ww.DeadPurgeRequest, ww.CountReply,
              workflows.dead_purge, ADMIN, 256 * KB, "Delete dead letters for good"),

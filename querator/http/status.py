@@ -92,6 +92,8 @@ def conflict_message(exc: Conflict, path: str = "") -> str:
     done = _DONE.get(path, "changed")
     if reason is ConflictReason.NOT_LEASED:
         return f"item(s) cannot be {done}; '{item}' is not marked as leased"
+    if reason is ConflictReason.LEASED:
+        return f"item(s) cannot be deleted; '{item}' is leased"
     return f"item(s) cannot be {done}; '{item}' is stale, its version has changed"
 
 

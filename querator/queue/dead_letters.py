@@ -1,6 +1,13 @@
 """Dead letters of a queue: list them, send them back, or purge them.
 
-A queue's dead letters are the items of its ``dead_queue`` (settings). Sending
+A queue's dead letters are the items of its ``dead_queue`` (settings) that
+came from it: several queues may share one dead queue, and each dead letter
+names its source queue (:data:`~querator.queue.dead_reasons.SOURCE_HEADER`,
+written by the statement that moves it), so listing, requeueing and purging
+the dead letters of one queue never touch another's. A dead letter written
+before querator recorded its source is told by its ``source_id`` (which names
+the source queue's internal id); one with neither counts for every queue that
+shares the dead queue, as before. Sending
 one back produces a copy into the queue (fresh attempts, its payload, kind,
 encoding, reference and headers) and then deletes it from the dead queue. The
 copy's dedup key is the original's, or ``requeue/{dead item id}``: a requeue
@@ -22,14 +29,16 @@ from collections.abc import Sequence
 
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
-from querator.queue.dead_reasons import unmarked
-from querator.queue.models import Item, StoredItem
+from querator.queue.dead_reasons import source_queue, unmarked
+from querator.queue.ids import parse_id
+from querator.queue.models import Item, QueueInfo, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count, check_name, check_sequence
 
 __all__ = [
     "MAX_LIMIT",
     "PAGE",
+    "came_from",
     "dead_letter",
     "dead_letter_async",
     "dead_letters",
@@ -50,28 +59,43 @@ MAX_LIMIT = 1_000_000
 
 async def dead_queue_of(aq: AsyncQueueClient, queue: str) -> str:
     """The dead queue of ``queue``; InvalidArgument when it has none."""
-    dead = (await aq.get_queue(queue)).settings.dead_queue
-    if not dead:
-        raise InvalidArgument("queue", f"queue {queue!r} has no dead_queue")
-    return dead
+    return _dead_of(await aq.get_queue(queue))
+
+
+def _dead_of(info: QueueInfo) -> str:
+    if not info.settings.dead_queue:
+        raise InvalidArgument("queue", f"queue {info.name!r} has no dead_queue")
+    return info.settings.dead_queue
+
+
+def came_from(item: StoredItem, queue: QueueInfo) -> bool:
+    """Whether dead letter ``item`` was dead-lettered from ``queue`` (see the
+    module's docstring for letters that do not say)."""
+    source = source_queue(item.headers)
+    if source is not None:
+        return source == queue.name
+    address = parse_id(item.source_id)
+    return address is None or address.queue_id == queue.queue_id
 
 
 async def dead_letters_async(
     aq: AsyncQueueClient, queue: str, limit: int | None = None
 ) -> list[StoredItem]:
-    """The dead letters of ``queue``, in the order they arrived (at most
-    ``limit``: 1 to :data:`MAX_LIMIT`, or None for all)."""
+    """The dead letters of ``queue`` (those of its dead queue that came from
+    it), in the order they arrived (at most ``limit``: 1 to :data:`MAX_LIMIT`,
+    or None for all)."""
     check_name("queue", queue)
     if limit is not None:
         check_count("limit", limit, 1, MAX_LIMIT)
-    dead = await dead_queue_of(aq, queue)
+    info = await aq.get_queue(queue)
+    dead = _dead_of(info)
     found: list[StoredItem] = []
     for partition in range((await aq.get_queue(dead)).settings.partitions):
         pivot: str | None = None
         while limit is None or len(found) < limit:
             page = await aq.list_items(dead, partition=partition, pivot=pivot, limit=PAGE)
             fresh = [item for item in page if item.id != pivot]
-            found += fresh
+            found += [item for item in fresh if came_from(item, info)]
             if len(page) < PAGE or not fresh:
                 break
             pivot = fresh[-1].id

@@ -1,12 +1,14 @@
 """Why an item was dead-lettered, as its dead letter carries it.
 
-A dead letter keeps the headers of its item plus two of querator's own:
+A dead letter keeps the headers of its item plus three of querator's own:
 :data:`ATTEMPTS_HEADER`, the leases the item had in its source queue (the dead
-letter's own ``attempts`` count its leases in the dead queue, from 0), and
+letter's own ``attempts`` count its leases in the dead queue, from 0),
 :data:`REASON_HEADER`, why it was moved: the ``reason`` given to
 ``retry(..., dead=True, reason=...)``, or what querator decided (attempts used
-up, expired). Requeueing a dead letter drops both. Pure functions; every
-backend writes the same marks.
+up, expired), and :data:`SOURCE_HEADER`, the name of the queue it came from
+(several queues may share one dead queue: their dead letters are told apart
+by it). Requeueing a dead letter drops them. Pure functions; every backend
+writes the same marks, in the statement that moves the item.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from typing import Final
 __all__ = [
     "ATTEMPTS_HEADER",
     "EXPIRED",
+    "MARKS",
     "MAX_REASON",
     "REASON_HEADER",
     "RETRIED_DEAD",
+    "SOURCE_HEADER",
     "clean_reason",
     "exhausted",
     "marked",
     "retry_reason",
+    "source_queue",
     "sweep_reason",
     "unmarked",
 ]
@@ -32,6 +37,10 @@ ATTEMPTS_HEADER: Final = "querator-dead-attempts"
 """Header of a dead letter: how many leases the item had in its source queue."""
 REASON_HEADER: Final = "querator-dead-reason"
 """Header of a dead letter: why it was dead-lettered."""
+SOURCE_HEADER: Final = "querator-dead-source"
+"""Header of a dead letter: the name of the queue it was dead-lettered from."""
+MARKS: Final = (ATTEMPTS_HEADER, REASON_HEADER, SOURCE_HEADER)
+"""The headers dead-lettering adds (and requeueing drops)."""
 MAX_REASON: Final = 2_000
 """Characters of a reason kept (a longer one is cut, ending with an ellipsis)."""
 
@@ -66,11 +75,18 @@ def sweep_reason(attempts: int, max_attempts: int) -> str:
     return exhausted(max_attempts) if 0 < max_attempts <= attempts else EXPIRED
 
 
-def marked(headers: Mapping[str, str], attempts: int, reason: str) -> dict[str, str]:
-    """The headers of the dead letter of an item with ``headers``."""
-    return {**headers, ATTEMPTS_HEADER: str(attempts), REASON_HEADER: reason}
+def marked(headers: Mapping[str, str], attempts: int, reason: str, source: str) -> dict[str, str]:
+    """The headers of the dead letter of an item with ``headers``, moved from
+    queue ``source``."""
+    return {**headers, ATTEMPTS_HEADER: str(attempts), REASON_HEADER: reason, SOURCE_HEADER: source}
 
 
 def unmarked(headers: Mapping[str, str]) -> dict[str, str]:
     """``headers`` without the dead-letter marks (a requeued copy's)."""
-    return {k: v for k, v in headers.items() if k not in (ATTEMPTS_HEADER, REASON_HEADER)}
+    return {k: v for k, v in headers.items() if k not in MARKS}
+
+
+def source_queue(headers: Mapping[str, str]) -> str | None:
+    """The queue a dead letter came from; None for a letter written before
+    querator recorded it."""
+    return headers.get(SOURCE_HEADER)

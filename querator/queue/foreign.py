@@ -1,4 +1,4 @@
-"""Produce inside the application's own transaction (PostgreSQL).
+"""Produce inside the application's own transaction (PostgreSQL, SQLite).
 
 ```python
 import psycopg
@@ -17,12 +17,23 @@ with Querator(url) as q, psycopg.connect(dsn) as conn:
 ``Session`` or ``Connection`` on the psycopg driver (sync only). It must reach
 the database of querator's store; the items are validated and routed as
 :meth:`~querator.queue.service.AsyncQueueClient.produce` does before anything is
-written. SQLite and in-memory stores refuse (InvalidArgument, field
-``connection``): they have no connection an application could share.
+written.
+
+On a SQLite store, ``connection`` is a ``sqlite3.Connection`` to the store's
+own file (or a SQLAlchemy ``Session``/``Connection`` on it, pysqlite driver),
+used from the thread that owns it, by either function: the items join its
+open transaction (one that Python's ``sqlite3`` opens implicitly at the first
+write counts; a connection in autocommit mode with none open is refused). A
+connection to another file is refused. Waiting workers are woken once the
+application's transaction ends (:mod:`querator.queue.backends.sqlite.commit_wake`).
+
+In-memory stores refuse (InvalidArgument, field ``connection``), as does a
+connection of the other kind than the store.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,11 +42,58 @@ from psycopg.rows import tuple_row
 
 from querator.errors import InvalidArgument, Unavailable
 from querator.queue.backends.base import ProduceSteps
+from querator.queue.backends.sqlite.commit_wake import wake_after_commit
+from querator.queue.backends.sqlite.foreign import DATABASE_LIST
 from querator.queue.client import QueueClient
 from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
 
-__all__ = ["produce_on", "produce_on_async", "sync_connection"]
+__all__ = ["produce_on", "produce_on_async", "sqlite_connection", "sync_connection"]
+
+
+def sqlite_connection(connection: object) -> sqlite3.Connection | None:
+    """The ``sqlite3`` connection behind ``connection`` (itself, or a SQLAlchemy
+    ``Session``/``Connection``'s on pysqlite); None when it is no such thing."""
+    if isinstance(connection, sqlite3.Connection):
+        return connection
+    try:
+        from sqlalchemy import Connection as SAConnection
+        from sqlalchemy.orm import Session
+    except ImportError:  # pragma: no cover - SQLAlchemy is optional
+        return None
+    if isinstance(connection, Session):
+        connection = connection.connection()
+    if isinstance(connection, SAConnection):
+        driver = connection.connection.driver_connection
+        if isinstance(driver, sqlite3.Connection):
+            return driver
+    return None
+
+
+def _run_sqlite(conn: sqlite3.Connection, steps: ProduceSteps, queue: str) -> list[str]:
+    """Run SQLite produce steps on the application's connection, inside its
+    transaction; the listeners of ``queue`` are woken once it ends."""
+    autocommit = getattr(conn, "autocommit", None) is True or conn.isolation_level is None
+    if autocommit and not conn.in_transaction:
+        raise InvalidArgument(
+            "connection",
+            "is in autocommit mode with no transaction open: BEGIN one first, or the"
+            " items would be committed at once",
+        )
+    try:
+        statement, params = next(steps)
+        if not isinstance(statement, str):
+            raise InvalidArgument("connection", "is a sqlite3 connection; the store is not SQLite")
+        while True:
+            rows = conn.execute(statement, params).fetchall()
+            statement, params = steps.send(rows)
+    except StopIteration as done:
+        ids: list[str] = done.value
+    except sqlite3.Error as exc:
+        raise Unavailable(f"produce on the application's connection failed: {exc}") from exc
+    files = conn.execute(DATABASE_LIST).fetchall()
+    wake_after_commit(conn, next(str(row[2]) for row in files if row[1] == "main"), queue)
+    return ids
 
 
 def sync_connection(connection: object) -> psycopg.Connection[Any]:
@@ -64,9 +122,17 @@ def sync_connection(connection: object) -> psycopg.Connection[Any]:
     )
 
 
+def _not_sqlite(statement: object) -> None:
+    if isinstance(statement, str):  # the SQLite store's steps
+        raise InvalidArgument(
+            "connection", "the store is SQLite: give a sqlite3 connection to its file"
+        )
+
+
 def _run_sync(conn: psycopg.Connection[Any], steps: ProduceSteps) -> list[str]:
     try:
         statement, params = next(steps)
+        _not_sqlite(statement)
         with conn.cursor(row_factory=tuple_row) as cur:
             while True:
                 cur.execute(statement, params)
@@ -82,6 +148,7 @@ def _run_sync(conn: psycopg.Connection[Any], steps: ProduceSteps) -> list[str]:
 async def _run_async(conn: psycopg.AsyncConnection[Any], steps: ProduceSteps) -> list[str]:
     try:
         statement, params = next(steps)
+        _not_sqlite(statement)
         async with conn.cursor(row_factory=tuple_row) as cur:
             while True:
                 await cur.execute(statement, params)
@@ -98,14 +165,21 @@ def produce_on(q: QueueClient, connection: object, queue: str, items: Sequence[I
     """Produce ``items`` into ``queue`` with the application's own ``connection``,
     in its open transaction; returns their ids (see the module doc)."""
     steps = q.call(q.aio.produce_steps, queue, items)  # the store's refusal first
+    lite = sqlite_connection(connection)
+    if lite is not None:
+        return _run_sqlite(lite, steps, queue)
     return _run_sync(sync_connection(connection), steps)
 
 
 async def produce_on_async(
     aq: AsyncQueueClient, connection: object, queue: str, items: Sequence[Item]
 ) -> list[str]:
-    """:func:`produce_on` for async code, on a ``psycopg.AsyncConnection``."""
+    """:func:`produce_on` for async code, on a ``psycopg.AsyncConnection`` (or
+    a SQLite connection, run at once in the caller's thread: SQLite is local)."""
     steps = await aq.produce_steps(queue, items)  # the store's refusal first
+    lite = sqlite_connection(connection)
+    if lite is not None:
+        return _run_sqlite(lite, steps, queue)
     if not isinstance(connection, psycopg.AsyncConnection):
         raise InvalidArgument(
             "connection", f"must be a psycopg AsyncConnection, not {type(connection).__name__}"

@@ -96,6 +96,10 @@ class TransactOptions(TypedDict, total=False):
     renew: Sequence[Leased | Ref]
     depends: Sequence[Leased | Ref]
     """Items that must still hold these versions (nothing else is done to them)."""
+    delete: Sequence[Leased | Ref]
+    """Items to delete that must still hold these versions and that no live
+    lease holds (``Conflict`` reason ``leased`` otherwise): an item not yet
+    taken is removed, never one a consumer leased meanwhile."""
     produce: Mapping[str, Sequence[Item]] | None
     retry_at: datetime | None
     extend: float | None

@@ -181,6 +181,7 @@ def build_plan(
             for key in keys("renew")
         ],
         depends=keys("depends"),
+        delete=keys("delete"),
         produce=produce,
     )
 
@@ -191,7 +192,7 @@ class Transaction(NamedTuple):
     are looked up."""
 
     groups: Mapping[str, Sequence[Ref]]
-    """``complete``, ``retry``, ``renew`` and ``depends``: the items of each role."""
+    """``complete``, ``retry``, ``renew``, ``depends`` and ``delete``: the items of each role."""
     produce: Mapping[str, Sequence[Item]] = _NONE
     retry_at: datetime | None = None
     dead: bool = False
@@ -321,6 +322,7 @@ def commit_request(
         "retry": refs_of(None, options.get("retry", ()), "retry"),
         "renew": refs_of(None, options.get("renew", ()), "renew"),
         "depends": refs_of(None, options.get("depends", ()), "depends"),
+        "delete": refs_of(None, options.get("delete", ()), "delete"),
     }
     for role, refs in groups.items():
         if len(refs) > MAX_BATCH:

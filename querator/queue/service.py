@@ -286,16 +286,18 @@ class AsyncQueueClient:
         return (await self._transactions.apply(request)).renewed
 
     async def transact(self, **options: Unpack[TransactOptions]) -> TransactResult:
-        """Apply completes, retries, renews, produces and version checks atomically.
+        """Apply completes, retries, renews, deletes, produces and version checks atomically.
 
-        ``complete``, ``retry``, ``renew`` and ``depends`` take ``Leased`` items
-        or ``Ref(queue, id, version)``; ``produce`` maps queue names to new
-        items; ``retry_at`` is when retried items come back (default now);
-        ``extend`` the seconds renewed leases get (default each queue's
-        ``lease_timeout``). ``depends`` items must still hold the versions
-        named; nothing is done to them. Either everything happens or nothing
-        does; on failure :class:`~querator.errors.Conflict` lists every failed
-        check by id.
+        ``complete``, ``retry``, ``renew``, ``depends`` and ``delete`` take
+        ``Leased`` items or ``Ref(queue, id, version)``; ``produce`` maps queue
+        names to new items; ``retry_at`` is when retried items come back
+        (default now); ``extend`` the seconds renewed leases get (default each
+        queue's ``lease_timeout``). ``depends`` items must still hold the
+        versions named; nothing is done to them. ``delete`` items must hold
+        them and be held by no live lease; they are deleted (an item not yet
+        taken by a consumer, never one leased since it was read). Either
+        everything happens or nothing does; on failure
+        :class:`~querator.errors.Conflict` lists every failed check by id.
         """
         check_options("transact", options, TransactOptions)
         return await self.commit(**options)

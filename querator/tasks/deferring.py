@@ -2,7 +2,7 @@
 
 Everything is checked (options, arguments) before anything is written. A call
 goes to querator's own connection, or with ``connection=`` to the
-application's (PostgreSQL: :mod:`querator.queue.foreign`), where it exists
+application's (PostgreSQL or SQLite: :mod:`querator.queue.foreign`), where it exists
 exactly when that transaction commits.
 """
 

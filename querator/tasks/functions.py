@@ -49,9 +49,11 @@ class TaskFunction(TaskSpec[P, R]):
         does not fit raises InvalidArgument. Keyword options: ``delay``
         (seconds) or ``at`` (an aware datetime) to run it later;
         ``idempotency_key``: a second defer with the same key while the first is
-        waiting or running returns its handle and adds nothing; ``connection``
-        (PostgreSQL): the application's open psycopg connection or SQLAlchemy
-        session, whose transaction the task then commits (or rolls back) with.
+        waiting or running returns its handle and adds nothing; ``connection``:
+        the application's open connection (PostgreSQL: psycopg or a SQLAlchemy
+        session; SQLite: a ``sqlite3`` connection to the store's file or a
+        SQLAlchemy session on it), whose transaction the task then commits (or
+        rolls back) with (see :mod:`querator.queue.foreign`).
         """
 
         return defer(q, self, args, kwargs)
@@ -59,7 +61,8 @@ class TaskFunction(TaskSpec[P, R]):
     async def defer_async(
         self, aq: AsyncQueueClient, /, *args: Any, **kwargs: Any
     ) -> AsyncTaskHandle:
-        """:meth:`defer` for async code (``connection``: a psycopg ``AsyncConnection``)."""
+        """:meth:`defer` for async code (``connection``: a psycopg
+        ``AsyncConnection``, or a ``sqlite3`` connection on SQLite)."""
 
         return await defer_async(aq, self, args, kwargs)
 

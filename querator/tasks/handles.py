@@ -14,6 +14,7 @@ from querator.errors import Conflict, InvalidArgument, QueueNotFound, RequestTim
 from querator.queue.client import QueueClient
 from querator.queue.dead_letters import dead_letters_async, requeue_async
 from querator.queue.ids import parse_id
+from querator.queue.models import Ref
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
 from querator.tasks.errors import TaskFailed
@@ -135,7 +136,12 @@ class TaskHandle:
 
 async def cancel_unstarted(aq: AsyncQueueClient, queue: str, item_id: str) -> bool:
     """Remove task item ``item_id`` of ``queue`` if no worker has started it;
-    True if removed (see :meth:`AsyncTaskHandle.cancel`)."""
+    True if removed (see :meth:`AsyncTaskHandle.cancel`).
+
+    The item is read, then deleted at the version read only if no lease holds
+    it, in one statement of the store (``transact(delete=...)``): a worker that
+    leases it in between bumps its version, so the delete changes nothing and
+    the task runs (never a task that runs and is also reported cancelled)."""
     address = parse_id(item_id)
     if address is None:
         return False
@@ -149,9 +155,9 @@ async def cancel_unstarted(aq: AsyncQueueClient, queue: str, item_id: str) -> bo
     if item.attempts > 0 or item.lease_deadline is not None:
         return False
     try:
-        await aq.delete_items(queue, [item_id])
+        await aq.transact(delete=[Ref(queue, item.id, item.version)])
     except Conflict:
-        return False
+        return False  # leased (started) or gone since it was read
     return True
 
 

@@ -8,8 +8,8 @@ from typing import Literal
 from querator.errors import InvalidArgument, QueueNotFound
 from querator.model_bases import View
 from querator.queue.client import QueueClient
-from querator.queue.dead_letters import dead_letters_async, dead_queue_of
-from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
+from querator.queue.dead_letters import came_from, dead_letters_async
+from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER, source_queue
 from querator.queue.ids import parse_id
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
@@ -38,6 +38,9 @@ class TaskInfo(View):
     created_at: datetime
     reason: str | None = None
     """Why a failed task was dead-lettered (its last error and traceback)."""
+    source_queue: str | None = None
+    """The queue a failed task was dead-lettered from (None for a letter
+    written before querator recorded it)."""
 
 
 def _info(item: StoredItem, now: datetime, failed: bool) -> TaskInfo:
@@ -62,6 +65,7 @@ def _info(item: StoredItem, now: datetime, failed: bool) -> TaskInfo:
         available_at=item.available_at,
         created_at=item.created_at,
         reason=item.headers.get(REASON_HEADER) if failed else None,
+        source_queue=source_queue(item.headers) if failed else None,
     )
 
 
@@ -103,16 +107,21 @@ async def find_task_async(
         return None
     now = aq.clock.now()
     try:
-        places = [(queue, False), (await dead_queue_of(aq, queue), True)]
+        info = await aq.get_queue(queue)
     except (QueueNotFound, InvalidArgument):
-        places = [(queue, False)]
+        return None
+    places = [(queue, False)]
+    if info.settings.dead_queue:
+        places.append((info.settings.dead_queue, True))
     for place, failed in places:
         try:
             found = await aq.list_items(place, partition=address.partition, pivot=item_id, limit=1)
         except (QueueNotFound, InvalidArgument):  # no such queue, or an id of another
             continue
-        if found and found[0].id == item_id and is_task(found[0].kind):
-            return _info(found[0], now, failed), found[0]
+        item = found[0] if found and found[0].id == item_id else None
+        if item is None or not is_task(item.kind) or (failed and not came_from(item, info)):
+            continue
+        return _info(item, now, failed), item
     return None
 
 

@@ -261,6 +261,7 @@ class TaskRunner:
                 {k: v for k, v in current.headers.items() if k != PRIOR_HEADER},
                 prior_attempts(current.headers) + current.attempts,
                 reason[:MAX_REASON],
+                current.queue,
             ),
         )
         log.error(

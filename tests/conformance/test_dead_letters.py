@@ -50,6 +50,7 @@ def test_retry_after_last_attempt_dead_letters_at_once(q: Querator, qname: str) 
         "h": "v",
         "querator-dead-attempts": "2",
         "querator-dead-reason": "used all 2 attempts (max_attempts)",
+        "querator-dead-source": src,
     }
     assert moved.attempts == 0
     assert q.stats(dead).dead_lettered == 1

@@ -152,6 +152,7 @@ def test_dead_letters_are_listed_and_requeued(http: httpx.Client) -> None:
     call(http, "/v1/queue.retry", queue_name="jobs", items=[ref])
     [dead] = call(http, "/v1/dead.list", queue_name="jobs")["items"]
     assert (dead["source_id"], dead["payload"]) == (leased[0]["id"], "cG9pc29u")
+    assert dead["source_queue"] == "jobs"
     assert call(http, "/v1/dead.requeue", queue_name="jobs") == {"count": 1}
     assert call(http, "/v1/dead.list", queue_name="jobs")["items"] == []
     back = call(http, "/v1/queue.lease", queue_name="jobs", client_id="w", batch_size=1,
@@ -171,6 +172,7 @@ def test_dead_letters_are_shown_and_purged(http: httpx.Client) -> None:
     first, second = call(http, "/v1/dead.list", queue_name="gone")["items"]
     shown = call(http, "/v1/dead.show", queue_name="gone", id=first["id"])
     assert (shown["source_id"], shown["payload"]) == (first["source_id"], first["payload"])
+    assert shown["source_queue"] == "gone"
     missing = http.post("/v1/dead.show", json={"queue_name": "gone", "id": "0.0.9"})
     assert missing.status_code == 400
     assert "is not a dead letter of 'gone'" in missing.json()["message"]

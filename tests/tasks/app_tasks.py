@@ -71,6 +71,16 @@ def boom(key: str) -> None:
     raise ValueError(f"bad input {key}")
 
 
+OTHER_QUEUE = "t.other-tasks"
+"""A task queue of its own; it shares querator's task dead queue with the default one."""
+
+
+@task(name="t.boom_elsewhere", queue=OTHER_QUEUE, retry=None)
+def boom_elsewhere(key: str) -> None:
+    note("boom_elsewhere", key)
+    raise ValueError(f"bad input {key}")
+
+
 @task(name="t.later", keep_result=True, retry=RetryPolicy(max_attempts=1))
 async def later(key: str) -> str:
     note("later", key)
@@ -116,6 +126,7 @@ ALL: list[TaskFunction[..., Any]] = [
     anoop,
     flaky,
     boom,
+    boom_elsewhere,
     later,
     slow,
     stall,

@@ -229,7 +229,8 @@ def test_dead_letters_are_listed_requeued_and_purged(tmp_path: Path) -> None:
     assert "orders: 3 dead letter(s)" in listed.stdout and "order 1" in listed.stdout
     assert "EXPIRES" in listed.stdout and "never" in listed.stdout
     [row] = [line.split() for line in listed.stdout.splitlines() if line.startswith(dead_ids[0])]
-    assert row[3] == "1"  # the leases it had in "orders", not its own in the dead queue
+    assert row[1] == "orders"  # the queue it came from
+    assert row[4] == "1"  # the leases it had in "orders", not its own in the dead queue
     assert "moved by retry(dead=True)" in listed.stdout
     stats = cli("queues", "stats", "orders-dead", "--url", url)
     assert "dead letters arriving here kept until requeued or purged" in stats.stdout

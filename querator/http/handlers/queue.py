@@ -126,6 +126,7 @@ async def transact(aq: AsyncQueueClient, body: TransactRequest) -> TransactReply
         retry=_refs(body.retry),
         renew=_refs(body.renew),
         depends=_refs(body.depends),
+        delete=_refs(body.delete),
         produce={q: [i.to_item() for i in items] for q, items in body.produce.items()},
         retry_at=body.retry_at,
         extend=body.extend,

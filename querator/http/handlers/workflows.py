@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from querator.errors import InvalidArgument
-from querator.http.wire.items import StorageItem
 from querator.http.wire.queue import Empty, Reply
 from querator.http.wire.workflows import (
     CancelRequest,
     CountReply,
+    DeadLetter,
     DeadListReply,
     DeadListRequest,
     DeadPurgeRequest,
@@ -176,7 +176,7 @@ async def trigger(state: Any, body: ScheduleNameRequest) -> RunReply:
 async def dead_list(state: Any, body: DeadListRequest) -> DeadListReply:
     """The dead letters of a queue."""
     found = await dead_letters_async(state.aq, body.queue_name, body.limit)
-    return DeadListReply(items=[StorageItem.of(item) for item in found])
+    return DeadListReply(items=[DeadLetter.of(item) for item in found])
 
 
 async def dead_requeue(state: Any, body: DeadRequeueRequest) -> CountReply:
@@ -184,9 +184,9 @@ async def dead_requeue(state: Any, body: DeadRequeueRequest) -> CountReply:
     return CountReply(count=await requeue_async(state.aq, body.queue_name, body.ids))
 
 
-async def dead_show(state: Any, body: DeadShowRequest) -> StorageItem:
+async def dead_show(state: Any, body: DeadShowRequest) -> DeadLetter:
     """One dead letter of a queue, in full."""
-    return StorageItem.of(await dead_letter_async(state.aq, body.queue_name, body.id))
+    return DeadLetter.of(await dead_letter_async(state.aq, body.queue_name, body.id))
 
 
 async def dead_purge(state: Any, body: DeadPurgeRequest) -> CountReply:

@@ -173,6 +173,8 @@ class TransactRequest(WireModel):
     renew: list[QueueItemRef] = Field(default_factory=list)
     depends: list[QueueItemRef] = Field(default_factory=list)
     """Pure version checks."""
+    delete: list[QueueItemRef] = Field(default_factory=list)
+    """Items to delete, at these versions, that no live lease holds."""
     produce: dict[str, list[ProduceItem]] = Field(default_factory=dict)
     """Items to produce, per queue."""
     retry_at: Instant | None = None

@@ -13,6 +13,8 @@ from pydantic import Field
 
 from querator.http.wire.items import StorageItem
 from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
+from querator.queue.dead_reasons import source_queue
+from querator.queue.models import StoredItem
 from querator.workflows.cron.api import ScheduleInfo
 from querator.workflows.idempotency import IdReusePolicy
 from querator.workflows.inspection import RunInfo
@@ -182,10 +184,25 @@ class DeadPurgeRequest(WireModel):
     ids: list[str] | None = None
 
 
+class DeadLetter(StorageItem):
+    """A dead letter: a stored item and the queue it was dead-lettered from."""
+
+    source_queue: str | None = None
+    """The name of the queue it came from (several queues may share a dead
+    queue); null for a letter written before querator recorded it."""
+
+    @classmethod
+    def of(cls, item: StoredItem, now: datetime | None = None) -> DeadLetter:
+        """The wire form of a dead letter."""
+        wire = StorageItem.of(item, now)
+        fields = {name: getattr(wire, name) for name in StorageItem.model_fields}
+        return cls.model_construct(**fields, source_queue=source_queue(item.headers))
+
+
 class DeadListReply(WireModel):
     """Dead letters in arrival order."""
 
-    items: list[StorageItem]
+    items: list[DeadLetter]
 
 
 class CountReply(WireModel):

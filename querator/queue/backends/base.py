@@ -125,7 +125,7 @@ class RenewOp:
 class TxnPlan:
     """Everything one atomic transaction does; validated by the service.
 
-    No item appears in more than one of complete/retry/renew/depends.
+    No item appears in more than one of complete/retry/renew/depends/delete.
     """
 
     queues: Mapping[str, QueueInfo]
@@ -135,6 +135,9 @@ class TxnPlan:
     renew: Sequence[RenewOp] = ()
     depends: Sequence[ItemKey] = ()
     """Pure version checks: the item must exist at this version (held or not)."""
+    delete: Sequence[ItemKey] = ()
+    """Items deleted if they exist at this version and no live lease holds them
+    (else ``ConflictReason.LEASED``, and nothing of the plan happens)."""
     produce: Sequence[tuple[str, Sequence[NewItem]]] = ()
     """(queue name, items) pairs; ids come back per queue in order."""
     claim: Sequence[tuple[str, Sequence[NewItem]]] = ()
@@ -197,11 +200,11 @@ def refuse_foreign(store: str) -> InvalidArgument:
     return InvalidArgument(
         "connection",
         f"{store} cannot produce inside the application's own transaction: that needs"
-        " PostgreSQL (defer without connection= to produce on querator's own)",
+        " PostgreSQL or SQLite (defer without connection= to produce on querator's own)",
     )
 
 
-ProduceSteps = Generator[tuple[Any, dict[str, Any]], list[tuple[Any, ...]], list[str]]
+ProduceSteps = Generator[tuple[Any, Any], list[tuple[Any, ...]], list[str]]
 """A produce written sans I/O: yields each statement with its parameters,
 receives its rows, returns the ids in input order."""
 

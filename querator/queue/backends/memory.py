@@ -326,7 +326,7 @@ class MemoryBackend:
         """Check every key, then apply everything; nothing on any failure."""
         now = self._time()
         self._check(plan, now)
-        for key in plan.complete:
+        for key in [*plan.complete, *plan.delete]:
             self._part(plan, key).remove(key.seq)
         for op in plan.retry:
             self._retry(plan, op, now)
@@ -365,6 +365,12 @@ class MemoryBackend:
         checks = [*((k, True) for k in held_keys), *((k, False) for k in plan.depends)]
         for key, need_lease in checks:
             reason = self._check_key(plan, key, need_lease, now)
+            if reason is not None:
+                reasons[key.id] = reason
+        for key in plan.delete:
+            reason = self._check_key(plan, key, False, now)
+            if reason is None and self._part(plan, key).rows[key.seq].held(now):
+                reason = ConflictReason.LEASED
             if reason is not None:
                 reasons[key.id] = reason
         if reasons:
@@ -430,7 +436,7 @@ class MemoryBackend:
             client_id=None,
             attempts=0,
             expire_at=_KEPT if keep is None else now + keep,
-            headers=marked(row.headers, row.attempts, why),
+            headers=marked(row.headers, row.attempts, why, info.name),
             dedup_key=None,
             source_id=format_id(info.queue_id, partition, row.seq),
             created_at=now,

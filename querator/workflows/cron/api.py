@@ -12,7 +12,7 @@ import inspect
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from typing_extensions import Unpack
 
@@ -22,6 +22,8 @@ from querator.queue.client import QueueClient
 from querator.queue.options import check_options
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_DURATION, check_duration, check_name
+from querator.tasks.layout import task_kind
+from querator.tasks.spec import TaskSpec
 from querator.telemetry.runs import Started, starting
 from querator.workflows.cron.schedules import (
     CatchupPolicy,
@@ -35,6 +37,7 @@ from querator.workflows.cron.schedules import (
     tick_key,
 )
 from querator.workflows.cron.store import Stored, read_all, read_one, remove, write
+from querator.workflows.cron.task_ticks import tick_args
 from querator.workflows.engine.commit import ensure_work_queue
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, run_infos_async
@@ -76,6 +79,8 @@ class ScheduleInfo(View):
 
     name: str
     workflow: str
+    """The workflow it starts (the task it defers, when ``target`` is ``"task"``)."""
+    target: Literal["workflow", "task"] = "workflow"
     cron: str
     tz: str
     catchup: CatchupPolicy
@@ -88,8 +93,9 @@ class ScheduleInfo(View):
     last_tick: datetime | None
     """The latest tick handled (started, buffered or skipped)."""
     last_run_id: str | None
+    """The run most recently started (a task schedule: the task id last deferred)."""
     last_run_status: RunStatus | None
-    """Status of the run most recently started (None: none yet)."""
+    """Status of the run most recently started (None: none yet, or a task schedule)."""
     last_run_error: str | None = None
     """Why that run failed: the error's type and message (None: it did not fail)."""
     orphan: bool = False
@@ -131,14 +137,26 @@ class ScheduleOptions(TypedDict, total=False):
     the schedule's progress)."""
 
 
+TASK_OVERLAPS = ("skip", "allow_all", "buffer_one", "buffer_all")
+"""The overlap policies of task schedules (a tick's task overlaps while its
+item waits or runs; a task is never cancelled by a tick)."""
+
+
 def make_spec(
-    name: str, fn: WorkflowFunction[..., Any], *, cron: str, **options: Unpack[ScheduleOptions]
+    name: str,
+    fn: WorkflowFunction[..., Any] | TaskSpec[..., Any],
+    *,
+    cron: str,
+    **options: Unpack[ScheduleOptions],
 ) -> ScheduleSpec:
     """Validate a definition (InvalidArgument naming the field) and encode it."""
     check_options("schedule", options, ScheduleOptions)
     check_name("name", name)
-    if not isinstance(fn, WorkflowFunction):
-        raise InvalidArgument("fn", f"{fn!r} is not a @workflow function")
+    if not isinstance(fn, WorkflowFunction | TaskSpec):
+        raise InvalidArgument("fn", f"{fn!r} is not a @workflow or @task function")
+    is_task = isinstance(fn, TaskSpec)
+    if is_task and options.get("overlap", "skip") not in TASK_OVERLAPS:
+        raise InvalidArgument("overlap", f"a task schedule takes {', '.join(TASK_OVERLAPS)}")
     check_cron(cron)
     tz = options.get("tz", "UTC")
     check_tz(tz)
@@ -159,8 +177,9 @@ def make_spec(
     return ScheduleSpec(
         name=name,
         workflow=fn.name,
+        target="task" if is_task else "workflow",
         queue=check_name("queue", queue or fn.queue or WORKFLOW_QUEUE),
-        timeout=fn.timeout,
+        timeout=None if is_task else fn.timeout,
         cron=cron,
         tz=tz,
         args=encoded,
@@ -173,7 +192,9 @@ def make_spec(
 
 
 def _encode_without_tick(
-    fn: WorkflowFunction[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    fn: WorkflowFunction[..., Any] | TaskSpec[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> str:
     """Encode with a placeholder tick (checked for fit), then drop it.
 
@@ -225,7 +246,7 @@ def _new_state(
 async def schedule_async(
     aq: AsyncQueueClient,
     name: str,
-    fn: WorkflowFunction[..., Any],
+    fn: WorkflowFunction[..., Any] | TaskSpec[..., Any],
     *,
     cron: str,
     **options: Unpack[ScheduleOptions],
@@ -241,13 +262,14 @@ async def schedule_async(
 def schedule(
     q: QueueClient,
     name: str,
-    fn: WorkflowFunction[..., Any],
+    fn: WorkflowFunction[..., Any] | TaskSpec[..., Any],
     *,
     cron: str,
     **options: Unpack[ScheduleOptions],
 ) -> None:
     """Create (or redefine) schedule ``name``: start ``fn(*args, **kwargs)`` at
-    every tick of ``cron`` in time zone ``tz``.
+    every tick of ``cron`` in time zone ``tz`` (``fn`` a ``@workflow``: a run;
+    a ``@task``: a deferral, once per tick whatever the schedulers).
 
     The options are those of :class:`ScheduleOptions`: ``tz``, ``args``,
     ``kwargs``, ``catchup`` (``"skip"``, ``"latest"`` or ``"all"``, which looks
@@ -256,7 +278,10 @@ def schedule(
     ``"terminate_other"`` or ``"allow_all"``), ``jitter`` (each run starts up to
     that many seconds late), ``queue`` and ``start_at`` (ticks after it fire;
     default now; a redefinition without it keeps the schedule's progress). A
-    workflow with a parameter ``tick`` receives the tick instant (UTC) in it.
+    workflow (or task) with a parameter ``tick`` receives the tick instant (UTC)
+    in it. A task schedule takes the ``overlap`` policies ``"skip"``,
+    ``"allow_all"``, ``"buffer_one"`` and ``"buffer_all"`` (a tick overlaps
+    while the last tick's task waits or runs).
     Invalid values and unknown options raise :class:`InvalidArgument` naming
     the field.
     """
@@ -319,11 +344,12 @@ async def _info(
         broken = str(exc)
     else:
         next_fire = None if state.paused else upcoming
-    last = await _last_run(aq, state.last_run_id)
+    last = await _last_run(aq, state.last_run_id) if spec.target == "workflow" else None
     error = f"{last.error_type}: {last.error_message}" if last and last.error_type else None
     return ScheduleInfo(
         name=spec.name,
         workflow=spec.workflow,
+        target=spec.target,
         cron=spec.cron,
         tz=spec.tz,
         catchup=spec.catchup,
@@ -336,10 +362,15 @@ async def _info(
         last_run_id=state.last_run_id,
         last_run_status=last.status if last else None,
         last_run_error=error,
-        orphan=not any(p.live for p in served_by(pollers, spec.queue, wake_kind(spec.workflow))),
+        orphan=not any(p.live for p in served_by(pollers, spec.queue, _kind(spec))),
         buffered=len(state.buffered),
         broken=broken,
     )
+
+
+def _kind(spec: ScheduleSpec) -> str:
+    """The kind of the items a worker serving the schedule's target leases."""
+    return task_kind(spec.workflow) if spec.target == "task" else wake_kind(spec.workflow)
 
 
 async def list_schedules_async(aq: AsyncQueueClient) -> list[ScheduleInfo]:
@@ -395,11 +426,7 @@ async def _start_tick(
         started.created(run_id, spec.workflow, existing=True)
         return run_id
     await ensure_work_queue(aq, spec.queue)
-    args = spec.args
-    if spec.pass_tick:
-        encoded = json.loads(args)
-        encoded["tick"] = tick.astimezone(UTC).isoformat()
-        args = json.dumps(encoded, separators=(",", ":"))
+    args = tick_args(spec, tick)
     now = aq.clock.now()
     deadline = None
     if spec.timeout is not None:
@@ -422,6 +449,8 @@ async def trigger_schedule_async(aq: AsyncQueueClient, name: str) -> AsyncRunHan
     current = await read_one(aq, name)
     if current is None:
         raise InvalidArgument("name", f"no schedule {name!r}")
+    if current.record.spec.target == "task":
+        raise InvalidArgument("name", f"{name!r} defers a task: defer it yourself to run it now")
     tick = aq.clock.now()
     key = "trigger:" + tick_key(name, tick)
     run_id = await start_tick(aq, current.record.spec, tick, key)

@@ -28,8 +28,10 @@ from querator.queue.harness import StopRequest, run_sync
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
+from querator.tasks.spec import TaskSpec
 from querator.workflows.cron.api import make_spec, start_tick, upsert_async
 from querator.workflows.cron.schedules import (
+    ScheduleSpec,
     ScheduleState,
     check_tz,
     due_ticks,
@@ -44,6 +46,7 @@ from querator.workflows.cron.store import (
     read_all,
     write,
 )
+from querator.workflows.cron.task_ticks import fire_task, task_pending
 from querator.workflows.errors import RunNotFound
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.runs import AsyncRunHandle
@@ -90,12 +93,14 @@ class AsyncScheduler:
         now: Callable[[], datetime] | None = None,
     ) -> None:
         self.aq = aq
-        given = [fn for fn in functions if isinstance(fn, WorkflowFunction)]
+        listed = list(functions)
+        given = [fn for fn in listed if isinstance(fn, WorkflowFunction)]
         self.workflows = [fn for fn in given if fn.schedule]
+        tasks = [fn.name for fn in listed if isinstance(fn, TaskSpec)]
         self.served: frozenset[str] | None = (
-            frozenset(fn.name for fn in given) if served_only else None
+            frozenset([*(fn.name for fn in given), *tasks]) if served_only else None
         )
-        """The workflows whose schedules fire (None: every schedule)."""
+        """The workflows and tasks whose schedules fire (None: every schedule)."""
         self._broken_told: dict[str, str] = {}
         self._damaged_told: set[str] = set()
         self.now = aq.clock.now
@@ -115,7 +120,8 @@ class AsyncScheduler:
                 log.info("schedule %s registered: %s", spec.name, spec.cron)
 
     async def run_once(self) -> list[str]:
-        """One pass over the schedules it fires at ``now()``; the run ids it started."""
+        """One pass over the schedules it fires at ``now()``; the run ids it
+        started (and the task ids it deferred)."""
         started, _ = await self._pass()
         return started
 
@@ -158,7 +164,9 @@ class AsyncScheduler:
             spec.name,
         )
 
-    async def _running(self, run_id: str | None) -> bool:
+    async def _running(self, spec: ScheduleSpec, run_id: str | None) -> bool:
+        if spec.target == "task":
+            return await task_pending(self.aq, spec, run_id)
         if run_id is None:
             return False
         try:
@@ -176,16 +184,17 @@ class AsyncScheduler:
         if not ticks and not state.buffered and last == state.last_tick:
             await self._refresh(stored)
             return [], state
-        running = await self._running(state.last_run_id)
+        running = await self._running(spec, state.last_run_id)
         plan = plan_overlap(spec.overlap, ticks, state.buffered, running)
-        if plan.cancel_previous and state.last_run_id is not None:
+        if plan.cancel_previous and state.last_run_id is not None and spec.target == "workflow":
             await AsyncRunHandle(self.aq, state.last_run_id).cancel(
                 f"schedule {spec.name}: overlap policy {spec.overlap}"
             )
         run_ids = []
+        fire = fire_task if spec.target == "task" else start_tick
         for tick in plan.start:
             delay = jitter_delay(spec.name, tick, spec.jitter)
-            run_ids.append(await start_tick(self.aq, spec, tick, tick_key(spec.name, tick), delay))
+            run_ids.append(await fire(self.aq, spec, tick, tick_key(spec.name, tick), delay))
         for tick in plan.skipped:
             log.info("schedule %s: tick %s skipped (%s)", spec.name, tick, spec.overlap)
         new = state.model_copy(

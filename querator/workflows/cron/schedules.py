@@ -100,9 +100,12 @@ class ScheduleSpec(StoredModel):
     name: str
     """The schedule's name (unique in the store)."""
     workflow: str
-    """The persisted name of the workflow to start."""
+    """The persisted name of the workflow to start (of the task to defer when
+    ``target`` is ``"task"``)."""
+    target: Literal["workflow", "task"] = "workflow"
+    """What each tick does: start a run of a workflow, or defer a task."""
     queue: str
-    """The workflow queue of its runs."""
+    """The workflow queue of its runs (the task's queue for a task)."""
     timeout: float | None = None
     """The workflow's ``timeout`` (seconds), copied at definition."""
     cron: str

@@ -39,7 +39,7 @@ async def discard(aq: AsyncQueueClient, leased: Leased, reason: str) -> None:
                 kind=leased.kind,
                 encoding=leased.encoding,
                 reference=leased.reference,
-                headers=marked(leased.headers, leased.attempts, clean_reason(reason)),
+                headers=marked(leased.headers, leased.attempts, clean_reason(reason), leased.queue),
             )
             await transact_creating(aq, [leased], {DEAD_QUEUE: [copy]})
             where = DEAD_QUEUE

@@ -142,11 +142,14 @@ class AsyncWorker(LeaseWorker):
         self.poll_timeout = checked["poll_timeout"]
         max_live_runs = checked["max_live_runs"]
         self.scheduler: AsyncScheduler | None = None
-        """Fires the schedules of this worker's workflows (None: option ``scheduler``
-        off, or no workflow served)."""
-        if checked["scheduler"] and self.workflows:
+        """Fires the schedules of this worker's workflows and tasks (None: option
+        ``scheduler`` off, or none served)."""
+        if checked["scheduler"] and (self.workflows or self.served.tasks):
             self.scheduler = AsyncScheduler(
-                aq, self.workflows.values(), served_only=True, interval=WORKER_SCHEDULER_INTERVAL
+                aq,
+                [*self.workflows.values(), *self.served.tasks.values()],
+                served_only=True,
+                interval=WORKER_SCHEDULER_INTERVAL,
             )
         self.retention = {
             w.name: w.retention for w in self.workflows.values() if w.retention is not None

@@ -93,7 +93,7 @@ def fusable(plan: TxnPlan) -> bool:
     """True when ``plan`` can run as one statement: it completes, produces and
     claims only (no retry, renew or pure checks), every queue it names is
     known, and no table receives two inserts."""
-    if plan.retry or plan.renew or plan.depends:
+    if plan.retry or plan.renew or plan.depends or plan.delete:
         return False
     if not all(addresses_plan_queue(key, plan) for key in plan.complete):
         return False

@@ -201,6 +201,7 @@ async def dead_letter(
         **params,
         "expire_timeout": dead.settings.dead_letter_expiry,
         "id_prefix": f"{queue.queue_id}.{partition}.",
+        "source_queue": queue.name,
     }
     cur = await conn.execute(statement, args)
     return cur.rowcount

@@ -26,7 +26,7 @@ from querator.queue.backends.postgres.transact import DEADLOCK_STATE, addresses_
 def one_table_retry(plan: TxnPlan) -> bool:
     """True when ``plan`` only retries, now, held items of one partition table of
     a queue without an attempts limit."""
-    if not plan.retry or plan.complete or plan.renew or plan.depends:
+    if not plan.retry or plan.complete or plan.renew or plan.depends or plan.delete:
         return False
     if plan.produce or plan.claim or plan.lookup:
         return False

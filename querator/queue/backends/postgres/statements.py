@@ -29,7 +29,7 @@ from querator.queue.backends.postgres.schema import (
     item_select,
 )
 from querator.queue.backends.postgres.schema import Names as Names  # noqa: PLC0414
-from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER
+from querator.queue.dead_reasons import ATTEMPTS_HEADER, REASON_HEADER, SOURCE_HEADER
 from querator.queue.models import KEPT
 
 # Names moved to .schema; ``stmt.Names`` is kept for the branches merged after.
@@ -602,7 +602,7 @@ _DEAD_COLUMNS, _DEAD_VALUES = insert_list(
         **{column: f"m.{column}" for column in MOVED},
         "headers": (
             f"m.headers || jsonb_build_object('{ATTEMPTS_HEADER}', m.attempts::text,"
-            f" '{REASON_HEADER}', m.reason)"
+            f" '{REASON_HEADER}', m.reason, '{SOURCE_HEADER}', %(source_queue)s::text)"
         ),
         "source_id": "%(id_prefix)s || m.seq::text",
         "created_at": NOW,
@@ -655,7 +655,8 @@ ORDER BY m.seq
 """
 )
 """Moves selected items into a dead partition as new items in one statement,
-their headers marked with their attempts and why (:mod:`querator.queue.dead_reasons`)."""
+their headers marked with their attempts, why and the source queue's name
+(:mod:`querator.queue.dead_reasons`)."""
 
 DEAD_DROP: Final = sql.SQL(
     "WITH due AS ({due}) DELETE FROM {source} AS s USING due WHERE s.seq = due.seq"

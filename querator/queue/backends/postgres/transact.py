@@ -73,7 +73,7 @@ class ChecksFailed(Exception):
 def completes_only(plan: TxnPlan) -> bool:
     """True when the only items ``plan`` checks are the ones it completes: their
     checks can ride on the deletes (``run_transact(..., checked=True)``)."""
-    if plan.retry or plan.renew or plan.depends or not plan.complete:
+    if plan.retry or plan.renew or plan.depends or plan.delete or not plan.complete:
         return False
     tables = {(key.queue, key.queue_id, key.partition) for key in plan.complete}
     return all(_addresses(plan, *table) for table in tables)
@@ -96,7 +96,8 @@ async def run_transact(
             await _complete_checked(conn, names, keys, now)
     else:
         locked = await _lock_and_check(conn, names, plan, now)
-        for (queue_id, partition), keys in _by_table(plan.complete, lambda key: key).items():
+        deleted = [*plan.complete, *plan.delete]
+        for (queue_id, partition), keys in _by_table(deleted, lambda key: key).items():
             with driver_errors(keys[0].queue):
                 table = names.partition(queue_id, partition)
                 await conn.execute(stmt.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
@@ -201,7 +202,7 @@ async def _lock_and_check(
     checks = [(key, True) for key in plan.complete]
     checks += [(op.key, True) for op in plan.retry]
     checks += [(op.key, True) for op in plan.renew]
-    checks += [(key, False) for key in plan.depends]
+    checks += [(key, False) for key in [*plan.depends, *plan.delete]]
     failures: dict[str, ConflictReason] = {}
     valid = [key for key, _ in checks if addresses_plan_queue(key, plan)]
     locked: dict[str, Locked] = {}
@@ -222,6 +223,10 @@ async def _lock_and_check(
             failures[key.id] = ConflictReason.STALE
         elif needs_lease and not row.held:
             failures[key.id] = ConflictReason.NOT_LEASED
+    for key in plan.delete:
+        row = locked.get(key.id)
+        if key.id not in failures and row is not None and row.held:
+            failures[key.id] = ConflictReason.LEASED
     if failures:
         raise Conflict(failures)
     return locked

@@ -27,14 +27,14 @@ from querator.queue.backends.base import (
     ProduceSteps,
     TxnPlan,
     WakeCallback,
-    refuse_foreign,
 )
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.backends.sqlite import items as item_ops
 from querator.queue.backends.sqlite import queues as queue_ops
 from querator.queue.backends.sqlite.engine import Store
+from querator.queue.backends.sqlite.foreign import produce_steps as foreign_steps
 from querator.queue.backends.sqlite.migrations import prepare_schema
-from querator.queue.backends.sqlite.rows import Txn, from_us
+from querator.queue.backends.sqlite.rows import Txn, from_us, now_us, to_us
 from querator.queue.backends.sqlite.transact import transact
 from querator.queue.backends.sqlite.wakeup import Wakeup
 from querator.queue.models import (
@@ -155,8 +155,11 @@ class SqliteBackend:
 
     # -- items --------------------------------------------------------------
     def produce_steps(self, queue: QueueInfo, items: Sequence[NewItem]) -> ProduceSteps:
-        """Refused: SQLite has no connection an application could share."""
-        raise refuse_foreign("SQLite")
+        """The statements that insert items on the application's own connection
+        to this file (see :mod:`querator.queue.backends.sqlite.foreign`)."""
+        given = self._clock.store_now()
+        now = now_us() if given is None else to_us(given)
+        return foreign_steps(self.path, queue, items, now)
 
     async def produce(self, queue: QueueInfo, items: Sequence[NewItem]) -> list[str]:
         """Insert items; returns ids in order. A dedup_key already held returns that id."""

@@ -180,7 +180,13 @@ def dead_letter(
         insert = stmt.insert_item(dead.queue_id, partition % dead.settings.partitions)
         expire = dead.settings.dead_letter_expiry
         values = [
-            dead_values(row, format_id(queue.queue_id, partition, row.seq), txn.now, expire, why)
+            dead_values(
+                row,
+                (queue.name, format_id(queue.queue_id, partition, row.seq)),
+                txn.now,
+                expire,
+                why,
+            )
             for row, why in rows
         ]
         txn.conn.executemany(insert, values)

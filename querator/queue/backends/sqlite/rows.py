@@ -183,12 +183,14 @@ def item_values(item: NewItem, now: int, expire_timeout: float) -> tuple[Any, ..
 
 
 def dead_values(
-    row: ItemRow, source_id: str, now: int, expire_timeout: float | None, why: str
+    row: ItemRow, source: tuple[str, str], now: int, expire_timeout: float | None, why: str
 ) -> tuple[Any, ...]:
     """Parameters of :func:`.statements.insert_item` for the copy a dead queue
-    receives (kept when ``expire_timeout`` is None), marked with its attempts
-    and ``why`` (:mod:`querator.queue.dead_reasons`)."""
-    headers = marked(json.loads(row.headers), row.attempts, why)
+    receives of ``row`` (``source``: its queue's name and its id; kept when
+    ``expire_timeout`` is None), marked with its attempts, ``why`` and its
+    queue (:mod:`querator.queue.dead_reasons`)."""
+    queue, source_id = source
+    headers = marked(json.loads(row.headers), row.attempts, why, queue)
     return (
         now,
         KEPT_US if expire_timeout is None else now + seconds_us(expire_timeout),

@@ -1,4 +1,5 @@
-"""The all-or-nothing transaction: check every key, then apply completes, retries, renews, produces.
+"""The all-or-nothing transaction: check every key, then apply completes,
+deletes, retries, renews, produces.
 
 Checks run first and collect every failure, so a Conflict names each
 offending id and nothing is changed. The whole database is locked by
@@ -53,16 +54,20 @@ def _fetch(txn: Txn, plan: TxnPlan, keys: Iterable[ItemKey]) -> dict[str, ItemRo
 def _check(txn: Txn, plan: TxnPlan) -> dict[str, ItemRow]:
     """The rows of every key in the plan, or Conflict naming every failed check."""
     held = [*plan.complete, *(op.key for op in plan.retry), *(op.key for op in plan.renew)]
-    rows = _fetch(txn, plan, [*held, *plan.depends])
+    rows = _fetch(txn, plan, [*held, *plan.depends, *plan.delete])
     failures: dict[str, ConflictReason] = {}
     for key in held:
         reason = _reason(rows.get(key.id), key, txn.now, need_lease=True)
         if reason is not None:
             failures[key.id] = reason
-    for key in plan.depends:
+    for key in [*plan.depends, *plan.delete]:
         reason = _reason(rows.get(key.id), key, txn.now, need_lease=False)
         if reason is not None:
             failures[key.id] = reason
+    for key in plan.delete:
+        row = rows.get(key.id)
+        if key.id not in failures and row is not None and _held(row, txn.now):
+            failures[key.id] = ConflictReason.LEASED
     if failures:
         raise Conflict(failures)
     return rows
@@ -73,9 +78,14 @@ def _reason(row: ItemRow | None, key: ItemKey, now: int, need_lease: bool) -> Co
         return ConflictReason.MISSING
     if row.version != key.version:
         return ConflictReason.STALE
-    if need_lease and (row.lease_deadline is None or row.lease_deadline <= now):
+    if need_lease and not _held(row, now):
         return ConflictReason.NOT_LEASED
     return None
+
+
+def _held(row: ItemRow, now: int) -> bool:
+    """Whether a live lease holds the row."""
+    return row.lease_deadline is not None and row.lease_deadline > now
 
 
 def _complete(txn: Txn, keys: Sequence[ItemKey]) -> None:
@@ -114,7 +124,7 @@ def _renew(txn: Txn, plan: TxnPlan, op: RenewOp, row: ItemRow) -> Leased:
 def transact(txn: Txn, plan: TxnPlan) -> TransactResult:
     """Apply ``plan`` in the open transaction, or raise Conflict having changed nothing."""
     rows = _check(txn, plan)
-    _complete(txn, plan.complete)
+    _complete(txn, [*plan.complete, *plan.delete])
     for retry in plan.retry:
         _retry(txn, plan, retry, rows[retry.key.id])
     renewed = [_renew(txn, plan, op, rows[op.key.id]) for op in plan.renew]
