@@ -35,6 +35,11 @@ def when(at: datetime | None) -> str:
     return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def instant(at: datetime | None) -> str:
+    """An instant's time of day to the millisecond, ``17:03:16.042`` (UTC)."""
+    return "" if at is None else at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
 def seconds(value: float | None) -> str:
     """A duration for people: ``850 ms``, ``12.3 s``, ``4 min``, ``2.5 h``."""
     if value is None:
@@ -115,7 +120,9 @@ def url_for(context: Context, route: str, /, **params: Any) -> str:
 ENV = Environment(
     loader=PackageLoader("querator.dashboard", "templates"), autoescape=True, auto_reload=False
 )
-ENV.filters.update(when=when, seconds=seconds, pretty=pretty, payload=payload, dom_id=dom_id)
+ENV.filters.update(
+    when=when, instant=instant, seconds=seconds, pretty=pretty, payload=payload, dom_id=dom_id
+)
 ENV.globals.update(between=between, url_for=url_for)
 
 

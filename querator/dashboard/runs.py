@@ -21,6 +21,7 @@ from querator.dashboard.sparklines import sparklines
 from querator.dashboard.timeline import SCALE, lanes
 from querator.dashboard.traces import trace_link
 from querator.errors import InvalidArgument
+from querator.workflows.attempts import run_attempts_async
 from querator.workflows.inspection import (
     RunInfo,
     get_run_async,
@@ -102,6 +103,7 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
     run = await get_run_async(state.aq, request.path_params["run_id"])
     children = await child_runs(state, run)
     trace = await trace_link(state.aq, run.run_id)
+    attempts = await run_attempts_async(state.aq, run)
     return page(
         request,
         "run.html",
@@ -109,7 +111,7 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
         run=run,
         spans=step_spans(run),
         children=children,
-        lanes=lanes(run, children, state.aq.clock.now()),
+        lanes=lanes(run, children, state.aq.clock.now(), attempts),
         scale=SCALE,
         trace=trace,
     )

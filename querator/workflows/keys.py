@@ -127,6 +127,12 @@ def step_key(run_id: str, position: int) -> str:
     return f"{run_id}/{position}"
 
 
+def attempt_key(record_key: str, attempt: int) -> str:
+    """The record of failed attempt ``attempt`` of the step call (or compensation)
+    whose own record is ``record_key``."""
+    return f"{record_key}/attempt/{attempt}"
+
+
 PROGRESS_SLOTS = ("a", "b")
 """A step's progress alternates between two records, so a reader always finds one."""
 
@@ -135,8 +141,9 @@ def progress_key(run_id: str, position: int, slot: str) -> str:
     return f"{run_id}/{position}/progress/{slot}"
 
 
-_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab])?")
-"""Keys of a step call's record and of its progress: nobody waits for those."""
+_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab]|/attempt/\d+)?")
+"""Keys of a step call's record, its progress and its failed attempts: nobody
+waits for those."""
 
 
 def awaited_record(key: str) -> bool:
