@@ -45,6 +45,9 @@ STEP_KIND = "querator.step"
 """Kind of step items: ``querator.step:{step}`` (see :func:`step_kind`); bare, the
 kind of step items written before routing."""
 RECORD_KIND = "querator.record"
+PROGRESS_WAKE = "querator.progress"
+"""The wakeup name a worker sends after its runs moved (at most twice a second:
+:mod:`querator.workflows.engine.beacon`); live run pages watch it."""
 ENCODING = "json"
 SLEEP_STEP = "querator.sleep"
 """The step name stored in the record of a durable timer."""
