@@ -36,6 +36,11 @@ def when(at: datetime | None) -> str:
     return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def instant(at: datetime | None) -> str:
+    """An instant's time of day to the millisecond, ``17:03:16.042`` (UTC)."""
+    return "" if at is None else at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
 def seconds(value: float | None) -> str:
     """A duration for people: ``850 ms``, ``12.3 s``, ``4 min``, ``2.5 h``."""
     if value is None:
@@ -118,6 +123,7 @@ ENV = Environment(
 )
 ENV.filters.update(
     when=when,
+    instant=instant,
     seconds=seconds,
     pretty=pretty,
     payload=payload,

@@ -10,6 +10,7 @@ what a Python user calls.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, get_args
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -21,12 +22,13 @@ from querator.dashboard.sparklines import sparklines
 from querator.dashboard.timeline import SCALE, lanes
 from querator.dashboard.traces import trace_link
 from querator.errors import InvalidArgument
+from querator.workflows.attempts import run_attempts_async
 from querator.workflows.inspection import (
     RunInfo,
     get_run_async,
     run_infos_async,
 )
-from querator.workflows.keys import child_run_id
+from querator.workflows.keys import PROGRESS_WAKE, RESULTS_QUEUE, child_run_id
 from querator.workflows.rerun import fork_async, resume_async
 from querator.workflows.runs import AsyncRunHandle, RunStatus
 
@@ -102,6 +104,7 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
     run = await get_run_async(state.aq, request.path_params["run_id"])
     children = await child_runs(state, run)
     trace = await trace_link(state.aq, run.run_id)
+    attempts = await run_attempts_async(state.aq, run)
     return page(
         request,
         "run.html",
@@ -109,10 +112,19 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
         run=run,
         spans=step_spans(run),
         children=children,
-        lanes=lanes(run, children, state.aq.clock.now()),
+        lanes=lanes(run, children, state.aq.clock.now(), attempts),
         scale=SCALE,
         trace=trace,
+        live=live_url(request, run),
     )
+
+
+def live_url(request: Request, run: RunInfo) -> str:
+    """The event stream a run's page listens to: the ends of runs (the results
+    queue), and while the run has not ended the workers' progress wakeups (a
+    step ended, a value was published: :mod:`querator.workflows.engine.beacon`)."""
+    queues = [RESULTS_QUEUE] if run.finished_at is not None else [RESULTS_QUEUE, PROGRESS_WAKE]
+    return link(request, "events") + "?" + urlencode([("queue", name) for name in queues])
 
 
 async def child_runs(state: Served, run: RunInfo) -> dict[int, RunInfo]:

@@ -360,6 +360,8 @@ def _step_info(position: int, record: StepRecord, progress: StepProgress | None)
         error_traceback=record.error.traceback if record.error else None,
         progress=progress,
         until=record.until,
+        started_at=record.started_at,
+        worker=record.worker,
     )
 
 

@@ -53,6 +53,9 @@ STEP_KIND = "querator.step"
 """Kind of step items: ``querator.step:{step}`` (see :func:`step_kind`); bare, the
 kind of step items written before routing."""
 RECORD_KIND = "querator.record"
+PROGRESS_WAKE = "querator.progress"
+"""The wakeup name a worker sends after its runs moved (at most twice a second:
+:mod:`querator.workflows.engine.beacon`); live run pages watch it."""
 ENCODING = "json"
 SLEEP_STEP = "querator.sleep"
 """The step name stored in the record of a durable timer."""
@@ -178,6 +181,12 @@ def wait_key(run_id: str, position: int) -> str:
     return f"{run_id}/{position}/wait"
 
 
+def attempt_key(record_key: str, attempt: int) -> str:
+    """The record of failed attempt ``attempt`` of the step call (or compensation)
+    whose own record is ``record_key``."""
+    return f"{record_key}/attempt/{attempt}"
+
+
 PROGRESS_SLOTS = ("a", "b")
 """A step's progress alternates between two records, so a reader always finds one."""
 
@@ -186,8 +195,9 @@ def progress_key(run_id: str, position: int, slot: str) -> str:
     return f"{run_id}/{position}/progress/{slot}"
 
 
-_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab]|/wait)?")
-"""Keys of a step call's record, its progress and a wait's: nobody waits for those."""
+_UNAWAITED_RECORD = re.compile(r"[^/]+/\d+(/progress/[ab]|/attempt/\d+|/wait)?")
+"""Keys of a step call's record, its progress, its failed attempts and a wait's:
+nobody waits for those."""
 
 
 def awaited_record(key: str) -> bool:

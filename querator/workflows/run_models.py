@@ -52,6 +52,10 @@ class StepInfo(View):
     """The last progress the step reported, if it reported any."""
     until: datetime | None = None
     """A durable timer (step ``querator.sleep``): the instant it ends."""
+    started_at: datetime | None = None
+    """When the last attempt began (None: not an attempt, or not recorded)."""
+    worker: str | None = None
+    """The client id of the worker that ran the last attempt."""
 
 
 class ChildInfo(View):

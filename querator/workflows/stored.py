@@ -128,6 +128,25 @@ class StepRecord(StoredModel):
     finished_at: datetime = Field(default_factory=stamp)
     until: datetime | None = None
     """Durable timers (step ``querator.sleep``): the instant the sleep ends."""
+    started_at: datetime | None = None
+    """When the last attempt began (None for records that are not attempts:
+    timers, messages, published values, child runs, and records written before)."""
+    worker: str | None = None
+    """The client id of the worker that ran the last attempt."""
+
+
+class AttemptRecord(StoredModel):
+    """``{record key}/attempt/{n}``: attempt ``n`` of a step call that failed and
+    was retried (the last attempt is the call's own record)."""
+
+    attempt: int
+    """1-based, deferrals included (as :attr:`StepRecord.attempts`)."""
+    worker: str
+    """The client id of the worker that ran it."""
+    started_at: datetime
+    ended_at: datetime = Field(default_factory=stamp)
+    error: ErrorInfo
+    """What it raised (no traceback: the last failure keeps one)."""
 
 
 class WaitRecord(StoredModel):

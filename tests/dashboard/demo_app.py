@@ -14,7 +14,7 @@ from types import ModuleType
 
 from querator import Item, Querator, QueueSettings
 from querator.tasks import task
-from querator.workflows import RetryPolicy, Worker, saga, sleep, step, workflow
+from querator.workflows import DurableFunction, RetryPolicy, Worker, saga, sleep, step, workflow
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAILS = "shop.mails"
@@ -62,6 +62,12 @@ def open_gate(path: Path, text: str) -> None:
 def gate(path: str) -> dict[str, str]:
     """A run that stays running until its file appears."""
     return {"opened_with": wait_for_file(path)}
+
+
+@workflow(name="demo.two_gates")
+def two_gates(first: str, second: str) -> list[str]:
+    """A run of two slow steps: each waits for its own file."""
+    return [wait_for_file(first), wait_for_file(second)]
 
 
 @workflow(name="demo.nap")
@@ -124,7 +130,8 @@ def worker(q: Querator) -> Worker:
     """A worker serving the order saga and the demo workflows."""
     shop = order_example()
     functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
-    demo = [gate, wait_for_file, nap, flaky_lookup, label, dispatch]
+    demo: list[DurableFunction] = [gate, two_gates, wait_for_file, nap, flaky_lookup]
+    demo += [label, dispatch]
     demo += [debit, send_money, transfer]
     return Worker(q, [*functions, *demo, sync_crm], client_id=WORKER_ID)
 

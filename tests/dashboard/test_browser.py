@@ -23,6 +23,7 @@ from polling import wait_for
 
 from dashboard.demo_app import (
     MAILS,
+    WORKER_ID,
     bounce_mails,
     deliver_mails,
     dispatch,
@@ -355,6 +356,12 @@ def test_a_run_page_shows_its_timeline_retries_and_child_runs(site: Site, browse
     expect(lookup).to_contain_text("demo.flaky_lookup")
     expect(lookup).to_contain_text("1 retried")
     expect(lookup.locator("rect.bar.completed")).to_have_count(1)
+    first, second = lookup.locator("li[data-attempt='1']"), lookup.locator("li[data-attempt='2']")
+    expect(first).to_contain_text("ConnectionError: the address book did not answer")
+    expect(first.locator("code.worker")).to_have_text(WORKER_ID)
+    expect(second).to_have_class("completed")
+    expect(lookup.locator("rect.try.failed")).to_have_count(1)
+    expect(lookup.locator("rect.try.completed")).to_have_count(1)
     labelled = page.locator("table.timeline tr[data-lane='1']")
     expect(labelled.locator("a")).to_have_text("demo.label")
     expect(page.locator("table.children")).to_contain_text("completed")

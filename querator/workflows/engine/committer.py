@@ -81,8 +81,11 @@ class Committer:
         served: Served,
         client_id: str,
         active: Callable[[], bool],
+        moved: Callable[[str], None] = lambda run_id: None,
     ) -> None:
         self.aq = aq
+        self.moved = moved
+        """Told the run's id after each commit (the progress beacon's poke)."""
         self.live = live
         self.served = served
         self.client_id = client_id
@@ -94,6 +97,13 @@ class Committer:
         :class:`Park` keeps it; after a :class:`WakeRun` it keeps the step's
         record once committed, or is torn down if it parked on nothing committed).
         Returns the step item a :class:`Park` hands this worker, if any."""
+        try:
+            return await self._commit(hand, move, live)
+        finally:
+            if hand.item.reference:
+                self.moved(hand.item.reference)
+
+    async def _commit(self, hand: Hand, move: Commit, live: LiveRun | None) -> Claimed | None:
         if isinstance(move, Park):
             assert live is not None
             with child_started(live.meta.trace, move.request) as request:

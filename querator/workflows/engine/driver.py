@@ -119,6 +119,7 @@ class Engine:
         max_live_runs: int,
         active: Callable[[], bool],
         held: dict[str, Leased],
+        moved: Callable[[str], None] = lambda run_id: None,
     ) -> None:
         self.aq = aq
         self.served = served
@@ -127,7 +128,7 @@ class Engine:
         self.live = LiveRuns(max_live_runs)
         self.active = active
         """False once the worker is stopping: it then hands itself nothing new."""
-        self.committer = Committer(aq, self.live, served, client_id, active)
+        self.committer = Committer(aq, self.live, served, client_id, active, moved)
         """Where every move is committed."""
         self.counts: Counter[str] = Counter()
         self._held = held

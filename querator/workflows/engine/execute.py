@@ -7,8 +7,8 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, TypedDict
 
 import anyio
 
@@ -23,10 +23,17 @@ from querator.workflows.engine import limited
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.errors import Defer, ResultNotEncodable, StepTimeout
 from querator.workflows.functions import StepFunction
-from querator.workflows.keys import RESULTS_QUEUE
+from querator.workflows.keys import RESULTS_QUEUE, attempt_key
 from querator.workflows.retry import RetryDecision
 from querator.workflows.step_context import CURRENT_STEP, StepContext
-from querator.workflows.stored import StepPayload, StepRecord, error_info, record_item, step_item
+from querator.workflows.stored import (
+    AttemptRecord,
+    StepPayload,
+    StepRecord,
+    error_info,
+    record_item,
+    step_item,
+)
 
 log = logging.getLogger("querator.workflows")
 
@@ -110,14 +117,23 @@ async def _defer(aq: AsyncQueueClient, current: Leased, payload: StepPayload, de
         )
 
 
+class Attempted(TypedDict):
+    """When an attempt began and the worker that ran it (for its records)."""
+
+    started_at: datetime
+    worker: str
+
+
 async def _failed(
     aq: AsyncQueueClient,
     current: Leased,
     payload: StepPayload,
     step: StepFunction[..., Any],
     error: BaseException,
+    attempt_of: Attempted,
 ) -> StepRecord | None:
-    """Retry the item (None) or give up: the failure record to store."""
+    """Retry the item (None) or give up: the failure record to store. A retried
+    attempt leaves its record (:class:`AttemptRecord`), committed with the retry."""
     attempt = payload.prior_attempts + current.attempts
     decision = RetryDecision(retry=False)
     if not isinstance(error, ResultNotEncodable):  # the same result would fail again
@@ -135,10 +151,17 @@ async def _failed(
     )
     if not decision.retry:
         info = error_info(error, with_traceback=True)
-        return StepRecord(step=step.name, ok=False, error=info, attempts=attempt)
+        return StepRecord(step=step.name, ok=False, error=info, attempts=attempt, **attempt_of)
     retry_at = aq.clock.now() + timedelta(seconds=decision.delay)
+    tried = AttemptRecord(attempt=attempt, error=error_info(error), **attempt_of)
+    key = attempt_key(payload.record_key(), attempt)
     try:
-        await aq.retry(current.queue, [current], retry_at=retry_at)
+        await aq.commit(
+            retry=[current],
+            retry_at=retry_at,
+            produce={RESULTS_QUEUE: [record_item(key, tried, payload.run_id)]},
+            silent=[RESULTS_QUEUE],
+        )
     except Conflict as exc:
         log.warning("run %s step %s: retry lost its lease: %s", payload.run_id, step.name, exc)
     return None
@@ -156,6 +179,7 @@ class StepRunner:
         client_id: str = "querator-worker",
     ) -> None:
         self.aq = aq
+        self.client_id = client_id
         self.limits = Limits(aq, renewer, client_id)
         """The steps' concurrency and rate limits."""
         self.renewer = renewer
@@ -220,6 +244,7 @@ class StepRunner:
                 span.ended("deferred")
                 await _defer(self.aq, leased, payload, Defer(entry.defer))
                 return None
+            began = Attempted(started_at=self.aq.clock.now(), worker=self.client_id)
             try:
                 current, outcome = await _run_kept(
                     self.aq, self.renewer, leased, step, payload.args, context
@@ -228,7 +253,7 @@ class StepRunner:
                 await self.limits.leave(entry)
             if context.deferred and not isinstance(outcome, BaseException):
                 self._deferred[payload.record_key()] = context.deferred
-            return await self._outcome(current, payload, step, outcome, span)
+            return await self._outcome(current, payload, step, outcome, span, began)
 
     async def _outcome(
         self,
@@ -237,6 +262,7 @@ class StepRunner:
         step: StepFunction[..., Any],
         outcome: str | BaseException,
         span: Attempt,
+        began: Attempted,
     ) -> tuple[Leased, StepRecord] | None:
         """What the attempt's ``outcome`` means (see :meth:`run`), noted on ``span``."""
         if isinstance(outcome, Defer):
@@ -244,7 +270,7 @@ class StepRunner:
             await _defer(self.aq, current, payload, outcome)
             return None
         if isinstance(outcome, BaseException):
-            record = await _failed(self.aq, current, payload, step, outcome)
+            record = await _failed(self.aq, current, payload, step, outcome, began)
             span.ended("retried" if record is None else "failed", outcome)
             if record is None:
                 return None
@@ -252,4 +278,5 @@ class StepRunner:
         span.ended("completed")
         attempts = payload.prior_attempts + current.attempts
         log.info("run %s step %s@%d completed", payload.run_id, step.name, payload.position)
-        return current, StepRecord(step=step.name, ok=True, result=outcome, attempts=attempts)
+        record = StepRecord(step=step.name, ok=True, result=outcome, attempts=attempts, **began)
+        return current, record

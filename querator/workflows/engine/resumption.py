@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import logging
 
+from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.engine.history import WINDOW
 from querator.workflows.keys import (
     RESULTS_QUEUE,
+    attempt_key,
     cancel_key,
     result_key,
     resume_key,
     step_key,
     wait_key,
 )
-from querator.workflows.stored import ResumeRecord
+from querator.workflows.stored import ResumeRecord, StepRecord
 
 __all__ = ["apply_resume"]
 
@@ -41,9 +43,25 @@ async def apply_resume(aq: AsyncQueueClient, run_id: str) -> bool:
         keys = [step_key(run_id, p) for p in window] + [wait_key(run_id, p) for p in window]
         hits = await aq.lookup(RESULTS_QUEUE, keys)
         doomed += [hits[key].id for key in keys if key in hits]
+        doomed += await _attempt_records(aq, [hits[key] for key in keys if key in hits])
         start = start + WINDOW if hits else None
     for at in range(0, len(doomed), 1000):
         await aq.delete_items(RESULTS_QUEUE, doomed[at : at + 1000])
     await aq.delete_items(RESULTS_QUEUE, [stored.id])  # last: a crash before it redoes all
     log.info("run %s: resume carried out (%d record(s) removed)", run_id, len(doomed))
     return True
+
+
+async def _attempt_records(aq: AsyncQueueClient, records: list[StoredItem]) -> list[str]:
+    """The ids of the failed attempts' records of these step records (their
+    attempts are numbered again when the step runs again)."""
+    keys = [
+        attempt_key(item.dedup_key or "", n)
+        for item in records
+        for n in range(1, StepRecord.model_validate_json(item.payload).attempts)
+    ]
+    ids: list[str] = []
+    for at in range(0, len(keys), 1000):  # a lookup takes 1,000 keys
+        found = await aq.lookup(RESULTS_QUEUE, keys[at : at + 1000])
+        ids += [item.id for item in found.values()]
+    return ids

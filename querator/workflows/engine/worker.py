@@ -28,6 +28,7 @@ from querator.tasks.layout import is_task
 from querator.tasks.runner import TaskRunner
 from querator.workflows.cron.scheduler import AsyncScheduler
 from querator.workflows.debounce import run_debouncer
+from querator.workflows.engine.beacon import Beacon
 from querator.workflows.engine.commit import ensure_work_queue
 from querator.workflows.engine.driver import Engine
 from querator.workflows.engine.execute import StepRunner
@@ -157,6 +158,8 @@ class AsyncWorker(LeaseWorker):
         """Seconds each workflow served (with a ``retention``) keeps its finished runs:
         this worker's heartbeat purges them after (:mod:`querator.workflows.retention`)."""
         self._held: dict[str, Leased] = {}
+        self.beacon = Beacon(aq)
+        """Wakes the live run pages after this worker's runs moved."""
         runner = StepRunner(aq, self.renewer, self.resources, lambda: self.token, self.client_id)
         self.tasks = TaskRunner(aq, self.renewer, self.served.tasks, self.client_id)
         """Runs the background tasks served (``querator.task:{name}`` items)."""
@@ -168,6 +171,7 @@ class AsyncWorker(LeaseWorker):
             max_live_runs,
             lambda: not self.stop_requested,
             self._held,
+            self.beacon.poke,
         )
         """Advances this worker's runs and keeps their live bodies (see
         :mod:`querator.workflows.engine.driver`)."""
@@ -216,6 +220,7 @@ class AsyncWorker(LeaseWorker):
             loop = partial(self._lease_loop, share=len(self.queues))
             group.start_soon(loop, queue, items, self._leaser(queue))
         group.start_soon(self._heartbeat.run)  # the registry of workers
+        group.start_soon(self.beacon.run)  # live run pages
         if self.scheduler is not None:
             group.start_soon(self.scheduler.arun)
         if self.served.workflow_queues:  # debounced starts (workflows/debounce.py)
