@@ -239,14 +239,7 @@ def request_items(
     if isinstance(request, StepCall):
         produce[request.queue] = [step_item(request.payload, trace=trace)]
     elif isinstance(request, Gather):
-        if request.dispatch:
-            for member in request.members:
-                if isinstance(member, Child):
-                    for queue, items in child_items(run_id, member).items():
-                        produce.setdefault(queue, []).extend(items)
-                else:
-                    queue, payload = member
-                    produce.setdefault(queue, []).append(step_item(payload, trace=trace))
+        produce = _gather_items(run_id, request, trace)
     elif isinstance(request, Sleep):
         if request.new:
             stored = StepRecord(step=SLEEP_STEP, ok=True, result="null", until=request.until)
@@ -273,6 +266,22 @@ def request_items(
         wait = _wait_record(request).model_copy(update={"since": ctx.clock.now()})
         item = record_item(wait_key(run_id, request.position), wait, run_id)
         produce[RESULTS_QUEUE] = [*produce.get(RESULTS_QUEUE, []), item]
+    return produce
+
+
+def _gather_items(
+    run_id: str, request: Gather, trace: Mapping[str, str] | None
+) -> dict[str, list[Item]]:
+    """What dispatching a gather produces: its step items and its children's starts."""
+    produce: dict[str, list[Item]] = {}
+    if request.dispatch:
+        for member in request.members:
+            if isinstance(member, Child):
+                for queue, items in child_items(run_id, member).items():
+                    produce.setdefault(queue, []).extend(items)
+            else:
+                queue, payload = member
+                produce.setdefault(queue, []).append(step_item(payload, trace=trace))
     return produce
 
 
