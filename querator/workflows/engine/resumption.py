@@ -43,7 +43,8 @@ async def apply_resume(aq: AsyncQueueClient, run_id: str) -> bool:
         keys = [step_key(run_id, p) for p in window] + [wait_key(run_id, p) for p in window]
         hits = await aq.lookup(RESULTS_QUEUE, keys)
         doomed += [hits[key].id for key in keys if key in hits]
-        doomed += await _attempt_records(aq, [hits[key] for key in keys if key in hits])
+        steps = [hits[key] for key in keys[: len(window)] if key in hits]
+        doomed += await _attempt_records(aq, steps)
         start = start + WINDOW if hits else None
     for at in range(0, len(doomed), 1000):
         await aq.delete_items(RESULTS_QUEUE, doomed[at : at + 1000])
