@@ -178,7 +178,7 @@ def test_runs_replay_checks_new_code_against_stored_runs(tmp_path: Path) -> None
     gate = ["runs", "replay", "--running", "--app", "tests.workflows.ops_flows", "--url", url]
     idle = cli(*gate)  # the pre-deploy gate with nothing running passes
     assert idle.returncode == 0, idle.stderr
-    assert idle.stdout.startswith("nothing to check: no run of the 6 workflow(s) of tests.")
+    assert idle.stdout.startswith("nothing to check: no run of the 7 workflow(s) of tests.")
     assert cli(*gate, "--json").stdout == ""
 
 
