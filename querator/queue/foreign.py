@@ -56,6 +56,13 @@ def sqlite_connection(connection: object) -> sqlite3.Connection | None:
     ``Session``/``Connection``'s on pysqlite); None when it is no such thing."""
     if isinstance(connection, sqlite3.Connection):
         return connection
+    driver = _sqlalchemy_driver(connection)
+    return driver if isinstance(driver, sqlite3.Connection) else None
+
+
+def _sqlalchemy_driver(connection: object) -> object | None:
+    """The driver's connection under a SQLAlchemy ``Session``/``Connection``;
+    None for anything else (or without SQLAlchemy)."""
     try:
         from sqlalchemy import Connection as SAConnection
         from sqlalchemy.orm import Session
@@ -64,9 +71,7 @@ def sqlite_connection(connection: object) -> sqlite3.Connection | None:
     if isinstance(connection, Session):
         connection = connection.connection()
     if isinstance(connection, SAConnection):
-        driver = connection.connection.driver_connection
-        if isinstance(driver, sqlite3.Connection):
-            return driver
+        return connection.connection.driver_connection
     return None
 
 
@@ -103,15 +108,10 @@ def sync_connection(connection: object) -> psycopg.Connection[Any]:
         return connection
     if isinstance(connection, psycopg.AsyncConnection):
         raise InvalidArgument("connection", "an AsyncConnection needs the async call (defer_async)")
-    from sqlalchemy import Connection as SAConnection
-    from sqlalchemy.orm import Session
-
-    if isinstance(connection, Session):
-        connection = connection.connection()
-    if isinstance(connection, SAConnection):
-        driver = connection.connection.driver_connection
-        if isinstance(driver, psycopg.Connection):
-            return driver
+    driver = _sqlalchemy_driver(connection)
+    if isinstance(driver, psycopg.Connection):
+        return driver
+    if driver is not None:
         raise InvalidArgument(
             "connection", f"a SQLAlchemy connection on {type(driver).__name__}, not psycopg 3"
         )
