@@ -86,7 +86,7 @@ def t_pipeline(raw_dir: str, root: str) -> dict[str, Any]:
 PIPELINE: Flows = [t_pipeline, t_ingest, t_clean, t_aggregate]
 
 
-@spark_step(name="t.flaky", retry=RetryPolicy(max_attempts=3, initial=0.05, jitter=False))
+@spark_step(name="spark.t.flaky", retry=RetryPolicy(max_attempts=3, initial=0.05, jitter=False))
 def t_flaky(stage: SparkStage, root: str, fail_times: int) -> int:
     n = note(root, "flaky", stage)
     if n <= fail_times:
@@ -95,7 +95,7 @@ def t_flaky(stage: SparkStage, root: str, fail_times: int) -> int:
     return n
 
 
-@workflow(name="t.flaky_flow")
+@workflow(name="spark.t.flaky_flow")
 def t_flaky_flow(root: str, fail_times: int) -> int:
     return t_flaky(root, fail_times, output=f"{root}/flaky")
 
@@ -108,7 +108,7 @@ def sleep_job(stage: SparkStage, seconds: float, tasks: int = 2) -> int:
 
 
 @spark_step(
-    name="t.slow",
+    name="spark.t.slow",
     retry=RetryPolicy(max_attempts=1),
     lease_timeout=1.5,
     progress_interval=0.2,
@@ -118,7 +118,7 @@ def t_slow(stage: SparkStage, root: str, seconds: float) -> int:
     return sleep_job(stage, seconds)
 
 
-@workflow(name="t.slow_flow")
+@workflow(name="spark.t.slow_flow")
 def t_slow_flow(root: str, seconds: float) -> int:
     return t_slow(root, seconds)
 

@@ -119,9 +119,9 @@ def test_long_stage_keeps_its_lease_and_reports_progress(
     assert counts(root, "slow") == 1  # never leased twice
     progress = [r.getMessage() for r in caplog.records if "tasks (" in r.getMessage()]
     assert progress, "no Spark progress was logged"
-    assert any("step t.slow: spark job" in line for line in progress)
+    assert any("step spark.t.slow: spark job" in line for line in progress)
     # ... and stored as the step's progress (what `querator runs show` prints)
-    [stage] = [s for s in get_run(sq, run.run_id).steps if s.step == "t.slow"]
+    [stage] = [s for s in get_run(sq, run.run_id).steps if s.step == "spark.t.slow"]
     assert stage.progress is not None
     [*_, last] = stage.progress.progress["spark_stages"]
     assert {"job", "stage", "tasks", "completed"} <= set(last)

@@ -55,7 +55,7 @@ async def anoop(key: str) -> None:
     note("anoop", key)
 
 
-@task(name="t.flaky", retry=QUICK, keep_result=True)
+@task(name="tasks.t.flaky", retry=QUICK, keep_result=True)
 def flaky(key: str) -> str:
     note("flaky", key)
     left = FAILS_LEFT.get(key, 0)
@@ -90,7 +90,7 @@ async def later(key: str) -> str:
     return f"later {key}"
 
 
-@task(name="t.slow", timeout=0.2, retry=None, keep_result=True)
+@task(name="tasks.t.slow", timeout=0.2, retry=None, keep_result=True)
 async def slow(key: str) -> None:
     note("slow", key)
     await anyio.sleep(30)
