@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import get_args
 
-from querator.errors import InvalidArgument
+from querator.errors import Conflict, InvalidArgument
 from querator.queue.client import QueueClient
+from querator.queue.models import Ref
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.runs import starting
 from querator.workflows.engine.commit import transact_creating
@@ -40,6 +42,7 @@ from querator.workflows.runs import AsyncRunHandle, RunHandle
 from querator.workflows.stored import (
     ResumeRecord,
     RunMeta,
+    RunStatus,
     index_items,
     record_item,
     start_items,
@@ -76,9 +79,28 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
             wake_item(run_id, RESUME_TAG, trace=history.meta.trace, workflow=history.meta.workflow)
         ],
     }
-    await transact_creating(aq, [], produce)
+    while True:
+        ended = await _ended_entries(aq, run_id, history.meta)
+        try:
+            await transact_creating(aq, [], produce, delete=ended)
+            break
+        except Conflict as exc:  # a lister pruned one of them meanwhile: read again
+            if not set(exc.reasons) <= {ref.id for ref in ended}:
+                raise
     log.info("run %s resumed from position %s", run_id, request.position)
     return True
+
+
+async def _ended_entries(aq: AsyncQueueClient, run_id: str, meta: RunMeta) -> list[Ref]:
+    """The run's index entries of the statuses a run ends in (its ``failed`` or
+    ``cancelled`` ones), which the resume deletes in its commit: the run's next
+    end writes its entries as new items, so a lister that read an old one while
+    the run was running and prunes it by that item's id can never delete them,
+    even if it dies before writing the run's current entries again."""
+    ended = [status for status in get_args(RunStatus) if status != "running"]
+    keys = [item.dedup_key or "" for status in ended for item in index_items(run_id, meta, status)]
+    found = await aq.lookup(RESULTS_QUEUE, keys)
+    return [Ref(RESULTS_QUEUE, found[key].id, found[key].version) for key in keys if key in found]
 
 
 async def _drop_stale_entries(aq: AsyncQueueClient, run_id: str, meta: RunMeta) -> None:
