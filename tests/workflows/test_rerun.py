@@ -14,6 +14,7 @@ from querator.workflows import (
     StepFailed,
     WorkflowFailed,
     fork,
+    gather,
     resume,
     start,
     step,
@@ -198,3 +199,30 @@ def test_a_resume_past_a_child_that_completed_takes_its_outcome(
         assert run.result(timeout=20) == ["fragile ke", "last child-ke"]
     assert (CALLS["fragile:ke"], CALLS["last:child-ke"]) == (2, 1)
     assert get_run(q, child.run_id).status == "completed"
+
+
+@workflow(name="r.gathered")
+def gathered(key: str) -> list[str]:
+    """A failing step and a child gathered together: the gather raises once the
+    child has ended, so the run fails at the step's position, before the child's."""
+    return list(gather([fragile.spawn(key), ok_child.spawn(key)]))
+
+
+def test_a_resume_of_a_failed_gather_takes_its_ended_childs_outcome(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """The gather's step failed and its child completed: the resume removes the
+    parent's records from the step's position on (the child's outcome too); the
+    replayed gather starts the step again and takes the child's stored outcome
+    (the child is not run again)."""
+    BROKEN.add("kg")
+    with run_worker([gathered, ok_child]):
+        run = start(q, gathered, "kg")
+        with pytest.raises(WorkflowFailed):
+            run.result(timeout=20)
+        [child] = list_runs(q, workflow="r.ok-child")
+        assert child.status == "completed" and child.parent_run_id == run.run_id
+        BROKEN.discard("kg")
+        assert resume(q, run.run_id) is True
+        assert run.result(timeout=20) == ["fragile kg", "last child-kg"]
+    assert (CALLS["fragile:kg"], CALLS["last:child-kg"]) == (2, 1)
