@@ -3,6 +3,8 @@ forked into a new run that keeps the steps before a chosen one."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from querator import Querator
@@ -12,12 +14,15 @@ from querator.workflows import (
     RunHandle,
     RunNotFound,
     StepFailed,
+    WorkflowCancelled,
     WorkflowFailed,
+    emit_event,
     fork,
     gather,
     resume,
     start,
     step,
+    wait_for_event,
     workflow,
 )
 from querator.workflows.inspection import get_run, list_runs
@@ -226,3 +231,44 @@ def test_a_resume_of_a_failed_gather_takes_its_ended_childs_outcome(
         assert resume(q, run.run_id) is True
         assert run.result(timeout=20) == ["fragile kg", "last child-kg"]
     assert (CALLS["fragile:kg"], CALLS["last:child-kg"]) == (2, 1)
+
+
+@workflow(name="r.waiting-child")
+def waiting_child(key: str) -> str:
+    wait_for_event(f"r-go-{key}")
+    return last(f"child-{key}")
+
+
+@workflow(name="r.waiting-parent")
+def waiting_parent(key: str) -> list[str]:
+    return [first(key), waiting_child(key)]
+
+
+def test_a_resumed_cancelled_parent_resumes_the_child_its_end_cancelled(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """The parent is cancelled while its child waits; its end cancels the child
+    (parent-close policy), whose end writes the parent's record of it. Resuming
+    the parent resumes that child too, and both complete once the child's event
+    comes: the child's cancelled outcome is not taken as its final one."""
+    with run_worker([waiting_parent, waiting_child]):
+        run = start(q, waiting_parent, "kw")
+        child = RunHandle(q, "")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            children = get_run(q, run.run_id).children
+            if children and children[0].status == "running":
+                child = RunHandle(q, children[0].run_id)
+                break
+            time.sleep(0.05)
+        assert child.run_id, "the child never started"
+        assert run.cancel() is True
+        with pytest.raises(WorkflowCancelled):
+            run.result(timeout=20)
+        with pytest.raises(WorkflowCancelled):
+            child.result(timeout=20)
+        assert resume(q, run.run_id) is True
+        assert get_run(q, child.run_id).status == "running"
+        emit_event(q, "r-go-kw", None)
+        assert run.result(timeout=20) == ["first kw", "last child-kw"]
+    assert CALLS["last:child-kw"] == 1
