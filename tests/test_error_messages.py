@@ -23,6 +23,16 @@ URL = "https://example.com/hook"
     [
         (lambda: request_timeout(0.005), "minimum timeout is '10ms' but '5ms' was requested", ""),
         (
+            lambda: request_timeout(0.00999999999),
+            "minimum timeout is '10ms' but '0.00999999999s' was requested",
+            "'10ms' was",
+        ),
+        (
+            lambda: request_timeout(900.0000000001),
+            "maximum timeout is '15m' but '900.0000000001s' was requested",
+            "'15m0s' was",
+        ),
+        (
             lambda: check_duration("jitter", 1e12),
             "must be at most 31622400 seconds, got 1e+12",
             "> 0",

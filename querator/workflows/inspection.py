@@ -250,17 +250,15 @@ async def prune_entries_async(aq: AsyncQueueClient, stale: list[tuple[str, str]]
     """Delete index entries (item id, run id) of a status their runs had left when they
     were read, then write again the entries of their runs' current status.
 
-    An entry is deleted by the item id the lister read, never by its key. A
-    resume replaces its run's stale ``running`` entries with new items before
-    it commits (:func:`~querator.workflows.rerun.resume_async`), so no lister
-    deletes a resumed run's live entry, even one that dies right after its
-    delete. A run may also come back to an entry's status between the read and
-    the delete without replacing it (a run failing again): its writer found the
-    entry there and wrote nothing. Every such write committed before the delete
-    is seen by the read that follows it, which puts the entry back; a write
-    after the delete creates the entry itself. Only a lister killed between its
-    delete and that read can leave such a run off that list (until ``runs
-    reindex``). Another lister may have deleted some entries already.
+    An entry is deleted by the item id the lister read, never by its key (an
+    entry item never changes: its id names its one version). A resume replaces
+    its run's stale ``running`` entries with new items before it commits and
+    deletes its ``failed``/``cancelled`` entries in its commit
+    (:func:`~querator.workflows.rerun.resume_async`), so every entry a run
+    writes after a resume is a new item: no lister deletes a live entry, even
+    one that dies right after its delete. The entries written again afterwards
+    are no-ops where present. Another lister may have deleted some entries
+    already.
     """
     for start in range(0, len(stale), 1000):
         chunk = stale[start : start + 1000]

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import get_args
 
-from querator.errors import InvalidArgument
+import anyio
+
+from querator.errors import Conflict, InvalidArgument, RequestTimeout
 from querator.queue.client import QueueClient
+from querator.queue.models import Ref
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.runs import starting
+from querator.workflows.children import child_links, running_children
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.history import load_history
 from querator.workflows.errors import RunNotFound
@@ -30,6 +35,7 @@ from querator.workflows.inspection import delete_present_async
 from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESUME_TAG,
+    cancel_key,
     child_run_id,
     meta_key,
     new_run_id,
@@ -40,6 +46,7 @@ from querator.workflows.runs import AsyncRunHandle, RunHandle
 from querator.workflows.stored import (
     ResumeRecord,
     RunMeta,
+    RunStatus,
     index_items,
     record_item,
     start_items,
@@ -54,7 +61,8 @@ log = logging.getLogger("querator.workflows")
 async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
     """Resume a failed or cancelled run (see the module doc); False when the run
     is running or completed. RunNotFound for an unknown run; InvalidArgument
-    for a saga."""
+    for a saga; RequestTimeout (nothing written) while a child its end is
+    cancelling has not ended after :data:`CHILD_END_WAIT` seconds."""
     history = await load_history(aq, run_id)
     if history.meta is None:
         raise RunNotFound(run_id)
@@ -63,22 +71,44 @@ async def resume_async(aq: AsyncQueueClient, run_id: str) -> bool:
         return False
     if finished.saga or history.compensating:
         raise InvalidArgument("run_id", f"run {run_id} is a saga: fork it instead")
+    if await _await_closing_children(aq, run_id):
+        history = await load_history(aq, run_id)  # with their ends' records
+    meta = history.meta
+    if meta is None:
+        raise RunNotFound(run_id)  # purged meanwhile
     failed = [p for p, record in history.records.items() if not record.ok]
     await _resume_children(aq, run_id, failed)
-    await _drop_stale_entries(aq, run_id, history.meta)
+    await _drop_stale_entries(aq, run_id, meta)
     request = ResumeRecord(position=min(failed) if failed else None, requested_at=aq.clock.now())
     produce = {
         RESULTS_QUEUE: [
             record_item(resume_key(run_id), request, run_id),
-            *index_items(run_id, history.meta, "running"),
+            *index_items(run_id, meta, "running"),
         ],
-        history.meta.queue: [
-            wake_item(run_id, RESUME_TAG, trace=history.meta.trace, workflow=history.meta.workflow)
-        ],
+        meta.queue: [wake_item(run_id, RESUME_TAG, trace=meta.trace, workflow=meta.workflow)],
     }
-    await transact_creating(aq, [], produce)
+    while True:
+        ended = await _ended_entries(aq, run_id, meta)
+        try:
+            await transact_creating(aq, [], produce, delete=ended)
+            break
+        except Conflict as exc:  # a lister pruned one of them meanwhile: read again
+            if not set(exc.reasons) <= {ref.id for ref in ended}:
+                raise
     log.info("run %s resumed from position %s", run_id, request.position)
     return True
+
+
+async def _ended_entries(aq: AsyncQueueClient, run_id: str, meta: RunMeta) -> list[Ref]:
+    """The run's index entries of the statuses a run ends in (its ``failed`` or
+    ``cancelled`` ones), which the resume deletes in its commit: the run's next
+    end writes its entries as new items, so a lister that read an old one while
+    the run was running and prunes it by that item's id can never delete them,
+    even if it dies before writing the run's current entries again."""
+    ended = [status for status in get_args(RunStatus) if status != "running"]
+    keys = [item.dedup_key or "" for status in ended for item in index_items(run_id, meta, status)]
+    found = await aq.lookup(RESULTS_QUEUE, keys)
+    return [Ref(RESULTS_QUEUE, found[key].id, found[key].version) for key in keys if key in found]
 
 
 async def _drop_stale_entries(aq: AsyncQueueClient, run_id: str, meta: RunMeta) -> None:
@@ -92,6 +122,39 @@ async def _drop_stale_entries(aq: AsyncQueueClient, run_id: str, meta: RunMeta) 
     keys = [item.dedup_key or "" for item in index_items(run_id, meta, "running")]
     found = await aq.lookup(RESULTS_QUEUE, keys)
     await delete_present_async(aq, [found[key].id for key in keys if key in found])
+
+
+CHILD_END_WAIT = 10.0
+"""Seconds a resume waits for the children its run's end is cancelling to end."""
+
+
+async def _await_closing_children(aq: AsyncQueueClient, run_id: str) -> bool:
+    """Wait until the children the run's end asked to cancel (parent-close policy
+    ``cancel``) have ended, so that the resume sees their records and resumes
+    them with their parent (a resume right after a cancel would otherwise
+    replay the parent into its child's cancelled outcome). True when it waited
+    for some; :class:`~querator.errors.RequestTimeout` (nothing written) when
+    one is still running after :data:`CHILD_END_WAIT` seconds."""
+    links = [link for link in await child_links(aq, run_id) if link.policy == "cancel"]
+    waited = False
+    deadline = anyio.current_time() + CHILD_END_WAIT
+    while links:
+        running = await running_children(aq, links)
+        if not running:
+            break
+        found = await aq.lookup(RESULTS_QUEUE, [cancel_key(link.run_id) for link in running])
+        links = [link for link in running if cancel_key(link.run_id) in found]
+        if not links:
+            break
+        if anyio.current_time() >= deadline:
+            raise RequestTimeout(
+                f"run {run_id} not resumed: its child {links[0].run_id} is still ending "
+                f"(cancelled by its parent's end {CHILD_END_WAIT:g} s ago or more); resume "
+                "the run once its children have ended"
+            )
+        waited = True
+        await anyio.sleep(0.05)
+    return waited
 
 
 async def _resume_children(aq: AsyncQueueClient, run_id: str, failed: list[int]) -> None:

@@ -156,3 +156,32 @@ def test_resumes_racing_listers_keep_every_running_entry(
     assert sorted(r.run_id for r in list_runs(q, status="running")) == want
     assert sorted(r.run_id for r in list_runs(q, status="running", workflow="lr.flow")) == want
     assert list_runs(q, status="failed") == []
+
+
+def test_a_run_failing_again_keeps_its_failed_entry_from_a_lister_killed_mid_prune(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """A lister reads the run's ``failed`` entry while the resumed run is running
+    (stale), the run fails again, and the lister deletes the entry it read and
+    dies before writing the run's current entries: the run is still listed as
+    failed (the resume removed its old ``failed`` entries in its commit, so the
+    second failure wrote new items, which the lister's delete does not name)."""
+    FAILING.add("r3")
+    with run_worker([flow]):
+        run = start(q, flow, "r3")
+        with pytest.raises(WorkflowFailed):
+            run.result(timeout=20)
+    assert resume(q, run.run_id) is True
+    stale_ids = []
+    for facet_workflow in (None, "lr.flow"):
+        prefix = facet_prefix(facet_workflow, "failed")
+        _, stale = q.call(
+            scan_runs_async, q.aio, prefix, "failed", None, None, "failed", facet_workflow, 9
+        )
+        stale_ids += [item_id for item_id, _ in stale]
+    with run_worker([flow]), pytest.raises(WorkflowFailed):
+        run.result(timeout=20)
+    q.call(delete_present_async, q.aio, stale_ids)  # and the lister dies here
+    assert [r.run_id for r in list_runs(q, status="failed")] == [run.run_id]
+    assert [r.run_id for r in list_runs(q, status="failed", workflow="lr.flow")] == [run.run_id]
+    assert list_runs(q, status="running") == []

@@ -3,20 +3,28 @@ forked into a new run that keeps the steps before a chosen one."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from querator import Querator
-from querator.errors import InvalidArgument
+from querator.errors import InvalidArgument, RequestTimeout
 from querator.workflows import (
     RetryPolicy,
     RunHandle,
     RunNotFound,
     StepFailed,
+    WorkflowCancelled,
     WorkflowFailed,
+    emit_event,
     fork,
+    gather,
+    rerun,
     resume,
     start,
     step,
+    wait_for_event,
     workflow,
 )
 from querator.workflows.inspection import get_run, list_runs
@@ -198,3 +206,131 @@ def test_a_resume_past_a_child_that_completed_takes_its_outcome(
         assert run.result(timeout=20) == ["fragile ke", "last child-ke"]
     assert (CALLS["fragile:ke"], CALLS["last:child-ke"]) == (2, 1)
     assert get_run(q, child.run_id).status == "completed"
+
+
+@workflow(name="r.gathered")
+def gathered(key: str) -> list[str]:
+    """A failing step and a child gathered together: the gather raises once the
+    child has ended, so the run fails at the step's position, before the child's."""
+    return list(gather([fragile.spawn(key), ok_child.spawn(key)]))
+
+
+def test_a_resume_of_a_failed_gather_takes_its_ended_childs_outcome(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """The gather's step failed and its child completed: the resume removes the
+    parent's records from the step's position on (the child's outcome too); the
+    replayed gather starts the step again and takes the child's stored outcome
+    (the child is not run again)."""
+    BROKEN.add("kg")
+    with run_worker([gathered, ok_child]):
+        run = start(q, gathered, "kg")
+        with pytest.raises(WorkflowFailed):
+            run.result(timeout=20)
+        [child] = list_runs(q, workflow="r.ok-child")
+        assert child.status == "completed" and child.parent_run_id == run.run_id
+        BROKEN.discard("kg")
+        assert resume(q, run.run_id) is True
+        assert run.result(timeout=20) == ["fragile kg", "last child-kg"]
+    assert (CALLS["fragile:kg"], CALLS["last:child-kg"]) == (2, 1)
+
+
+@workflow(name="r.waiting-child")
+def waiting_child(key: str) -> str:
+    wait_for_event(f"r-go-{key}")
+    return last(f"child-{key}")
+
+
+@workflow(name="r.waiting-parent")
+def waiting_parent(key: str) -> list[str]:
+    return [first(key), waiting_child(key)]
+
+
+def test_a_resumed_cancelled_parent_resumes_the_child_its_end_cancelled(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """The parent is cancelled while its child waits; its end cancels the child
+    (parent-close policy), whose end writes the parent's record of it. Resuming
+    the parent resumes that child too, and both complete once the child's event
+    comes: the child's cancelled outcome is not taken as its final one."""
+    with run_worker([waiting_parent, waiting_child]):
+        run = start(q, waiting_parent, "kw")
+        child = RunHandle(q, "")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            children = get_run(q, run.run_id).children
+            if children and children[0].status == "running":
+                child = RunHandle(q, children[0].run_id)
+                break
+            time.sleep(0.05)
+        assert child.run_id, "the child never started"
+        assert run.cancel() is True
+        with pytest.raises(WorkflowCancelled):
+            run.result(timeout=20)
+        with pytest.raises(WorkflowCancelled):
+            child.result(timeout=20)
+        assert resume(q, run.run_id) is True
+        assert get_run(q, child.run_id).status == "running"
+        emit_event(q, "r-go-kw", None)
+        assert run.result(timeout=20) == ["first kw", "last child-kw"]
+    assert CALLS["last:child-kw"] == 1
+
+
+@workflow(name="r.far-child", queue="r-far-children")
+def far_child(key: str) -> str:
+    wait_for_event(f"r-go-{key}")
+    return last(f"child-{key}")
+
+
+@workflow(name="r.far-parent")
+def far_parent(key: str) -> list[str]:
+    return [first(key), far_child(key)]
+
+
+def _cancelled_with_a_child_ending(
+    q: Querator, run_worker: RunWorker, key: str
+) -> tuple[RunHandle[list[str]], RunHandle[object]]:
+    """A ``r.far-parent`` run cancelled while its child waits; the child's worker
+    is stopped, so the child's cancel (from its parent's end) is still pending."""
+    with run_worker([far_parent, far_child]):
+        run = start(q, far_parent, key)
+        deadline = time.monotonic() + 20
+        while not get_run(q, run.run_id).children and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [child] = get_run(q, run.run_id).children
+        while get_run(q, child.run_id).status != "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    with run_worker([far_parent]):  # the parent's queue only
+        assert run.cancel() is True
+        with pytest.raises(WorkflowCancelled):
+            run.result(timeout=20)
+    assert get_run(q, child.run_id).status == "running"  # its cancel waits for a worker
+    return run, RunHandle(q, child.run_id)
+
+
+def test_a_resume_right_after_a_cancel_waits_for_the_child_the_end_cancels(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """Resumed before its child has ended (the child's cancel still pending), the
+    parent waits for that end and resumes the child with it: both complete
+    (before: the replayed parent took the child's cancelled outcome and failed)."""
+    run, child = _cancelled_with_a_child_ending(q, run_worker, "kz")
+    resumed: list[bool] = []
+    resumer = threading.Thread(target=lambda: resumed.append(resume(q, run.run_id)))
+    resumer.start()
+    with run_worker([far_parent, far_child]):
+        resumer.join(timeout=30)
+        assert resumed == [True]
+        assert get_run(q, child.run_id).status == "running"  # resumed with its parent
+        emit_event(q, "r-go-kz", None)
+        assert run.result(timeout=20) == ["first kz", "last child-kz"]
+
+
+def test_a_resume_refuses_while_a_child_the_end_cancels_does_not_end(
+    q: Querator, run_worker: RunWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rerun, "CHILD_END_WAIT", 0.3)
+    run, _ = _cancelled_with_a_child_ending(q, run_worker, "ky")
+    with pytest.raises(RequestTimeout, match="is still ending"):
+        resume(q, run.run_id)
+    assert get_run(q, run.run_id).status == "cancelled"  # nothing written

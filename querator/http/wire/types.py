@@ -116,14 +116,21 @@ def request_timeout(value: float | None) -> float:
     if value > LONG_POLL_MAX:
         raise ValueError(
             "request timeout is invalid; maximum timeout is '15m' but "
-            f"'{format_duration(value)}' was requested"
+            f"'{_requested(value, LONG_POLL_MAX)}' was requested"
         )
     if value < LONG_POLL_MIN:
         raise ValueError(
             "request timeout is invalid; minimum timeout is '10ms' but "
-            f"'{format_duration(value)}' was requested"
+            f"'{_requested(value, LONG_POLL_MIN)}' was requested"
         )
     return value
+
+
+def _requested(value: float, bound: float) -> str:
+    """``value`` as a duration, spelled apart from ``bound`` even where it rounds to
+    the same nanoseconds (``0.00999999999s``, never ``10ms`` beside a minimum of 10ms)."""
+    text = format_duration(value)
+    return text if text != format_duration(bound) else f"{value!r}s"
 
 
 def _timeout(value: object) -> float:

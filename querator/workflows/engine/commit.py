@@ -13,7 +13,7 @@ from typing import TypeVar, cast
 import anyio
 
 from querator.errors import Conflict, QueueNotFound, Unavailable
-from querator.queue.models import Item, Leased, TransactResult
+from querator.queue.models import Item, Leased, Ref, TransactResult
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry import workflow_metrics
@@ -233,9 +233,10 @@ async def transact_creating(
     produce_leased: Produce | None = None,
     client_id: str | None = None,
     lookup: dict[str, list[str]] | None = None,
+    delete: list[Ref] | None = None,
 ) -> TransactResult:
-    """Complete and produce at once, creating missing target queues first
-    (``lookup``: see :meth:`AsyncQueueClient.transact`).
+    """Complete and produce at once (and ``delete`` those item versions), creating
+    missing target queues first (``lookup``: see :meth:`AsyncQueueClient.transact`).
 
     Step records nobody waits for do not wake the results queue's watchers
     (``result()`` calls): only a run's end and a saga's compensation do.
@@ -265,6 +266,7 @@ async def transact_creating(
                 client_id=client_id,
                 lookup=lookup,
                 silent=silent,
+                delete=delete or [],
             )
         except QueueNotFound as exc:
             attempt += 1
