@@ -15,7 +15,7 @@ the same way, with or without database access::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
@@ -40,6 +40,7 @@ from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.run_models import RunInfo
 from querator.workflows.stored import RunStatus
+from querator.workflows.streams import StreamPage
 
 __all__ = ["AsyncClient", "AsyncQueueApi", "AsyncRun", "Client", "Run"]
 
@@ -78,7 +79,8 @@ class Run(Protocol[R_co]):
 
 class AsyncClient(AsyncQueueApi, Protocol):
     """Every operation of an async client: queues (:class:`AsyncQueueApi`),
-    workflow runs, schedules, webhooks and dead letters."""
+    workflow runs, schedules, webhooks, dead letters, and messages, events and
+    streams of runs."""
 
     @property
     def webhooks(self) -> AsyncWebhooks: ...
@@ -139,10 +141,24 @@ class AsyncClient(AsyncQueueApi, Protocol):
 
     async def purge(self, queue: str, ids: Sequence[str] | None = None) -> int: ...
 
+    async def send(
+        self, run_id: str, topic: str, value: Any, idempotency_key: str | None = None
+    ) -> None: ...
+
+    async def emit_event(self, name: str, payload: Any) -> bool: ...
+
+    async def get_event(self, run_id: str, key: str, timeout: float = 0.0) -> Any: ...
+
+    async def read_stream_page(
+        self, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
+    ) -> StreamPage: ...
+
+    def read_stream(self, run_id: str, key: str, offset: int = 0) -> AsyncIterator[Any]: ...
+
 
 class Client(Protocol):
     """Every operation of a sync client: queues, workflow runs, schedules,
-    webhooks and dead letters."""
+    webhooks, dead letters, and messages, events and streams of runs."""
 
     def __enter__(self) -> Self: ...
 
@@ -281,3 +297,17 @@ class Client(Protocol):
     def requeue(self, queue: str, ids: Sequence[str] | None = None) -> int: ...
 
     def purge(self, queue: str, ids: Sequence[str] | None = None) -> int: ...
+
+    def send(
+        self, run_id: str, topic: str, value: Any, idempotency_key: str | None = None
+    ) -> None: ...
+
+    def emit_event(self, name: str, payload: Any) -> bool: ...
+
+    def get_event(self, run_id: str, key: str, timeout: float = 0.0) -> Any: ...
+
+    def read_stream_page(
+        self, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
+    ) -> StreamPage: ...
+
+    def read_stream(self, run_id: str, key: str, offset: int = 0) -> Iterator[Any]: ...

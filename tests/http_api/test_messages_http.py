@@ -22,6 +22,7 @@ from querator import Querator, QueueSettings, Worker
 from querator.errors import InvalidArgument
 from querator.http import AsyncQuerator as AsyncHttpQuerator
 from querator.http import Querator as HttpQuerator
+from querator.interface import Client
 from querator.workflows import RunFinished, RunNotFound, send, start
 
 
@@ -156,3 +157,38 @@ def test_a_stream_as_server_sent_events(served: tuple[str, Querator]) -> None:
         assert http.get(url, params={"run_id": "run-nope", "key": "out"}).status_code != 200
         bad = http.get(url, params={"run_id": run.run_id, "key": "a b"})
         assert bad.status_code == 400 and "key" in bad.text
+
+
+def _talk(c: Client, q: Querator, who: str) -> None:
+    """Send, get_event, read_stream(_page) and emit_event through ``c``, typed as
+    the interface both the library and the HTTP clients satisfy."""
+    run = start(q, approval, who)
+    assert c.get_event(run.run_id, "status", timeout=30) == {"waiting_for": who}
+    page = c.read_stream_page(run.run_id, "log", 0, timeout=30)
+    assert (page.values, page.next_offset, page.ended) == (["asked"], 1, False)
+    with pytest.raises(InvalidArgument, match="key"):
+        c.read_stream(run.run_id, "a b")  # checked at the call, before iterating
+    c.send(run.run_id, "approve", {"by": who}, idempotency_key=f"{who}-1")
+    c.send(run.run_id, "approve", {"by": who}, idempotency_key=f"{who}-1")  # a no-op
+    assert list(c.read_stream(run.run_id, "log")) == ["asked", {"by": who}]
+    assert c.run(run.run_id).result(timeout=30) == {"by": who}
+    assert c.get_event(run.run_id, "status") == "done"
+    with pytest.raises(RunFinished):
+        c.send(run.run_id, "approve", 1)
+    with pytest.raises(RunNotFound):
+        c.get_event("run-nope", "status")
+    gated = start(q, gate, f"iface:{who}")
+    waiting = f"events/iface:{who}/waiting/"
+    wait_for(lambda: q.scan_keys("querator.results", waiting), timeout=30, message="waiting")
+    assert c.emit_event(f"iface:{who}", {"n": 1}) is True
+    assert c.emit_event(f"iface:{who}", {"n": 2}) is False
+    assert gated.result(timeout=30) == {"n": 1}
+
+
+def test_the_library_and_the_http_client_talk_to_runs_alike(
+    served: tuple[str, Querator],
+) -> None:
+    base, q = served
+    _talk(q, q, "library")
+    with HttpQuerator(base) as h:
+        _talk(h, q, "http")
