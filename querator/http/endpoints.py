@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from querator.http.handlers import admin, locks, messages, queue, tasks, webhooks, workflows
+from querator.http.handlers import admin, limits, locks, messages, queue, tasks, webhooks, workflows
 from querator.http.protocol import QUERATOR_CALLS
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
+from querator.http.wire import limits as wr
 from querator.http.wire import locks as wl
 from querator.http.wire import messages as wm
 from querator.http.wire import queue as wq
@@ -144,6 +145,12 @@ LOCK_ENDPOINTS = [
 ]  # fmt: skip
 """Locks and semaphores (querator's own)."""
 
+LIMIT_ENDPOINTS = [
+    Endpoint("/v1/limits.acquire", wr.RateRequest, wr.RateReply,
+             limits.acquire, WRITE, 4 * KB, "Count a start under a rate limit (long poll)"),
+]  # fmt: skip
+"""Rate limits (querator's own)."""
+
 TASK_ENDPOINTS = [
     Endpoint("/v1/tasks.defer", wt.DeferRequest, wt.DeferReply,
              on_queue(tasks.defer), WRITE, 1 * MB, "Defer a task by name"),
@@ -203,6 +210,7 @@ ENDPOINTS = [
     *WORKFLOW_ENDPOINTS,
     *MESSAGE_ENDPOINTS,
     *LOCK_ENDPOINTS,
+    *LIMIT_ENDPOINTS,
     *TASK_ENDPOINTS,
     *WEBHOOK_ENDPOINTS,
 ]
