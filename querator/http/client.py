@@ -1,7 +1,7 @@
 """The async HTTP client: the methods of :class:`querator.AsyncQuerator`
 (queues, dead letters, workflow runs, schedules, webhooks, locks, rate
-limits), with the same arguments, return types and exceptions, over
-``querator serve``.
+limits, background tasks), with the same arguments, return types and
+exceptions, over ``querator serve``.
 
 Arguments are checked with the library's own validators before anything is
 sent; the server checks them again (it serves curl too). Replies are turned
@@ -45,6 +45,7 @@ from querator.http.proto.reply_pb2 import Reply as ReplyMessage
 from querator.http.protocol import QUERATOR_CALLS
 from querator.http.rate_calls import AsyncRateCalls
 from querator.http.runs_client import WorkflowCalls
+from querator.http.task_calls import AsyncTaskCalls
 from querator.http.webhooks_client import AsyncHttpWebhooks
 from querator.http.wire import admin as wa
 from querator.http.wire import queue as wq
@@ -90,7 +91,12 @@ ENCODINGS = ("json", "protobuf")
 
 
 class AsyncQuerator(
-    WorkflowCalls, AsyncMessageCalls, AsyncLockCalls, AsyncRateCalls, AsyncDeadCalls
+    WorkflowCalls,
+    AsyncMessageCalls,
+    AsyncLockCalls,
+    AsyncRateCalls,
+    AsyncTaskCalls,
+    AsyncDeadCalls,
 ):
     """A client of a querator HTTP server, for ``async`` code.
 

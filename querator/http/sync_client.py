@@ -18,6 +18,7 @@ from querator.http.lock_calls import LockCalls
 from querator.http.message_calls import MessageCalls
 from querator.http.rate_calls import RateCalls
 from querator.http.runs_client import AsyncHttpRun
+from querator.http.task_calls import TaskCalls
 from querator.http.webhooks_client import HttpWebhooks
 from querator.queue.client import SyncShell
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
@@ -59,7 +60,7 @@ class HttpRun(Generic[R]):
         return self.q.call(self._async.retry_compensation)
 
 
-class Querator(MessageCalls, LockCalls, RateCalls, DeadCalls, SyncShell[AsyncQuerator]):
+class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShell[AsyncQuerator]):
     """A client of a querator HTTP server, for ordinary (sync) code.
 
     ``Querator(url, token=None, timeout=30.0, encoding="json", namespace=None)``:
