@@ -94,7 +94,8 @@ def test_the_http_clients_defer_list_and_read_tasks(tmp_path: Path) -> None:
         HttpQuerator(base) as h,
     ):
         item_id, task_id = h.defer_task("t.add", {"a": 2, "b": 5})
-        done = wait_for(lambda: (s := h.task_status(task_id)).done and s, timeout=30)
+        wait_for(lambda: h.task_status(task_id).done, timeout=30, message="t.add done")
+        done = h.task_status(task_id)
         assert (done.ok, done.result, done.attempts) == (True, 7, 1)
         later_id, _ = h.defer_task("t.noop", {"key": "y"}, delay=3600, idempotency_key="y")
         assert h.defer_task("t.noop", {"key": "y"}, delay=3600, idempotency_key="y")[0] == later_id
