@@ -52,6 +52,21 @@ class AsyncQuerator(AsyncQueueClient):
 
         return AsyncWebhooks(self)
 
+    async def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncRunHandle[Any]:
+        """See :func:`querator.workflows.signal_with_start`."""
+        return await messages.signal_with_start_async(
+            self, fn, *args, signal=signal, idempotency_key=idempotency_key, queue=queue, **kwargs
+        )
+
     def run(self, run_id: str) -> AsyncRunHandle[Any]:
         """The handle of run ``run_id`` (its result is plain JSON)."""
         return AsyncRunHandle(self, run_id)
@@ -172,6 +187,21 @@ class Querator(QueueClient):
         from querator.webhooks import Webhooks
 
         return Webhooks(self)
+
+    def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> RunHandle[Any]:
+        """See :func:`querator.workflows.signal_with_start`."""
+        return messages.signal_with_start(
+            self, fn, *args, signal=signal, idempotency_key=idempotency_key, queue=queue, **kwargs
+        )
 
     def run(self, run_id: str) -> RunHandle[Any]:
         """The handle of run ``run_id`` (its result is plain JSON)."""

@@ -96,6 +96,17 @@ class AsyncClient(AsyncQueueApi, Protocol):
         **kwargs: Any,
     ) -> AsyncRun[Any]: ...
 
+    async def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncRun[Any]: ...
+
     def run(self, run_id: str) -> AsyncRun[Any]: ...
 
     async def get_run(self, run_id: str) -> RunInfo: ...
@@ -182,6 +193,17 @@ class Client(Protocol):
         idempotency_key: str | None = None,
         queue: str | None = None,
         delay: float = 0.0,
+        **kwargs: Any,
+    ) -> Run[Any]: ...
+
+    def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
         **kwargs: Any,
     ) -> Run[Any]: ...
 

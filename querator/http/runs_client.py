@@ -31,6 +31,7 @@ from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFai
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.idempotency import IdReusePolicy, check_reuse_policy
 from querator.workflows.inspection import RunInfo
+from querator.workflows.messages import _check_signal
 from querator.workflows.stored import RunStatus
 
 R = TypeVar("R")
@@ -153,6 +154,25 @@ class WorkflowCalls(Caller):
             body["id_reuse_policy"] = check_reuse_policy(id_reuse_policy)
         if delay:
             body["delay"] = format_duration(check_duration("delay", delay, allow_zero=True))
+        run_id = (await self._post("/v1/workflows.start", body, ww.RunReply)).run_id
+        return AsyncHttpRun(self, run_id, fn if isinstance(fn, WorkflowFunction) else None)
+
+    async def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any] | str,
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncHttpRun[Any]:
+        """See :func:`querator.workflows.signal_with_start`; ``fn`` may also be
+        the workflow's persisted name."""
+        topic, text = _check_signal(signal)
+        body: dict[str, Any] = {"workflow": _named(fn), **_arguments(fn, args, kwargs)}
+        body.update(idempotency_key=idempotency_key, queue=queue)
+        body["signal"] = {"topic": topic, "value": json.loads(text)}
         run_id = (await self._post("/v1/workflows.start", body, ww.RunReply)).run_id
         return AsyncHttpRun(self, run_id, fn if isinstance(fn, WorkflowFunction) else None)
 

@@ -110,6 +110,28 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
         )
         return HttpRun(self, run)
 
+    def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any] | str,
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> HttpRun[Any]:
+        """See :meth:`AsyncQuerator.signal_with_start`."""
+        run = self._call(
+            self._async.signal_with_start,
+            fn,
+            *args,
+            signal=signal,
+            idempotency_key=idempotency_key,
+            queue=queue,
+            **kwargs,
+        )
+        return HttpRun(self, run)
+
     def run(self, run_id: str) -> HttpRun[Any]:
         """The handle of run ``run_id`` (its result is plain JSON)."""
         return HttpRun(self, self._async.run(run_id))

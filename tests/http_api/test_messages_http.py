@@ -192,3 +192,35 @@ def test_the_library_and_the_http_client_talk_to_runs_alike(
     _talk(q, q, "library")
     with HttpQuerator(base) as h:
         _talk(h, q, "http")
+
+
+def _signal(c: Client, who: str) -> None:
+    """signal_with_start through ``c``: the message is in the mailbox as the run
+    starts; a second call with the key sends to that run (ended: RunFinished)."""
+    run = c.signal_with_start(
+        approval, who, signal=("approve", {"by": who}), idempotency_key=f"sig-{who}"
+    )
+    assert run.result(timeout=30) == {"by": who}
+    with pytest.raises(RunFinished):
+        c.signal_with_start(approval, who, signal=("approve", 2), idempotency_key=f"sig-{who}")
+    with pytest.raises(InvalidArgument, match="topic"):
+        c.signal_with_start(approval, who, signal=("a b", 1))
+    with pytest.raises(InvalidArgument, match="signal"):
+        c.signal_with_start(approval, who, signal="approve")  # type: ignore[arg-type]
+
+
+def test_signal_with_start_through_the_library_and_the_http_client(tmp_path: Path) -> None:
+    import httpx
+    from workflows import stream_flows
+
+    url = f"sqlite:///{tmp_path / 'signal.db'}"
+    with serve(url, "--app", stream_flows.__file__) as base, Querator(url) as q:
+        q.create_queue(STREAM_QUEUE, QueueSettings(lease_timeout=1.0, expire_timeout=3600.0))
+        with serving(Worker(q, [approval], poll_timeout=1.0)), HttpQuerator(base) as h:
+            _signal(q, "library")
+            _signal(h, "http")
+            body: dict[str, Any] = {"workflow": approval.name, "args": ["x"], "delay": "1s"}
+            body["signal"] = {"topic": "approve", "value": 1}
+            answer = httpx.post(f"{base}/v1/workflows.start", json=body, timeout=10)
+            assert answer.status_code == 400 and "signal" in answer.text, answer.text
+        assert len(q.list_runs(workflow=approval.name)) == 2  # refused starts wrote nothing

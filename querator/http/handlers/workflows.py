@@ -48,6 +48,7 @@ from querator.workflows.cron.api import (
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
+from querator.workflows.messages import signal_with_start_async
 from querator.workflows.rerun import fork_async, resume_async
 from querator.workflows.runs import AsyncRunHandle, start_async
 
@@ -66,7 +67,20 @@ def _workflow(state: Any, name: str) -> WorkflowFunction[..., Any]:
 
 
 async def start(state: Any, body: StartRequest) -> RunReply:
-    """Start a run of a workflow by name."""
+    """Start a run of a workflow by name (with a message in its mailbox: ``signal``)."""
+    if body.signal is not None:
+        if body.delay or body.id_reuse_policy is not None:
+            raise InvalidArgument("signal", "cannot be combined with delay or id_reuse_policy")
+        signaled = await signal_with_start_async(
+            state.aq,
+            _workflow(state, body.workflow),
+            *body.args,
+            signal=(body.signal.topic, body.signal.value),
+            idempotency_key=body.idempotency_key,
+            queue=body.queue,
+            **body.kwargs,
+        )
+        return RunReply(run_id=signaled.run_id)
     handle = await start_async(
         state.aq,
         _workflow(state, body.workflow),

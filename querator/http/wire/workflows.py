@@ -21,6 +21,14 @@ from querator.workflows.inspection import RunInfo
 from querator.workflows.stored import RunStatus
 
 
+class Signal(WireModel):
+    """A message to put in a run's mailbox as it starts (``signal_with_start``)."""
+
+    topic: str
+    value: Any = None
+    """Anything JSON can hold."""
+
+
 class StartRequest(WireModel):
     """``/v1/workflows.start``: a run of a workflow the server knows (``--app``)."""
 
@@ -39,6 +47,10 @@ class StartRequest(WireModel):
     id_reuse_policy: IdReusePolicy | None = None
     """What a start with an idempotency key does when a run has the key
     (default: the workflow's, else ``use_existing``)."""
+    signal: Signal | None = None
+    """Start with this message already in the run's mailbox, in one transaction
+    (``signal_with_start``; a run the idempotency key names gets it sent
+    instead). Not with ``delay`` or ``id_reuse_policy``."""
 
 
 class RunReply(WireModel):
