@@ -158,6 +158,10 @@ TASK_ENDPOINTS = [
              on_queue(tasks.list_tasks), READ, 4 * KB, "List waiting, running or failed tasks"),
     Endpoint("/v1/tasks.status", wt.TaskStatusRequest, wt.TaskStatusReply,
              on_queue(tasks.status), READ, 4 * KB, "A task's kept outcome"),
+    Endpoint("/v1/tasks.cancel", wt.CancelTaskRequest, wt.CancelTaskReply,
+             on_queue(tasks.cancel), WRITE, 4 * KB, "Remove a task no worker has started"),
+    Endpoint("/v1/tasks.retry", wt.RetryTasksRequest, wt.RetryTasksReply,
+             on_queue(tasks.retry), ADMIN, 256 * KB, "Send failed tasks back"),
 ]  # fmt: skip
 """Background tasks (querator's own)."""
 

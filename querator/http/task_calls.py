@@ -3,21 +3,28 @@
 Same arguments, answers and errors as the library's
 :func:`~querator.tasks.defer_by_name` and :func:`~querator.tasks.list_tasks`
 (the client in place of the first argument), plus ``task_status``, a task's
-kept outcome (what ``TaskHandle.result`` waits for). :class:`AsyncTaskCalls`
+kept outcome (what ``TaskHandle.result`` waits for), ``cancel_task``
+(``TaskHandle.cancel``) and ``retry_tasks`` (``retry_failed``). :class:`AsyncTaskCalls`
 is mixed into :class:`querator.http.AsyncQuerator`, :class:`TaskCalls` into
 :class:`querator.http.Querator`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from querator.errors import InvalidArgument
 from querator.http.callers import LoopOwner, Poster
 from querator.http.durations import format_duration
-from querator.http.wire.tasks import DeferReply, ListTasksReply, TaskStatusReply
-from querator.queue.validation import check_count, check_duration, check_name
+from querator.http.wire.tasks import (
+    CancelTaskReply,
+    DeferReply,
+    ListTasksReply,
+    RetryTasksReply,
+    TaskStatusReply,
+)
+from querator.queue.validation import check_count, check_duration, check_name, check_sequence
 from querator.tasks.layout import TASK_QUEUE
 from querator.tasks.listing import TaskInfo
 
@@ -74,6 +81,25 @@ class AsyncTaskCalls:
             raise InvalidArgument("task_id", f"must be a task id, got {task_id!r}")
         return await self._post("/v1/tasks.status", {"task_id": task_id}, TaskStatusReply)
 
+    async def cancel_task(self: Poster, item_id: str, queue: str = TASK_QUEUE) -> bool:
+        """See :meth:`querator.tasks.TaskHandle.cancel`: remove the task whose
+        item is ``item_id`` if no worker has started it; True if removed."""
+        if not isinstance(item_id, str) or not item_id:
+            raise InvalidArgument("id", f"must be a task's item id, got {item_id!r}")
+        body = {"id": item_id, "queue": check_name("queue", queue)}
+        return (await self._post("/v1/tasks.cancel", body, CancelTaskReply)).cancelled
+
+    async def retry_tasks(
+        self: Poster, queue: str = TASK_QUEUE, ids: Sequence[str] | None = None
+    ) -> int:
+        """``querator tasks retry``: send failed tasks of ``queue`` (``ids``, or
+        all) back with fresh attempts, dropping the failure a task kept; how
+        many were sent."""
+        body: dict[str, Any] = {"queue": check_name("queue", queue), "ids": None}
+        if ids is not None:
+            body["ids"] = list(check_sequence("ids", ids, "failed task ids"))
+        return (await self._post("/v1/tasks.retry", body, RetryTasksReply)).count
+
 
 class TaskCalls:
     """The sync twins of :class:`AsyncTaskCalls`, run on the client's loop."""
@@ -116,3 +142,15 @@ class TaskCalls:
         """See :meth:`AsyncTaskCalls.task_status`."""
         status: TaskStatusReply = self.call(self.aio.task_status, task_id)
         return status
+
+    def cancel_task(self: LoopOwner, item_id: str, queue: str = TASK_QUEUE) -> bool:
+        """See :meth:`AsyncTaskCalls.cancel_task`."""
+        cancelled: bool = self.call(self.aio.cancel_task, item_id, queue)
+        return cancelled
+
+    def retry_tasks(
+        self: LoopOwner, queue: str = TASK_QUEUE, ids: Sequence[str] | None = None
+    ) -> int:
+        """See :meth:`AsyncTaskCalls.retry_tasks`."""
+        count: int = self.call(self.aio.retry_tasks, queue, ids)
+        return count

@@ -118,4 +118,14 @@ def test_the_http_clients_defer_list_and_read_tasks(tmp_path: Path) -> None:
         names = anyio.run(failed)
         assert names in ([], ["t.boom"])  # failed once the worker has dead-lettered it
         wait_for(lambda: h.list_tasks(failed=True), timeout=30, message="t.boom dead")
+        [dead] = h.list_tasks(failed=True)
+        with pytest.raises(InvalidArgument, match="not dead letters"):
+            h.retry_tasks(ids=["nope"])
+        assert h.retry_tasks(ids=[dead.id]) == 1  # back with fresh attempts (fails again)
+        wait_for(lambda: h.list_tasks(failed=True), timeout=30, message="t.boom dead again")
+        assert h.cancel_task(later_id) is True  # scheduled, not started: removed
+        assert h.cancel_task(later_id) is False
+        assert h.list_tasks(name="t.noop") == []
+        with pytest.raises(InvalidArgument):
+            h.cancel_task("")
         assert item_id.startswith(f"{q.get_queue('querator.tasks').queue_id}.")
