@@ -4,8 +4,10 @@ the HTTP clients (over ``querator serve``).
 ``querator.AsyncQuerator`` and ``querator.http.AsyncQuerator`` both satisfy
 :class:`AsyncClient`; ``querator.Querator`` and ``querator.http.Querator``
 both satisfy :class:`Client` (mypy checks it: tests/test_client_interface.py).
-Code typed against them drives queues, workflow runs, schedules and webhooks
-the same way, with or without database access::
+Code typed against them drives queues, workflow runs, schedules, webhooks,
+dead letters and the messages, events and streams of runs the same way, with
+or without database access (docs/http-api.md lists every operation with its
+endpoint)::
 
     from querator.interface import Client
 
