@@ -112,6 +112,10 @@ class AsyncQuerator(AsyncQueueClient):
         """See :func:`querator.workflows.list_schedules`."""
         return await cron.list_schedules_async(self)
 
+    async def get_schedule(self, name: str) -> ScheduleInfo:
+        """See :func:`querator.workflows.get_schedule`."""
+        return await cron.get_schedule_async(self, name)
+
     async def pause_schedule(self, name: str, note: str = "") -> None:
         """See :func:`querator.workflows.pause_schedule`."""
         await cron.pause_schedule_async(self, name, note)
@@ -247,6 +251,10 @@ class Querator(QueueClient):
     def list_schedules(self) -> list[ScheduleInfo]:
         """See :func:`querator.workflows.list_schedules`."""
         return cron.list_schedules(self)
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        """See :func:`querator.workflows.get_schedule`."""
+        return cron.get_schedule(self, name)
 
     def pause_schedule(self, name: str, note: str = "") -> None:
         """See :func:`querator.workflows.pause_schedule`."""

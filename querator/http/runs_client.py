@@ -236,6 +236,13 @@ class WorkflowCalls(Caller):
         """See :func:`querator.workflows.list_schedules`."""
         return (await self._post("/v1/schedules.list", {}, ww.SchedulesReply)).schedules
 
+    async def get_schedule(self, name: str) -> ScheduleInfo:
+        """See :func:`querator.workflows.get_schedule`: one of ``schedules.list``."""
+        for info in await self.list_schedules():
+            if info.name == name:
+                return info
+        raise InvalidArgument("name", f"no schedule {name!r}")
+
     async def pause_schedule(self, name: str, note: str = "") -> None:
         """See :func:`querator.workflows.pause_schedule`."""
         await self._post("/v1/schedules.pause", {"name": name, "note": note}, wq.Reply)

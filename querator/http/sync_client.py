@@ -182,6 +182,10 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
         """See :func:`querator.workflows.list_schedules`."""
         return self._call(self._async.list_schedules)
 
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        """See :meth:`AsyncQuerator.get_schedule`."""
+        return self._call(self._async.get_schedule, name)
+
     def pause_schedule(self, name: str, note: str = "") -> None:
         """See :func:`querator.workflows.pause_schedule`."""
         self._call(self._async.pause_schedule, name, note)
