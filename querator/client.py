@@ -28,6 +28,7 @@ from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions, schedule,
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
+from querator.workflows.retention import purge_runs, purge_runs_async
 from querator.workflows.run_models import RunInfo
 from querator.workflows.runs import AsyncRunHandle, RunHandle, start, start_async
 from querator.workflows.stored import RunStatus
@@ -111,6 +112,19 @@ class AsyncQuerator(AsyncQueueClient):
     async def list_schedules(self) -> list[ScheduleInfo]:
         """See :func:`querator.workflows.list_schedules`."""
         return await cron.list_schedules_async(self)
+
+    async def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """See :func:`querator.workflows.purge_runs`."""
+        return await purge_runs_async(
+            self, before=before, status=status, workflow=workflow, limit=limit
+        )
 
     async def get_schedule(self, name: str) -> ScheduleInfo:
         """See :func:`querator.workflows.get_schedule`."""
@@ -251,6 +265,17 @@ class Querator(QueueClient):
     def list_schedules(self) -> list[ScheduleInfo]:
         """See :func:`querator.workflows.list_schedules`."""
         return cron.list_schedules(self)
+
+    def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """See :func:`querator.workflows.purge_runs`."""
+        return purge_runs(self, before=before, status=status, workflow=workflow, limit=limit)
 
     def get_schedule(self, name: str) -> ScheduleInfo:
         """See :func:`querator.workflows.get_schedule`."""

@@ -138,6 +138,15 @@ class AsyncClient(AsyncQueueApi, Protocol):
 
     async def list_schedules(self) -> list[ScheduleInfo]: ...
 
+    async def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int: ...
+
     async def get_schedule(self, name: str) -> ScheduleInfo: ...
 
     async def pause_schedule(self, name: str, note: str = "") -> None: ...
@@ -239,6 +248,15 @@ class Client(Protocol):
     ) -> None: ...
 
     def list_schedules(self) -> list[ScheduleInfo]: ...
+
+    def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int: ...
 
     def get_schedule(self, name: str) -> ScheduleInfo: ...
 

@@ -108,6 +108,8 @@ WORKFLOW_ENDPOINTS = [
              workflows.resume_run, WRITE, 4 * KB, "Resume a failed or cancelled run"),
     Endpoint("/v1/runs.fork", ww.ForkRequest, ww.RunReply,
              workflows.fork_run, WRITE, 4 * KB, "Fork a run from a step"),
+    Endpoint("/v1/runs.purge", ww.PurgeRunsRequest, ww.CountReply,
+             workflows.purge_runs, ADMIN, 4 * KB, "Delete finished runs that ended before a time"),
     Endpoint("/v1/runs.result", ww.ResultRequest, ww.ResultReply,
              workflows.result, READ, 4 * KB, "Wait for a run's result (long poll)"),
     Endpoint("/v1/schedules.list", wq.Empty, ww.SchedulesReply,

@@ -7,6 +7,7 @@ given the HTTP async client: there is one implementation of each call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -177,6 +178,19 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
     ) -> None:
         """See :func:`querator.workflows.schedule`."""
         self._call(self._async.schedule, name, fn, cron=cron, **options)
+
+    def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """See :meth:`AsyncQuerator.purge_runs`."""
+        return self._call(
+            self._async.purge_runs, before=before, status=status, workflow=workflow, limit=limit
+        )
 
     def list_schedules(self) -> list[ScheduleInfo]:
         """See :func:`querator.workflows.list_schedules`."""

@@ -6,6 +6,7 @@ the library's return types and exceptions (the server knows the workflows by
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -129,3 +130,28 @@ def test_a_failed_saga_names_its_compensations_over_http(served: tuple[str, Quer
                 "http.book.compensate@0",
             )
             assert "sold out" in failed.value.message
+
+
+def _purge(q: Client, who: str) -> None:
+    """purge_runs through the interface: finished runs go, with their records."""
+    run = q.start(greet, who)
+    assert run.result(timeout=30) == f"HELLO, {who.upper()}!"
+    later = datetime.now(UTC) + timedelta(seconds=5)
+    with pytest.raises(InvalidArgument, match="status"):
+        q.purge_runs(before=later, status="running")
+    with pytest.raises(InvalidArgument, match="before"):
+        q.purge_runs(before=datetime.now())  # naive
+    assert q.get_run(run.run_id).status == "completed"  # refused calls purged nothing
+    assert q.purge_runs(before=later, workflow="http.greet", status=["completed"]) == 1
+    with pytest.raises(RunNotFound):
+        q.get_run(run.run_id)
+    assert q.purge_runs(before=later, workflow="http.greet") == 0
+
+
+def test_finished_runs_are_purged_over_http_as_over_the_store(
+    served: tuple[str, Querator],
+) -> None:
+    base, library = served
+    with HttpQuerator(base) as q:
+        _purge(q, "http")
+    _purge(library, "lib")

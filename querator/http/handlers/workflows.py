@@ -22,6 +22,7 @@ from querator.http.wire.workflows import (
     ListRunsReply,
     ListRunsRequest,
     PauseRequest,
+    PurgeRunsRequest,
     ResultReply,
     ResultRequest,
     RunReply,
@@ -50,6 +51,7 @@ from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
 from querator.workflows.messages import signal_with_start_async
 from querator.workflows.rerun import fork_async, resume_async
+from querator.workflows.retention import purge_runs_async
 from querator.workflows.runs import AsyncRunHandle, start_async
 
 
@@ -110,6 +112,14 @@ async def list_runs(state: Any, body: ListRunsRequest) -> ListRunsReply:
         limit=body.limit,
     )
     return ListRunsReply(runs=runs)
+
+
+async def purge_runs(state: Any, body: PurgeRunsRequest) -> CountReply:
+    """Delete finished runs that ended before ``before`` (how many)."""
+    count = await purge_runs_async(
+        state.aq, before=body.before, status=body.status, workflow=body.workflow, limit=body.limit
+    )
+    return CountReply(count=count)
 
 
 async def cancel(state: Any, body: CancelRequest) -> DoneReply:

@@ -79,6 +79,18 @@ class DoneReply(WireModel):
     changed: bool
 
 
+class PurgeRunsRequest(WireModel):
+    """``/v1/runs.purge``: delete finished runs that ended before ``before``."""
+
+    before: Instant
+    status: list[RunStatus] | None = None
+    """Only runs that ended so (finished statuses; absent: every finished one)."""
+    workflow: str | None = None
+    """Only runs of this workflow."""
+    limit: int = Field(default=1000, ge=1, le=100_000)
+    """Purge at most this many (call again while the count is ``limit``)."""
+
+
 class ListRunsRequest(WireModel):
     """``/v1/runs.list``: runs newest first, filtered, paged by ``after``."""
 
