@@ -12,7 +12,7 @@ interface the HTTP clients share (:mod:`querator.interface`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -22,14 +22,17 @@ from querator.queue import dead_letters as dead
 from querator.queue.client import QueueClient
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
+from querator.workflows import events, messages, streams
 from querator.workflows.cron import api as cron
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions, schedule, schedule_async
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
+from querator.workflows.retention import purge_runs, purge_runs_async
 from querator.workflows.run_models import RunInfo
 from querator.workflows.runs import AsyncRunHandle, RunHandle, start, start_async
 from querator.workflows.stored import RunStatus
+from querator.workflows.streams import StreamPage, _check_read
 
 if TYPE_CHECKING:
     from querator.webhooks import AsyncWebhooks, Webhooks
@@ -49,6 +52,21 @@ class AsyncQuerator(AsyncQueueClient):
         from querator.webhooks import AsyncWebhooks
 
         return AsyncWebhooks(self)
+
+    async def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncRunHandle[Any]:
+        """See :func:`querator.workflows.signal_with_start`."""
+        return await messages.signal_with_start_async(
+            self, fn, *args, signal=signal, idempotency_key=idempotency_key, queue=queue, **kwargs
+        )
 
     def run(self, run_id: str) -> AsyncRunHandle[Any]:
         """The handle of run ``run_id`` (its result is plain JSON)."""
@@ -95,6 +113,23 @@ class AsyncQuerator(AsyncQueueClient):
         """See :func:`querator.workflows.list_schedules`."""
         return await cron.list_schedules_async(self)
 
+    async def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """See :func:`querator.workflows.purge_runs`."""
+        return await purge_runs_async(
+            self, before=before, status=status, workflow=workflow, limit=limit
+        )
+
+    async def get_schedule(self, name: str) -> ScheduleInfo:
+        """See :func:`querator.workflows.get_schedule`."""
+        return await cron.get_schedule_async(self, name)
+
     async def pause_schedule(self, name: str, note: str = "") -> None:
         """See :func:`querator.workflows.pause_schedule`."""
         await cron.pause_schedule_async(self, name, note)
@@ -127,6 +162,32 @@ class AsyncQuerator(AsyncQueueClient):
         """See :func:`querator.queue.dead_letters.purge_async`."""
         return await dead.purge_async(self, queue, ids)
 
+    async def send(
+        self, run_id: str, topic: str, value: Any, idempotency_key: str | None = None
+    ) -> None:
+        """See :func:`querator.workflows.send`."""
+        await messages.send_async(self, run_id, topic, value, idempotency_key)
+
+    async def emit_event(self, name: str, payload: Any) -> bool:
+        """See :func:`querator.workflows.emit_event`."""
+        return await events.emit_event_async(self, name, payload)
+
+    async def get_event(self, run_id: str, key: str, timeout: float = 0.0) -> Any:
+        """See :func:`querator.workflows.get_event`."""
+        return await messages.get_event_async(self, run_id, key, timeout)
+
+    async def read_stream_page(
+        self, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
+    ) -> StreamPage:
+        """See :func:`querator.workflows.read_stream_page_async`."""
+        return await streams.read_stream_page_async(self, run_id, key, offset, timeout)
+
+    def read_stream(self, run_id: str, key: str, offset: int = 0) -> AsyncIterator[Any]:
+        """See :func:`querator.workflows.read_stream_async` (the arguments are
+        checked here, before iterating)."""
+        _check_read(run_id, key, offset)
+        return streams.read_stream_async(self, run_id, key, offset)
+
 
 class Querator(QueueClient):
     """The sync client: every queue operation, plus workflow runs, schedules
@@ -144,6 +205,21 @@ class Querator(QueueClient):
         from querator.webhooks import Webhooks
 
         return Webhooks(self)
+
+    def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> RunHandle[Any]:
+        """See :func:`querator.workflows.signal_with_start`."""
+        return messages.signal_with_start(
+            self, fn, *args, signal=signal, idempotency_key=idempotency_key, queue=queue, **kwargs
+        )
 
     def run(self, run_id: str) -> RunHandle[Any]:
         """The handle of run ``run_id`` (its result is plain JSON)."""
@@ -190,6 +266,21 @@ class Querator(QueueClient):
         """See :func:`querator.workflows.list_schedules`."""
         return cron.list_schedules(self)
 
+    def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """See :func:`querator.workflows.purge_runs`."""
+        return purge_runs(self, before=before, status=status, workflow=workflow, limit=limit)
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        """See :func:`querator.workflows.get_schedule`."""
+        return cron.get_schedule(self, name)
+
     def pause_schedule(self, name: str, note: str = "") -> None:
         """See :func:`querator.workflows.pause_schedule`."""
         cron.pause_schedule(self, name, note)
@@ -221,3 +312,28 @@ class Querator(QueueClient):
     def purge(self, queue: str, ids: Sequence[str] | None = None) -> int:
         """See :func:`querator.queue.dead_letters.purge_async`."""
         return dead.purge(self, queue, ids)
+
+    def send(self, run_id: str, topic: str, value: Any, idempotency_key: str | None = None) -> None:
+        """See :func:`querator.workflows.send`."""
+        messages.send(self, run_id, topic, value, idempotency_key)
+
+    def emit_event(self, name: str, payload: Any) -> bool:
+        """See :func:`querator.workflows.emit_event`."""
+        return events.emit_event(self, name, payload)
+
+    def get_event(self, run_id: str, key: str, timeout: float = 0.0) -> Any:
+        """See :func:`querator.workflows.get_event`."""
+        return messages.get_event(self, run_id, key, timeout)
+
+    def read_stream_page(
+        self, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
+    ) -> StreamPage:
+        """See :func:`querator.workflows.read_stream_page_async`."""
+        page: StreamPage = self.call(
+            streams.read_stream_page_async, self.aio, run_id, key, offset, timeout
+        )
+        return page
+
+    def read_stream(self, run_id: str, key: str, offset: int = 0) -> Iterator[Any]:
+        """See :func:`querator.workflows.read_stream`."""
+        return streams.read_stream(self, run_id, key, offset)

@@ -4,8 +4,10 @@ the HTTP clients (over ``querator serve``).
 ``querator.AsyncQuerator`` and ``querator.http.AsyncQuerator`` both satisfy
 :class:`AsyncClient`; ``querator.Querator`` and ``querator.http.Querator``
 both satisfy :class:`Client` (mypy checks it: tests/test_client_interface.py).
-Code typed against them drives queues, workflow runs, schedules and webhooks
-the same way, with or without database access::
+Code typed against them drives queues, workflow runs, schedules, webhooks,
+dead letters and the messages, events and streams of runs the same way, with
+or without database access (docs/http-api.md lists every operation with its
+endpoint)::
 
     from querator.interface import Client
 
@@ -15,7 +17,7 @@ the same way, with or without database access::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
@@ -40,6 +42,7 @@ from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.run_models import RunInfo
 from querator.workflows.stored import RunStatus
+from querator.workflows.streams import StreamPage
 
 __all__ = ["AsyncClient", "AsyncQueueApi", "AsyncRun", "Client", "Run"]
 
@@ -78,7 +81,8 @@ class Run(Protocol[R_co]):
 
 class AsyncClient(AsyncQueueApi, Protocol):
     """Every operation of an async client: queues (:class:`AsyncQueueApi`),
-    workflow runs, schedules, webhooks and dead letters."""
+    workflow runs, schedules, webhooks, dead letters, and messages, events and
+    streams of runs."""
 
     @property
     def webhooks(self) -> AsyncWebhooks: ...
@@ -91,6 +95,17 @@ class AsyncClient(AsyncQueueApi, Protocol):
         idempotency_key: str | None = None,
         queue: str | None = None,
         delay: float = 0.0,
+        **kwargs: Any,
+    ) -> AsyncRun[Any]: ...
+
+    async def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
         **kwargs: Any,
     ) -> AsyncRun[Any]: ...
 
@@ -123,6 +138,17 @@ class AsyncClient(AsyncQueueApi, Protocol):
 
     async def list_schedules(self) -> list[ScheduleInfo]: ...
 
+    async def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int: ...
+
+    async def get_schedule(self, name: str) -> ScheduleInfo: ...
+
     async def pause_schedule(self, name: str, note: str = "") -> None: ...
 
     async def resume_schedule(self, name: str) -> None: ...
@@ -139,10 +165,24 @@ class AsyncClient(AsyncQueueApi, Protocol):
 
     async def purge(self, queue: str, ids: Sequence[str] | None = None) -> int: ...
 
+    async def send(
+        self, run_id: str, topic: str, value: Any, idempotency_key: str | None = None
+    ) -> None: ...
+
+    async def emit_event(self, name: str, payload: Any) -> bool: ...
+
+    async def get_event(self, run_id: str, key: str, timeout: float = 0.0) -> Any: ...
+
+    async def read_stream_page(
+        self, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
+    ) -> StreamPage: ...
+
+    def read_stream(self, run_id: str, key: str, offset: int = 0) -> AsyncIterator[Any]: ...
+
 
 class Client(Protocol):
     """Every operation of a sync client: queues, workflow runs, schedules,
-    webhooks and dead letters."""
+    webhooks, dead letters, and messages, events and streams of runs."""
 
     def __enter__(self) -> Self: ...
 
@@ -166,6 +206,17 @@ class Client(Protocol):
         idempotency_key: str | None = None,
         queue: str | None = None,
         delay: float = 0.0,
+        **kwargs: Any,
+    ) -> Run[Any]: ...
+
+    def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
         **kwargs: Any,
     ) -> Run[Any]: ...
 
@@ -197,6 +248,17 @@ class Client(Protocol):
     ) -> None: ...
 
     def list_schedules(self) -> list[ScheduleInfo]: ...
+
+    def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int: ...
+
+    def get_schedule(self, name: str) -> ScheduleInfo: ...
 
     def pause_schedule(self, name: str, note: str = "") -> None: ...
 
@@ -281,3 +343,17 @@ class Client(Protocol):
     def requeue(self, queue: str, ids: Sequence[str] | None = None) -> int: ...
 
     def purge(self, queue: str, ids: Sequence[str] | None = None) -> int: ...
+
+    def send(
+        self, run_id: str, topic: str, value: Any, idempotency_key: str | None = None
+    ) -> None: ...
+
+    def emit_event(self, name: str, payload: Any) -> bool: ...
+
+    def get_event(self, run_id: str, key: str, timeout: float = 0.0) -> Any: ...
+
+    def read_stream_page(
+        self, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
+    ) -> StreamPage: ...
+
+    def read_stream(self, run_id: str, key: str, offset: int = 0) -> Iterator[Any]: ...

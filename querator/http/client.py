@@ -1,6 +1,7 @@
 """The async HTTP client: the methods of :class:`querator.AsyncQuerator`
-(queues, dead letters, workflow runs, schedules, webhooks, locks), with the same arguments,
-return types and exceptions, over ``querator serve``.
+(queues, dead letters, workflow runs, schedules, webhooks, locks, rate
+limits, background tasks), with the same arguments, return types and
+exceptions, over ``querator serve``.
 
 Arguments are checked with the library's own validators before anything is
 sent; the server checks them again (it serves curl too). Replies are turned
@@ -42,7 +43,9 @@ from querator.http.message_calls import AsyncMessageCalls
 from querator.http.namespaces import NAMESPACE_HEADER
 from querator.http.proto.reply_pb2 import Reply as ReplyMessage
 from querator.http.protocol import QUERATOR_CALLS
+from querator.http.rate_calls import AsyncRateCalls
 from querator.http.runs_client import WorkflowCalls
+from querator.http.task_calls import AsyncTaskCalls
 from querator.http.webhooks_client import AsyncHttpWebhooks
 from querator.http.wire import admin as wa
 from querator.http.wire import queue as wq
@@ -87,7 +90,14 @@ ENCODINGS = ("json", "protobuf")
 """What the client may send: JSON, or protobuf on the calls of Querator's protocol."""
 
 
-class AsyncQuerator(WorkflowCalls, AsyncMessageCalls, AsyncLockCalls, AsyncDeadCalls):
+class AsyncQuerator(
+    WorkflowCalls,
+    AsyncMessageCalls,
+    AsyncLockCalls,
+    AsyncRateCalls,
+    AsyncTaskCalls,
+    AsyncDeadCalls,
+):
     """A client of a querator HTTP server, for ``async`` code.
 
     ``url`` is the server's base URL; ``token`` a bearer token (``qrt_…``)

@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from querator.http.handlers import admin, locks, messages, queue, tasks, webhooks, workflows
+from querator.http.handlers import admin, limits, locks, messages, queue, tasks, webhooks, workflows
 from querator.http.protocol import QUERATOR_CALLS
 from querator.http.rpc import KB, MB, Endpoint
 from querator.http.wire import admin as wa
+from querator.http.wire import limits as wr
 from querator.http.wire import locks as wl
 from querator.http.wire import messages as wm
 from querator.http.wire import queue as wq
@@ -107,6 +108,8 @@ WORKFLOW_ENDPOINTS = [
              workflows.resume_run, WRITE, 4 * KB, "Resume a failed or cancelled run"),
     Endpoint("/v1/runs.fork", ww.ForkRequest, ww.RunReply,
              workflows.fork_run, WRITE, 4 * KB, "Fork a run from a step"),
+    Endpoint("/v1/runs.purge", ww.PurgeRunsRequest, ww.CountReply,
+             workflows.purge_runs, ADMIN, 4 * KB, "Delete finished runs that ended before a time"),
     Endpoint("/v1/runs.result", ww.ResultRequest, ww.ResultReply,
              workflows.result, READ, 4 * KB, "Wait for a run's result (long poll)"),
     Endpoint("/v1/schedules.list", wq.Empty, ww.SchedulesReply,
@@ -144,6 +147,12 @@ LOCK_ENDPOINTS = [
 ]  # fmt: skip
 """Locks and semaphores (querator's own)."""
 
+LIMIT_ENDPOINTS = [
+    Endpoint("/v1/limits.acquire", wr.RateRequest, wr.RateReply,
+             limits.acquire, WRITE, 4 * KB, "Count a start under a rate limit (long poll)"),
+]  # fmt: skip
+"""Rate limits (querator's own)."""
+
 TASK_ENDPOINTS = [
     Endpoint("/v1/tasks.defer", wt.DeferRequest, wt.DeferReply,
              on_queue(tasks.defer), WRITE, 1 * MB, "Defer a task by name"),
@@ -151,6 +160,10 @@ TASK_ENDPOINTS = [
              on_queue(tasks.list_tasks), READ, 4 * KB, "List waiting, running or failed tasks"),
     Endpoint("/v1/tasks.status", wt.TaskStatusRequest, wt.TaskStatusReply,
              on_queue(tasks.status), READ, 4 * KB, "A task's kept outcome"),
+    Endpoint("/v1/tasks.cancel", wt.CancelTaskRequest, wt.CancelTaskReply,
+             on_queue(tasks.cancel), WRITE, 4 * KB, "Remove a task no worker has started"),
+    Endpoint("/v1/tasks.retry", wt.RetryTasksRequest, wt.RetryTasksReply,
+             on_queue(tasks.retry), ADMIN, 256 * KB, "Send failed tasks back"),
 ]  # fmt: skip
 """Background tasks (querator's own)."""
 
@@ -203,6 +216,7 @@ ENDPOINTS = [
     *WORKFLOW_ENDPOINTS,
     *MESSAGE_ENDPOINTS,
     *LOCK_ENDPOINTS,
+    *LIMIT_ENDPOINTS,
     *TASK_ENDPOINTS,
     *WEBHOOK_ENDPOINTS,
 ]

@@ -8,11 +8,9 @@ server keeps no background task for it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
-
+from querator.http.callers import LoopOwner, Poster
 from querator.http.durations import format_duration
 from querator.http.wire import queue as wq
 from querator.http.wire.locks import PermitReply, SemaphoresReply
@@ -20,21 +18,14 @@ from querator.locks.listing import SemaphoreInfo
 from querator.locks.names import DEFAULT_LEASE
 from querator.queue.validation import check_duration
 
-M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-
-
-class _Posting(Protocol):
-    async def _post(
-        self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0
-    ) -> M: ...
 
 
 class AsyncLockCalls:
     """Locks and semaphores over HTTP (see :mod:`querator.locks`)."""
 
     async def acquire_lock(
-        self: _Posting,
+        self: Poster,
         name: str,
         client_id: str,
         *,
@@ -57,34 +48,27 @@ class AsyncLockCalls:
             body["limit"] = limit
         return await self._post("/v1/locks.acquire", body, PermitReply, wait)
 
-    async def renew_lock(self: _Posting, permit: PermitReply) -> PermitReply:
+    async def renew_lock(self: Poster, permit: PermitReply) -> PermitReply:
         """Extend a held permit's lease; the permit at its new version (pass that
         one to the next renew or the release). :class:`~querator.errors.LockLost`
         when it was lost."""
         return await self._post("/v1/locks.renew", _held(permit), PermitReply)
 
-    async def release_lock(self: _Posting, permit: PermitReply) -> None:
+    async def release_lock(self: Poster, permit: PermitReply) -> None:
         """Give a held permit back: the oldest waiter gets it at once.
         :class:`~querator.errors.LockLost` when it was lost meanwhile."""
         await self._post("/v1/locks.release", _held(permit), wq.Reply)
 
-    async def list_locks(self: _Posting) -> list[SemaphoreInfo]:
+    async def list_locks(self: Poster) -> list[SemaphoreInfo]:
         """Every semaphore with its limit, holders and waiters."""
         return (await self._post("/v1/locks.list", {}, SemaphoresReply)).semaphores
-
-
-class _Calling(Protocol):
-    @property
-    def aio(self) -> Any: ...
-
-    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T: ...
 
 
 class LockCalls:
     """The sync twins of :class:`AsyncLockCalls`, run on the client's loop."""
 
     def acquire_lock(
-        self: _Calling,
+        self: LoopOwner,
         name: str,
         client_id: str,
         *,
@@ -98,16 +82,16 @@ class LockCalls:
         )
         return permit
 
-    def renew_lock(self: _Calling, permit: PermitReply) -> PermitReply:
+    def renew_lock(self: LoopOwner, permit: PermitReply) -> PermitReply:
         """See :meth:`AsyncLockCalls.renew_lock`."""
         renewed: PermitReply = self.call(self.aio.renew_lock, permit)
         return renewed
 
-    def release_lock(self: _Calling, permit: PermitReply) -> None:
+    def release_lock(self: LoopOwner, permit: PermitReply) -> None:
         """See :meth:`AsyncLockCalls.release_lock`."""
         self.call(self.aio.release_lock, permit)
 
-    def list_locks(self: _Calling) -> list[SemaphoreInfo]:
+    def list_locks(self: LoopOwner) -> list[SemaphoreInfo]:
         """See :meth:`AsyncLockCalls.list_locks`."""
         found: list[SemaphoreInfo] = self.call(self.aio.list_locks)
         return found

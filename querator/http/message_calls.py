@@ -10,11 +10,10 @@ answers and errors as the library's :func:`~querator.workflows.send`,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
-
+from querator.http.callers import LoopOwner, Poster
 from querator.http.durations import format_duration
 from querator.http.wire import queue as wq
 from querator.http.wire.messages import EmitReply, EventReply, StreamReply
@@ -24,17 +23,10 @@ from querator.workflows.events import _check_emit
 from querator.workflows.messages import _check_send, check_topic
 from querator.workflows.streams import StreamPage, _check_read
 
-M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 _STREAM_WAIT = 60.0
 """The long poll of each ``read_stream`` request while iterating."""
-
-
-class _Posting(Protocol):
-    async def _post(
-        self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0
-    ) -> M: ...
 
 
 def _wait(timeout: float) -> float:
@@ -50,7 +42,7 @@ class AsyncMessageCalls:
     """Messages, published state and streams of runs over HTTP."""
 
     async def send(
-        self: _Posting,
+        self: Poster,
         run_id: str,
         topic: str,
         value: Any,
@@ -62,13 +54,13 @@ class AsyncMessageCalls:
         body["idempotency_key"] = idempotency_key
         await self._post("/v1/runs.send", body, wq.Reply)
 
-    async def emit_event(self: _Posting, name: str, payload: Any) -> bool:
+    async def emit_event(self: Poster, name: str, payload: Any) -> bool:
         """See :func:`querator.workflows.emit_event`."""
         _check_emit(name, payload)
         body = {"name": name, "payload": payload}
         return (await self._post("/v1/events.emit", body, EmitReply)).first
 
-    async def get_event(self: _Posting, run_id: str, key: str, timeout: float = 0.0) -> Any:
+    async def get_event(self: Poster, run_id: str, key: str, timeout: float = 0.0) -> Any:
         """See :func:`querator.workflows.get_event` (a wait longer than 15
         minutes is cut to 15 minutes: the longest long poll)."""
         check_topic(key, "key")
@@ -77,7 +69,7 @@ class AsyncMessageCalls:
         return (await self._post("/v1/runs.get_event", body, EventReply, wait)).value
 
     async def read_stream_page(
-        self: _Posting, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
+        self: Poster, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
     ) -> StreamPage:
         """See :func:`querator.workflows.read_stream_page_async`."""
         _check_read(run_id, key, offset)
@@ -102,34 +94,27 @@ class AsyncMessageCalls:
             offset = page.next_offset
 
 
-class _Calling(Protocol):
-    @property
-    def aio(self) -> Any: ...
-
-    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T: ...
-
-
 class MessageCalls:
     """:class:`AsyncMessageCalls` for sync code."""
 
     def send(
-        self: _Calling, run_id: str, topic: str, value: Any, idempotency_key: str | None = None
+        self: LoopOwner, run_id: str, topic: str, value: Any, idempotency_key: str | None = None
     ) -> None:
         """See :func:`querator.workflows.send`."""
         self.call(self.aio.send, run_id, topic, value, idempotency_key)
 
-    def emit_event(self: _Calling, name: str, payload: Any) -> bool:
+    def emit_event(self: LoopOwner, name: str, payload: Any) -> bool:
         """See :func:`querator.workflows.emit_event`."""
         first: bool = self.call(self.aio.emit_event, name, payload)
         return first
 
-    def get_event(self: _Calling, run_id: str, key: str, timeout: float = 0.0) -> Any:
+    def get_event(self: LoopOwner, run_id: str, key: str, timeout: float = 0.0) -> Any:
         """See :func:`querator.workflows.get_event`."""
         value: Any = self.call(self.aio.get_event, run_id, key, timeout)
         return value
 
     def read_stream_page(
-        self: _Calling, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
+        self: LoopOwner, run_id: str, key: str, offset: int = 0, timeout: float = 0.0
     ) -> StreamPage:
         """See :meth:`AsyncMessageCalls.read_stream_page`."""
         page: StreamPage = self.call(self.aio.read_stream_page, run_id, key, offset, timeout)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -25,12 +26,14 @@ from querator.http.wire import queue as wq
 from querator.http.wire import workflows as ww
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.options import check_options
-from querator.queue.validation import check_duration
+from querator.queue.validation import check_count, check_duration
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.idempotency import IdReusePolicy, check_reuse_policy
 from querator.workflows.inspection import RunInfo
+from querator.workflows.messages import _check_signal
+from querator.workflows.retention import _check_statuses
 from querator.workflows.stored import RunStatus
 
 R = TypeVar("R")
@@ -156,6 +159,25 @@ class WorkflowCalls(Caller):
         run_id = (await self._post("/v1/workflows.start", body, ww.RunReply)).run_id
         return AsyncHttpRun(self, run_id, fn if isinstance(fn, WorkflowFunction) else None)
 
+    async def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any] | str,
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncHttpRun[Any]:
+        """See :func:`querator.workflows.signal_with_start`; ``fn`` may also be
+        the workflow's persisted name."""
+        topic, text = _check_signal(signal)
+        body: dict[str, Any] = {"workflow": _named(fn), **_arguments(fn, args, kwargs)}
+        body.update(idempotency_key=idempotency_key, queue=queue)
+        body["signal"] = {"topic": topic, "value": json.loads(text)}
+        run_id = (await self._post("/v1/workflows.start", body, ww.RunReply)).run_id
+        return AsyncHttpRun(self, run_id, fn if isinstance(fn, WorkflowFunction) else None)
+
     def run(self, run_id: str) -> AsyncHttpRun[Any]:
         """The handle of run ``run_id`` (its result is plain JSON)."""
         return AsyncHttpRun(self, run_id)
@@ -212,9 +234,32 @@ class WorkflowCalls(Caller):
             body.pop("kwargs", None)
         await self._post("/v1/schedules.create", body, wq.Reply)
 
+    async def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """See :func:`querator.workflows.purge_runs` (an admin token's call)."""
+        statuses = None if status is None else list(_check_statuses(status))
+        if not isinstance(before, datetime) or before.utcoffset() is None:
+            raise InvalidArgument("before", "must be a timezone-aware datetime")
+        body: dict[str, Any] = {"before": before.isoformat(), "status": statuses}
+        body.update(workflow=workflow, limit=check_count("limit", limit, 1, 100_000))
+        return (await self._post("/v1/runs.purge", body, ww.CountReply)).count
+
     async def list_schedules(self) -> list[ScheduleInfo]:
         """See :func:`querator.workflows.list_schedules`."""
         return (await self._post("/v1/schedules.list", {}, ww.SchedulesReply)).schedules
+
+    async def get_schedule(self, name: str) -> ScheduleInfo:
+        """See :func:`querator.workflows.get_schedule`: one of ``schedules.list``."""
+        for info in await self.list_schedules():
+            if info.name == name:
+                return info
+        raise InvalidArgument("name", f"no schedule {name!r}")
 
     async def pause_schedule(self, name: str, note: str = "") -> None:
         """See :func:`querator.workflows.pause_schedule`."""

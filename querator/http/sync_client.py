@@ -7,6 +7,7 @@ given the HTTP async client: there is one implementation of each call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -16,7 +17,9 @@ from querator.http.client import DEFAULT_URL, AsyncQuerator
 from querator.http.dead_calls import DeadCalls
 from querator.http.lock_calls import LockCalls
 from querator.http.message_calls import MessageCalls
+from querator.http.rate_calls import RateCalls
 from querator.http.runs_client import AsyncHttpRun
+from querator.http.task_calls import TaskCalls
 from querator.http.webhooks_client import HttpWebhooks
 from querator.queue.client import SyncShell
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
@@ -58,7 +61,7 @@ class HttpRun(Generic[R]):
         return self.q.call(self._async.retry_compensation)
 
 
-class Querator(MessageCalls, LockCalls, DeadCalls, SyncShell[AsyncQuerator]):
+class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShell[AsyncQuerator]):
     """A client of a querator HTTP server, for ordinary (sync) code.
 
     ``Querator(url, token=None, timeout=30.0, encoding="json", namespace=None)``:
@@ -104,6 +107,28 @@ class Querator(MessageCalls, LockCalls, DeadCalls, SyncShell[AsyncQuerator]):
             queue=queue,
             delay=delay,
             id_reuse_policy=id_reuse_policy,
+            **kwargs,
+        )
+        return HttpRun(self, run)
+
+    def signal_with_start(
+        self,
+        fn: WorkflowFunction[..., Any] | str,
+        /,
+        *args: Any,
+        signal: tuple[str, Any],
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        **kwargs: Any,
+    ) -> HttpRun[Any]:
+        """See :meth:`AsyncQuerator.signal_with_start`."""
+        run = self._call(
+            self._async.signal_with_start,
+            fn,
+            *args,
+            signal=signal,
+            idempotency_key=idempotency_key,
+            queue=queue,
             **kwargs,
         )
         return HttpRun(self, run)
@@ -154,9 +179,26 @@ class Querator(MessageCalls, LockCalls, DeadCalls, SyncShell[AsyncQuerator]):
         """See :func:`querator.workflows.schedule`."""
         self._call(self._async.schedule, name, fn, cron=cron, **options)
 
+    def purge_runs(
+        self,
+        *,
+        before: datetime,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        workflow: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """See :meth:`AsyncQuerator.purge_runs`."""
+        return self._call(
+            self._async.purge_runs, before=before, status=status, workflow=workflow, limit=limit
+        )
+
     def list_schedules(self) -> list[ScheduleInfo]:
         """See :func:`querator.workflows.list_schedules`."""
         return self._call(self._async.list_schedules)
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        """See :meth:`AsyncQuerator.get_schedule`."""
+        return self._call(self._async.get_schedule, name)
 
     def pause_schedule(self, name: str, note: str = "") -> None:
         """See :func:`querator.workflows.pause_schedule`."""

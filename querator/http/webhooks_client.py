@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
 from typing_extensions import Unpack
 
+from querator.http.callers import LoopOwner, Poster
 from querator.http.durations import format_duration
 from querator.http.wire import queue as wq
 from querator.http.wire import webhooks as wh
@@ -24,25 +24,6 @@ from querator.webhooks.layout import Attempt, Message
 from querator.webhooks.settings import WebhookSettings
 
 T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
-
-
-class Poster(Protocol):
-    """What the webhook calls need of :class:`~querator.http.AsyncQuerator`
-    (a protocol, so this module does not import the client that owns it)."""
-
-    async def _post(
-        self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0
-    ) -> M: ...
-
-
-class LoopOwner(Protocol):
-    """What :class:`HttpWebhooks` needs of :class:`~querator.http.Querator`."""
-
-    @property
-    def aio(self) -> Any: ...
-
-    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T: ...
 
 
 def _instant(value: datetime | None) -> str | None:

@@ -6,6 +6,7 @@ the library's return types and exceptions (the server knows the workflows by
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -14,7 +15,7 @@ from http_server import serve
 from worker_threads import serving
 
 from querator import Querator, Worker
-from querator.errors import RequestTimeout
+from querator.errors import InvalidArgument, RequestTimeout
 from querator.http import AsyncQuerator as AsyncHttpQuerator
 from querator.http import Querator as HttpQuerator
 from querator.interface import Client
@@ -81,17 +82,29 @@ def test_the_library_client_drives_runs_the_same_way(served: tuple[str, Querator
     drive(q)  # the same code, typed by the same interface, over the store
 
 
-def test_schedules_are_driven_over_http(base: str) -> None:
+def _schedules(q: Client) -> None:
+    """Schedules driven through the interface (a library or an HTTP client)."""
+    q.schedule("nightly", greet, cron="0 3 * * *", args=("night",), jitter=1.5)
+    [listed] = q.list_schedules()
+    assert (listed.name, listed.workflow, listed.paused) == ("nightly", "http.greet", False)
+    assert q.get_schedule("nightly").name == "nightly"
+    q.pause_schedule("nightly", "maintenance")
+    assert q.list_schedules()[0].paused and q.get_schedule("nightly").paused
+    q.resume_schedule("nightly")
+    assert q.trigger_schedule("nightly").result(timeout=30) == "HELLO, NIGHT!"
+    assert q.delete_schedule("nightly") is True
+    assert q.list_schedules() == []
+    with pytest.raises(InvalidArgument, match="no schedule 'nightly'"):
+        q.get_schedule("nightly")
+
+
+def test_schedules_are_driven_over_http_as_over_the_store(
+    served: tuple[str, Querator],
+) -> None:
+    base, library = served
     with HttpQuerator(base) as q:
-        q.schedule("nightly", greet, cron="0 3 * * *", args=("night",), jitter=1.5)
-        [listed] = q.list_schedules()
-        assert (listed.name, listed.workflow, listed.paused) == ("nightly", "http.greet", False)
-        q.pause_schedule("nightly", "maintenance")
-        assert q.list_schedules()[0].paused
-        q.resume_schedule("nightly")
-        assert q.trigger_schedule("nightly").result(timeout=30) == "HELLO, NIGHT!"
-        assert q.delete_schedule("nightly") is True
-        assert q.list_schedules() == []
+        _schedules(q)
+    _schedules(library)
 
 
 def test_the_async_client_starts_and_awaits_runs(base: str) -> None:
@@ -117,3 +130,28 @@ def test_a_failed_saga_names_its_compensations_over_http(served: tuple[str, Quer
                 "http.book.compensate@0",
             )
             assert "sold out" in failed.value.message
+
+
+def _purge(q: Client, who: str) -> None:
+    """purge_runs through the interface: finished runs go, with their records."""
+    run = q.start(greet, who)
+    assert run.result(timeout=30) == f"HELLO, {who.upper()}!"
+    later = datetime.now(UTC) + timedelta(seconds=5)
+    with pytest.raises(InvalidArgument, match="status"):
+        q.purge_runs(before=later, status="running")
+    with pytest.raises(InvalidArgument, match="before"):
+        q.purge_runs(before=datetime.now())  # naive
+    assert q.get_run(run.run_id).status == "completed"  # refused calls purged nothing
+    assert q.purge_runs(before=later, workflow="http.greet", status=["completed"]) == 1
+    with pytest.raises(RunNotFound):
+        q.get_run(run.run_id)
+    assert q.purge_runs(before=later, workflow="http.greet") == 0
+
+
+def test_finished_runs_are_purged_over_http_as_over_the_store(
+    served: tuple[str, Querator],
+) -> None:
+    base, library = served
+    with HttpQuerator(base) as q:
+        _purge(q, "http")
+    _purge(library, "lib")

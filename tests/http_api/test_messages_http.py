@@ -22,6 +22,7 @@ from querator import Querator, QueueSettings, Worker
 from querator.errors import InvalidArgument
 from querator.http import AsyncQuerator as AsyncHttpQuerator
 from querator.http import Querator as HttpQuerator
+from querator.interface import Client
 from querator.workflows import RunFinished, RunNotFound, send, start
 
 
@@ -156,3 +157,70 @@ def test_a_stream_as_server_sent_events(served: tuple[str, Querator]) -> None:
         assert http.get(url, params={"run_id": "run-nope", "key": "out"}).status_code != 200
         bad = http.get(url, params={"run_id": run.run_id, "key": "a b"})
         assert bad.status_code == 400 and "key" in bad.text
+
+
+def _talk(c: Client, q: Querator, who: str) -> None:
+    """Send, get_event, read_stream(_page) and emit_event through ``c``, typed as
+    the interface both the library and the HTTP clients satisfy."""
+    run = start(q, approval, who)
+    assert c.get_event(run.run_id, "status", timeout=30) == {"waiting_for": who}
+    page = c.read_stream_page(run.run_id, "log", 0, timeout=30)
+    assert (page.values, page.next_offset, page.ended) == (["asked"], 1, False)
+    with pytest.raises(InvalidArgument, match="key"):
+        c.read_stream(run.run_id, "a b")  # checked at the call, before iterating
+    c.send(run.run_id, "approve", {"by": who}, idempotency_key=f"{who}-1")
+    c.send(run.run_id, "approve", {"by": who}, idempotency_key=f"{who}-1")  # a no-op
+    assert list(c.read_stream(run.run_id, "log")) == ["asked", {"by": who}]
+    assert c.run(run.run_id).result(timeout=30) == {"by": who}
+    assert c.get_event(run.run_id, "status") == "done"
+    with pytest.raises(RunFinished):
+        c.send(run.run_id, "approve", 1)
+    with pytest.raises(RunNotFound):
+        c.get_event("run-nope", "status")
+    gated = start(q, gate, f"iface:{who}")
+    waiting = f"events/iface:{who}/waiting/"
+    wait_for(lambda: q.scan_keys("querator.results", waiting), timeout=30, message="waiting")
+    assert c.emit_event(f"iface:{who}", {"n": 1}) is True
+    assert c.emit_event(f"iface:{who}", {"n": 2}) is False
+    assert gated.result(timeout=30) == {"n": 1}
+
+
+def test_the_library_and_the_http_client_talk_to_runs_alike(
+    served: tuple[str, Querator],
+) -> None:
+    base, q = served
+    _talk(q, q, "library")
+    with HttpQuerator(base) as h:
+        _talk(h, q, "http")
+
+
+def _signal(c: Client, who: str) -> None:
+    """signal_with_start through ``c``: the message is in the mailbox as the run
+    starts; a second call with the key sends to that run (ended: RunFinished)."""
+    run = c.signal_with_start(
+        approval, who, signal=("approve", {"by": who}), idempotency_key=f"sig-{who}"
+    )
+    assert run.result(timeout=30) == {"by": who}
+    with pytest.raises(RunFinished):
+        c.signal_with_start(approval, who, signal=("approve", 2), idempotency_key=f"sig-{who}")
+    with pytest.raises(InvalidArgument, match="topic"):
+        c.signal_with_start(approval, who, signal=("a b", 1))
+    with pytest.raises(InvalidArgument, match="signal"):
+        c.signal_with_start(approval, who, signal="approve")  # type: ignore[arg-type]
+
+
+def test_signal_with_start_through_the_library_and_the_http_client(tmp_path: Path) -> None:
+    import httpx
+    from workflows import stream_flows
+
+    url = f"sqlite:///{tmp_path / 'signal.db'}"
+    with serve(url, "--app", stream_flows.__file__) as base, Querator(url) as q:
+        q.create_queue(STREAM_QUEUE, QueueSettings(lease_timeout=1.0, expire_timeout=3600.0))
+        with serving(Worker(q, [approval], poll_timeout=1.0)), HttpQuerator(base) as h:
+            _signal(q, "library")
+            _signal(h, "http")
+            body: dict[str, Any] = {"workflow": approval.name, "args": ["x"], "delay": "1s"}
+            body["signal"] = {"topic": "approve", "value": 1}
+            answer = httpx.post(f"{base}/v1/workflows.start", json=body, timeout=10)
+            assert answer.status_code == 400 and "signal" in answer.text, answer.text
+        assert len(q.list_runs(workflow=approval.name)) == 2  # refused starts wrote nothing

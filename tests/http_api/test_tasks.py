@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from http_server import serve
@@ -15,6 +16,9 @@ from tasks import app_tasks
 from worker_threads import serving
 
 from querator import Querator, Worker
+from querator.errors import InvalidArgument
+from querator.http import AsyncQuerator as AsyncHttpQuerator
+from querator.http import Querator as HttpQuerator
 
 APP = Path(app_tasks.__file__)
 
@@ -79,3 +83,49 @@ def test_waiting_tasks_are_listed_and_bad_arguments_refused(http: httpx.Client) 
         "message": None,
         "attempts": None,
     }
+
+
+def test_the_http_clients_defer_list_and_read_tasks(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    with (
+        serve(url, "--app", str(APP)) as base,
+        Querator(url) as q,
+        serving(Worker(q, app_tasks.ALL, poll_timeout=0.5, scheduler=False)),
+        HttpQuerator(base) as h,
+    ):
+        item_id, task_id = h.defer_task("t.add", {"a": 2, "b": 5})
+        wait_for(lambda: h.task_status(task_id).done, timeout=30, message="t.add done")
+        done = h.task_status(task_id)
+        assert (done.ok, done.result, done.attempts) == (True, 7, 1)
+        later_id, _ = h.defer_task("t.noop", {"key": "y"}, delay=3600, idempotency_key="y")
+        assert h.defer_task("t.noop", {"key": "y"}, delay=3600, idempotency_key="y")[0] == later_id
+        [listed] = h.list_tasks(name="t.noop")
+        assert (listed.id, listed.state) == (later_id, "scheduled")
+        with pytest.raises(InvalidArgument, match="argument 'a'"):
+            h.defer_task("t.add", {"a": "x", "b": 1})
+        with pytest.raises(InvalidArgument):
+            h.defer_task("", {})
+        assert h.list_tasks(name="t.add") == []  # refused calls wrote nothing; t.add ran
+
+        async def failed() -> list[str]:
+            async with AsyncHttpQuerator(base) as a:
+                _, boom = await a.defer_task("t.boom", {"key": "z"})
+                wait = await a.task_status(boom)
+                assert wait.task_id == boom
+                listed = await a.list_tasks(failed=True)
+                return [info.name for info in listed]
+
+        names = anyio.run(failed)
+        assert names in ([], ["t.boom"])  # failed once the worker has dead-lettered it
+        wait_for(lambda: h.list_tasks(failed=True), timeout=30, message="t.boom dead")
+        [dead] = h.list_tasks(failed=True)
+        with pytest.raises(InvalidArgument, match="not dead letters"):
+            h.retry_tasks(ids=["nope"])
+        assert h.retry_tasks(ids=[dead.id]) == 1  # back with fresh attempts (fails again)
+        wait_for(lambda: h.list_tasks(failed=True), timeout=30, message="t.boom dead again")
+        assert h.cancel_task(later_id) is True  # scheduled, not started: removed
+        assert h.cancel_task(later_id) is False
+        assert h.list_tasks(name="t.noop") == []
+        with pytest.raises(InvalidArgument):
+            h.cancel_task("")
+        assert item_id.startswith(f"{q.get_queue('querator.tasks').queue_id}.")

@@ -103,8 +103,16 @@ export interface RunResult<T = unknown> {
   status: string;
   /** The workflow's return value (JSON), when completed. */
   result: T | null;
+  /** Why it did not complete: the error's type (`StepFailed`, `WorkflowTimeout`, ...), else null. */
   errorType: string | null;
   errorMessage: string | null;
+  /** True for a saga that did not complete (Python's client raises `SagaFailed` for it). */
+  saga: boolean;
+  /**
+   * A saga's compensations that ran, in order, as `"name@position"` of the step
+   * each undid (empty otherwise; Python's `SagaFailed.compensations`).
+   */
+  compensations: string[];
 }
 
 /** Options of {@link Querator.start}. */
@@ -353,6 +361,8 @@ export class Querator {
           result: (reply.result ?? null) as T | null,
           errorType: (reply.error_type as string | null) ?? null,
           errorMessage: (reply.error_message as string | null) ?? null,
+          saga: reply.saga === true,
+          compensations: Array.isArray(reply.compensations) ? reply.compensations.map(String) : [],
         };
       } catch (error) {
         if (error instanceof QueratorError && error.type === "RequestTimeout" && Date.now() + 10 < deadline) continue;

@@ -117,9 +117,29 @@ describe("workflow runs", () => {
     const runId = await q.start("ts.greet", { args: ["ada"], kwargs: { punctuation: "?" }, idempotencyKey: "ts-ada" });
     assert.equal(await q.start("ts.greet", { args: ["ada"], kwargs: { punctuation: "?" }, idempotencyKey: "ts-ada" }), runId);
     const done = await q.result(runId, 60);
-    assert.deepEqual(done, { runId, status: "completed", result: "HELLO, ADA?", errorType: null, errorMessage: null });
+    assert.deepEqual(done, {
+      runId,
+      status: "completed",
+      result: "HELLO, ADA?",
+      errorType: null,
+      errorMessage: null,
+      saga: false,
+      compensations: [],
+    });
     assert.equal(await q.status(runId), "completed");
     assert.equal(await q.cancel(runId), false);
+  });
+
+  it("tells how a saga that failed was compensated", async () => {
+    const runId = await q.start("ts.trip", { args: ["t1"] });
+    const done = await q.result(runId, 60);
+    assert.equal(done.status, "compensated");
+    assert.equal(done.saga, true);
+    assert.equal(done.result, null);
+    assert.equal(done.errorType, "StepFailed");
+    assert.match(done.errorMessage ?? "", /card declined for t1/);
+    assert.deepEqual(done.compensations, ["ts.release@0"]);
+    assert.equal(await q.status(runId), "compensated");
   });
 
   it("refuses an unknown workflow and an unknown run", async () => {

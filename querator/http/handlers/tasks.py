@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 
 from querator.http.wire.tasks import (
+    CancelTaskReply,
+    CancelTaskRequest,
     DeferReply,
     DeferRequest,
     ListTasksReply,
     ListTasksRequest,
+    RetryTasksReply,
+    RetryTasksRequest,
     TaskStatusReply,
     TaskStatusRequest,
 )
 from querator.queue.service import AsyncQueueClient
 from querator.tasks.deferring import defer_by_name_async
-from querator.tasks.handles import stored_outcome
+from querator.tasks.handles import cancel_unstarted, retry_failed_async, stored_outcome
 from querator.tasks.listing import list_tasks_async
 
 
@@ -54,3 +58,13 @@ async def status(aq: AsyncQueueClient, body: TaskStatusRequest) -> TaskStatusRep
         message=record.message,
         attempts=record.attempts,
     )
+
+
+async def cancel(aq: AsyncQueueClient, body: CancelTaskRequest) -> CancelTaskReply:
+    """Remove a task if no worker has started it (``TaskHandle.cancel``)."""
+    return CancelTaskReply(cancelled=await cancel_unstarted(aq, body.queue, body.id))
+
+
+async def retry(aq: AsyncQueueClient, body: RetryTasksRequest) -> RetryTasksReply:
+    """Send failed tasks back to their queue (``querator tasks retry``)."""
+    return RetryTasksReply(count=await retry_failed_async(aq, body.queue, body.ids))

@@ -22,6 +22,7 @@ from querator.http.wire.workflows import (
     ListRunsReply,
     ListRunsRequest,
     PauseRequest,
+    PurgeRunsRequest,
     ResultReply,
     ResultRequest,
     RunReply,
@@ -48,7 +49,9 @@ from querator.workflows.cron.api import (
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
+from querator.workflows.messages import signal_with_start_async
 from querator.workflows.rerun import fork_async, resume_async
+from querator.workflows.retention import purge_runs_async
 from querator.workflows.runs import AsyncRunHandle, start_async
 
 
@@ -66,7 +69,20 @@ def _workflow(state: Any, name: str) -> WorkflowFunction[..., Any]:
 
 
 async def start(state: Any, body: StartRequest) -> RunReply:
-    """Start a run of a workflow by name."""
+    """Start a run of a workflow by name (with a message in its mailbox: ``signal``)."""
+    if body.signal is not None:
+        if body.delay or body.id_reuse_policy is not None:
+            raise InvalidArgument("signal", "cannot be combined with delay or id_reuse_policy")
+        signaled = await signal_with_start_async(
+            state.aq,
+            _workflow(state, body.workflow),
+            *body.args,
+            signal=(body.signal.topic, body.signal.value),
+            idempotency_key=body.idempotency_key,
+            queue=body.queue,
+            **body.kwargs,
+        )
+        return RunReply(run_id=signaled.run_id)
     handle = await start_async(
         state.aq,
         _workflow(state, body.workflow),
@@ -96,6 +112,14 @@ async def list_runs(state: Any, body: ListRunsRequest) -> ListRunsReply:
         limit=body.limit,
     )
     return ListRunsReply(runs=runs)
+
+
+async def purge_runs(state: Any, body: PurgeRunsRequest) -> CountReply:
+    """Delete finished runs that ended before ``before`` (how many)."""
+    count = await purge_runs_async(
+        state.aq, before=body.before, status=body.status, workflow=body.workflow, limit=body.limit
+    )
+    return CountReply(count=count)
 
 
 async def cancel(state: Any, body: CancelRequest) -> DoneReply:

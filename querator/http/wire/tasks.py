@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from querator.http.wire.types import Duration, WireModel
+from querator.http.wire.types import Duration, QueueName, WireModel
 from querator.tasks.layout import TASK_QUEUE
 from querator.tasks.listing import TaskInfo
 
@@ -68,3 +68,32 @@ class TaskStatusReply(WireModel):
     error_type: str | None = None
     message: str | None = None
     attempts: int | None = None
+
+
+class CancelTaskRequest(WireModel):
+    """``/v1/tasks.cancel``: remove a task no worker has started."""
+
+    id: str = Field(min_length=1, max_length=200)
+    """The task's item id (``tasks.defer``'s ``id``)."""
+    queue: QueueName = TASK_QUEUE
+    """The task's queue."""
+
+
+class CancelTaskReply(WireModel):
+    """Whether the task was removed (false: running, done, or never stored here)."""
+
+    cancelled: bool
+
+
+class RetryTasksRequest(WireModel):
+    """``/v1/tasks.retry``: send failed tasks of ``queue`` back, with fresh attempts."""
+
+    queue: QueueName = TASK_QUEUE
+    ids: list[str] | None = None
+    """Item ids of failed tasks (absent: every failed task of the queue)."""
+
+
+class RetryTasksReply(WireModel):
+    """How many failed tasks were sent back."""
+
+    count: int

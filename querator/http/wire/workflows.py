@@ -21,6 +21,14 @@ from querator.workflows.inspection import RunInfo
 from querator.workflows.stored import RunStatus
 
 
+class Signal(WireModel):
+    """A message to put in a run's mailbox as it starts (``signal_with_start``)."""
+
+    topic: str
+    value: Any = None
+    """Anything JSON can hold."""
+
+
 class StartRequest(WireModel):
     """``/v1/workflows.start``: a run of a workflow the server knows (``--app``)."""
 
@@ -39,6 +47,10 @@ class StartRequest(WireModel):
     id_reuse_policy: IdReusePolicy | None = None
     """What a start with an idempotency key does when a run has the key
     (default: the workflow's, else ``use_existing``)."""
+    signal: Signal | None = None
+    """Start with this message already in the run's mailbox, in one transaction
+    (``signal_with_start``; a run the idempotency key names gets it sent
+    instead). Not with ``delay`` or ``id_reuse_policy``."""
 
 
 class RunReply(WireModel):
@@ -65,6 +77,18 @@ class DoneReply(WireModel):
     was not compensation_failed)."""
 
     changed: bool
+
+
+class PurgeRunsRequest(WireModel):
+    """``/v1/runs.purge``: delete finished runs that ended before ``before``."""
+
+    before: Instant
+    status: list[RunStatus] | None = None
+    """Only runs that ended so (finished statuses; absent: every finished one)."""
+    workflow: str | None = None
+    """Only runs of this workflow."""
+    limit: int = Field(default=1000, ge=1, le=100_000)
+    """Purge at most this many (call again while the count is ``limit``)."""
 
 
 class ListRunsRequest(WireModel):
