@@ -147,6 +147,12 @@ def _show(run: RunInfo) -> None:
         typer.echo(f"{'waits:':<10}{_wait_text(wait)}")
     for reason in run.waiting_for:  # due items that no live worker serves
         typer.echo(f"{'waiting:':<10}{reason}")
+    for unread in run.unread:
+        since = _when(unread.oldest_sent_at)
+        text = f"{unread.count} message(s) on topic {unread.topic} since {since}"
+        typer.echo(f"{'unread:':<10}{text}")
+    if run.unread_more:
+        typer.echo(f"{'unread:':<10}more messages than counted")
     _steps(run)
     _pending(run)
     _compensations(run)

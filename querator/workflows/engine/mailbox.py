@@ -27,6 +27,7 @@ from querator.workflows.stored import StepRecord
 __all__ = [
     "MESSAGE_KIND",
     "consumed",
+    "mailbox_prefix",
     "message_item",
     "message_prefix",
     "oldest_unread",
@@ -38,9 +39,14 @@ MESSAGE_KIND = "querator.message"
 """The kind of a message item in the results queue."""
 
 
+def mailbox_prefix(run_id: str) -> str:
+    """The key prefix of every message to ``run_id`` (any topic)."""
+    return f"{run_id}/msg/"
+
+
 def message_prefix(run_id: str, topic: str) -> str:
     """The key prefix of the messages to ``run_id`` on ``topic``."""
-    return f"{run_id}/msg/{topic}/"
+    return f"{mailbox_prefix(run_id)}{topic}/"
 
 
 def message_item(run_id: str, topic: str, text: str, idempotency_key: str | None) -> Item:
