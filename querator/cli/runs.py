@@ -21,7 +21,7 @@ from querator.workflows.inspection import RunInfo, get_run, list_runs
 from querator.workflows.messages import send
 from querator.workflows.reindex import reindex_runs
 from querator.workflows.rerun import fork, resume
-from querator.workflows.retention import purge_runs
+from querator.workflows.retention import prune_messages, purge_runs
 from querator.workflows.run_detail import WaitInfo
 from querator.workflows.runs import RunHandle, RunStatus
 
@@ -114,6 +114,25 @@ def runs_purge(
         with _store(url) as q:
             purged = purge_runs(q, before=at, status=statuses, workflow=workflow, limit=limit)
     typer.echo(f"{purged} run(s) purged")
+
+
+@runs_app.command("prune-messages")
+def runs_prune_messages(
+    before: Annotated[
+        str,
+        typer.Option(help="Runs that ended before: an age (30m, 2h, 7d) or an ISO time (UTC)."),
+    ],
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Delete the messages (read or not) of the runs that ended before --before,
+    and those left by purged runs; running runs keep theirs (workers do it by
+    themselves 7 days after a run's end)."""
+    with _reporting():
+        at = _since(before, "--before")
+        assert at is not None  # --before is required
+        with _store(url) as q:
+            pruned = prune_messages(q, before=at)
+    typer.echo(f"the messages of {pruned} run(s) pruned")
 
 
 def _status(status: str | None) -> RunStatus | None:

@@ -4,6 +4,7 @@ MESSAGE_RETENTION (read or not) and never those of a running run (every backend)
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,8 @@ from querator.workflows.engine.heartbeat import Heartbeat
 from querator.workflows.engine.mailbox import mailbox_prefix
 from querator.workflows.keys import MAILBOXES_PREFIX, RESULTS_QUEUE, mailbox_mark_key
 from querator.workflows.retention import MessageSweep, prune_messages
+
+from .test_messages import cli
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 HOUR = 3600.0
@@ -160,3 +163,20 @@ def test_the_workers_heartbeat_sweeps_messages(q: Querator) -> None:
     beat.messages.retention = 0.0
     q.call(beat._sweep)
     assert _messages(q, ended) == [] and not _marked(q, ended)
+
+
+def test_runs_prune_messages_on_the_command_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    with Querator(url) as q:
+        ended = _ended_run(q)
+        kept = cli("runs", "prune-messages", "--before", "1d", "--url", url)
+        assert kept.returncode == 0, kept.stderr
+        assert "the messages of 0 run(s) pruned" in kept.stdout
+        assert len(_messages(q, ended)) == 2
+        future = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S")
+        done = cli("runs", "prune-messages", "--before", future, "--url", url)
+        assert done.returncode == 0, done.stderr
+        assert "the messages of 1 run(s) pruned" in done.stdout
+        assert _messages(q, ended) == [] and not _marked(q, ended)
+        bad = cli("runs", "prune-messages", "--before", "soon", "--url", url)
+        assert bad.returncode != 0
