@@ -80,6 +80,14 @@ class Profile:
     """Runs stored when the ``run_listing`` pages are timed (the first is the base)."""
     lock_seconds: float = 3.0
     """Length of each acquire + release window of the ``locks`` scenario."""
+    recv_samples: int = 200
+    """send -> recv wake latencies timed in the ``messages`` scenario (one run each)."""
+    recv_runs: int = 10_000
+    """Runs left waiting in ``recv`` on one worker process in the ``messages`` scenario."""
+    recv_window: float = 30.0
+    """Seconds the statements of those waiting runs are counted."""
+    recv_timeout: float = 600.0
+    """Seconds the waiting runs may take to reach their ``recv``."""
     lock_contenders: int = 8
     """Processes contending for a semaphore of 2 in the ``locks`` scenario."""
 
@@ -110,6 +118,8 @@ QUICK = Profile(
     workflows=100,
     step_loop_sizes=(10, 100, 1_000),
     listing_sizes=(1_000, 10_000),
+    recv_samples=100,
+    recv_window=10.0,
 )
 TINY = Profile(
     name="tiny",
@@ -137,6 +147,10 @@ TINY = Profile(
     listing_sizes=(50, 200),
     lock_seconds=0.5,
     lock_contenders=3,
+    recv_samples=5,
+    recv_runs=20,
+    recv_window=1.0,
+    recv_timeout=60.0,
 )
 """For the smoke test: every code path, on almost no data."""
 

@@ -1,4 +1,5 @@
-"""The workflows of the ``step_loop`` and ``parked`` scenarios (issue 16), and their worker.
+"""The workflows of the ``step_loop``, ``parked`` (issue 16) and ``messages``
+(issue 30) scenarios, and their worker.
 
 Their worker is a process of its own (``python -c "from benchmarks.live_flows
 import serve; serve(DSN, FLOW)"``), so this module imports querator and
@@ -10,10 +11,19 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import Any
 
 from querator import Querator
-from querator.workflows import StepFunction, Worker, WorkflowFunction, sleep, step, workflow
+from querator.workflows import (
+    StepFunction,
+    Worker,
+    WorkflowFunction,
+    recv,
+    sleep,
+    step,
+    workflow,
+)
 
 PARK_SECONDS = 3600.0
 """How long a parked run sleeps (the benchmark stops the worker long before)."""
@@ -47,9 +57,18 @@ def parked() -> int:
     return parked_noop(1)
 
 
+@workflow(name="qbench.recv_wake")
+def recv_wake() -> float:
+    """Wait for a message on ``ping`` (the wall-clock instant it was sent);
+    seconds from the send to recv's return (-1.0: the hour passed)."""
+    sent = recv("ping", timeout=PARK_SECONDS)
+    return -1.0 if sent is None else time.time() - float(sent)
+
+
 FLOWS: dict[str, list[StepFunction[..., Any] | WorkflowFunction[..., Any]]] = {
     "step_loop": [step_loop, loop_noop],
     "parked": [parked, parked_noop],
+    "messages": [recv_wake],
 }
 """What each scenario's worker serves: its workflow and its step."""
 

@@ -18,7 +18,7 @@ from benchmarks.systems import SYSTEMS
 
 PEERS = ("plain", "pgqueuer", "procrastinate")
 """The systems querator is compared with (pgbench is the ceiling, not a peer)."""
-SCENARIO_PEERS = {"workflows": ("dbos",)}
+SCENARIO_PEERS = {"workflows": ("dbos",), "messages": ("dbos",)}
 """Scenarios whose peers are not the lease queues: the workflow layer vs DBOS."""
 COLUMN_ORDER = ("querator", "querator-threads", "querator-async", *PEERS)
 LABELS = {name: system.label for name, system in SYSTEMS.items()}

@@ -12,6 +12,7 @@ from benchmarks.scenarios import (
     embedded,
     idle,
     locks,
+    messages,
     parked,
     partitions,
     pgbench,
@@ -43,5 +44,6 @@ SCENARIOS: dict[str, Scenario] = {
     "run_listing": run_listing.run,
     "locks": locks.run,
     "tasks": tasks.run,
+    "messages": messages.run,
 }
 """Scenario name -> function that measures it and records into the Bench."""

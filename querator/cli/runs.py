@@ -21,7 +21,7 @@ from querator.workflows.inspection import RunInfo, get_run, list_runs
 from querator.workflows.messages import send
 from querator.workflows.reindex import reindex_runs
 from querator.workflows.rerun import fork, resume
-from querator.workflows.retention import purge_runs
+from querator.workflows.retention import prune_messages, purge_runs
 from querator.workflows.run_detail import WaitInfo
 from querator.workflows.runs import RunHandle, RunStatus
 
@@ -116,6 +116,25 @@ def runs_purge(
     typer.echo(f"{purged} run(s) purged")
 
 
+@runs_app.command("prune-messages")
+def runs_prune_messages(
+    before: Annotated[
+        str,
+        typer.Option(help="Runs that ended before: an age (30m, 2h, 7d) or an ISO time (UTC)."),
+    ],
+    url: Url = DEFAULT_URL,
+) -> None:
+    """Delete the messages (read or not) of the runs that ended before --before,
+    and those left by purged runs; running runs keep theirs (workers do it by
+    themselves 7 days after a run's end)."""
+    with _reporting():
+        at = _since(before, "--before")
+        assert at is not None  # --before is required
+        with _store(url) as q:
+            pruned = prune_messages(q, before=at)
+    typer.echo(f"the messages of {pruned} run(s) pruned")
+
+
 def _status(status: str | None) -> RunStatus | None:
     # list_runs validates the value; the cast only narrows the type.
     return status  # type: ignore[return-value]
@@ -147,6 +166,12 @@ def _show(run: RunInfo) -> None:
         typer.echo(f"{'waits:':<10}{_wait_text(wait)}")
     for reason in run.waiting_for:  # due items that no live worker serves
         typer.echo(f"{'waiting:':<10}{reason}")
+    for unread in run.unread:
+        since = _when(unread.oldest_sent_at)
+        text = f"{unread.count} message(s) on topic {unread.topic} since {since}"
+        typer.echo(f"{'unread:':<10}{text}")
+    if run.unread_more:
+        typer.echo(f"{'unread:':<10}more messages than counted")
     _steps(run)
     _pending(run)
     _compensations(run)

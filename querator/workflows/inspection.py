@@ -16,6 +16,7 @@ runs are stored.
 
 from __future__ import annotations
 
+import json
 import warnings
 from datetime import datetime
 from typing import Any, get_args
@@ -31,6 +32,7 @@ from querator.workflows.keys import (
     ENCODING,
     PROGRESS_SLOTS,
     RECORD_KIND,
+    RECV_STEP,
     RESULTS_QUEUE,
     cancel_key,
     meta_key,
@@ -46,6 +48,7 @@ from querator.workflows.run_detail import (
     parked_limits,
     pending_steps,
     run_items,
+    unread_messages,
     waiting_for,
 )
 from querator.workflows.run_index import (
@@ -375,6 +378,8 @@ async def get_run_async(aq: AsyncQueueClient, run_id: str) -> RunInfo:
     extras: dict[str, Any] = {"steps": steps, "progress": running, "in_progress": running}
     extras["compensations"] = tuple(await compensations(aq, run_id))
     extras["children"] = await _children(aq, run_id)
+    unread, more = await unread_messages(aq, run_id, _read_messages(steps))
+    extras["unread"], extras["unread_more"] = tuple(unread), more
     if info.finished_at is None:
         items = await run_items(aq, run_id, info.queue)
         pending = pending_steps(items)
@@ -385,6 +390,17 @@ async def get_run_async(aq: AsyncQueueClient, run_id: str) -> RunInfo:
         now = aq.clock.now()
         extras["waits"] = tuple(current_waits(waits, sleeps, pending, parked, now))
     return info.model_copy(update=extras)
+
+
+def _read_messages(steps: tuple[StepInfo, ...]) -> set[str]:
+    """The keys of the messages the run's ``recv`` calls read."""
+    read = set()
+    for s in steps:
+        if s.step == RECV_STEP and s.result is not None:
+            key = json.loads(s.result).get("message")
+            if isinstance(key, str):
+                read.add(key)
+    return read
 
 
 async def _children(aq: AsyncQueueClient, run_id: str) -> tuple[ChildInfo, ...]:

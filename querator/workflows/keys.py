@@ -21,6 +21,10 @@
   ``emit_event`` of a name, kept for :data:`EVENT_RETENTION` (the queue's
   ``expire_timeout``); results queue: ``events/{name}/waiting/{run}/{position}``,
   a run parked in ``wait_for_event(name)`` (whom an emit wakes).
+- results queue: ``{run}/msg/{topic}/{id}``: a message sent to the run
+  (:mod:`querator.workflows.engine.mailbox`); ``mailboxes/{run}``: the run has
+  messages (written with each send; the maintenance sweep prunes a finished
+  run's messages through these marks, see :mod:`querator.workflows.retention`).
 - results queue: ``index/...``: the run index's entries (empty payloads), see
   :mod:`querator.workflows.run_index`.
 - sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
@@ -165,6 +169,15 @@ def event_waiters_prefix(name: str) -> str:
 def event_waiter_key(name: str, run_id: str, position: int) -> str:
     """Run ``run_id`` waits for event ``name`` at ``position``."""
     return f"{event_waiters_prefix(name)}{run_id}/{position:012d}"
+
+
+MAILBOXES_PREFIX = "mailboxes/"
+"""The key prefix of the marks of the runs that have messages."""
+
+
+def mailbox_mark_key(run_id: str) -> str:
+    """The mark saying run ``run_id`` has messages (its mailbox may need pruning)."""
+    return f"{MAILBOXES_PREFIX}{run_id}"
 
 
 def meta_key(run_id: str) -> str:

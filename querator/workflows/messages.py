@@ -23,7 +23,7 @@ from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
 from querator.telemetry import runs as runs_telemetry
 from querator.workflows.engine.context import CURRENT
-from querator.workflows.engine.mailbox import message_item, recv_value
+from querator.workflows.engine.mailbox import mailbox_mark, message_item, recv_value
 from querator.workflows.errors import RunFinished, RunNotFound
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.keys import RESULTS_QUEUE, event_prefix, meta_key, result_key
@@ -118,7 +118,7 @@ async def send_async(
     wake = wake_item(run_id, f"msg-{uuid.uuid4().hex}", trace=meta.trace, workflow=meta.workflow)
     await aq.commit(
         produce={
-            RESULTS_QUEUE: [message],
+            RESULTS_QUEUE: [message, mailbox_mark(run_id)],
             meta.queue: [wake],
         },
         silent=(RESULTS_QUEUE,),
@@ -138,7 +138,9 @@ def send(
     reads it (each message is read once, in send order per topic); a run
     waiting in ``recv`` is woken by this commit. With ``idempotency_key``,
     sending again with the same key (to the same run and topic) is a no-op,
-    also once the run has ended. Raises
+    also once the run has ended, until the run's messages are pruned
+    (:data:`~querator.workflows.retention.MESSAGE_RETENTION` after its end):
+    then it raises RunFinished as any send to an ended run. Raises
     :class:`~querator.workflows.errors.RunNotFound` for an unknown run,
     :class:`~querator.workflows.errors.RunFinished` for one that has ended and
     :class:`~querator.errors.InvalidArgument` for a bad topic, key or value
@@ -170,7 +172,7 @@ async def signal_with_start_async(
     wf_queue = check_start(fn, idempotency_key, queue, 0.0)
 
     def message(run_id: str) -> dict[str, list[Any]]:
-        return {RESULTS_QUEUE: [message_item(run_id, topic, text, None)]}
+        return {RESULTS_QUEUE: [message_item(run_id, topic, text, None), mailbox_mark(run_id)]}
 
     with runs_telemetry.starting(fn.name, wf_queue) as started:
         handle, created = await create_run(

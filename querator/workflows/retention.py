@@ -15,6 +15,18 @@ from its history's end: its step records first, then, in one transaction, its
 meta, result and index entries, so a purge cut short leaves either the whole run
 or a run the next purge finishes. Each transaction deletes at most 1,000 items
 of the results queue, which no worker leases: purging never holds up leasing.
+
+Messages (:mod:`querator.workflows.engine.mailbox`) are pruned sooner than
+their run: a worker's sweep deletes the messages of a run that ended more than
+:data:`MESSAGE_RETENTION` ago (read or not), whatever the workflow's
+``retention`` (:func:`prune_messages_async`). A running run's messages are
+never pruned (a resumed run is running). It finds them through the mailbox
+marks (``mailboxes/{run}``) that sends write, a bounded page at a time from a
+cursor it carries round, and deletes a run's messages before its mark, so a
+sweep cut short is finished by the next. Until then, a resend with the same
+idempotency key to the ended run is a no-op; afterwards it is refused with
+:class:`~querator.workflows.errors.RunFinished` as any send to an ended run:
+neither writes anything.
 """
 
 from __future__ import annotations
@@ -26,15 +38,27 @@ from querator.errors import Conflict, InvalidArgument, QueueNotFound
 from querator.queue.client import QueueClient
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count
-from querator.workflows.inspection import run_infos_async
-from querator.workflows.keys import RESULTS_QUEUE, meta_key, result_key
+from querator.workflows.engine.mailbox import mailbox_prefix
+from querator.workflows.inspection import delete_present_async, run_infos_async
+from querator.workflows.keys import (
+    MAILBOXES_PREFIX,
+    RESULTS_QUEUE,
+    meta_key,
+    result_key,
+)
 from querator.workflows.run_index import entry_keys, facet_prefix, parse_entry, since_bound
 from querator.workflows.run_models import RunInfo
 from querator.workflows.runs import RunStatus
 
 __all__ = [
     "FINISHED",
+    "MESSAGE_RETENTION",
+    "MESSAGE_SWEEP_ITEMS",
+    "MESSAGE_SWEEP_SCAN",
     "SWEEP_BATCH",
+    "MessageSweep",
+    "prune_messages",
+    "prune_messages_async",
     "purge_runs",
     "purge_runs_async",
     "sweep_retention_async",
@@ -49,6 +73,12 @@ _PAGE = 1000
 _SCAN = 250
 """Index entries read per scan while looking for runs to purge."""
 _INDEXED: tuple[RunStatus, ...] = ("running", *FINISHED)
+MESSAGE_RETENTION = 86_400.0 * 7
+"""Seconds a run's messages are kept after the run ended (then the sweep prunes them)."""
+MESSAGE_SWEEP_SCAN = 1_000
+"""Mailbox marks one message sweep reads at most."""
+MESSAGE_SWEEP_ITEMS = 10_000
+"""Messages one message sweep deletes at most (it stops after the run that passes it)."""
 """Statuses a run may have index entries for (a pending saga's are ``running``)."""
 
 
@@ -184,6 +214,91 @@ async def _purge_run(aq: AsyncQueueClient, info: RunInfo) -> bool:
     except Conflict:  # another worker purges it at the same time
         return False
     return True
+
+
+class MessageSweep:
+    """A worker's message sweeps: each reads the next :data:`MESSAGE_SWEEP_SCAN`
+    mailbox marks past the last one it read (round again from the first once
+    at the end), so every mark is reached however many runs still run."""
+
+    def __init__(self, retention: float = MESSAGE_RETENTION) -> None:
+        self.retention = retention
+        """Seconds a run's messages are kept after its end."""
+        self._cursor: str | None = None
+
+    async def sweep(self, aq: AsyncQueueClient) -> int:
+        """One sweep: prune the messages of runs ended more than
+        :attr:`retention` ago among the next marks. Returns how many runs'
+        messages it pruned."""
+        before = aq.clock.now() - timedelta(seconds=self.retention)
+        pruned, self._cursor = await _prune_mailboxes(
+            aq, before, self._cursor, MESSAGE_SWEEP_SCAN, MESSAGE_SWEEP_ITEMS
+        )
+        return pruned
+
+
+async def prune_messages_async(aq: AsyncQueueClient, *, before: datetime) -> int:
+    """Delete the messages (read or not) of every run that ended before
+    ``before`` (timezone-aware), and those left by purged runs; returns for how
+    many runs. Running runs keep theirs. Reads every mailbox mark once."""
+    if before.tzinfo is None or before.utcoffset() is None:
+        raise InvalidArgument("before", "must be a timezone-aware datetime")
+    pruned, cursor = 0, None
+    while True:
+        done, cursor = await _prune_mailboxes(aq, before, cursor, MESSAGE_SWEEP_SCAN, None)
+        pruned += done
+        if cursor is None:
+            return pruned
+
+
+async def _prune_mailboxes(
+    aq: AsyncQueueClient, before: datetime, cursor: str | None, scan: int, items: int | None
+) -> tuple[int, str | None]:
+    """Prune the messages of the runs ended before ``before`` among up to
+    ``scan`` mailbox marks past ``cursor``, stopping once ``items`` messages
+    are deleted (None: no bound). Returns (runs pruned, the cursor to go on
+    from: None once the marks are read to the end)."""
+    pruned = deleted = read = 0
+    while read < scan:
+        want = min(_SCAN, scan - read)
+        try:
+            page = await aq.scan_keys(RESULTS_QUEUE, MAILBOXES_PREFIX, after=cursor, limit=want)
+        except QueueNotFound:
+            return pruned, None
+        read += len(page)
+        run_ids = [(item.dedup_key or "").removeprefix(MAILBOXES_PREFIX) for item in page]
+        infos = await run_infos_async(aq, run_ids)
+        for item, run_id in zip(page, run_ids, strict=True):
+            cursor = item.dedup_key
+            info = infos.get(run_id)
+            if info is not None and (info.finished_at is None or info.finished_at >= before):
+                continue  # running (or resumed), or ended too recently
+            deleted += await _prune_mailbox(aq, run_id, item.id)
+            pruned += 1
+            if items is not None and deleted >= items:
+                return pruned, cursor
+        if len(page) < want:
+            return pruned, None
+    return pruned, cursor
+
+
+async def _prune_mailbox(aq: AsyncQueueClient, run_id: str, mark_id: str) -> int:
+    """Delete the messages of one run, then its mailbox mark; how many messages.
+    A run without a meta (purged) may have some a send raced the purge with."""
+    deleted = 0
+    while True:
+        page = await aq.scan_keys(RESULTS_QUEUE, mailbox_prefix(run_id), limit=_PAGE)
+        if not page:
+            break
+        await delete_present_async(aq, [item.id for item in page])
+        deleted += len(page)
+    await delete_present_async(aq, [mark_id])
+    return deleted
+
+
+def prune_messages(q: QueueClient, *, before: datetime) -> int:
+    """See :func:`prune_messages_async`."""
+    return q.call(prune_messages_async, q.aio, before=before)
 
 
 def purge_runs(

@@ -1,17 +1,19 @@
 """What a run is doing now, for :func:`~querator.workflows.inspection.get_run`:
 its step items not yet ended, what it waits for that no live worker serves,
-and its saga's compensations.
+its unread messages and its saga's compensations.
 
 A run's items (step items ``{run}/{position}/step…``, wake tasks
 ``{run}/wake/…``) are found by their dedup keys with one index range scan per
 worker queue (``scan_keys``); compensations come from the saga's stored
-compensation records.
+compensation records. Unread messages are the run's mailbox
+(``{run}/msg/…``, one range scan of at most :data:`UNREAD_SCAN` messages) less
+those its ``recv`` records name.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from datetime import datetime
 from typing import Literal
 
@@ -22,24 +24,31 @@ from querator.limits.gate import PARK_PREFIX, PARKED_KIND
 from querator.model_bases import View
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
+from querator.workflows.engine.mailbox import mailbox_prefix
 from querator.workflows.keys import RESULTS_QUEUE, is_step, is_wake
 from querator.workflows.pollers import read_pollers, unserved_reason
 from querator.workflows.sagas.compensation import load_saga_state
 from querator.workflows.stored import StepPayload, WaitRecord
 
 __all__ = [
+    "UNREAD_SCAN",
     "CompensationInfo",
     "PendingStep",
+    "UnreadMessages",
     "WaitInfo",
     "compensations",
     "current_waits",
     "pending_steps",
     "run_items",
+    "unread_messages",
     "waiting_for",
 ]
 
 QUEUES_PAGE = 100
 ITEMS_PAGE = 100
+UNREAD_SCAN = 5_000
+"""Messages (read or not) :func:`unread_messages` reads at most for one run."""
+_UNREAD_PAGE = 1_000
 
 
 class PendingStep(View):
@@ -79,6 +88,16 @@ class WaitInfo(View):
     until: datetime | None = None
     """When it ends: a timer's end, a wait's timeout, a child's deadline, a
     step's due time when later than now (None: no end)."""
+
+
+class UnreadMessages(View):
+    """The messages sent to a run on one topic that no ``recv`` has read yet."""
+
+    topic: str
+    count: int
+    """How many (of those read: see :attr:`~querator.workflows.RunInfo.unread_more`)."""
+    oldest_sent_at: datetime
+    """When the oldest of them was sent (the next ``recv(topic)`` reads it)."""
 
 
 class CompensationInfo(View):
@@ -218,6 +237,43 @@ async def waiting_for(aq: AsyncQueueClient, items: Sequence[tuple[str, StoredIte
     pollers = await read_pollers(aq)
     reasons = (unserved_reason(pollers, queue, kind, now) for queue, kind in dict.fromkeys(ready))
     return [reason for reason in reasons if reason is not None]
+
+
+async def unread_messages(
+    aq: AsyncQueueClient, run_id: str, read: Set[str]
+) -> tuple[list[UnreadMessages], bool]:
+    """The run's unread messages by topic (in topic order), and whether it has
+    more messages than the :data:`UNREAD_SCAN` read (then the counts are of
+    those read). ``read``: the keys of the messages its ``recv`` records name."""
+    prefix = mailbox_prefix(run_id)
+    counts: dict[str, tuple[int, datetime]] = {}
+    after: str | None = None
+    seen = 0
+    while True:
+        try:
+            page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=after, limit=_UNREAD_PAGE)
+        except QueueNotFound:
+            return [], False
+        seen += len(page)
+        for item in page:
+            key = item.dedup_key or ""
+            if key in read:
+                continue
+            topic = key[len(prefix) :].partition("/")[0]
+            count, oldest = counts.get(topic, (0, item.created_at))
+            counts[topic] = (count + 1, min(oldest, item.created_at))
+        if len(page) < _UNREAD_PAGE:
+            return _unread(counts), False
+        if seen >= UNREAD_SCAN:
+            return _unread(counts), True
+        after = page[-1].dedup_key
+
+
+def _unread(counts: dict[str, tuple[int, datetime]]) -> list[UnreadMessages]:
+    return [
+        UnreadMessages(topic=topic, count=count, oldest_sent_at=oldest)
+        for topic, (count, oldest) in counts.items()
+    ]
 
 
 async def compensations(aq: AsyncQueueClient, run_id: str) -> list[CompensationInfo]:

@@ -10,7 +10,12 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from querator.model_bases import View
-from querator.workflows.run_detail import CompensationInfo, PendingStep, WaitInfo
+from querator.workflows.run_detail import (
+    CompensationInfo,
+    PendingStep,
+    UnreadMessages,
+    WaitInfo,
+)
 from querator.workflows.runs import RunStatus
 from querator.workflows.stored import ParentClosePolicy
 
@@ -126,6 +131,14 @@ class RunInfo(View):
     """What the running run waits for now, by position: a timer, a message, an
     event, a child run, its step calls (or their limits). Empty in
     :func:`list_runs` and once the run ended."""
+    unread: tuple[UnreadMessages, ...] = ()
+    """The messages sent to the run that no ``recv`` read, by topic: how many
+    and since when (empty in :func:`list_runs`). A finished run's unread
+    messages are kept until its messages are pruned."""
+    unread_more: bool = False
+    """The run has more messages (read or not) than :func:`get_run` reads
+    (:data:`~querator.workflows.run_detail.UNREAD_SCAN`): :attr:`unread`
+    counts those read only."""
     waiting_for: tuple[str, ...] = ()
     """What the run waits for that no live worker serves, in words (``no worker
     serving step 'x' on queue 'q' has polled for 3m``): its due items stay in

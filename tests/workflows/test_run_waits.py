@@ -21,6 +21,8 @@ from querator.workflows import (
     Worker,
     get_run,
     recv,
+    run_detail,
+    send,
     sleep,
     start,
     step,
@@ -43,6 +45,12 @@ def napper() -> None:
 @workflow(name="wt.asker")
 def asker() -> Any:
     return recv("approve", timeout=600)
+
+
+@workflow(name="wt.reader")
+def reader() -> Any:
+    first = recv("approve", timeout=600)
+    return [first, recv("approve", timeout=600)]
 
 
 @workflow(name="wt.listener")
@@ -146,9 +154,50 @@ def test_runs_show_and_the_http_reply_say_what_a_run_waits_for(tmp_path: Path) -
         with serve(url) as base, HttpQuerator(base) as h:
             [wait] = h.get_run(run.run_id).waits
             assert (wait.kind, wait.name, wait.position) == ("event", "shown.here", 0)
+            send(q, run.run_id, "nudge", {"x": 1})
+            [unread] = h.get_run(run.run_id).unread
+            assert (unread.topic, unread.count) == ("nudge", 1)
+        shown = cli("runs", "show", run.run_id, "--url", url)
+        assert "unread:   1 message(s) on topic nudge since" in shown.stdout, shown.stdout
 
 
 @pytest.fixture(autouse=True)
 def _released() -> Any:
     yield
     RELEASE.set()
+
+
+def test_unread_messages_by_topic_with_count_and_oldest(q: Querator, run_worker: RunWorker) -> None:
+    run = start(q, reader)
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    send(q, run.run_id, "approve", "first")
+    send(q, run.run_id, "other", 1)
+    send(q, run.run_id, "other", 2)
+    info = get_run(q, run.run_id)
+    assert [(u.topic, u.count) for u in info.unread] == [("approve", 1), ("other", 2)]
+    assert all(u.oldest_sent_at >= before for u in info.unread), info.unread
+    assert not info.unread_more
+    with run_worker([reader]):
+        wait_for(
+            lambda: [w for w in _waits(q, run.run_id) if w.kind == "message" and w.position == 1],
+            timeout=20,
+            message="the second recv",
+        )
+        info = get_run(q, run.run_id)  # the first read: only "other" is unread
+        assert [(u.topic, u.count) for u in info.unread] == [("other", 2)]
+        send(q, run.run_id, "approve", "second")
+        assert run.result(timeout=20) == ["first", "second"]
+    finished = get_run(q, run.run_id)  # a finished run's unread messages stay shown
+    assert [(u.topic, u.count) for u in finished.unread] == [("other", 2)]
+
+
+def test_unread_messages_are_counted_within_a_bound(
+    q: Querator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = start(q, reader)
+    for n in range(5):
+        send(q, run.run_id, f"t{n}", n)
+    monkeypatch.setattr(run_detail, "UNREAD_SCAN", 2)
+    monkeypatch.setattr(run_detail, "_UNREAD_PAGE", 2)
+    info = get_run(q, run.run_id)
+    assert [u.topic for u in info.unread] == ["t0", "t1"] and info.unread_more

@@ -11,7 +11,9 @@ seconds while no live worker serves them (routing leaves them in the queue:
 see :mod:`querator.workflows.engine.served`), and deletes the entries of
 workers gone for :data:`~querator.workflows.pollers.POLLERS_KEPT` seconds, and
 purges the finished runs of its workflows past their ``retention`` (a batch per
-workflow; each beat while more are due: see :mod:`querator.workflows.retention`).
+workflow; each beat while more are due: see :mod:`querator.workflows.retention`),
+and prunes the messages of runs that ended more than ``MESSAGE_RETENTION`` ago
+(a bounded sweep of the mailbox marks).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from querator.workflows.pollers import (
     read_pollers,
     unserved_items,
 )
-from querator.workflows.retention import sweep_retention_async
+from querator.workflows.retention import MessageSweep, sweep_retention_async
 
 __all__ = ["Heartbeat"]
 
@@ -74,6 +76,8 @@ class Heartbeat:
         """Seconds each workflow served keeps its finished runs (those with a retention)."""
         self._backlog = False
         """The last sweep purged a full batch: sweep again at the next beat."""
+        self.messages = MessageSweep()
+        """Prunes the messages of ended runs (its ``retention``: seconds after the end)."""
 
     async def run(self) -> None:
         """Beat until cancelled (the worker stops polling)."""
@@ -130,12 +134,16 @@ class Heartbeat:
                 await self.aq.delete_items(RESULTS_QUEUE, gone[:1_000])
 
     async def _sweep(self) -> None:
-        """Purge finished runs past their workflow's retention, a batch at a time."""
+        """Purge finished runs past their workflow's retention, a batch at a time,
+        and prune the messages of runs ended long enough ago."""
         if self._retention:
             purged = await sweep_retention_async(self.aq, self._retention)
             self._backlog = purged > 0
             if purged:
                 log.debug("worker %s: purged %d finished run(s)", self.client_id, purged)
+        pruned = await self.messages.sweep(self.aq)
+        if pruned:
+            log.debug("worker %s: pruned the messages of %d ended run(s)", self.client_id, pruned)
 
     async def _warn(self) -> None:
         for unserved in await unserved_items(self.aq, self._queues, limit=PROBE):

@@ -3,11 +3,15 @@
 A message is a results-queue item under ``{run}/msg/{topic}/{id}`` (``id``: a
 fresh uuid, or a digest of the sender's idempotency key, so a resend dedups),
 in the run's partition, so its id's sequence number orders it after every
-message sent before it. Nothing deletes a message when it is read: ``recv``
+message sent before it. Nothing deletes a message when it is read (the sweep
+prunes the messages of ended runs: :mod:`querator.workflows.retention`): ``recv``
 stores, at its position in the run's history, the message's key and value, and
 a message is *read* when some ``recv`` record of the run names it. Reading and
 recording are therefore one write (the record), made in the transaction that
-completes the item in hand, fenced by its lease.
+completes the item in hand, fenced by its lease. Each send also writes the
+run's mailbox mark (``mailboxes/{run}``, once: its key dedups), by which the
+maintenance sweep finds the messages of ended runs to prune
+(:func:`~querator.workflows.retention.prune_messages_async`).
 """
 
 from __future__ import annotations
@@ -21,12 +25,20 @@ from typing import Any
 from querator.queue.ids import parse_id
 from querator.queue.models import Item, StoredItem
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.keys import ENCODING, RECV_STEP, RESULTS_QUEUE
+from querator.workflows.keys import (
+    ENCODING,
+    RECORD_KIND,
+    RECV_STEP,
+    RESULTS_QUEUE,
+    mailbox_mark_key,
+)
 from querator.workflows.stored import StepRecord
 
 __all__ = [
     "MESSAGE_KIND",
     "consumed",
+    "mailbox_mark",
+    "mailbox_prefix",
     "message_item",
     "message_prefix",
     "oldest_unread",
@@ -38,9 +50,14 @@ MESSAGE_KIND = "querator.message"
 """The kind of a message item in the results queue."""
 
 
+def mailbox_prefix(run_id: str) -> str:
+    """The key prefix of every message to ``run_id`` (any topic)."""
+    return f"{run_id}/msg/"
+
+
 def message_prefix(run_id: str, topic: str) -> str:
     """The key prefix of the messages to ``run_id`` on ``topic``."""
-    return f"{run_id}/msg/{topic}/"
+    return f"{mailbox_prefix(run_id)}{topic}/"
 
 
 def message_item(run_id: str, topic: str, text: str, idempotency_key: str | None) -> Item:
@@ -56,6 +73,18 @@ def message_item(run_id: str, topic: str, text: str, idempotency_key: str | None
         reference=run_id,
         dedup_key=message_prefix(run_id, topic) + tag,
         partition_key=run_id,
+    )
+
+
+def mailbox_mark(run_id: str) -> Item:
+    """The mark saying ``run_id`` has messages (produced with each message:
+    the first one writes it, the others find it there)."""
+    return Item(
+        payload=b"",
+        kind=RECORD_KIND,
+        encoding=ENCODING,
+        reference=run_id,
+        dedup_key=mailbox_mark_key(run_id),
     )
 
 
