@@ -14,7 +14,19 @@ from types import ModuleType
 
 from querator import Item, Querator, QueueSettings
 from querator.tasks import task
-from querator.workflows import DurableFunction, RetryPolicy, Worker, saga, sleep, step, workflow
+from querator.workflows import (
+    DurableFunction,
+    RetryPolicy,
+    Worker,
+    close_stream,
+    recv,
+    saga,
+    set_event,
+    sleep,
+    step,
+    workflow,
+    write_stream,
+)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAILS = "shop.mails"
@@ -77,6 +89,20 @@ def nap(note: str) -> str:
     return note
 
 
+@workflow(name="demo.publisher")
+def publisher(note: str) -> str:
+    """A run that publishes ``note`` (an event and a stream's value), reads the
+    first message on ``approval``, says so, then naps for an hour."""
+    set_event("status", {"note": note, "state": "waiting for approval"})
+    write_stream("log", note)
+    write_stream("log", {"step": 2, "text": "asked for approval"})
+    close_stream("log")
+    approval = recv("approval", timeout=3600)
+    set_event("status", {"note": note, "state": "approved", "by": approval})
+    sleep(3600)
+    return note
+
+
 @step(name="demo.flaky_lookup", retry=RetryPolicy(max_attempts=3, initial=0.05, jitter=False))
 def flaky_lookup(marker: str) -> str:
     """Fails its first attempt (it leaves ``marker`` behind), then returns."""
@@ -130,7 +156,7 @@ def worker(q: Querator) -> Worker:
     """A worker serving the order saga and the demo workflows."""
     shop = order_example()
     functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
-    demo: list[DurableFunction] = [gate, two_gates, wait_for_file, nap, flaky_lookup]
+    demo: list[DurableFunction] = [gate, two_gates, wait_for_file, nap, flaky_lookup, publisher]
     demo += [label, dispatch]
     demo += [debit, send_money, transfer]
     return Worker(q, [*functions, *demo, sync_crm], client_id=WORKER_ID)
