@@ -75,6 +75,9 @@ def test_pages_show_the_shop_with_steps_and_compensations(site: Site, browser: B
 
     page.goto("/ui/queues")
     expect(page.locator(f"tr[data-queue='{MAILS}']")).to_be_visible()
+    dead_depth = page.locator(f"tr[data-queue='{MAILS}'] td.dead a").inner_text()
+    assert int(dead_depth.rstrip("~")) >= 3, dead_depth  # the three bounced mails at least
+    expect(page.locator(f"tr[data-queue='{MAILS}-dead'] td.dead")).to_have_text("\u2013")
     shot(site, page, "queues")
     page.goto(f"/ui/queues/{MAILS}")
     expect(page.locator("table.dead")).to_contain_text("mail.receipt")
