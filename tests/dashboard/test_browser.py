@@ -28,6 +28,7 @@ from dashboard.demo_app import (
     deliver_mails,
     dispatch,
     gate,
+    hello_example,
     label,
     nap,
     open_gate,
@@ -289,6 +290,33 @@ def test_published_values_and_messages_render_as_text(site: Site, browser: Brows
     expect(messages.nth(1)).to_contain_text("unread")
     assert page.locator("main script, main b, main i").count() == 0
     assert dialogs == []
+    page.context.close()
+
+
+def _has_status(site: Site, run_id: str) -> bool:
+    return site.do(get_event, site.q, run_id, "status") is not None
+
+
+def test_an_example_run_shows_what_it_published_and_was_sent(site: Site, browser: Browser) -> None:
+    """``hello.approval`` of examples/workflows_hello.py: its status event, its
+    log stream (closed) and the messages sent to it, one read, one not."""
+    run = site.do(start, site.q, hello_example().approval, "ana")
+    wait_for(functools.partial(_has_status, site, run.run_id), timeout=60)
+    site.do(send, site.q, run.run_id, "approve", {"approved_by": "bo", "note": "ship it"})
+    site.do(send, site.q, run.run_id, "approve", {"approved_by": "cy", "note": "late"})
+    wait_for(functools.partial(ended, site, run.run_id), timeout=60)
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/runs/{run.run_id}")
+    expect(page.locator("h1 .badge")).to_have_text("completed")
+    status = page.locator("table.events tr[data-event=status]")
+    expect(status).to_contain_text('"waiting_for": "ana"')
+    log = page.locator("table.streams tr[data-stream=log]")
+    expect(log.locator("li")).to_have_count(2)
+    expect(log.locator("li").nth(1)).to_contain_text("ship it")
+    expect(log).to_contain_text("closed")
+    messages = page.locator("table.messages tr[data-topic=approve]")
+    expect(messages.nth(0)).to_contain_text("received")
+    expect(messages.nth(1)).to_contain_text("unread")
     shot(site, page, "run-published")
     page.context.close()
 
