@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from querator.dashboard.published import SHOWN, published
 from querator.dashboard.render import link, page
 from querator.dashboard.run_filters import Filters, counts, page_of_runs
 from querator.dashboard.session import Viewer
@@ -100,7 +101,7 @@ def _done(request: Request) -> str:
 
 async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
     """``/ui/runs/{run_id}``: a run with its timeline, steps, child runs, what it
-    waits for, its saga."""
+    waits for, its saga, what it published (events, streams) and was sent."""
     run = await get_run_async(state.aq, request.path_params["run_id"])
     children = await child_runs(state, run)
     trace = await trace_link(state.aq, run.run_id)
@@ -116,6 +117,8 @@ async def detail(request: Request, state: Served, viewer: Viewer) -> Response:
         scale=SCALE,
         trace=trace,
         live=live_url(request, run),
+        published=await published(state.aq, run),
+        shown=SHOWN,
     )
 
 

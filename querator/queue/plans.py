@@ -328,15 +328,15 @@ def commit_request(
         if len(refs) > MAX_BATCH:
             check_batch(role, len(refs))
     produce = options.get("produce") or {}
-    if not any(groups.values()) and not produce and not produce_leased:
-        check_batch("transact", 0)
+    if isinstance(wake, str):
+        raise InvalidArgument("wake", "must be a list of names, not one string")
+    woken = frozenset(check_name("wake", name) for name in wake)
+    if not any(groups.values()) and not produce and not produce_leased and not woken:
+        check_batch("transact", 0)  # a wake-only commit is a transaction of its own
     keys = {name: check_keys(keys) for name, keys in (lookup or {}).items()}
     if isinstance(silent, str):
         raise InvalidArgument("silent", "must be a list of queue names, not one string")
     quiet = frozenset(check_name("silent", name) for name in silent)
-    if isinstance(wake, str):
-        raise InvalidArgument("wake", "must be a list of names, not one string")
-    woken = frozenset(check_name("wake", name) for name in wake)
     request = Transaction(
         groups,
         produce,

@@ -8,7 +8,14 @@ import anyio
 import pytest
 
 from querator import AsyncQuerator, Item, QueueSettings, Ref
-from querator.errors import Conflict, ConflictReason, QueueExists, QueueNotFound, RequestTimeout
+from querator.errors import (
+    Conflict,
+    ConflictReason,
+    InvalidArgument,
+    QueueExists,
+    QueueNotFound,
+    RequestTimeout,
+)
 from querator.queue.models import QueueInfo
 
 from .helpers import ids_of, later
@@ -130,6 +137,32 @@ async def test_a_commit_wakes_the_names_it_is_given_and_only_them(
         assert [await watch.wait(10) for watch in mine] == [True] * len(mine)
         assert [await watch.wait(0.3) for watch in other] == [False] * len(other)
     assert result.produced[qname] and (await aq.stats(qname)).total == 1
+
+
+async def test_a_wake_only_commit_wakes_and_changes_nothing(
+    aq: AsyncQuerator, backend_name: str, backend_url: str, qname: str
+) -> None:
+    """``commit(wake=[...])`` with nothing else is a transaction of its own: it
+    wakes the watchers of those names (in every client of the store), writes
+    nothing, and a commit of nothing at all is still refused."""
+    if backend_name.startswith("http"):
+        pytest.skip("commit's wake is the library's (the HTTP API has no wake or watch)")
+    await aq.create_queue(qname)
+    with pytest.raises(InvalidArgument):
+        await aq.commit()
+    with pytest.raises(InvalidArgument):
+        await aq.commit(wake=["not a name!"])
+    async with contextlib.AsyncExitStack() as stack:
+        watchers = [aq]
+        if backend_name != "memory":
+            watchers.append(await stack.enter_async_context(AsyncQuerator(backend_url)))
+        mine = [client.watch(f"{qname}.ping") for client in watchers]
+        other = [client.watch(f"{qname}.pong") for client in watchers]
+        assert [await watch.wait(10) for watch in mine + other] == [True] * len(mine + other)
+        result = await aq.commit(wake=[f"{qname}.ping"], durable=False)
+        assert [await watch.wait(10) for watch in mine] == [True] * len(mine)
+        assert [await watch.wait(0.3) for watch in other] == [False] * len(other)
+    assert result.produced == {} and (await aq.stats(qname)).total == 0
 
 
 async def test_concurrent_looks_at_a_missing_queue_all_say_so(

@@ -1,5 +1,6 @@
 """The store the dashboard's browser tests look at: the order-fulfilment saga
-of ``examples/sagas/order_fulfilment.py`` served by a worker thread, two
+of ``examples/sagas/order_fulfilment.py`` and the approval workflow of
+``examples/workflows_hello.py`` served by a worker thread, two
 workflows a test can hold (a gate that opens when a file appears, a long
 durable nap), a mail queue with dead letters, and a task that fails until a
 file appears."""
@@ -14,7 +15,19 @@ from types import ModuleType
 
 from querator import Item, Querator, QueueSettings
 from querator.tasks import task
-from querator.workflows import DurableFunction, RetryPolicy, Worker, saga, sleep, step, workflow
+from querator.workflows import (
+    DurableFunction,
+    RetryPolicy,
+    Worker,
+    close_stream,
+    recv,
+    saga,
+    set_event,
+    sleep,
+    step,
+    workflow,
+    write_stream,
+)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAILS = "shop.mails"
@@ -25,17 +38,27 @@ GATE_SECONDS = 120.0
 """How long the gate step waits for its file before it gives up."""
 
 
-def order_example() -> ModuleType:
-    """``examples/sagas/order_fulfilment.py``, imported once per process."""
-    name = "order_fulfilment_example"
+def _example(name: str, relative: str) -> ModuleType:
+    """The example at ``relative`` (under the repository), imported once per process."""
     if name not in sys.modules:
-        path = ROOT / "examples" / "sagas" / "order_fulfilment.py"
+        path = ROOT / relative
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def order_example() -> ModuleType:
+    """``examples/sagas/order_fulfilment.py``, imported once per process."""
+    return _example("order_fulfilment_example", "examples/sagas/order_fulfilment.py")
+
+
+def hello_example() -> ModuleType:
+    """``examples/workflows_hello.py`` (its ``hello.approval`` publishes a
+    status, logs to a stream and waits for a message), imported once per process."""
+    return _example("workflows_hello_example", "examples/workflows_hello.py")
 
 
 @step(name="demo.wait_for_file")
@@ -73,6 +96,20 @@ def two_gates(first: str, second: str) -> list[str]:
 @workflow(name="demo.nap")
 def nap(note: str) -> str:
     """A run that sleeps (a durable timer) for an hour."""
+    sleep(3600)
+    return note
+
+
+@workflow(name="demo.publisher")
+def publisher(note: str) -> str:
+    """A run that publishes ``note`` (an event and a stream's value), reads the
+    first message on ``approval``, says so, then naps for an hour."""
+    set_event("status", {"note": note, "state": "waiting for approval"})
+    write_stream("log", note)
+    write_stream("log", {"step": 2, "text": "asked for approval"})
+    close_stream("log")
+    approval = recv("approval", timeout=3600)
+    set_event("status", {"note": note, "state": "approved", "by": approval})
     sleep(3600)
     return note
 
@@ -130,9 +167,9 @@ def worker(q: Querator) -> Worker:
     """A worker serving the order saga and the demo workflows."""
     shop = order_example()
     functions = [shop.fulfil, shop.reserve_stock, shop.charge_payment, shop.create_shipment]
-    demo: list[DurableFunction] = [gate, two_gates, wait_for_file, nap, flaky_lookup]
+    demo: list[DurableFunction] = [gate, two_gates, wait_for_file, nap, flaky_lookup, publisher]
     demo += [label, dispatch]
-    demo += [debit, send_money, transfer]
+    demo += [debit, send_money, transfer, hello_example().approval]
     return Worker(q, [*functions, *demo, sync_crm], client_id=WORKER_ID)
 
 

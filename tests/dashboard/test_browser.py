@@ -28,17 +28,19 @@ from dashboard.demo_app import (
     deliver_mails,
     dispatch,
     gate,
+    hello_example,
     label,
     nap,
     open_gate,
     order_example,
+    publisher,
     transfer,
 )
 from dashboard.sites import IMAGES, TRACE_URL, Site, reloaded, shot
 from querator import Item, QueueSettings
 from querator.limits import RateLimit, RateLimiter
 from querator.locks import Semaphore
-from querator.workflows import get_run, get_schedule, schedule, start
+from querator.workflows import get_event, get_run, get_schedule, schedule, send, start
 
 expect.set_options(timeout=20_000)
 
@@ -74,6 +76,9 @@ def test_pages_show_the_shop_with_steps_and_compensations(site: Site, browser: B
 
     page.goto("/ui/queues")
     expect(page.locator(f"tr[data-queue='{MAILS}']")).to_be_visible()
+    dead_depth = page.locator(f"tr[data-queue='{MAILS}'] td.dead a").inner_text()
+    assert int(dead_depth.rstrip("~")) >= 3, dead_depth  # the three bounced mails at least
+    expect(page.locator(f"tr[data-queue='{MAILS}-dead'] td.dead")).to_have_text("\u2013")
     shot(site, page, "queues")
     page.goto(f"/ui/queues/{MAILS}")
     expect(page.locator("table.dead")).to_contain_text("mail.receipt")
@@ -247,6 +252,72 @@ def test_user_strings_render_as_text(site: Site, browser: Browser) -> None:
     page.goto("/ui/runs?workflow=demo.nap")
     expect(page.locator(f"tr[data-run='{run.run_id}'] td.args")).to_contain_text("<script>")
     assert dialogs == []
+    page.context.close()
+
+
+def _approved(site: Site, run_id: str) -> bool:
+    status = site.do(get_event, site.q, run_id, "status")
+    return isinstance(status, dict) and status.get("state") == "approved"
+
+
+def test_published_values_and_messages_render_as_text(site: Site, browser: Browser) -> None:
+    hostile = "<script>alert('published')</script>"
+    run = site.do(start, site.q, publisher, hostile)
+    site.do(send, site.q, run.run_id, "approval", "<b>ana</b>")
+    site.do(send, site.q, run.run_id, "approval", "<i>too late</i>")
+    wait_for(functools.partial(_approved, site, run.run_id), timeout=60)
+    page = site.sign_in(browser, "read")
+    dialogs: list[str] = []
+
+    def refuse(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", refuse)
+    page.goto(f"/ui/runs/{run.run_id}")
+    event = page.locator("table.events tr[data-event=status]")
+    expect(event).to_contain_text(hostile)
+    expect(event).to_contain_text('"state": "approved"')
+    stream = page.locator("table.streams tr[data-stream=log]")
+    expect(stream.locator("li")).to_have_count(2)
+    expect(stream.locator("li").first).to_contain_text(hostile)
+    expect(stream).to_contain_text("closed")
+    messages = page.locator("table.messages tr[data-topic=approval]")
+    expect(messages).to_have_count(2)
+    expect(messages.nth(0)).to_contain_text("<b>ana</b>")
+    expect(messages.nth(0)).to_contain_text("received")
+    expect(messages.nth(1)).to_contain_text("<i>too late</i>")
+    expect(messages.nth(1)).to_contain_text("unread")
+    assert page.locator("main script, main b, main i").count() == 0
+    assert dialogs == []
+    page.context.close()
+
+
+def _has_status(site: Site, run_id: str) -> bool:
+    return site.do(get_event, site.q, run_id, "status") is not None
+
+
+def test_an_example_run_shows_what_it_published_and_was_sent(site: Site, browser: Browser) -> None:
+    """``hello.approval`` of examples/workflows_hello.py: its status event, its
+    log stream (closed) and the messages sent to it, one read, one not."""
+    run = site.do(start, site.q, hello_example().approval, "ana")
+    wait_for(functools.partial(_has_status, site, run.run_id), timeout=60)
+    site.do(send, site.q, run.run_id, "approve", {"approved_by": "bo", "note": "ship it"})
+    site.do(send, site.q, run.run_id, "approve", {"approved_by": "cy", "note": "late"})
+    wait_for(functools.partial(ended, site, run.run_id), timeout=60)
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/runs/{run.run_id}")
+    expect(page.locator("h1 .badge")).to_have_text("completed")
+    status = page.locator("table.events tr[data-event=status]")
+    expect(status).to_contain_text('"waiting_for": "ana"')
+    log = page.locator("table.streams tr[data-stream=log]")
+    expect(log.locator("li")).to_have_count(2)
+    expect(log.locator("li").nth(1)).to_contain_text("ship it")
+    expect(log).to_contain_text("closed")
+    messages = page.locator("table.messages tr[data-topic=approve]")
+    expect(messages.nth(0)).to_contain_text("received")
+    expect(messages.nth(1)).to_contain_text("unread")
+    shot(site, page, "run-published")
     page.context.close()
 
 

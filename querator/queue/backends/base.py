@@ -163,6 +163,21 @@ class TxnPlan:
     flushes them first (the log is flushed in order)."""
 
 
+def wake_only(plan: TxnPlan) -> bool:
+    """True when ``plan`` changes and checks nothing: it only wakes its names
+    (``commit(wake=[...])`` alone, a notification of its own)."""
+    return bool(plan.wake) and not (
+        plan.complete
+        or plan.retry
+        or plan.renew
+        or plan.depends
+        or plan.delete
+        or plan.produce
+        or plan.claim
+        or plan.lookup
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class InsertPlan:
     """How a produce batch maps onto partitions (shared by the SQL backends)."""

@@ -5,9 +5,9 @@ PostgreSQL, the local wakeups on SQLite), at most once per :data:`INTERVAL`.
 
 It runs beside the worker's commits, never in them: a step's commit issues
 no notification of its own (those nobody waits for stay silent), and a busy
-worker sends at most one wakeup per interval, two statements each (a look-up
-of a run's meta record and a version check of it carrying the wakeup). An
-idle worker sends nothing. A lost wakeup delays a page, never a run.
+worker sends at most one wakeup per interval, one statement each (a
+wake-only commit: it changes nothing). An idle worker sends nothing. A lost
+wakeup delays a page, never a run.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import logging
 import anyio
 
 from querator.errors import QueratorError
-from querator.queue.models import Ref
 from querator.queue.service import AsyncQueueClient
-from querator.workflows.keys import PROGRESS_WAKE, RESULTS_QUEUE, meta_key
+from querator.workflows.keys import PROGRESS_WAKE
 
 __all__ = ["INTERVAL", "Beacon"]
 
@@ -38,11 +37,9 @@ class Beacon:
         self.sent = 0
         """Wakeups sent so far."""
         self._due = anyio.Event()
-        self._run_id: str | None = None
 
     def poke(self, run_id: str) -> None:
         """Run ``run_id`` moved (call on the worker's event loop)."""
-        self._run_id = run_id
         self._due.set()
 
     async def run(self) -> None:
@@ -50,21 +47,14 @@ class Beacon:
         while True:
             await self._due.wait()
             self._due = anyio.Event()
-            run_id, self._run_id = self._run_id, None
-            if run_id is not None:
-                try:
-                    await self._send(run_id)
-                except QueratorError as exc:  # best effort (the store may be away)
-                    log.debug("progress wakeup not sent: %s", exc)
+            try:
+                await self._send()
+            except QueratorError as exc:  # best effort (the store may be away)
+                log.debug("progress wakeup not sent: %s", exc)
             await anyio.sleep(self.interval)
 
-    async def _send(self, run_id: str) -> None:
-        """A transaction that changes nothing (the check of a record of the run
-        that moved: a run's meta is never changed) and wakes :data:`PROGRESS_WAKE`."""
-        found = await self.aq.lookup(RESULTS_QUEUE, [meta_key(run_id)])
-        meta = found.get(meta_key(run_id))
-        if meta is None:
-            return  # purged meanwhile
-        anchor = Ref(RESULTS_QUEUE, meta.id, meta.version)
-        await self.aq.commit(depends=[anchor], wake=[PROGRESS_WAKE], durable=False)
+    async def _send(self) -> None:
+        """A transaction that changes nothing and wakes :data:`PROGRESS_WAKE`
+        (one statement; the page of any run may be watching)."""
+        await self.aq.commit(wake=[PROGRESS_WAKE], durable=False)
         self.sent += 1

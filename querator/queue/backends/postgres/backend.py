@@ -31,6 +31,7 @@ from querator.queue.backends.base import (
     ProduceSteps,
     TxnPlan,
     WakeCallback,
+    wake_only,
 )
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
@@ -397,6 +398,19 @@ class PostgresBackend:
             row = await cur.fetchone()
         return None if row is None else _as_datetime(row[0])
 
+    async def _at_once(self, plan: TxnPlan, now: datetime | None) -> bool:
+        """Paths w and 0 of :meth:`transact`: True when ``plan`` was applied by
+        one autocommit statement (a wake-only plan's NOTIFY, or a one-table
+        retry that checked itself)."""
+        if wake_only(plan):  # nothing to lock or check
+            async with self._connect() as conn:
+                await notify(conn, self._names, plan.wake)
+            return True
+        if self._citus or not one_table_retry(plan):
+            return False
+        async with self._connect() as conn:
+            return await retry_at_once(conn, self._names, plan, now)
+
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check.
 
@@ -407,6 +421,7 @@ class PostgresBackend:
         ====  =========================  ==========================================
         path  plans it takes             how it runs
         ====  =========================  ==========================================
+        w     wakes only (no items)      one autocommit ``pg_notify`` of its names
         0     retries only, all in one   one autocommit ``UPDATE`` that checks
               table (a lock's release)   versions and leases itself and notifies
                                          (:mod:`.retry_at_once`; not on Citus,
@@ -430,12 +445,8 @@ class PostgresBackend:
         ====  =========================  ==========================================
         """
         now = self._clock.store_now()
-        if not self._citus and one_table_retry(plan):
-            async with self._connect() as conn:
-                if await retry_at_once(conn, self._names, plan, now):
-                    return TransactResult.model_construct(
-                        produced={}, renewed=[], leased={}, found={}
-                    )
+        if await self._at_once(plan, now):
+            return TransactResult.model_construct(produced={}, renewed=[], leased={}, found={})
         if not plan.durable or plan.wake:  # the general path sets and wakes them
             async with self._transaction() as conn:
                 if not plan.durable:

@@ -27,6 +27,7 @@ from querator.queue.backends.base import (
     ProduceSteps,
     TxnPlan,
     WakeCallback,
+    wake_only,
 )
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.backends.sqlite import items as item_ops
@@ -188,7 +189,13 @@ class SqliteBackend:
         return None if micros is None else from_us(micros)
 
     async def transact(self, plan: TxnPlan) -> TransactResult:
-        """Apply the plan atomically or raise Conflict listing every failed check."""
+        """Apply the plan atomically or raise Conflict listing every failed check.
+        A plan that only wakes names writes nothing: its wakeup is sent at once."""
+        if wake_only(plan):
+            if self._store is None:
+                raise Unavailable("the SQLite backend is not open")
+            self._wakeup.notify(plan.wake)
+            return TransactResult.model_construct(produced={}, renewed=[], leased={}, found={})
         return await self._call(partial(transact, plan=plan), write=True)
 
     async def dead_letter_due(self, queue: QueueInfo, dead: QueueInfo | None, limit: int) -> int:
