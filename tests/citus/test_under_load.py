@@ -14,10 +14,14 @@ steady the event comes:
   and querator's connections to it stay up, its connections to the worker break.
 
 Then the same figures as the fault suite on plain PostgreSQL, with the same
-bounds: no item lost or completed twice, none left, no run lost, stuck, failed
-or missing a step, and the completion rates (items and steps) back within
-:data:`~faults.harness.RECOVERY_BOUND` seconds of the event's end, as are the
-last calls failing Unavailable. One line per test is printed (``citus-load ...``).
+assertions: no item lost or completed twice, none left, no run lost, stuck,
+failed or missing a step, and the completion rates (items and steps) back
+within :data:`RECOVERY_BOUND` seconds of the event's end, as are the last calls
+failing Unavailable. The bound is the fault suite's 2 s plus 3 s: three servers
+and the load share the machine's cores, a workflow step costs about 10 times
+its plain-PostgreSQL time through the coordinator (docs/scale-out.md), and at a
+load average of 12 the step rate once came back in 2.3 s. One line per test is
+printed (``citus-load ...``).
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from pathlib import Path
 import pytest
 from faults.harness import (
     PRE_FAULT_SECONDS,
-    RECOVERY_BOUND,
     FaultWindow,
     errors_after,
     fmt,
@@ -75,6 +78,8 @@ STEP_SECONDS = "0.1"
 """``$LIVE_STEP_SECONDS``: how long each step's side effect takes."""
 MIN_RUNS = 30
 """Runs started before the starter stops (at least: it runs until both rates are back)."""
+RECOVERY_BOUND = 5.0
+"""Seconds from the event's end within which the rates must be back (see above)."""
 RECOVERY_DEADLINE = 45.0
 FINISH_DEADLINE = 60.0
 """Seconds after the event within which every item and run must be done."""
