@@ -34,6 +34,30 @@ PG_CASES: list[tuple[type[psycopg.Error], type[QueratorError], str]] = [
 ]
 
 
+CITUS_LOST: list[tuple[type[psycopg.Error], str]] = [
+    (
+        pg_errors.InternalError_,
+        "SSL SYSCALL error: EOF detected\ninvalid socket\nCONTEXT:  while executing command on"
+        " 127.0.0.1:5433",
+    ),
+    (pg_errors.InternalError_, "failure on connection marked as essential: 127.0.0.1:5433"),
+    (pg_errors.IoError, "failed to COPY to shard 102011 on 127.0.0.1:5433"),
+]
+"""What a Citus 13.2 coordinator raised when a worker node restarted under load."""
+
+
+@pytest.mark.parametrize(("driver", "text"), CITUS_LOST)
+def test_a_citus_coordinator_losing_a_worker_mid_command_is_retryable(
+    driver: type[psycopg.Error], text: str
+) -> None:
+    error = classify_pg(driver(text))
+    assert type(error) is Unavailable and f"(SQLSTATE {driver.sqlstate})" in str(error)
+    assert "\n" not in str(error) and "127.0.0.1" not in str(error)
+    # the same words without Citus's context line, or another internal error, stay the operator's
+    assert type(classify_pg(pg_errors.InternalError_("invalid socket"))) is StoreFault
+    assert type(classify_pg(pg_errors.InternalError_("cache lookup failed"))) is StoreFault
+
+
 @pytest.mark.parametrize(("driver", "expected", "words"), PG_CASES)
 def test_postgresql_errors_are_classified_in_one_line(
     driver: type[psycopg.Error], expected: type[QueratorError], words: str

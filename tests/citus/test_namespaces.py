@@ -3,7 +3,7 @@ whole by one worker; two namespaces on two workers lease and complete at the
 same time through the one coordinator, every statement routed whole to one
 node and no transaction committed on two (Citus's stat counters and its
 two-phase commit records), and never see each other's items; the coordinator
-lists, moves and deletes them."""
+lists and deletes them (tests/citus/test_under_load.py moves one under load)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from conformance.helpers import items, make_queue
 from pg_schemas import drop_schema
-from typer.testing import CliRunner
 
 from querator import Querator
-from querator.cli import app
 from querator.queue.backends.namespace_admin import delete_namespace, list_namespaces
 from querator.queue.backends.namespaces import with_namespace
 
@@ -94,42 +92,3 @@ def test_namespaces_live_on_two_workers_and_never_meet(citus: CitusCluster, stor
     assert schemas[0] in remaining and schemas[1] not in remaining
     with Querator(with_namespace(url, "acme")) as acme:
         assert [info.name for info in acme.list_queues()] == ["work"]
-
-
-def test_a_namespace_moves_to_the_other_worker_while_it_takes_items(
-    citus: CitusCluster, store: str
-) -> None:
-    url = citus.url(store)
-    schema = f"{store}__acme"
-    with Querator(url, namespace="acme") as q:
-        make_queue(q, "work", partitions=2)
-        q.produce("work", items(*(b"before-%d" % n for n in range(50))))
-    source = citus.node_of(schema)
-    target = next(w.port for w in citus.workers if w.port != source)
-
-    def produce_meanwhile() -> int:
-        with Querator(url, namespace="acme") as q:
-            for n in range(40):
-                q.produce("work", items(b"during-%d" % n))
-        return 40
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        producing = pool.submit(produce_meanwhile)
-        moved = CliRunner().invoke(
-            app,
-            ["namespaces", "move", "acme", "--to-node", f"127.0.0.1:{target}", "--url", url],
-        )
-        assert moved.exit_code == 0, moved.output
-        assert producing.result(timeout=300) == 40
-
-    assert citus.node_of(schema) == target
-    expected = [b"before-%d" % n for n in range(50)] + [b"during-%d" % n for n in range(40)]
-    seen: list[bytes] = []
-    with Querator(url, namespace="acme") as q:
-        assert q.stats("work").total == len(expected)
-        while len(seen) < len(expected):
-            leased = q.lease("work", client_id="after", batch_size=50, timeout=5)
-            q.complete("work", leased)
-            seen.extend(item.payload for item in leased)
-        assert q.stats("work").total == 0
-    assert sorted(seen) == sorted(expected)

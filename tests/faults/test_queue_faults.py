@@ -24,12 +24,7 @@ Both must stay within :data:`~.harness.RECOVERY_BOUND`.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -49,10 +44,10 @@ from .harness import (
     recovery,
     report,
 )
+from .load import Journals, spawn_queue_proc, stop_procs
 
 pytestmark = pytest.mark.faults
 
-PROC = Path(__file__).with_name("queue_proc.py")
 CONSUMERS = 4
 RATE = 100.0
 """Items produced per second."""
@@ -60,78 +55,6 @@ RECOVERY_DEADLINE = 45.0
 """Seconds after the fault within which the completion rate must come back."""
 DRAIN_DEADLINE = 30.0
 """Seconds after the producer stopped within which every item must be completed."""
-STOP_TIMEOUT = 30.0
-
-
-@dataclass
-class Journals:
-    """What the producer and the consumers journaled so far."""
-
-    produced: dict[str, int] = field(default_factory=dict)
-    """Item id -> sequence number."""
-    done: Counter[str] = field(default_factory=Counter)
-    done_seqs: Counter[int] = field(default_factory=Counter)
-    done_times: list[float] = field(default_factory=list)
-    unsure: set[str] = field(default_factory=set)
-    unavailable: Counter[str] = field(default_factory=Counter)
-    unavailable_times: list[float] = field(default_factory=list)
-    conflicts: int = 0
-
-    @classmethod
-    def read(cls, paths: list[Path]) -> Journals:
-        journals = cls()
-        for path in paths:
-            if path.exists():
-                for line in path.read_text().splitlines():
-                    journals._add(line.split())
-        journals.done_times.sort()
-        return journals
-
-    def _add(self, parts: list[str]) -> None:
-        match parts:
-            case ["produced", seq, item_id, _]:
-                self.produced[item_id] = int(seq)
-            case ["done", item_id, seq, stamp]:
-                self.done[item_id] += 1
-                self.done_seqs[int(seq)] += 1
-                self.done_times.append(float(stamp))
-            case ["unsure" | "abandoned", item_id, *_]:
-                self.unsure.add(item_id)
-            case ["conflict", *_]:
-                self.conflicts += 1
-            case ["unavailable", op, stamp]:
-                self.unavailable[op] += 1
-                self.unavailable_times.append(float(stamp))
-            case _:
-                pass  # a line being written, or "stopped"
-
-    def unaccounted(self) -> set[str]:
-        """Produced items with no completion (sure or unsure) journaled."""
-        return set(self.produced) - set(self.done) - self.unsure
-
-
-def _spawn(tmp_path: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
-    with (tmp_path / f"{name}.err").open("wb") as err:
-        return subprocess.Popen(
-            [sys.executable, str(PROC), *args], stdout=subprocess.DEVNULL, stderr=err
-        )
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> list[int | None]:
-    """SIGTERM all, then reap each: its exit code, or None if it had to be killed."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    codes: list[int | None] = []
-    for proc in procs:
-        try:
-            codes.append(proc.wait(timeout=max(0.1, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            codes.append(None)
-    return codes
 
 
 @pytest.mark.timeout(240)
@@ -144,9 +67,11 @@ def test_queue_loses_nothing_through_a_fault(
         q.create_queue(queue, QueueSettings(lease_timeout=5.0, partitions=2))
     producer_log = tmp_path / "producer.log"
     logs = [producer_log, *(tmp_path / f"consumer-{n}.log" for n in range(CONSUMERS))]
-    producer = _spawn(tmp_path, "producer", "produce", fault_url, queue, str(logs[0]), str(RATE))
+    producer = spawn_queue_proc(
+        tmp_path, "producer", "produce", fault_url, queue, str(logs[0]), str(RATE)
+    )
     consumers = [
-        _spawn(tmp_path, f"consumer-{n}", "consume", fault_url, queue, str(log), f"c{n}")
+        spawn_queue_proc(tmp_path, f"consumer-{n}", "consume", fault_url, queue, str(log), f"c{n}")
         for n, log in enumerate(logs[1:])
     ]
     procs = [producer, *consumers]
@@ -168,10 +93,10 @@ def test_queue_loses_nothing_through_a_fault(
             return None if seen is None else seen + 1e-9  # 0.0 s is a result too
 
         poll(recovered, timeout=RECOVERY_DEADLINE)
-        producer_exits = _stop([producer])
+        producer_exits = stop_procs([producer])
         poll(lambda: not Journals.read(logs).unaccounted(), timeout=DRAIN_DEADLINE)
         crashed += [str(p.args) for p in consumers if p.poll() is not None]
-        consumer_exits = _stop(consumers)
+        consumer_exits = stop_procs(consumers)
     finally:
         for proc in procs:
             if proc.poll() is None:

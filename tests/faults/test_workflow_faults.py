@@ -25,25 +25,17 @@ recover_s and start_errors_after_s must stay within :data:`~.harness.RECOVERY_BO
 from __future__ import annotations
 
 import re
-import signal
-import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import pytest
 from polling import wait_for
-from workflows import live_flows
 from workflows.ops_procs import WorkerProc, read_log, spawn_worker
 
 from querator import Querator
-from querator.errors import InvalidArgument, RequestTimeout, Unavailable
-from querator.workflows import RunHandle, WorkflowError, start
-from querator.workflows.errors import RunNotFound
 
 from .cluster import Cluster
 from .harness import (
@@ -57,124 +49,28 @@ from .harness import (
     poll,
     recovery,
     report,
-    until_available,
+)
+from .load import (
+    LIVE_WORKER,
+    STEPS,
+    STOP_TIMEOUT,
+    DoneClock,
+    Outcome,
+    Starter,
+    not_stored,
+    run_result,
+    stop_workers,
 )
 
 pytestmark = pytest.mark.faults
 
-LIVE_WORKER = Path(live_flows.__file__).with_name("live_worker.py")
 WORKERS = 2
-STEPS = 5
-EXPECTED = sum(range(STEPS))
-"""What ``live.loop(key, STEPS)`` returns."""
 STEP_SECONDS = "0.2"
 """``$LIVE_STEP_SECONDS``: how long each step's side effect takes."""
-START_EVERY = 0.2
-"""Seconds between two starts: about 25 steps per second in a steady state."""
 MIN_RUNS = 50
 RECOVERY_DEADLINE = 45.0
 FINISH_DEADLINE = 90.0
 """Seconds after the fault's end within which every run must have finished."""
-STOP_TIMEOUT = 30.0
-
-Outcome = Literal["ok", "wrong", "failed", "unfinished"]
-
-
-class Starter(threading.Thread):
-    """Starts ``live.loop`` runs at a steady pace until stopped; a start that
-    raises Unavailable is sent again with the same idempotency key."""
-
-    def __init__(self, q: Querator) -> None:
-        super().__init__(name="starter", daemon=True)
-        self.q = q
-        self.runs: list[tuple[str, RunHandle[int]]] = []
-        self.unavailable = 0
-        self.unavailable_times: list[float] = []
-        self.abandoned: list[str] = []
-        self.error: BaseException | None = None
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        try:
-            self._start_runs()
-        except BaseException as exc:
-            self.error = exc
-
-    def _start_runs(self) -> None:
-        next_at = time.monotonic()
-        n = 0
-        while not self.halt.is_set():
-            key = f"r{n}"
-            pause = 0.05
-            while True:
-                try:
-                    handle = start(self.q, live_flows.loop, key, STEPS, idempotency_key=key)
-                    break
-                except Unavailable:
-                    self.unavailable += 1
-                    self.unavailable_times.append(time.time())
-                if self.halt.wait(pause):  # back off; stop when told to
-                    self.abandoned.append(key)
-                    return
-                pause = min(pause * 2, 1.0)
-            self.runs.append((key, handle))
-            n += 1
-            next_at = max(next_at + START_EVERY, time.monotonic() - START_EVERY)
-            self.halt.wait(max(0.0, next_at - time.monotonic()))  # the pace of starts
-
-
-class DoneClock(threading.Thread):
-    """Notes when ``done`` lines appear in the step journal (every 0.1 s)."""
-
-    def __init__(self, log: Path) -> None:
-        super().__init__(name="done-clock", daemon=True)
-        self.log = log
-        self.times: list[float] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.wait(0.1):
-            done = sum(1 for verb, *_ in read_log(self.log) if verb == "done")
-            now = time.time()
-            self.times.extend([now] * (done - len(self.times)))
-
-
-def _result(
-    handle: RunHandle[int], deadline: float, unavailable: Counter[str]
-) -> tuple[Outcome, str]:
-    """Wait for the run's result until the monotonic ``deadline``; Unavailable
-    (a fault's aftermath on this client) is counted and the wait goes on."""
-    pause = 0.1
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            value = handle.result(timeout=min(left, 5.0))
-        except RequestTimeout:
-            continue
-        except Unavailable:
-            unavailable["result"] += 1
-            time.sleep(min(pause, left))  # back off before asking again
-            pause = min(pause * 2, 1.0)
-            continue
-        except WorkflowError as exc:
-            return "failed", repr(exc)
-        return ("ok" if value == EXPECTED else "wrong"), repr(value)
-    return "unfinished", ""
-
-
-def _stop(workers: list[WorkerProc]) -> list[int | None]:
-    """SIGTERM all, then reap each: its exit code, or None if it had to be killed."""
-    for worker in workers:
-        if worker.proc.poll() is None:
-            worker.proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    codes: list[int | None] = []
-    for worker in workers:
-        try:
-            codes.append(worker.proc.wait(timeout=max(0.1, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            codes.append(None)
-    return codes
 
 
 def _counts(err: str) -> Counter[str]:
@@ -241,17 +137,17 @@ def _drive(cluster: Cluster, fault: str, starter: Starter, clock: DoneClock, url
         starter.join(timeout=STOP_TIMEOUT)
 
         deadline = time.monotonic() + (window.ended + FINISH_DEADLINE - time.time())
-        outcomes = {key: _result(run, deadline, unavailable) for key, run in starter.runs}
+        outcomes = {key: run_result(run, deadline, unavailable) for key, run in starter.runs}
         finished_at = time.time()
         runs = dict(starter.runs)
         lost = [
             key
             for key, (outcome, _) in outcomes.items()
-            if outcome == "unfinished" and _not_stored(runs[key], unavailable)
+            if outcome == "unfinished" and not_stored(runs[key], unavailable)
         ]
     finally:
         starter.halt.set()
-        exits = _stop(workers)
+        exits = stop_workers(workers)
     return Observed(window, outcomes, lost, finished_at, unavailable, exits)
 
 
@@ -323,14 +219,3 @@ def test_workflows_lose_no_run_through_a_fault(
         f"the step rate came back {fmt(recover_s)}s after the fault"
     )
     assert errors_s <= RECOVERY_BOUND, f"starts failed until {errors_s:.2f}s after the fault"
-
-
-def _not_stored(run: RunHandle[int], unavailable: Counter[str]) -> bool:
-    """Whether the database knows nothing of ``run`` (its start was lost)."""
-    try:
-        until_available(run.status, time.monotonic() + 30)
-    except (InvalidArgument, RunNotFound):  # RunNotFound: no record of it at all
-        return True
-    except Unavailable:
-        unavailable["status"] += 1
-    return False

@@ -9,7 +9,11 @@ PostgreSQL says what went wrong with a SQLSTATE; its class decides:
   read-only during a failover, ``25P03`` idle in transaction), contention
   (``40``: serialization failure, deadlock), or too many clients or too little
   memory for now (``53200``, ``53300``); and every driver error without a
-  SQLSTATE (a broken connection);
+  SQLSTATE (a broken connection); and, on a Citus coordinator, an internal
+  error (``XX000``) or an I/O error (``58030``) that says the coordinator lost
+  its connection to a worker node in the middle of a command
+  (:func:`lost_citus_node`): the node restarted or went away, as a lost
+  connection of its own would say;
 - **the request's fault** (:class:`~querator.errors.InvalidArgument`): a value
   the store cannot hold (``22``: out of range, bad encoding), a constraint a
   value broke (``23``), a limit of the store passed (``54``: a row or an
@@ -40,6 +44,25 @@ RETRYABLE_CLASSES = ("08", "40", "57")
 RETRYABLE_STATES = ("55P03", "25006", "25P03", "53200", "53300")
 """SQLSTATEs outside those classes that pass too (lock timeout, read-only,
 idle-in-transaction timeout, out of memory, too many connections)."""
+CITUS_COMMAND_CONTEXT = "while executing command on"
+"""The context line a Citus coordinator adds to an error met on a worker node."""
+CITUS_LOST_CONNECTION = (
+    "server closed the connection unexpectedly",
+    "SSL SYSCALL error",
+    "invalid socket",
+    "connection not open",
+)
+"""What a Citus coordinator's connection to a worker node says when it broke
+during a command (with :data:`CITUS_COMMAND_CONTEXT`)."""
+CITUS_LOST_NODE = (
+    "failure on connection marked as essential",
+    "failed to COPY to shard",
+)
+"""How a Citus coordinator's own errors begin when its connection to a worker
+node broke in a transaction, or in the middle of a ``COPY`` to it."""
+CITUS_LOST_STATES = ("XX000", "58030")
+"""The SQLSTATEs a Citus 13.2 coordinator reports a lost worker node with
+(internal error, I/O error)."""
 REQUEST_CLASSES = ("22", "23", "54")
 """SQLSTATE classes that are the request's fault (data, constraints, limits)."""
 
@@ -49,6 +72,17 @@ def _words(exc: psycopg.Error) -> str:
     name = type(exc).__name__
     spelt = "".join(f" {c.lower()}" if c.isupper() else c for c in name).strip()
     return f"{spelt} (SQLSTATE {exc.sqlstate})"
+
+
+def lost_citus_node(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` is a Citus coordinator's report of a broken connection to
+    one of its worker nodes (a node restarting, or gone)."""
+    if exc.sqlstate not in CITUS_LOST_STATES:
+        return False
+    text = str(exc)
+    if text.startswith(CITUS_LOST_NODE):
+        return True
+    return CITUS_COMMAND_CONTEXT in text and any(phrase in text for phrase in CITUS_LOST_CONNECTION)
 
 
 def classify(exc: psycopg.Error, queue: str | None = None) -> QueratorError:
@@ -65,7 +99,7 @@ def classify(exc: psycopg.Error, queue: str | None = None) -> QueratorError:
             return InvalidArgument("request", f"the store cannot hold a value: {exc}")
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return Unavailable(f"PostgreSQL unreachable: {first}")
-    if state[:2] in RETRYABLE_CLASSES or state in RETRYABLE_STATES:
+    if state[:2] in RETRYABLE_CLASSES or state in RETRYABLE_STATES or lost_citus_node(exc):
         return Unavailable(f"PostgreSQL unavailable: {_words(exc)}")
     if state[:2] in REQUEST_CLASSES:
         return InvalidArgument("request", f"the store cannot hold a value: {_words(exc)}")
