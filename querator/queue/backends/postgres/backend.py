@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -53,7 +52,12 @@ from querator.queue.backends.postgres.migrations import prepare_schema
 from querator.queue.backends.postgres.pooled import CallParts, PooledCall
 from querator.queue.backends.postgres.replication import Timeline
 from querator.queue.backends.postgres.retry_at_once import one_table_retry, retry_at_once
-from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl, run_each
+from querator.queue.backends.postgres.schema import (
+    DROP_TABLES,
+    ITEM_POSITION,
+    partitions_ddl,
+    run_each,
+)
 from querator.queue.backends.postgres.sessions import (
     Sessions,
     configurer,
@@ -102,8 +106,14 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
         await super()._add_connection(attempt, growing)
 
 
-_LEASE_ORDER = operator.itemgetter(0, 1)
-"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
+_PRIORITY_AT = 1 + ITEM_POSITION["priority"]
+
+
+def _lease_order(row: Sequence[Any]) -> tuple[int, datetime, int]:
+    """A leased row's order: higher priority first, then ``available_at`` before
+    the lease, then ``seq``."""
+    return -row[_PRIORITY_AT], row[0], row[1]
+
 
 OPEN_TIMEOUT = 10.0
 """Seconds ``open()`` waits for a first connection before raising Unavailable."""
@@ -372,7 +382,7 @@ class PostgresBackend:
         async with self._connect(queue.name) as conn:
             cur = await conn.execute(statement, params, binary=True)
             found = await cur.fetchall()
-        found.sort(key=_LEASE_ORDER)
+        found.sort(key=_lease_order)
         timeout = float(queue.settings.lease_timeout)
         leases = Leases([], [])
         for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout

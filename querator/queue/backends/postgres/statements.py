@@ -307,22 +307,76 @@ SET available_at = """
 )
 """What leasing a row (aliased ``t``) sets, shared by :data:`LEASE` and :data:`CLAIM`."""
 
+_LEASABLE: Final = (
+    """available_at <= """
+    + NOW
+    + """
+          AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
+          AND expire_at > """
+    + NOW
+    + """
+          AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"""
+)
+"""An item a lease may take now (of the given kinds, unless ``kinds`` is NULL)."""
+
+
+def _levels(name: str, sign: str) -> str:
+    """A recursive CTE of the distinct priorities ``{sign} 0`` in the priority
+    index, highest first, one index probe each (a NULL row ends it)."""
+    return f"""
+{name}(priority) AS (
+    (SELECT priority FROM {{table}}
+     WHERE priority <> 0 AND priority {sign} 0 ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.priority FROM {{table}} AS t
+            WHERE t.priority <> 0 AND t.priority {sign} 0 AND t.priority < l.priority
+            ORDER BY t.priority DESC LIMIT 1)
+    FROM {name} AS l WHERE l.priority IS NOT NULL
+)"""
+
+
+def _level_leg(levels: str) -> str:
+    """The ready items of each priority of ``levels``, in lease order."""
+    return (
+        f"""
+    SELECT r.seq, r.available_at, l.priority FROM {levels} AS l CROSS JOIN LATERAL (
+        SELECT seq, available_at FROM {{table}}
+        WHERE priority = l.priority AND priority <> 0 AND """
+        + _LEASABLE
+        + """
+        ORDER BY available_at, seq
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS r"""
+    )
+
+
 LEASE: Final = sql.SQL(
     """
-WITH picked AS (
-    SELECT seq, available_at AS lease_order
-    FROM {table}
-    WHERE available_at <= """
-    + NOW
+WITH RECURSIVE"""
+    + _levels("above", ">")
+    + ","
+    + _levels("below", "<")
+    + """,
+picked AS (
+    SELECT seq, available_at AS lease_order FROM ("""
+    + _level_leg("above")
     + """
-      AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
-      AND expire_at > """
-    + NOW
+    UNION ALL
+    SELECT * FROM (
+        SELECT seq, available_at, 0::smallint FROM {table}
+        WHERE priority = 0 AND """
+    + _LEASABLE
     + """
-      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
-    ORDER BY available_at, seq
+        ORDER BY available_at, seq
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS zero
+    UNION ALL"""
+    + _level_leg("below")
+    + """
+    ) AS ready
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE {table} AS t"""
     + _LEASE_SET
@@ -332,7 +386,14 @@ RETURNING picked.lease_order, {columns}
 """
 )
 """Leases the first leasable items of a partition (of the given kinds, unless
-``kinds`` is NULL); rows another client locks are skipped."""
+``kinds`` is NULL); rows another client locks are skipped.
+
+Items of a priority above 0 come first, highest first, then priority 0, then
+those below; FIFO (``available_at, seq``) within a priority. Each priority other
+than 0 is one probe of the partial priority index (:data:`.schema.CREATE_PRIORITY_INDEX`)
+for its ready items, which stops at the first item due later; a queue whose items
+all have priority 0 pays one probe of that index (empty) for each side of 0, and
+leases through the ``(available_at, seq)`` index as it always did."""
 
 CLAIM: Final = sql.SQL(
     """
