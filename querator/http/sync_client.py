@@ -93,6 +93,7 @@ class Querator(MessageCalls, LockCalls, DeadCalls, SyncShell[AsyncQuerator]):
         queue: str | None = None,
         delay: float = 0.0,
         id_reuse_policy: IdReusePolicy | None = None,
+        priority: int | None = None,
         **kwargs: Any,
     ) -> HttpRun[Any]:
         """See :meth:`AsyncQuerator.start`."""
@@ -104,6 +105,7 @@ class Querator(MessageCalls, LockCalls, DeadCalls, SyncShell[AsyncQuerator]):
             queue=queue,
             delay=delay,
             id_reuse_policy=id_reuse_policy,
+            priority=priority,
             **kwargs,
         )
         return HttpRun(self, run)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from querator.http.wire.items import StorageItem
 from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
@@ -39,6 +39,8 @@ class StartRequest(WireModel):
     id_reuse_policy: IdReusePolicy | None = None
     """What a start with an idempotency key does when a run has the key
     (default: the workflow's, else ``use_existing``)."""
+    priority: StrictInt | None = None
+    """The run's priority, -32768 to 32767 (default: the workflow's, else 0)."""
 
 
 class RunReply(WireModel):
