@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from polling import wait_for
 
-from querator import Querator
+from querator import Querator, StoredItem
 from querator.errors import InvalidArgument, QueueNotFound
 from querator.workflows import gather, step, workflow
+from querator.workflows.keys import child_run_id
 
 from .conftest import RunWorker
 
@@ -34,6 +35,20 @@ def own(n: int) -> int:
 @workflow(name="prio-test.flow", queue=FLOW_QUEUE)
 def flow(n: int) -> int:
     return sum(gather([inherits.spawn(n), own.spawn(n)]))
+
+
+CHILD_QUEUE = "prio-test-children"
+"""The child runs' queue: no worker serves it, so their start wakes wait there."""
+
+
+@workflow(name="prio-test.child", queue=CHILD_QUEUE)
+def child(n: int) -> int:
+    return n
+
+
+@workflow(name="prio-test.parent", queue=FLOW_QUEUE)
+def parent(n: int) -> int:
+    return child(n)
 
 
 @workflow(name="prio-test.urgent-flow", priority=3)
@@ -71,6 +86,21 @@ def test_steps_inherit_their_runs_priority_unless_they_set_their_own(
     leased = q.lease(STEP_QUEUE, client_id="prio-test", batch_size=10, kinds=[k for k, _ in steps])
     assert [item.priority for item in leased] == [9, -5]  # the higher first
     q.complete(STEP_QUEUE, leased)
+
+
+def test_a_child_run_inherits_its_parents_priority(q: Querator, run_worker: RunWorker) -> None:
+    run = q.start(parent, 1, priority=6)
+    with run_worker([parent]):
+        wait_for(lambda: _wakes(q, CHILD_QUEUE), timeout=20, message="the child's start wake")
+    assert {item.priority for item in _wakes(q, CHILD_QUEUE)} == {6}
+    assert {item.reference for item in _wakes(q, CHILD_QUEUE)} == {child_run_id(run.run_id, 0)}
+
+
+def _wakes(q: Querator, queue: str) -> list[StoredItem]:
+    try:
+        return q.list_items(queue)
+    except QueueNotFound:  # made by the first item
+        return []
 
 
 def _steps(q: Querator, run_id: str) -> list[tuple[str, int]]:

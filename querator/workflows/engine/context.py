@@ -589,7 +589,7 @@ class RunContext:
             workflow=self.workflow,
         )
         text = spec.codec.encode_args(args, kwargs)
-        return child_request(spec, parent, text, self.clock.now(), self.trace)
+        return child_request(spec, parent, text, self.clock.now(), self.trace, self.priority)
 
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("querator_run", default=None)
