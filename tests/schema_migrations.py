@@ -55,7 +55,7 @@ ITEMS = [
 """Keys whose code point order ("B" < "_x" < "a" < "a-1" < "b" < "é") differs
 from a linguistic collation's."""
 
-MIGRATED = "migrated from schema version 1 to 3"
+MIGRATED = "migrated from schema version 1 to 4"
 """What the log says when opening migrates a version 1 store."""
 
 
@@ -79,8 +79,15 @@ def check_items_work(url: str) -> None:
         assert found["\u00e9"].payload == b"e acute"
         again = q.produce(QUEUE, [Item(payload=b"again", dedup_key="\u00e9")])
         assert again == [found["\u00e9"].id]  # the key is still held: nothing added
+        urgent = q.produce(QUEUE, [Item(payload=b"urgent", priority=7, partition_key="u")])
         leased = q.lease(QUEUE, client_id="after-migration", batch_size=100)
-        assert sorted(item.payload for item in leased) == sorted(i.payload for i in ITEMS)
+        assert sorted(item.payload for item in leased) == sorted(
+            [b"urgent", *(i.payload for i in ITEMS)]
+        )
+        partition = partition_for_key("u", PARTITIONS)
+        first = next(item for item in leased if item.partition == partition)
+        assert (first.id, first.priority) == (urgent[0], 7)  # before the older items there
+        assert {item.priority for item in leased if item.id != urgent[0]} == {0}
         q.complete(QUEUE, leased)
         assert sum(p.total for p in q.stats(QUEUE).partitions) == 0
         assert q.produce(

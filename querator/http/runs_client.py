@@ -26,7 +26,7 @@ from querator.http.wire import queue as wq
 from querator.http.wire import workflows as ww
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.options import check_options
-from querator.queue.validation import check_count, check_duration
+from querator.queue.validation import check_count, check_duration, check_priority
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
@@ -146,6 +146,7 @@ class WorkflowCalls(Caller):
         queue: str | None = None,
         delay: float = 0.0,
         id_reuse_policy: IdReusePolicy | None = None,
+        priority: int | None = None,
         **kwargs: Any,
     ) -> AsyncHttpRun[Any]:
         """See :func:`querator.workflows.start`; ``fn`` may also be the
@@ -156,6 +157,8 @@ class WorkflowCalls(Caller):
             body["id_reuse_policy"] = check_reuse_policy(id_reuse_policy)
         if delay:
             body["delay"] = format_duration(check_duration("delay", delay, allow_zero=True))
+        if priority is not None:
+            body["priority"] = check_priority("priority", priority)
         run_id = (await self._post("/v1/workflows.start", body, ww.RunReply)).run_id
         return AsyncHttpRun(self, run_id, fn if isinstance(fn, WorkflowFunction) else None)
 

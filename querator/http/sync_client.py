@@ -96,6 +96,7 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
         queue: str | None = None,
         delay: float = 0.0,
         id_reuse_policy: IdReusePolicy | None = None,
+        priority: int | None = None,
         **kwargs: Any,
     ) -> HttpRun[Any]:
         """See :meth:`AsyncQuerator.start`."""
@@ -107,6 +108,7 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
             queue=queue,
             delay=delay,
             id_reuse_policy=id_reuse_policy,
+            priority=priority,
             **kwargs,
         )
         return HttpRun(self, run)

@@ -11,8 +11,9 @@ from typing import Annotated, NamedTuple
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from querator.errors import InvalidArgument
 from querator.model_bases import InputModel, View
-from querator.queue.validation import MAX_DURATION, NAME_PATTERN
+from querator.queue.validation import MAX_DURATION, NAME_PATTERN, check_priority
 
 __all__ = [
     "DEFAULT_EXPIRE_TIMEOUT",
@@ -127,8 +128,19 @@ class Item(InputModel):
     """While an item holding this key is in the queue, producing the key again returns its id."""
     partition_key: str | None = Field(default=None, min_length=1, max_length=512)
     """Items with the same key land in the same partition and keep FIFO order."""
+    priority: int = 0
+    """Among items ready to lease, higher priorities are leased first; FIFO within
+    one priority. An int from -32768 to 32767; 0 (the default) costs nothing."""
 
     _texts = field_validator("kind", "encoding", "reference", "dedup_key", "partition_key")(_no_nul)
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _priority_int(cls, value: object) -> int:
+        try:
+            return check_priority("priority", value)
+        except InvalidArgument as exc:
+            raise ValueError(exc.rule) from None
 
     @field_validator("payload", mode="before")
     @classmethod
@@ -193,6 +205,8 @@ class StoredItem(View):
     """Id the item had in its source queue, when it arrived by dead-lettering."""
     created_at: datetime
     """When the item was produced (into this queue)."""
+    priority: int = 0
+    """Its priority: among ready items, higher ones are leased first."""
 
 
 class Leased(StoredItem):

@@ -79,6 +79,7 @@ def route_items(
                 else {**item.headers, **trace},
                 available_at=item.enqueue_at,
                 dedup_key=item.dedup_key,
+                priority=item.priority,
             )
         )
     return routed

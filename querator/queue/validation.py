@@ -23,6 +23,10 @@ MAX_BATCH = 1_000
 """The most items one call may carry."""
 MAX_PAYLOAD = 64 * 1024 * 1024
 """The largest payload accepted, in bytes."""
+MIN_PRIORITY = -32_768
+"""The lowest priority an item, run, step or task may have."""
+MAX_PRIORITY = 32_767
+"""The highest priority (a 16-bit signed integer: PostgreSQL's ``smallint``)."""
 
 _NAME = re.compile(NAME_PATTERN)
 _GOOD_NAMES: set[str] = set()
@@ -56,6 +60,18 @@ def check_name(field: str, value: object) -> str:
             _GOOD_NAMES.clear()
         _GOOD_NAMES.add(value)
     return value
+
+
+def check_priority(field: str, value: object) -> int:
+    """Return ``value`` if it is a priority: an ``int`` (not a bool) from
+    :data:`MIN_PRIORITY` to :data:`MAX_PRIORITY`; higher is leased first."""
+    if type(value) is int and MIN_PRIORITY <= value <= MAX_PRIORITY:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(field, f"must be an int, got {type(value).__name__}")
+    raise InvalidArgument(
+        field, f"must be from {MIN_PRIORITY} to {MAX_PRIORITY}, got {quoted(value)}"
+    )
 
 
 MAX_KINDS = 1_000

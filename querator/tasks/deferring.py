@@ -19,7 +19,13 @@ from querator.queue.client import QueueClient
 from querator.queue.foreign import produce_on, produce_on_async
 from querator.queue.models import Item
 from querator.queue.service import AsyncQueueClient
-from querator.queue.validation import MAX_BATCH, check_duration, check_instant, check_name
+from querator.queue.validation import (
+    MAX_BATCH,
+    check_duration,
+    check_instant,
+    check_name,
+    check_priority,
+)
 from querator.tasks.handles import AsyncTaskHandle, TaskHandle
 from querator.tasks.layout import (
     DEAD_SETTINGS,
@@ -56,6 +62,12 @@ class Deferral:
     connection: object
 
 
+def _priority(fn: TaskSpec[..., Any], options: Mapping[str, Any]) -> int:
+    """The priority of a deferral's items: ``priority=``, else the task's."""
+    priority = options.get("priority")
+    return fn.priority if priority is None else check_priority("priority", priority)
+
+
 def _options(options: Mapping[str, Any]) -> tuple[float | None, datetime | None, str | None]:
     unknown = [name for name in options if name not in DEFER_OPTIONS]
     if unknown:
@@ -81,6 +93,7 @@ def plan(
     if not isinstance(fn, TaskSpec):
         raise InvalidArgument("task", f"{fn!r} is not a @task function")
     delay, at, key = _options(options)
+    priority = _priority(fn, options)
     if not 1 <= len(calls) <= MAX_BATCH:
         raise InvalidArgument("calls", f"must hold 1 to {MAX_BATCH} calls, not {len(calls)}")
     if key is not None and len(calls) > 1:
@@ -105,6 +118,7 @@ def plan(
                 reference=task_id,
                 enqueue_at=when,
                 dedup_key=dedup_key(task_id) if key is not None else None,
+                priority=priority,
             )
         )
     return Deferral(items, ids, options.get("connection"))

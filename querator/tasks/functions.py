@@ -53,7 +53,9 @@ class TaskFunction(TaskSpec[P, R]):
         the application's open connection (PostgreSQL: psycopg or a SQLAlchemy
         session; SQLite: a ``sqlite3`` connection to the store's file or a
         SQLAlchemy session on it), whose transaction the task then commits (or
-        rolls back) with (see :mod:`querator.queue.foreign`).
+        rolls back) with (see :mod:`querator.queue.foreign`); ``priority``
+        (-32768 to 32767, default: the task's): among ready items, higher is
+        leased first (see docs/flow-control.md).
         """
 
         return defer(q, self, args, kwargs)

@@ -40,6 +40,7 @@ async def park(
             reference=leased.reference,
             headers=headers,
             enqueue_at=at,
+            priority=leased.priority,
         )
 
     try:

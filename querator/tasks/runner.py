@@ -203,6 +203,7 @@ class TaskRunner:
             reference=current.reference,
             headers={**current.headers, PRIOR_HEADER: str(attempt - 1)},
             enqueue_at=self.aq.clock.now() + timedelta(seconds=defer.seconds),
+            priority=current.priority,
         )
         log.info("task %s %s deferred by %.3fs", current.kind, current.reference, defer.seconds)
         await self._transact(current, {current.queue: [later]})

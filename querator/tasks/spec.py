@@ -17,7 +17,7 @@ from querator.errors import InvalidArgument
 from querator.limits.concurrency import Concurrency, limit_keys
 from querator.limits.rate import RateLimit
 from querator.queue.options import check_options
-from querator.queue.validation import check_duration, check_name
+from querator.queue.validation import check_duration, check_name, check_priority
 from querator.tasks.layout import TASK_QUEUE
 from querator.workflows.codec import Codec
 from querator.workflows.retry import RetryPolicy
@@ -34,7 +34,7 @@ DEFAULT_TASK_RETRY = RetryPolicy()
 """Default policy of tasks: 3 attempts, backing off from 1 s (as steps)."""
 NO_RETRY = RetryPolicy(max_attempts=1)
 """What ``retry=None`` means: one attempt, never retried."""
-DEFER_OPTIONS = ("delay", "at", "idempotency_key", "connection")
+DEFER_OPTIONS = ("delay", "at", "idempotency_key", "connection", "priority")
 """The keyword options of ``defer``: a task's parameters may not take these names."""
 
 P = ParamSpec("P")
@@ -62,6 +62,9 @@ class TaskOptions(TypedDict, total=False):
     rate_limit: RateLimit | None
     """At most ``n`` starts per ``per`` seconds and key; a start over it is
     deferred to when it is admitted."""
+    priority: int | None
+    """The priority of its items (-32768 to 32767, default 0; higher is leased
+    first among ready items); ``defer(..., priority=...)`` overrides it."""
 
 
 _TASKS: dict[str, TaskSpec[..., Any]] = {}
@@ -97,6 +100,9 @@ class TaskSpec(Generic[P, R]):
         if not isinstance(keep, bool):
             raise InvalidArgument("keep_result", "must be True or False")
         self.keep_result = keep
+        priority = options.get("priority")
+        self.priority = 0 if priority is None else check_priority("priority", priority)
+        """The priority of its items unless a ``defer`` gives one."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = inspect.signature(fn)
         """The function's signature (a worker checks the stored arguments against it)."""

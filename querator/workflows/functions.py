@@ -14,7 +14,7 @@ from querator.errors import InvalidArgument
 from querator.limits.concurrency import Concurrency, limit_keys
 from querator.limits.rate import RateLimit
 from querator.queue.options import check_options
-from querator.queue.validation import check_duration, check_name
+from querator.queue.validation import check_duration, check_name, check_priority
 from querator.workflows.codec import Codec
 from querator.workflows.cron.schedules import check_cron
 from querator.workflows.engine.context import CURRENT, ChildHandle, ChildSpec, StepHandle, Undo
@@ -70,6 +70,9 @@ class StepOptions(CompensationOptions, total=False):
     rate_limit: RateLimit | None
     """At most ``n`` starts per ``per`` seconds and key, across every worker; a
     start over it is deferred to when it is admitted."""
+    priority: int | None
+    """The priority of its items (-32768 to 32767; higher is leased first among
+    ready items). None (the default): its run's priority."""
 
     compensate_on_failure: bool
     """In a ``@saga``: compensate the step even when it failed for good (default False)."""
@@ -89,6 +92,9 @@ class WorkflowOptions(TypedDict, total=False):
     id_reuse_policy: IdReusePolicy | None
     """What a start with an idempotency key does when a run has the key (default
     ``"use_existing"``); see :mod:`querator.workflows.idempotency`."""
+    priority: int | None
+    """The default priority of its runs (``start(priority=...)`` overrides it;
+    None: 0). A run's steps inherit it unless a step sets its own."""
 
 
 P = ParamSpec("P")
@@ -175,6 +181,9 @@ class StepFunction(DurableFunction, Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"step {self.name!r}")
         self.concurrency, self.rate_limit = _limits(options)
+        priority = options.get("priority")
+        self.priority = None if priority is None else check_priority("priority", priority)
+        """The priority of its items (None: its run's)."""
         functools.update_wrapper(self, fn)
         _STEPS[self.name] = self
 
@@ -188,7 +197,9 @@ class StepFunction(DurableFunction, Generic[P, R]):
         if ctx is None:
             return self.fn(*args, **kwargs)
         self.limit_keys(args, kwargs)
-        value = ctx.call(self.name, self.queue, self.codec, args, kwargs, self._undo())
+        value = ctx.call(
+            self.name, self.queue, self.codec, args, kwargs, self._undo(), self.priority
+        )
         if self.is_async:
             return _resolved(value)  # type: ignore[return-value]
         return value  # type: ignore[no-any-return]
@@ -205,7 +216,9 @@ class StepFunction(DurableFunction, Generic[P, R]):
         if ctx is None:
             return StepHandle(self.name, -1, self.codec, value=self.fn(*args, **kwargs))
         self.limit_keys(args, kwargs)
-        return ctx.spawn(self.name, self.queue, self.codec, args, kwargs, self._undo())
+        return ctx.spawn(
+            self.name, self.queue, self.codec, args, kwargs, self._undo(), self.priority
+        )
 
     @overload
     def compensate(self, fn: Callable[..., Any], /) -> StepFunction[..., Any]: ...
@@ -290,6 +303,9 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
         it (None: until the results queue expires it, 366 days)."""
         self.id_reuse_policy = check_reuse_policy(options.get("id_reuse_policy"))
         """The default of ``start(id_reuse_policy=...)`` here (None: ``"use_existing"``)."""
+        priority = options.get("priority")
+        self.priority = 0 if priority is None else check_priority("priority", priority)
+        """The default priority of its runs (``start(priority=...)`` overrides it)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.codec = Codec(fn, f"workflow {self.name!r}")
         self.parent_close_policy: ParentClosePolicy = "cancel"

@@ -188,6 +188,7 @@ async def fork_async(aq: AsyncQueueClient, run_id: str, from_step: int) -> Async
             queue=meta.queue,
             started_at=aq.clock.now(),
             trace=started.carrier,
+            priority=meta.priority,
         )
         produce = start_items(new_id, copied)
         kept = [

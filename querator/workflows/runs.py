@@ -16,7 +16,7 @@ from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, Unav
 from querator.queue.client import QueueClient
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
-from querator.queue.validation import check_duration, check_name
+from querator.queue.validation import check_duration, check_name, check_priority
 from querator.telemetry import runs as runs_telemetry
 from querator.workflows.debounce import Debounce, debounced_start
 from querator.workflows.engine.commit import Produce, merge_items, transact_creating
@@ -278,6 +278,7 @@ async def start_async(
     delay: float = 0.0,
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
+    priority: int | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -293,6 +294,7 @@ async def start_async(
     delay: float = 0.0,
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
+    priority: int | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -307,11 +309,13 @@ async def start_async(
     delay: float = 0.0,
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
+    priority: int | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
     wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
     policy = check_reuse_policy(id_reuse_policy)
+    level = run_priority(fn, priority)
     with runs_telemetry.starting(fn.name, wf_queue) as started:
         made = await create_run(
             aq,
@@ -324,8 +328,16 @@ async def start_async(
             started,
             debounce=debounce,
             id_reuse_policy=policy,
+            priority=level,
         )
     return made[0]
+
+
+def run_priority(fn: WorkflowFunction[..., Any], priority: object) -> int:
+    """A new run's priority: ``priority`` once checked, else its workflow's."""
+    if priority is None:
+        return fn.priority if isinstance(fn, WorkflowFunction) else 0
+    return check_priority("priority", priority)
 
 
 def check_start(
@@ -361,21 +373,24 @@ async def create_run(
     then: Callable[[str], Produce] | None = None,
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
+    priority: int | None = None,
 ) -> tuple[AsyncRunHandle[Any], bool]:
     """Store a new run (unless ``idempotency_key`` names one its reuse policy
     keeps: ``id_reuse_policy``, else the workflow's), traced by ``started``,
     with ``then(run_id)``'s items in its transaction: its handle, and whether
     ``then``'s items were written (False: the run existed). With ``debounce``,
-    record the call in its window (:mod:`querator.workflows.debounce`)."""
+    record the call in its window (:mod:`querator.workflows.debounce`).
+    ``priority``: the run's (None: the workflow's)."""
     args_text = fn.codec.encode_args(args, kwargs)
+    level = fn.priority if priority is None else priority
     if debounce is not None:
-        window = _meta(fn, args_text, wf_queue, aq.clock.now(), 0.0, started)
+        window = _meta(fn, args_text, wf_queue, aq.clock.now(), 0.0, started, level)
         run_id = await debounced_start(aq, window, debounce)
         started.created(run_id, fn.name, existing=False)
         pending: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
         pending.debounced = True
         return pending, True
-    meta = _meta(fn, args_text, wf_queue, aq.clock.now(), delay, started)
+    meta = _meta(fn, args_text, wf_queue, aq.clock.now(), delay, started, level)
     if idempotency_key is None:
         run_id = new_run_id(None)
         # One transaction; the queues are created the first time only (a fresh
@@ -438,6 +453,7 @@ def _meta(
     now: datetime,
     delay: float,
     started: runs_telemetry.Started,
+    priority: int = 0,
 ) -> RunMeta:
     """A new run's meta record."""
     deadline = None
@@ -450,6 +466,7 @@ def _meta(
         started_at=now,
         deadline=deadline,
         trace=started.carrier,
+        priority=priority,
     )
 
 
@@ -464,6 +481,7 @@ def start(
     delay: float = 0.0,
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
+    priority: int | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -479,6 +497,7 @@ def start(
     delay: float = 0.0,
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
+    priority: int | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -493,6 +512,7 @@ def start(
     delay: float = 0.0,
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
+    priority: int | None = None,
     **kwargs: Any,
 ) -> RunHandle[Any]:
     """Start a run of workflow ``fn(*args, **kwargs)``; returns its handle at once.
@@ -511,6 +531,9 @@ def start(
     :mod:`querator.workflows.idempotency`).
     ``queue`` overrides the workflow's queue. ``delay`` (seconds) makes the
     run's first replay wait that long (a workflow ``timeout`` counts from then).
+    ``priority`` (-32768 to 32767, default: the workflow's, else 0): among
+    ready items, a run's of a higher priority are leased first; its steps
+    inherit it unless a step sets its own (docs/flow-control.md).
     Arguments that cannot be serialised raise
     :class:`~querator.errors.InvalidArgument` here.
 
@@ -521,6 +544,7 @@ def start(
     """
     wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
     policy = check_reuse_policy(id_reuse_policy)
+    level = run_priority(fn, priority)
     # The span is opened here, in the caller's thread, so its parent is the
     # caller's current span (the client's event loop runs in another thread).
     with runs_telemetry.starting(fn.name, wf_queue) as started:
@@ -537,6 +561,7 @@ def start(
             None,
             debounce,
             policy,
+            level,
         )
     run: RunHandle[Any] = RunHandle(q, handle.run_id, fn)
     run._async.debounced = handle.debounced

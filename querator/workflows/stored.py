@@ -108,6 +108,9 @@ class RunMeta(StoredModel):
     key, the one whose nonce the stored meta holds created the run."""
     continued_from: str | None = None
     """The run that continued as this one (``continue_as_new``)."""
+    priority: int = 0
+    """The run's priority: its wake tasks carry it, and its steps unless a step
+    sets its own (``start(priority=...)``, ``@workflow(priority=...)``)."""
 
 
 class CancelRecord(StoredModel):
@@ -232,6 +235,10 @@ class StepPayload(StoredModel):
     slot: str | None = None
     """Compensations: the record key after ``{run}/`` (``c{k}`` or ``c{k}/r{round}``);
     None for step calls (``{position}``)."""
+    priority: int = 0
+    """The step item's priority (``@step(priority=...)``, else its run's)."""
+    run_priority: int = 0
+    """The run's priority: the wake task this item produces when it ends carries it."""
 
     def record_key(self) -> str:
         """Key of the record this item writes (and of its wake's tag)."""
@@ -328,13 +335,15 @@ def wake_item(
     trace: Mapping[str, str] | None = None,
     *,
     workflow: str,
+    priority: int = 0,
 ) -> Item:
     """A wake task of a run of ``workflow`` due at ``at`` (None: now).
 
     ``tag`` (``start``, ``cancel``, ``deadline`` or a position) keeps each
     wakeup distinct; ``meta``: see :attr:`WakePayload.meta`; ``trace``: the
     run's trace context (:attr:`RunMeta.trace`), for the item's headers. Its
-    kind names the workflow: only workers that serve it lease it.
+    kind names the workflow: only workers that serve it lease it; ``priority``:
+    the run's (:attr:`RunMeta.priority`).
     """
     return Item(
         payload=WakePayload(run_id=run_id, meta=meta).model_dump_json().encode(),
@@ -344,6 +353,7 @@ def wake_item(
         dedup_key=f"{run_id}/wake/{tag}",
         enqueue_at=at,
         headers=dict(trace) if trace else {},
+        priority=priority,
     )
 
 
@@ -363,6 +373,7 @@ def step_item(
         dedup_key=key,
         enqueue_at=at,
         headers=dict(trace) if trace else {},
+        priority=payload.priority,
     )
 
 
@@ -379,12 +390,18 @@ def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, lis
     """What starting a run produces: its meta and index entries, its first wake
     (carrying the meta when the run has no deadline), its deadline wake."""
     first = meta.started_at + timedelta(seconds=delay) if delay > 0 else None
-    workflow = meta.workflow
+    workflow, priority = meta.workflow, meta.priority
     if meta.deadline is None:
-        wakes = [wake_item(run_id, "start", first, meta, meta.trace, workflow=workflow)]
+        wakes = [
+            wake_item(
+                run_id, "start", first, meta, meta.trace, workflow=workflow, priority=priority
+            )
+        ]
     else:
         wakes = [
-            wake_item(run_id, "start", first, trace=meta.trace, workflow=workflow),
+            wake_item(
+                run_id, "start", first, trace=meta.trace, workflow=workflow, priority=priority
+            ),
             wake_item(run_id, "deadline", meta.deadline, trace=meta.trace, workflow=workflow),
         ]
     records = [record_item(meta_key(run_id), meta, run_id)]

@@ -205,3 +205,20 @@ def test_runs_are_resumed_and_forked(http: httpx.Client) -> None:
         assert response.json()["details"]["field"] == "from_step"
     response = http.post("/v1/runs.resume", json={"run_id": "nope"})
     assert response.status_code == 453
+
+
+def test_a_run_started_with_a_priority_carries_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'prio.db'}"
+    with (
+        serve(url, "--app", str(FLOWS)) as base,
+        Querator(url) as q,
+        httpx.Client(base_url=base, timeout=60) as http,
+    ):
+        body = {"workflow": "http.greet", "args": ["ada"]}
+        run_id = call(http, "/v1/workflows.start", **body, priority=7)["run_id"]
+        wakes = [item for item in q.list_items(http_flows.QUEUE) if item.reference == run_id]
+        assert [item.priority for item in wakes] == [7]  # no worker: its start wake waits
+        for bad, code in [(True, 455), ("7", 455), (40_000, 400)]:
+            response = http.post("/v1/workflows.start", json={**body, "priority": bad})
+            assert response.status_code == code, response.text
+            assert "priority" in response.json()["message"]

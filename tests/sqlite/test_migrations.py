@@ -53,13 +53,21 @@ def build_v1_store(path: Path) -> None:
 
 
 def catalog(path: Path) -> list[tuple[str, str, str, str]]:
-    """Every table and index of the file, with the SQL that makes it."""
+    """Every table and index of the file, with the SQL that makes it; a table by
+    its columns and their order instead (``ALTER TABLE ADD COLUMN``, as migration
+    4 adds ``priority``, spells a table's SQL differently from ``CREATE TABLE``)."""
     conn = sqlite3.connect(path)
     try:
         rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+        described = [
+            (kind, name, table, repr(conn.execute(f'PRAGMA table_info("{name}")').fetchall()))
+            if kind == "table"
+            else (kind, name, table, sql)
+            for kind, name, table, sql in rows
+        ]
     finally:
         conn.close()
-    return sorted(rows)
+    return sorted(described)
 
 
 def store_version(path: Path) -> tuple[int, int]:
@@ -76,7 +84,7 @@ def fresh_catalog(tmp_path: Path) -> list[tuple[str, str, str, str]]:
     """The catalog of a fresh file with the old one's queues."""
     fresh = tmp_path / "fresh.db"
     v1.make_fresh_store(f"sqlite:///{fresh}")
-    assert store_version(fresh) == (3, 1)
+    assert store_version(fresh) == (4, 1)
     return catalog(fresh)
 
 
@@ -89,7 +97,7 @@ def old(tmp_path: Path) -> Path:
 
 
 def test_versions_align_with_postgresql() -> None:
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3]
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4]
 
 
 def test_an_old_file_opened_migrates_to_the_fresh_catalog_and_keeps_its_items(
@@ -99,7 +107,7 @@ def test_an_old_file_opened_migrates_to_the_fresh_catalog_and_keeps_its_items(
     with Querator(f"sqlite:///{old}"):
         pass
     assert catalog(old) == fresh_catalog
-    assert store_version(old) == (3, 1)
+    assert store_version(old) == (4, 1)
     v1.check_items_work(f"sqlite:///{old}")
 
 
@@ -132,7 +140,7 @@ def test_querator_migrate_lists_pending_migrations_then_applies_them(
 
     done = v1.migrate_cli(url)
     assert done.returncode == 0, done.stderr
-    assert "migrated to schema version 3" in done.stdout
+    assert "migrated to schema version 4" in done.stdout
     assert catalog(old) == fresh_catalog
     v1.check_items_work(url)
 
@@ -151,8 +159,8 @@ def test_a_file_from_a_newer_querator_is_refused_naming_both_versions(tmp_path: 
 
     with pytest.raises(SchemaTooNew) as refused:
         Querator(f"sqlite:///{path}")
-    assert (refused.value.store_version, refused.value.known_version) == (7, 3)
-    assert "schema version 7" in str(refused.value) and "up to 3" in str(refused.value)
+    assert (refused.value.store_version, refused.value.known_version) == (7, 4)
+    assert "schema version 7" in str(refused.value) and "up to 4" in str(refused.value)
 
 
 def test_migration_3_counts_expiry_from_availability_and_keeps_dead_letters(old: Path) -> None:

@@ -164,7 +164,8 @@ def test_result_times_out_while_no_worker_runs_it(q: Querator) -> None:
         (lambda q: noop.defer(q, "k", idempotency_key=""), "idempotency_key"),
         (lambda q: noop.defer_many(q, [("k",)]), "calls[0]"),
         (lambda q: noop.defer_many(q, []), "calls"),
-        (lambda q: noop.defer_many(q, [((), {})], priority=1), "priority"),
+        (lambda q: noop.defer_many(q, [((), {})], urgency=1), "urgency"),
+        (lambda q: noop.defer(q, "k", priority=True), "priority"),
         (lambda q: noop.defer(q, "k", connection=object()), "connection"),
     ],
 )

@@ -91,6 +91,7 @@ async def start(state: Any, body: StartRequest) -> RunReply:
         queue=body.queue,
         delay=body.delay or 0.0,
         id_reuse_policy=body.id_reuse_policy,
+        priority=body.priority,
         **body.kwargs,
     )
     return RunReply(run_id=handle.run_id)

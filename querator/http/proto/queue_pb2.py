@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fquerator/http/proto/queue.proto\x12\x08querator\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n\x13QueueProduceRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\'\n\x0erequestTimeout\x18\x02 \x01(\tR\x0frequest_timeout\x12)\n\x05items\x18\x03 \x03(\x0b\x32\x1a.querator.QueueProduceItem\"\xf1\x02\n\x10QueueProduceItem\x12\x10\n\x08\x65ncoding\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\treference\x18\x03 \x01(\t\x12\x39\n\tenqueueAt\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nenqueue_at\x12\r\n\x05\x62ytes\x18\x05 \x01(\x0c\x12\x0c\n\x04utf8\x18\x06 \x01(\t\x12\x38\n\x07headers\x18\x64 \x03(\x0b\x32\'.querator.QueueProduceItem.HeadersEntry\x12 \n\x08\x64\x65\x64upKey\x18\x65 \x01(\tH\x00R\tdedup_key\x88\x01\x01\x12(\n\x0cpartitionKey\x18\x66 \x01(\tH\x01R\rpartition_key\x88\x01\x01\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0b\n\t_dedupKeyB\x0f\n\r_partitionKey\"\xcd\x01\n\x14QueueProduceResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x1b\n\x08\x63odeText\x18\x02 \x01(\tR\tcode_text\x12\x0f\n\x07message\x18\x03 \x01(\t\x12<\n\x07\x64\x65tails\x18\x04 \x03(\x0b\x32+.querator.QueueProduceResponse.DetailsEntry\x12\x0b\n\x03ids\x18\x64 \x03(\t\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa6\x01\n\x11QueueLeaseRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x1d\n\tbatchSize\x18\x02 \x01(\x05R\nbatch_size\x12\x1b\n\x08\x63lientId\x18\x03 \x01(\tR\tclient_id\x12\'\n\x0erequestTimeout\x18\x04 \x01(\tR\x0frequest_timeout\x12\r\n\x05kinds\x18\x64 \x03(\t\"\x9a\x05\n\x0eQueueLeaseItem\x12\x10\n\x08\x65ncoding\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\treference\x18\x03 \x01(\t\x12\n\n\x02id\x18\x04 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\x05\x12\x41\n\rleaseDeadline\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0elease_deadline\x12\r\n\x05\x62ytes\x18\x07 \x01(\x0c\x12\x0f\n\x07version\x18\x64 \x01(\x03\x12\r\n\x05queue\x18\x65 \x01(\t\x12\x11\n\tpartition\x18\x66 \x01(\x05\x12 \n\x08\x63lientId\x18g \x01(\tH\x00R\tclient_id\x88\x01\x01\x12=\n\x0b\x61vailableAt\x18h \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0c\x61vailable_at\x12\x43\n\x0e\x65xpireDeadline\x18i \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0f\x65xpire_deadline\x12\x39\n\tcreatedAt\x18j \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreated_at\x12\x36\n\x07headers\x18k \x03(\x0b\x32%.querator.QueueLeaseItem.HeadersEntry\x12 \n\x08\x64\x65\x64upKey\x18l \x01(\tH\x01R\tdedup_key\x88\x01\x01\x12 \n\x08sourceId\x18m \x01(\tH\x02R\tsource_id\x88\x01\x01\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0b\n\t_clientIdB\x0b\n\t_dedupKeyB\x0b\n\t_sourceId\"o\n\x12QueueLeaseResponse\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\'\n\x05items\x18\x03 \x03(\x0b\x32\x18.querator.QueueLeaseItem\"7\n\x07ItemRef\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x07version\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\n\n\x08_version\"\xa0\x01\n\x14QueueCompleteRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\'\n\x0erequestTimeout\x18\x03 \x01(\tR\x0frequest_timeout\x12\x0b\n\x03ids\x18\x04 \x03(\t\x12 \n\x05items\x18\x64 \x03(\x0b\x32\x11.querator.ItemRef\"n\n\x11QueueRetryRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\'\n\x05items\x18\x03 \x03(\x0b\x32\x18.querator.QueueRetryItem\"\xa3\x01\n\x0eQueueRetryItem\x12\n\n\x02id\x18\x01 \x01(\t\x12\x35\n\x07retryAt\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08retry_at\x12\x0c\n\x04\x64\x65\x61\x64\x18\x03 \x01(\x08\x12\x14\n\x07version\x18\x64 \x01(\x03H\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x65 \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_versionB\t\n\x07_reason\"2\n\x11QueueStatsRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\"g\n\x12QueueStatsResponse\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x32\n\rlogicalQueues\x18\x02 \x03(\x0b\x32\x1b.querator.QueueLogicalStats\"\xdc\x01\n\x11QueueLogicalStats\x12\'\n\x0eproduceWaiting\x18\x06 \x01(\x05R\x0fproduce_waiting\x12#\n\x0cleaseWaiting\x18\x07 \x01(\x05R\rlease_waiting\x12)\n\x0f\x63ompleteWaiting\x18\x08 \x01(\x05R\x10\x63omplete_waiting\x12\x1b\n\x08inFlight\x18\n \x01(\x05R\tin_flight\x12\x31\n\npartitions\x18\x0b \x03(\x0b\x32\x1d.querator.QueuePartitionStats\"\xa5\x02\n\x13QueuePartitionStats\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\r\n\x05total\x18\x02 \x01(\x05\x12!\n\x0btotalLeased\x18\x03 \x01(\x05R\x0ctotal_leased\x12\x10\n\x08\x66\x61ilures\x18\x04 \x01(\x05\x12\x1f\n\naverageAge\x18\x05 \x01(\tR\x0b\x61verage_age\x12,\n\x10\x61verageLeasedAge\x18\x06 \x01(\tR\x12\x61verage_leased_age\x12\x11\n\tscheduled\x18\x07 \x01(\x05\x12#\n\x0c\x64\x65\x61\x64Lettered\x18\x64 \x01(\x05R\rdead_lettered\x12\"\n\toldestAge\x18\x65 \x01(\tH\x00R\noldest_age\x88\x01\x01\x42\x0c\n\n_oldestAge\"i\n\x11QueueClearRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x11\n\tscheduled\x18\x03 \x01(\x08\x12\r\n\x05queue\x18\x04 \x01(\x08\x12\x13\n\x0b\x64\x65structive\x18\x05 \x01(\x08\"\xcd\x01\n\x12QueueClearResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x1b\n\x08\x63odeText\x18\x02 \x01(\tR\tcode_text\x12\x0f\n\x07message\x18\x03 \x01(\t\x12:\n\x07\x64\x65tails\x18\x04 \x03(\x0b\x32).querator.QueueClearResponse.DetailsEntry\x12\x0f\n\x07\x64\x65leted\x18\x64 \x01(\x03\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xea\x03\n\tQueueInfo\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x39\n\tcreatedAt\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreated_at\x12\x39\n\tupdatedAt\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdated_at\x12\x1d\n\tdeadQueue\x18\x04 \x01(\tR\ndead_queue\x12\x11\n\treference\x18\x05 \x01(\t\x12#\n\x0cleaseTimeout\x18\x06 \x01(\tR\rlease_timeout\x12%\n\rexpireTimeout\x18\x07 \x01(\tR\x0e\x65xpire_timeout\x12!\n\x0bmaxAttempts\x18\x08 \x01(\x05R\x0cmax_attempts\x12\x31\n\x13requestedPartitions\x18\t \x01(\x05R\x14requested_partitions\x12+\n\npartitions\x18\n \x03(\x0b\x32\x17.querator.PartitionInfo\x12\x11\n\tnamespace\x18\x0b \x01(\t\x12\x19\n\x07queueId\x18\x64 \x01(\x03R\x08queue_id\x12\x19\n\x07\x65xistOk\x18\x65 \x01(\x08R\x08\x65xist_ok\"\"\n\rPartitionInfo\x12\x11\n\tpartition\x18\x01 \x01(\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fquerator/http/proto/queue.proto\x12\x08querator\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n\x13QueueProduceRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\'\n\x0erequestTimeout\x18\x02 \x01(\tR\x0frequest_timeout\x12)\n\x05items\x18\x03 \x03(\x0b\x32\x1a.querator.QueueProduceItem\"\x83\x03\n\x10QueueProduceItem\x12\x10\n\x08\x65ncoding\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\treference\x18\x03 \x01(\t\x12\x39\n\tenqueueAt\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nenqueue_at\x12\r\n\x05\x62ytes\x18\x05 \x01(\x0c\x12\x0c\n\x04utf8\x18\x06 \x01(\t\x12\x38\n\x07headers\x18\x64 \x03(\x0b\x32\'.querator.QueueProduceItem.HeadersEntry\x12 \n\x08\x64\x65\x64upKey\x18\x65 \x01(\tH\x00R\tdedup_key\x88\x01\x01\x12(\n\x0cpartitionKey\x18\x66 \x01(\tH\x01R\rpartition_key\x88\x01\x01\x12\x10\n\x08priority\x18g \x01(\x05\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0b\n\t_dedupKeyB\x0f\n\r_partitionKey\"\xcd\x01\n\x14QueueProduceResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x1b\n\x08\x63odeText\x18\x02 \x01(\tR\tcode_text\x12\x0f\n\x07message\x18\x03 \x01(\t\x12<\n\x07\x64\x65tails\x18\x04 \x03(\x0b\x32+.querator.QueueProduceResponse.DetailsEntry\x12\x0b\n\x03ids\x18\x64 \x03(\t\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa6\x01\n\x11QueueLeaseRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x1d\n\tbatchSize\x18\x02 \x01(\x05R\nbatch_size\x12\x1b\n\x08\x63lientId\x18\x03 \x01(\tR\tclient_id\x12\'\n\x0erequestTimeout\x18\x04 \x01(\tR\x0frequest_timeout\x12\r\n\x05kinds\x18\x64 \x03(\t\"\xac\x05\n\x0eQueueLeaseItem\x12\x10\n\x08\x65ncoding\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\treference\x18\x03 \x01(\t\x12\n\n\x02id\x18\x04 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\x05\x12\x41\n\rleaseDeadline\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0elease_deadline\x12\r\n\x05\x62ytes\x18\x07 \x01(\x0c\x12\x0f\n\x07version\x18\x64 \x01(\x03\x12\r\n\x05queue\x18\x65 \x01(\t\x12\x11\n\tpartition\x18\x66 \x01(\x05\x12 \n\x08\x63lientId\x18g \x01(\tH\x00R\tclient_id\x88\x01\x01\x12=\n\x0b\x61vailableAt\x18h \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0c\x61vailable_at\x12\x43\n\x0e\x65xpireDeadline\x18i \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0f\x65xpire_deadline\x12\x39\n\tcreatedAt\x18j \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreated_at\x12\x36\n\x07headers\x18k \x03(\x0b\x32%.querator.QueueLeaseItem.HeadersEntry\x12 \n\x08\x64\x65\x64upKey\x18l \x01(\tH\x01R\tdedup_key\x88\x01\x01\x12 \n\x08sourceId\x18m \x01(\tH\x02R\tsource_id\x88\x01\x01\x12\x10\n\x08priority\x18n \x01(\x05\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0b\n\t_clientIdB\x0b\n\t_dedupKeyB\x0b\n\t_sourceId\"o\n\x12QueueLeaseResponse\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\'\n\x05items\x18\x03 \x03(\x0b\x32\x18.querator.QueueLeaseItem\"7\n\x07ItemRef\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x07version\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\n\n\x08_version\"\xa0\x01\n\x14QueueCompleteRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\'\n\x0erequestTimeout\x18\x03 \x01(\tR\x0frequest_timeout\x12\x0b\n\x03ids\x18\x04 \x03(\t\x12 \n\x05items\x18\x64 \x03(\x0b\x32\x11.querator.ItemRef\"n\n\x11QueueRetryRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\'\n\x05items\x18\x03 \x03(\x0b\x32\x18.querator.QueueRetryItem\"\xa3\x01\n\x0eQueueRetryItem\x12\n\n\x02id\x18\x01 \x01(\t\x12\x35\n\x07retryAt\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08retry_at\x12\x0c\n\x04\x64\x65\x61\x64\x18\x03 \x01(\x08\x12\x14\n\x07version\x18\x64 \x01(\x03H\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x65 \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_versionB\t\n\x07_reason\"2\n\x11QueueStatsRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\"g\n\x12QueueStatsResponse\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x32\n\rlogicalQueues\x18\x02 \x03(\x0b\x32\x1b.querator.QueueLogicalStats\"\xdc\x01\n\x11QueueLogicalStats\x12\'\n\x0eproduceWaiting\x18\x06 \x01(\x05R\x0fproduce_waiting\x12#\n\x0cleaseWaiting\x18\x07 \x01(\x05R\rlease_waiting\x12)\n\x0f\x63ompleteWaiting\x18\x08 \x01(\x05R\x10\x63omplete_waiting\x12\x1b\n\x08inFlight\x18\n \x01(\x05R\tin_flight\x12\x31\n\npartitions\x18\x0b \x03(\x0b\x32\x1d.querator.QueuePartitionStats\"\xa5\x02\n\x13QueuePartitionStats\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\r\n\x05total\x18\x02 \x01(\x05\x12!\n\x0btotalLeased\x18\x03 \x01(\x05R\x0ctotal_leased\x12\x10\n\x08\x66\x61ilures\x18\x04 \x01(\x05\x12\x1f\n\naverageAge\x18\x05 \x01(\tR\x0b\x61verage_age\x12,\n\x10\x61verageLeasedAge\x18\x06 \x01(\tR\x12\x61verage_leased_age\x12\x11\n\tscheduled\x18\x07 \x01(\x05\x12#\n\x0c\x64\x65\x61\x64Lettered\x18\x64 \x01(\x05R\rdead_lettered\x12\"\n\toldestAge\x18\x65 \x01(\tH\x00R\noldest_age\x88\x01\x01\x42\x0c\n\n_oldestAge\"i\n\x11QueueClearRequest\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x11\n\tscheduled\x18\x03 \x01(\x08\x12\r\n\x05queue\x18\x04 \x01(\x08\x12\x13\n\x0b\x64\x65structive\x18\x05 \x01(\x08\"\xcd\x01\n\x12QueueClearResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x1b\n\x08\x63odeText\x18\x02 \x01(\tR\tcode_text\x12\x0f\n\x07message\x18\x03 \x01(\t\x12:\n\x07\x64\x65tails\x18\x04 \x03(\x0b\x32).querator.QueueClearResponse.DetailsEntry\x12\x0f\n\x07\x64\x65leted\x18\x64 \x01(\x03\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xea\x03\n\tQueueInfo\x12\x1d\n\tqueueName\x18\x01 \x01(\tR\nqueue_name\x12\x39\n\tcreatedAt\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreated_at\x12\x39\n\tupdatedAt\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdated_at\x12\x1d\n\tdeadQueue\x18\x04 \x01(\tR\ndead_queue\x12\x11\n\treference\x18\x05 \x01(\t\x12#\n\x0cleaseTimeout\x18\x06 \x01(\tR\rlease_timeout\x12%\n\rexpireTimeout\x18\x07 \x01(\tR\x0e\x65xpire_timeout\x12!\n\x0bmaxAttempts\x18\x08 \x01(\x05R\x0cmax_attempts\x12\x31\n\x13requestedPartitions\x18\t \x01(\x05R\x14requested_partitions\x12+\n\npartitions\x18\n \x03(\x0b\x32\x17.querator.PartitionInfo\x12\x11\n\tnamespace\x18\x0b \x01(\t\x12\x19\n\x07queueId\x18\x64 \x01(\x03R\x08queue_id\x12\x19\n\x07\x65xistOk\x18\x65 \x01(\x08R\x08\x65xist_ok\"\"\n\rPartitionInfo\x12\x11\n\tpartition\x18\x01 \x01(\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,45 +43,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUEUEPRODUCEREQUEST']._serialized_start=79
   _globals['_QUEUEPRODUCEREQUEST']._serialized_end=215
   _globals['_QUEUEPRODUCEITEM']._serialized_start=218
-  _globals['_QUEUEPRODUCEITEM']._serialized_end=587
-  _globals['_QUEUEPRODUCEITEM_HEADERSENTRY']._serialized_start=511
-  _globals['_QUEUEPRODUCEITEM_HEADERSENTRY']._serialized_end=557
-  _globals['_QUEUEPRODUCERESPONSE']._serialized_start=590
-  _globals['_QUEUEPRODUCERESPONSE']._serialized_end=795
-  _globals['_QUEUEPRODUCERESPONSE_DETAILSENTRY']._serialized_start=749
-  _globals['_QUEUEPRODUCERESPONSE_DETAILSENTRY']._serialized_end=795
-  _globals['_QUEUELEASEREQUEST']._serialized_start=798
-  _globals['_QUEUELEASEREQUEST']._serialized_end=964
-  _globals['_QUEUELEASEITEM']._serialized_start=967
-  _globals['_QUEUELEASEITEM']._serialized_end=1633
-  _globals['_QUEUELEASEITEM_HEADERSENTRY']._serialized_start=511
-  _globals['_QUEUELEASEITEM_HEADERSENTRY']._serialized_end=557
-  _globals['_QUEUELEASERESPONSE']._serialized_start=1635
-  _globals['_QUEUELEASERESPONSE']._serialized_end=1746
-  _globals['_ITEMREF']._serialized_start=1748
-  _globals['_ITEMREF']._serialized_end=1803
-  _globals['_QUEUECOMPLETEREQUEST']._serialized_start=1806
-  _globals['_QUEUECOMPLETEREQUEST']._serialized_end=1966
-  _globals['_QUEUERETRYREQUEST']._serialized_start=1968
-  _globals['_QUEUERETRYREQUEST']._serialized_end=2078
-  _globals['_QUEUERETRYITEM']._serialized_start=2081
-  _globals['_QUEUERETRYITEM']._serialized_end=2244
-  _globals['_QUEUESTATSREQUEST']._serialized_start=2246
-  _globals['_QUEUESTATSREQUEST']._serialized_end=2296
-  _globals['_QUEUESTATSRESPONSE']._serialized_start=2298
-  _globals['_QUEUESTATSRESPONSE']._serialized_end=2401
-  _globals['_QUEUELOGICALSTATS']._serialized_start=2404
-  _globals['_QUEUELOGICALSTATS']._serialized_end=2624
-  _globals['_QUEUEPARTITIONSTATS']._serialized_start=2627
-  _globals['_QUEUEPARTITIONSTATS']._serialized_end=2920
-  _globals['_QUEUECLEARREQUEST']._serialized_start=2922
-  _globals['_QUEUECLEARREQUEST']._serialized_end=3027
-  _globals['_QUEUECLEARRESPONSE']._serialized_start=3030
-  _globals['_QUEUECLEARRESPONSE']._serialized_end=3235
-  _globals['_QUEUECLEARRESPONSE_DETAILSENTRY']._serialized_start=749
-  _globals['_QUEUECLEARRESPONSE_DETAILSENTRY']._serialized_end=795
-  _globals['_QUEUEINFO']._serialized_start=3238
-  _globals['_QUEUEINFO']._serialized_end=3728
-  _globals['_PARTITIONINFO']._serialized_start=3730
-  _globals['_PARTITIONINFO']._serialized_end=3764
+  _globals['_QUEUEPRODUCEITEM']._serialized_end=605
+  _globals['_QUEUEPRODUCEITEM_HEADERSENTRY']._serialized_start=529
+  _globals['_QUEUEPRODUCEITEM_HEADERSENTRY']._serialized_end=575
+  _globals['_QUEUEPRODUCERESPONSE']._serialized_start=608
+  _globals['_QUEUEPRODUCERESPONSE']._serialized_end=813
+  _globals['_QUEUEPRODUCERESPONSE_DETAILSENTRY']._serialized_start=767
+  _globals['_QUEUEPRODUCERESPONSE_DETAILSENTRY']._serialized_end=813
+  _globals['_QUEUELEASEREQUEST']._serialized_start=816
+  _globals['_QUEUELEASEREQUEST']._serialized_end=982
+  _globals['_QUEUELEASEITEM']._serialized_start=985
+  _globals['_QUEUELEASEITEM']._serialized_end=1669
+  _globals['_QUEUELEASEITEM_HEADERSENTRY']._serialized_start=529
+  _globals['_QUEUELEASEITEM_HEADERSENTRY']._serialized_end=575
+  _globals['_QUEUELEASERESPONSE']._serialized_start=1671
+  _globals['_QUEUELEASERESPONSE']._serialized_end=1782
+  _globals['_ITEMREF']._serialized_start=1784
+  _globals['_ITEMREF']._serialized_end=1839
+  _globals['_QUEUECOMPLETEREQUEST']._serialized_start=1842
+  _globals['_QUEUECOMPLETEREQUEST']._serialized_end=2002
+  _globals['_QUEUERETRYREQUEST']._serialized_start=2004
+  _globals['_QUEUERETRYREQUEST']._serialized_end=2114
+  _globals['_QUEUERETRYITEM']._serialized_start=2117
+  _globals['_QUEUERETRYITEM']._serialized_end=2280
+  _globals['_QUEUESTATSREQUEST']._serialized_start=2282
+  _globals['_QUEUESTATSREQUEST']._serialized_end=2332
+  _globals['_QUEUESTATSRESPONSE']._serialized_start=2334
+  _globals['_QUEUESTATSRESPONSE']._serialized_end=2437
+  _globals['_QUEUELOGICALSTATS']._serialized_start=2440
+  _globals['_QUEUELOGICALSTATS']._serialized_end=2660
+  _globals['_QUEUEPARTITIONSTATS']._serialized_start=2663
+  _globals['_QUEUEPARTITIONSTATS']._serialized_end=2956
+  _globals['_QUEUECLEARREQUEST']._serialized_start=2958
+  _globals['_QUEUECLEARREQUEST']._serialized_end=3063
+  _globals['_QUEUECLEARRESPONSE']._serialized_start=3066
+  _globals['_QUEUECLEARRESPONSE']._serialized_end=3271
+  _globals['_QUEUECLEARRESPONSE_DETAILSENTRY']._serialized_start=767
+  _globals['_QUEUECLEARRESPONSE_DETAILSENTRY']._serialized_end=813
+  _globals['_QUEUEINFO']._serialized_start=3274
+  _globals['_QUEUEINFO']._serialized_end=3764
+  _globals['_PARTITIONINFO']._serialized_start=3766
+  _globals['_PARTITIONINFO']._serialized_end=3800
 # @@protoc_insertion_point(module_scope)

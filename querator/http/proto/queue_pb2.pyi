@@ -20,7 +20,7 @@ class QueueProduceRequest(_message.Message):
     def __init__(self, queueName: _Optional[str] = ..., requestTimeout: _Optional[str] = ..., items: _Optional[_Iterable[_Union[QueueProduceItem, _Mapping]]] = ...) -> None: ...
 
 class QueueProduceItem(_message.Message):
-    __slots__ = ("encoding", "kind", "reference", "enqueueAt", "bytes", "utf8", "headers", "dedupKey", "partitionKey")
+    __slots__ = ("encoding", "kind", "reference", "enqueueAt", "bytes", "utf8", "headers", "dedupKey", "partitionKey", "priority")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class QueueProduceItem(_message.Message):
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     DEDUPKEY_FIELD_NUMBER: _ClassVar[int]
     PARTITIONKEY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     encoding: str
     kind: str
     reference: str
@@ -46,7 +47,8 @@ class QueueProduceItem(_message.Message):
     headers: _containers.ScalarMap[str, str]
     dedupKey: str
     partitionKey: str
-    def __init__(self, encoding: _Optional[str] = ..., kind: _Optional[str] = ..., reference: _Optional[str] = ..., enqueueAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bytes: _Optional[bytes] = ..., utf8: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., dedupKey: _Optional[str] = ..., partitionKey: _Optional[str] = ...) -> None: ...
+    priority: int
+    def __init__(self, encoding: _Optional[str] = ..., kind: _Optional[str] = ..., reference: _Optional[str] = ..., enqueueAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bytes: _Optional[bytes] = ..., utf8: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., dedupKey: _Optional[str] = ..., partitionKey: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class QueueProduceResponse(_message.Message):
     __slots__ = ("code", "codeText", "message", "details", "ids")
@@ -84,7 +86,7 @@ class QueueLeaseRequest(_message.Message):
     def __init__(self, queueName: _Optional[str] = ..., batchSize: _Optional[int] = ..., clientId: _Optional[str] = ..., requestTimeout: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueueLeaseItem(_message.Message):
-    __slots__ = ("encoding", "kind", "reference", "id", "attempts", "leaseDeadline", "bytes", "version", "queue", "partition", "clientId", "availableAt", "expireDeadline", "createdAt", "headers", "dedupKey", "sourceId")
+    __slots__ = ("encoding", "kind", "reference", "id", "attempts", "leaseDeadline", "bytes", "version", "queue", "partition", "clientId", "availableAt", "expireDeadline", "createdAt", "headers", "dedupKey", "sourceId", "priority")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +111,7 @@ class QueueLeaseItem(_message.Message):
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     DEDUPKEY_FIELD_NUMBER: _ClassVar[int]
     SOURCEID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     encoding: str
     kind: str
     reference: str
@@ -126,7 +129,8 @@ class QueueLeaseItem(_message.Message):
     headers: _containers.ScalarMap[str, str]
     dedupKey: str
     sourceId: str
-    def __init__(self, encoding: _Optional[str] = ..., kind: _Optional[str] = ..., reference: _Optional[str] = ..., id: _Optional[str] = ..., attempts: _Optional[int] = ..., leaseDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bytes: _Optional[bytes] = ..., version: _Optional[int] = ..., queue: _Optional[str] = ..., partition: _Optional[int] = ..., clientId: _Optional[str] = ..., availableAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expireDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., createdAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., headers: _Optional[_Mapping[str, str]] = ..., dedupKey: _Optional[str] = ..., sourceId: _Optional[str] = ...) -> None: ...
+    priority: int
+    def __init__(self, encoding: _Optional[str] = ..., kind: _Optional[str] = ..., reference: _Optional[str] = ..., id: _Optional[str] = ..., attempts: _Optional[int] = ..., leaseDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bytes: _Optional[bytes] = ..., version: _Optional[int] = ..., queue: _Optional[str] = ..., partition: _Optional[int] = ..., clientId: _Optional[str] = ..., availableAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expireDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., createdAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., headers: _Optional[_Mapping[str, str]] = ..., dedupKey: _Optional[str] = ..., sourceId: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class QueueLeaseResponse(_message.Message):
     __slots__ = ("queueName", "partition", "items")

@@ -54,7 +54,7 @@ class StorageItemsDeleteRequest(_message.Message):
     def __init__(self, queueName: _Optional[str] = ..., partition: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StorageItem(_message.Message):
-    __slots__ = ("id", "source_id", "isLeased", "leaseDeadline", "expireDeadline", "deadDeadline", "createdAt", "updatedAt", "enqueueAt", "attempts", "maxAttempts", "reference", "encoding", "kind", "payload", "version", "queue", "partition", "clientId", "availableAt", "headers", "dedupKey")
+    __slots__ = ("id", "source_id", "isLeased", "leaseDeadline", "expireDeadline", "deadDeadline", "createdAt", "updatedAt", "enqueueAt", "attempts", "maxAttempts", "reference", "encoding", "kind", "payload", "version", "queue", "partition", "clientId", "availableAt", "headers", "dedupKey", "priority")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,7 @@ class StorageItem(_message.Message):
     AVAILABLEAT_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     DEDUPKEY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     id: str
     source_id: str
     isLeased: bool
@@ -106,4 +107,5 @@ class StorageItem(_message.Message):
     availableAt: _timestamp_pb2.Timestamp
     headers: _containers.ScalarMap[str, str]
     dedupKey: str
-    def __init__(self, id: _Optional[str] = ..., source_id: _Optional[str] = ..., isLeased: _Optional[bool] = ..., leaseDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expireDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., createdAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updatedAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueueAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., maxAttempts: _Optional[int] = ..., reference: _Optional[str] = ..., encoding: _Optional[str] = ..., kind: _Optional[str] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., queue: _Optional[str] = ..., partition: _Optional[int] = ..., clientId: _Optional[str] = ..., availableAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., headers: _Optional[_Mapping[str, str]] = ..., dedupKey: _Optional[str] = ...) -> None: ...
+    priority: int
+    def __init__(self, id: _Optional[str] = ..., source_id: _Optional[str] = ..., isLeased: _Optional[bool] = ..., leaseDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expireDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadDeadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., createdAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updatedAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueueAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., maxAttempts: _Optional[int] = ..., reference: _Optional[str] = ..., encoding: _Optional[str] = ..., kind: _Optional[str] = ..., payload: _Optional[bytes] = ..., version: _Optional[int] = ..., queue: _Optional[str] = ..., partition: _Optional[int] = ..., clientId: _Optional[str] = ..., availableAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., headers: _Optional[_Mapping[str, str]] = ..., dedupKey: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from querator.http.wire.items import StorageItem
 from querator.http.wire.queue import Reply
@@ -160,6 +160,8 @@ class ImportItem(WireModel):
     updated_at: Instant | None = None
     attempts: int | None = None
     max_attempts: int | None = None
+    priority: StrictInt = 0
+    """Kept by the imported item (querator)."""
 
     def to_item(self) -> Item:
         """The library Item to produce (raises InvalidArgument)."""
@@ -171,6 +173,7 @@ class ImportItem(WireModel):
             enqueue_at=self.enqueue_at,
             headers=self.headers,
             dedup_key=self.dedup_key,
+            priority=self.priority,
         )
 
 

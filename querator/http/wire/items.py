@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from querator.http.wire.types import Base64, Instant, QueueName, WireModel
 from querator.queue.models import Item, StoredItem
@@ -38,6 +38,8 @@ class ProduceItem(WireModel):
     """Deduplication key (querator)."""
     partition_key: str | None = None
     """Items with the same key keep their order in one partition (querator)."""
+    priority: StrictInt = 0
+    """Among ready items, higher priorities are leased first, -32768 to 32767 (querator)."""
 
     def to_item(self) -> Item:
         """The library's Item (raises InvalidArgument on a bad field)."""
@@ -51,6 +53,7 @@ class ProduceItem(WireModel):
             enqueue_at=self.enqueue_at,
             dedup_key=self.dedup_key,
             partition_key=self.partition_key,
+            priority=self.priority,
         )
 
     @classmethod
@@ -65,6 +68,7 @@ class ProduceItem(WireModel):
             headers=item.headers,
             dedup_key=item.dedup_key,
             partition_key=item.partition_key,
+            priority=item.priority,
         )
 
 
@@ -97,6 +101,8 @@ class _ItemFields(WireModel):
     dedup_key: str | None
     source_id: str | None
     """Id in the source queue, for a dead-lettered item."""
+    priority: int = 0
+    """Among ready items, higher priorities are leased first."""
 
     @staticmethod
     def common(item: StoredItem) -> dict[str, Any]:
@@ -118,6 +124,7 @@ class _ItemFields(WireModel):
             "headers": item.headers,
             "dedup_key": item.dedup_key,
             "source_id": item.source_id,
+            "priority": item.priority,
         }
 
     def library_fields(self, payload: bytes) -> dict[str, object]:
@@ -140,6 +147,7 @@ class _ItemFields(WireModel):
             "dedup_key": self.dedup_key,
             "source_id": self.source_id,
             "created_at": self.created_at,
+            "priority": self.priority,
         }
 
 

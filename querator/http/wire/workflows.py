@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from querator.http.wire.items import StorageItem
 from querator.http.wire.types import Duration, Instant, QueueName, RequestTimeout, WireModel
@@ -51,6 +51,8 @@ class StartRequest(WireModel):
     """Start with this message already in the run's mailbox, in one transaction
     (``signal_with_start``; a run the idempotency key names gets it sent
     instead). Not with ``delay`` or ``id_reuse_policy``."""
+    priority: StrictInt | None = None
+    """The run's priority, -32768 to 32767 (default: the workflow's, else 0)."""
 
 
 class RunReply(WireModel):

@@ -75,6 +75,8 @@ class NewItem:
     available_at: datetime | None = None
     """None means the store's now."""
     dedup_key: str | None = None
+    priority: int = 0
+    """Higher is leased first among ready items (``Item.priority``)."""
 
 
 class Leases(NamedTuple):

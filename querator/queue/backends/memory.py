@@ -76,6 +76,7 @@ class _Row:
     dedup_key: str | None
     source_id: str | None
     created_at: float
+    priority: int = 0
 
     def held(self, now: float) -> bool:
         return self.lease_deadline is not None and self.lease_deadline > now
@@ -87,12 +88,16 @@ class _Partition:
     heap: list[tuple[float, int]] = field(default_factory=list)
     dedup: dict[str, int] = field(default_factory=dict)
     seqs: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    prioritized: int = 0
+    """Rows whose priority is not 0 (while none, a lease follows the heap alone)."""
 
     def push(self, row: _Row) -> None:
         heapq.heappush(self.heap, (row.available_at, row.seq))
 
     def remove(self, seq: int) -> _Row:
         row = self.rows.pop(seq)
+        if row.priority:
+            self.prioritized -= 1
         if row.dedup_key is not None:
             self.dedup.pop(row.dedup_key, None)
         return row
@@ -236,6 +241,7 @@ class MemoryBackend:
                 dedup_key=new.dedup_key,
                 source_id=None,
                 created_at=now,
+                priority=new.priority,
             )
             self._add(part, row)
             ids.append(format_id(queue.queue_id, new.partition, row.seq))
@@ -244,6 +250,8 @@ class MemoryBackend:
     @staticmethod
     def _add(part: _Partition, row: _Row) -> None:
         part.rows[row.seq] = row
+        if row.priority:
+            part.prioritized += 1
         if row.dedup_key is not None:
             part.dedup[row.dedup_key] = row.seq
         part.push(row)
@@ -252,13 +260,17 @@ class MemoryBackend:
         self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
     ) -> Leases:
         """Lease up to ``limit`` items of one partition in (available_at, seq) order
-        (with ``kinds``: of those kinds only)."""
+        (with ``kinds``: of those kinds only), higher priorities first."""
         part = self._partitions(queue)[partition]
         now = self._time()
         deadline = now + queue.settings.lease_timeout
         leased = Leases([], [])
         skipped: list[tuple[float, int]] = []
-        while len(leased.items) < limit and (top := part.valid_top()) is not None and top[0] <= now:
+        # With priorities, every ready item is looked at (this store is for tests).
+        wanted = limit if not part.prioritized else len(part.rows)
+        while (
+            len(leased.items) < wanted and (top := part.valid_top()) is not None and top[0] <= now
+        ):
             heapq.heappop(part.heap)
             row = part.rows[top[1]]
             if not _leasable(row, queue.settings, now) or (
@@ -266,8 +278,26 @@ class MemoryBackend:
             ):
                 skipped.append(top)
                 continue
+            if part.prioritized:
+                skipped.append(top)
+                continue
             leased.waited.append(now - row.available_at)
             leased.items.append(self._lease_row(queue, partition, part, row, client_id, deadline))
+        if part.prioritized:
+            ready = [part.rows[seq] for _, seq in skipped]
+            skipped = []
+            for row in sorted(ready, key=lambda r: (-r.priority, r.available_at, r.seq)):
+                if (
+                    len(leased.items) >= limit
+                    or not _leasable(row, queue.settings, now)
+                    or (kinds is not None and row.kind not in kinds)
+                ):
+                    skipped.append((row.available_at, row.seq))
+                    continue
+                leased.waited.append(now - row.available_at)
+                leased.items.append(
+                    self._lease_row(queue, partition, part, row, client_id, deadline)
+                )
         for entry in skipped:
             heapq.heappush(part.heap, entry)
         return leased
@@ -604,4 +634,5 @@ class MemoryBackend:
             "dedup_key": row.dedup_key,
             "source_id": row.source_id,
             "created_at": _ts(row.created_at),
+            "priority": row.priority,
         }

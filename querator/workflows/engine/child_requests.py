@@ -63,11 +63,16 @@ def member_position(member: Member) -> int:
 
 
 def child_request(
-    spec: ChildSpec, parent: ParentLink, args: str, now: datetime, trace: Mapping[str, str]
+    spec: ChildSpec,
+    parent: ParentLink,
+    args: str,
+    now: datetime,
+    trace: Mapping[str, str],
+    priority: int = 0,
 ) -> Child:
     """The request to start ``spec`` with encoded ``args`` as the child of
     ``parent`` (the parent's run, position, queue and workflow), at ``now``; the
-    child shares the parent's ``trace``."""
+    child shares the parent's ``trace`` and its ``priority``."""
     timeout = spec.timeout
     meta = RunMeta(
         workflow=spec.name,
@@ -77,6 +82,7 @@ def child_request(
         deadline=now + timedelta(seconds=timeout) if timeout is not None else None,
         parent=parent,
         trace=dict(trace),
+        priority=priority,
     )
     return Child(parent.position, child_run_id(parent.run_id, parent.position), meta, spec.policy)
 

@@ -333,7 +333,11 @@ async def commit_wake(
     """Complete a step item with ``produce`` and a wake task for its run; False
     (logged) if its lease was lost meanwhile."""
     wake_ = wake_item(
-        payload.run_id, payload.wake_tag(), trace=held.headers, workflow=payload.workflow
+        payload.run_id,
+        payload.wake_tag(),
+        trace=held.headers,
+        workflow=payload.workflow,
+        priority=payload.run_priority,
     )
     wake = {payload.workflow_queue: [wake_]}
     return await commit_held(aq, held, merge_items(produce or {}, wake))

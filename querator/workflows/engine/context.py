@@ -353,6 +353,8 @@ class RunContext:
     """The client's clock: durable timers and child deadlines count from it."""
     workflow: str = ""
     """The run's workflow (the kind of its wake tasks)."""
+    priority: int = 0
+    """The run's priority (:attr:`RunMeta.priority`): its steps' unless one sets its own."""
     published: list[Item] = field(default_factory=list)
     """Records a ``set_event`` added, not committed yet: the engine takes them
     (:meth:`take_published`) into the commit of the body's next move."""
@@ -415,7 +417,13 @@ class RunContext:
         return codec.decode_result(record.result)
 
     def _payload(
-        self, name: str, position: int, codec: Codec, args: tuple[Any, ...], kw: dict[str, Any]
+        self,
+        name: str,
+        position: int,
+        codec: Codec,
+        args: tuple[Any, ...],
+        kw: dict[str, Any],
+        priority: int | None,
     ) -> StepPayload:
         return StepPayload(
             run_id=self.run_id,
@@ -424,6 +432,8 @@ class RunContext:
             args=codec.encode_args(args, kw),
             workflow_queue=self.workflow_queue,
             workflow=self.workflow,
+            priority=self.priority if priority is None else priority,
+            run_priority=self.priority,
         )
 
     def call(
@@ -434,13 +444,15 @@ class RunContext:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         undo: Undo | None = None,
+        priority: int | None = None,
     ) -> Any:
-        """A step call at the next position: its stored outcome, once there is one."""
+        """A step call at the next position: its stored outcome, once there is one
+        (``priority``: the step's, None for the run's)."""
         position = self._next()
         record = self._stored(position, name)
         self._note(position, name, undo, args, kwargs)
         if record is None:
-            payload = self._payload(name, position, codec, args, kwargs)
+            payload = self._payload(name, position, codec, args, kwargs, priority)
             self._wait([position], StepCall(queue or self.workflow_queue, payload))
             record = self.records[position]
         return self._outcome(record, position, codec)
@@ -453,12 +465,13 @@ class RunContext:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         undo: Undo | None = None,
+        priority: int | None = None,
     ) -> StepHandle[Any]:
         """Take the next position for a step that ``gather`` will dispatch and await."""
         position = self._next()
         self._stored(position, name)
         self._note(position, name, undo, args, kwargs)
-        payload = self._payload(name, position, codec, args, kwargs)
+        payload = self._payload(name, position, codec, args, kwargs, priority)
         return StepHandle(name, position, codec, (queue or self.workflow_queue, payload))
 
     def gather(self, handles: Sequence[StepHandle[Any]]) -> list[Any]:
@@ -576,7 +589,7 @@ class RunContext:
             workflow=self.workflow,
         )
         text = spec.codec.encode_args(args, kwargs)
-        return child_request(spec, parent, text, self.clock.now(), self.trace)
+        return child_request(spec, parent, text, self.clock.now(), self.trace, self.priority)
 
 
 CURRENT: ContextVar[RunContext | None] = ContextVar("querator_run", default=None)

@@ -68,6 +68,7 @@ def new_live(
         clock=clock,
         trace=meta.trace,
         workflow=meta.workflow,
+        priority=meta.priority,
     )
     return LiveRun(run_id, wf, meta, ctx, body_fiber(wf, ctx, meta.args))
 

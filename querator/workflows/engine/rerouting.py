@@ -48,6 +48,7 @@ async def reroute(aq: AsyncQueueClient, leased: Leased, error: NotServed) -> Non
         reference=leased.reference,
         headers=dict(leased.headers),
         dedup_key=leased.dedup_key,
+        priority=leased.priority,
     )
     try:
         await transact_creating(aq, [leased], not_colliding(leased, {leased.queue: [again]}))

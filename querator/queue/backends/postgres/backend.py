@@ -54,7 +54,12 @@ from querator.queue.backends.postgres.migrations import prepare_schema
 from querator.queue.backends.postgres.pooled import CallParts, PooledCall
 from querator.queue.backends.postgres.replication import Timeline
 from querator.queue.backends.postgres.retry_at_once import one_table_retry, retry_at_once
-from querator.queue.backends.postgres.schema import DROP_TABLES, partitions_ddl, run_each
+from querator.queue.backends.postgres.schema import (
+    DROP_TABLES,
+    ITEM_POSITION,
+    partitions_ddl,
+    run_each,
+)
 from querator.queue.backends.postgres.sessions import (
     Sessions,
     configurer,
@@ -106,6 +111,15 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
 _LEASE_ORDER = operator.itemgetter(0, 1)
 """A leased row's order: ``available_at`` before the lease, then ``seq``."""
 
+_PRIORITY_AT = 1 + ITEM_POSITION["priority"]
+
+
+def _lease_order(row: Sequence[Any]) -> tuple[int, datetime, int]:
+    """A leased row's order: higher priority first, then ``available_at`` before
+    the lease, then ``seq``."""
+    return -row[_PRIORITY_AT], row[0], row[1]
+
+
 OPEN_TIMEOUT = 10.0
 """Seconds ``open()`` waits for a first connection before raising Unavailable."""
 
@@ -143,6 +157,10 @@ class PostgresBackend:
         """Whether the store is on a Citus coordinator (read when opened): a
         statement routed whole to a worker node notifies no listener there."""
         self._clock = clock
+        self._prioritized: set[tuple[int, int]] = set()
+        """(queue id, partition) of the partitions found holding items of a
+        priority other than 0: leased with :data:`~.statements.LEASE_BY_PRIORITY`
+        until none is left."""
         self._group = GroupCommit(self._connect, self._names, clock)
         """Runs one-statement transactions, those of concurrent callers together."""
         self._blocked = Blocked(self._store_name, self._deadline)
@@ -360,8 +378,13 @@ class PostgresBackend:
     async def lease(
         self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
     ) -> Leases:
-        """Lease up to ``limit`` leasable items of one partition (of ``kinds``), in order."""
-        statement = stmt.lease_for(self._names, queue.queue_id, partition)
+        """Lease up to ``limit`` leasable items of one partition (of ``kinds``), in order:
+        higher priorities first, then ``(available_at, seq)``.
+
+        A partition whose items all have priority 0 is leased by :data:`~.statements.LEASE`,
+        which leases nothing while some item has another priority; an empty lease
+        then checks for one, and such a partition is leased by priority until its
+        last item of another priority is gone."""
         params = {
             "kinds": None if kinds is None else list(kinds),
             "max_attempts": queue.settings.max_attempts,
@@ -370,10 +393,26 @@ class PostgresBackend:
             "client_id": client_id,
             "now": self._clock.store_now(),
         }
+        where = (queue.queue_id, partition)
+        by_priority = where in self._prioritized
         async with self._connect(queue.name) as conn:
+            statement = stmt.lease_for(self._names, queue.queue_id, partition, by_priority)
             cur = await conn.execute(statement, params, binary=True)
             found = await cur.fetchall()
-        found.sort(key=_LEASE_ORDER)
+            if not found and not by_priority:
+                probe = stmt.prioritized_for(self._names, queue.queue_id, partition)
+                cur = await conn.execute(probe)
+                row = await cur.fetchone()
+                if row is not None and row[0]:
+                    self._prioritized.add(where)
+                    by_priority = True
+                    statement = stmt.lease_for(self._names, queue.queue_id, partition, True)
+                    cur = await conn.execute(statement, params, binary=True)
+                    found = await cur.fetchall()
+        if by_priority and found and found[-1][0] is None:  # no item of another priority left
+            self._prioritized.discard(where)
+            found = [row for row in found if row[0] is not None]
+        found.sort(key=_lease_order if by_priority else _LEASE_ORDER)
         timeout = float(queue.settings.lease_timeout)
         leases = Leases([], [])
         for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout

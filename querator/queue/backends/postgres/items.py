@@ -13,7 +13,12 @@ from querator.errors import Unavailable
 from querator.queue.backends.base import InsertPlan, NewItem
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
-from querator.queue.backends.postgres.array_params import Payloads, instant_array, text_array
+from querator.queue.backends.postgres.array_params import (
+    Payloads,
+    instant_array,
+    int_array,
+    text_array,
+)
 from querator.queue.backends.postgres.schema import ITEM_POSITION
 from querator.queue.ids import format_id
 from querator.queue.models import Leased, QueueInfo
@@ -166,6 +171,7 @@ def insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
         ),
         "available_at": instant_array(new.available_at for new in items),
         "dedup_key": text_array(new.dedup_key for new in items),
+        "priority": int_array(new.priority for new in items),
     }
 
 

@@ -63,6 +63,20 @@ async def _expiry_from_availability(conn: Conn, names: Names) -> None:
         await conn.execute(sql.SQL("").join(parts), prepare=False)
 
 
+async def _priorities(conn: Conn, names: Names) -> None:
+    """Every item table gets a ``priority`` column (last, as new tables have it)
+    and the partial index a lease probes for items of another priority than 0."""
+    cur = await conn.execute(_fill(schema.QUEUE_TABLES, names))
+    tables = [
+        (queue_id, n) for queue_id, partitions in await cur.fetchall() for n in range(partitions)
+    ]
+    statements: list[sql.Composed] = [_fill(schema.DROP_LOOKUP_KEYS, names)]
+    for queue_id, n in tables:
+        statements.append(schema.ADD_PRIORITY.format(table=names.partition(queue_id, n)))
+        statements.append(schema.priority_index_ddl(names, queue_id, n))
+    await schema.run_each(conn, statements)
+
+
 MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
     Migration(1, "initial schema (querator's git tag schema-v1)", None),
     Migration(
@@ -75,6 +89,12 @@ MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
         "expiry counts from when an item becomes available; a dead queue with the"
         " default expiry keeps its dead letters",
         _expiry_from_availability,
+    ),
+    Migration(
+        4,
+        "items have a priority: a smallint column (default 0) on item tables, and"
+        " a partial index of the items whose priority is not 0",
+        _priorities,
     ),
 )
 """Every schema version, oldest first; append new ones (never edit a released one)."""

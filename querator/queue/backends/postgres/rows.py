@@ -59,7 +59,7 @@ def item(cls: type[ItemT], queue: QueueInfo, partition: int, row: Row) -> ItemT:
     per-field loop; headers arrive as JSON text and ``{}`` skips the parser.
     """
     (seq, version, available_at, deadline, client_id, attempts, expire_at, payload, kind,
-     encoding, reference, headers, dedup_key, source_id, created_at) = row  # fmt: skip
+     encoding, reference, headers, dedup_key, source_id, created_at, priority) = row  # fmt: skip
     values = {
         "id": format_id(queue.queue_id, partition, seq),
         "version": version,
@@ -78,6 +78,7 @@ def item(cls: type[ItemT], queue: QueueInfo, partition: int, row: Row) -> ItemT:
         "dedup_key": dedup_key,
         "source_id": source_id,
         "created_at": created_at,
+        "priority": priority,
     }
     fields_set = _plain_fields(cls)
     if fields_set is None:
@@ -114,7 +115,7 @@ def _plain_fields(cls: type[StoredItem]) -> set[str] | None:
 ITEM_FIELDS = frozenset(
     ("id", "version", "queue", "partition", "available_at", "lease_deadline", "client_id",
      "attempts", "expire_at", "payload", "kind", "encoding", "reference", "headers",
-     "dedup_key", "source_id", "created_at")
+     "dedup_key", "source_id", "created_at", "priority")
 )  # fmt: skip
 """The fields :func:`item` fills."""
 

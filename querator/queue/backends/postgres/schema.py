@@ -120,6 +120,7 @@ ITEM_TABLE: Final = (
     Column("dedup_key", "text", 'COLLATE "C"', given_as="text"),
     Column("source_id", "text"),
     Column("created_at", "timestamptz", "NOT NULL DEFAULT now()"),
+    Column("priority", "smallint", "NOT NULL DEFAULT 0", given_as="smallint"),
 )
 """The columns of a partition's item table, in table order; rows are read in
 this order (:func:`~.rows.item` maps them)."""
@@ -287,7 +288,8 @@ CREATE_PARTITION: Final = (
     sql.SQL("CREATE INDEX IF NOT EXISTS {available_index} ON {table} (available_at, seq)"),
 )
 """Creates one partition's item table; fillfactor leaves room for HOT updates.
-The dead-letter sweep's index comes with it (:data:`CREATE_SWEEP_INDEX`)."""
+Its priority index comes with it (:data:`CREATE_PRIORITY_INDEX`), and
+the dead-letter sweep's index (:data:`CREATE_SWEEP_INDEX`)."""
 
 
 async def run_each(
@@ -312,6 +314,14 @@ CREATE_SWEEP_INDEX: Final = sql.SQL(
 items it may move, not every due item of the partition (a backlog of 100k due
 items cost 12 ms of server CPU per sweep, growing with the backlog)."""
 
+CREATE_PRIORITY_INDEX: Final = sql.SQL(
+    "CREATE INDEX IF NOT EXISTS {priority_index} ON {table} (priority DESC, available_at, seq)"
+    " WHERE priority <> 0"
+)
+"""The index a lease probes for ready items of a priority other than 0
+(:data:`~.statements.LEASE`): empty, and never written, while a queue's items
+all have priority 0, so such a queue pays one probe of an empty index."""
+
 DROP_TABLES: Final = sql.SQL("DROP TABLE IF EXISTS {tables}")
 """Drops a queue's partition tables (``{tables}`` is a joined identifier list)."""
 
@@ -329,7 +339,16 @@ def partitions_ddl(names: Names, tables: Iterable[tuple[int, int]]) -> list[sql.
             for statement in CREATE_PARTITION
         )
         statements.append(sweep_index_ddl(names, queue_id, n))
+        statements.append(priority_index_ddl(names, queue_id, n))
     return statements
+
+
+def priority_index_ddl(names: Names, queue_id: int, partition: int) -> sql.Composed:
+    """:data:`CREATE_PRIORITY_INDEX` on one partition table."""
+    return CREATE_PRIORITY_INDEX.format(
+        table=names.partition(queue_id, partition),
+        priority_index=names.index(queue_id, partition, "priority"),
+    )
 
 
 def sweep_index_ddl(names: Names, queue_id: int, partition: int) -> sql.Composed:
@@ -386,3 +405,14 @@ KEEP_DEAD_LETTERS: Final = sql.SQL(
     "UPDATE {table} SET expire_at = {kept} WHERE source_id IS NOT NULL;"
 )
 """Version 3: the dead letters of a queue with the default expiry never expire."""
+
+ADD_PRIORITY: Final = sql.SQL(
+    "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 0"
+)
+"""Version 4: items get a priority (a constant default: no table rewrite)."""
+
+DROP_LOOKUP_KEYS: Final = sql.SQL(
+    "DROP FUNCTION IF EXISTS {schema}.lookup_keys(regclass[], text[], bigint)"
+)
+"""Version 4: ``lookup_keys()`` returns the new column too, and a function's row
+type cannot be replaced in place (:data:`CREATE_FUNCTIONS` creates it again)."""

@@ -26,6 +26,7 @@ from querator.queue.backends.postgres.schema import (
     given_arrays,
     given_values,
     insert_list,
+    item_row,
     item_select,
 )
 from querator.queue.backends.postgres.schema import Names as Names  # noqa: PLC0414
@@ -307,19 +308,44 @@ SET available_at = """
 )
 """What leasing a row (aliased ``t``) sets, shared by :data:`LEASE` and :data:`CLAIM`."""
 
+_LEASABLE: Final = (
+    """available_at <= """
+    + NOW
+    + """
+          AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
+          AND expire_at > """
+    + NOW
+    + """
+          AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))"""
+)
+"""An item a lease may take now (of the given kinds, unless ``kinds`` is NULL)."""
+
+
+PRIORITIZED: Final = sql.SQL("SELECT EXISTS (SELECT FROM {table} WHERE priority <> 0)")
+"""Whether an item of the partition has a priority other than 0 (asked when
+:data:`LEASE` found nothing)."""
+
+
+_PRIORITIZED: Final = (
+    "\nprioritized AS (SELECT EXISTS (SELECT FROM {table} WHERE priority <> 0) AS used)"
+)
+"""Whether any item of the partition has a priority other than 0: one probe of
+the partial priority index (:data:`.schema.CREATE_PRIORITY_INDEX`), empty in a
+queue that never uses priorities."""
+
+_MARKER: Final = "\nUNION ALL SELECT NULL::timestamptz, " + item_row({}, typed=True)
+"""A row shaped like a leased one whose ``lease_order`` is NULL: what
+:data:`LEASE_BY_PRIORITY` adds when no item has a priority other than 0 any more."""
+
 LEASE: Final = sql.SQL(
     """
 WITH picked AS (
     SELECT seq, available_at AS lease_order
     FROM {table}
-    WHERE available_at <= """
-    + NOW
+    WHERE """
+    + _LEASABLE
     + """
-      AND (%(max_attempts)s::integer = 0 OR attempts < %(max_attempts)s::integer)
-      AND expire_at > """
-    + NOW
-    + """
-      AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+      AND NOT EXISTS (SELECT FROM {table} WHERE priority <> 0)
     ORDER BY available_at, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -332,7 +358,91 @@ RETURNING picked.lease_order, {columns}
 """
 )
 """Leases the first leasable items of a partition (of the given kinds, unless
-``kinds`` is NULL); rows another client locks are skipped."""
+``kinds`` is NULL) by ``(available_at, seq)``; rows another client locks are
+skipped. The lease of a partition whose items all have priority 0: a queue that
+never uses priorities pays one probe of an empty index (the partial priority
+index, :data:`.schema.CREATE_PRIORITY_INDEX`) for it. While some item has
+another priority it leases nothing; the caller then finds that with
+:data:`PRIORITIZED` and leases with :data:`LEASE_BY_PRIORITY`."""
+
+
+def _levels(name: str, sign: str) -> str:
+    """A recursive CTE of the distinct priorities ``{sign} 0`` in the priority
+    index, highest first, one index probe each (a NULL row ends it)."""
+    return f"""
+{name}(priority) AS (
+    (SELECT priority FROM {{table}}
+     WHERE priority <> 0 AND priority {sign} 0 ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.priority FROM {{table}} AS t
+            WHERE t.priority <> 0 AND t.priority {sign} 0 AND t.priority < l.priority
+            ORDER BY t.priority DESC LIMIT 1)
+    FROM {name} AS l WHERE l.priority IS NOT NULL
+)"""
+
+
+def _level_leg(levels: str) -> str:
+    """The ready items of each priority of ``levels``, in lease order."""
+    return (
+        f"""
+    SELECT r.seq, r.available_at FROM {levels} AS l CROSS JOIN LATERAL (
+        SELECT seq, available_at FROM {{table}}
+        WHERE priority = l.priority AND priority <> 0 AND """
+        + _LEASABLE
+        + """
+        ORDER BY available_at, seq
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS r"""
+    )
+
+
+LEASE_BY_PRIORITY: Final = sql.SQL(
+    "WITH RECURSIVE"
+    + _PRIORITIZED
+    + ","
+    + _levels("above", ">")
+    + ","
+    + _levels("below", "<")
+    + """,
+picked AS (
+    SELECT seq, available_at AS lease_order FROM ("""
+    + _level_leg("above")
+    + """
+    UNION ALL
+    SELECT * FROM (
+        SELECT seq, available_at FROM {table}
+        WHERE priority = 0 AND """
+    + _LEASABLE
+    + """
+        ORDER BY available_at, seq
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS zero
+    UNION ALL"""
+    + _level_leg("below")
+    + """
+    ) AS ready
+    LIMIT %(limit)s
+),
+leased AS (
+    UPDATE {table} AS t"""
+    + _LEASE_SET
+    + """FROM picked
+    WHERE t.seq = picked.seq
+    RETURNING picked.lease_order, {columns}
+)
+SELECT * FROM leased"""
+    + _MARKER
+    + """ FROM prioritized WHERE NOT used
+"""
+)
+"""Leases like :data:`LEASE`, highest priority first: items of a priority above
+0, highest first, then priority 0, then those below; FIFO (``available_at,
+seq``) within a priority. Each priority other than 0 is one probe of the
+priority index for its ready items, which stops at the first item due later, so
+items scheduled for later cost nothing. Adds the marker row when no item has a
+priority other than 0 any more (the caller goes back to :data:`LEASE`)."""
 
 CLAIM: Final = sql.SQL(
     """
@@ -669,10 +779,17 @@ DEAD_DROP: Final = sql.SQL(
 
 
 @functools.lru_cache(maxsize=4096)
-def lease_for(names: Names, queue_id: int, partition: int) -> bytes:
-    """:data:`LEASE` on one partition table."""
+def prioritized_for(names: Names, queue_id: int, partition: int) -> bytes:
+    """:data:`PRIORITIZED` on one partition table."""
+    return PRIORITIZED.format(table=names.partition(queue_id, partition)).as_bytes(None)
+
+
+@functools.lru_cache(maxsize=4096)
+def lease_for(names: Names, queue_id: int, partition: int, by_priority: bool = False) -> bytes:
+    """:data:`LEASE` (or :data:`LEASE_BY_PRIORITY`) on one partition table."""
     table = names.partition(queue_id, partition)
-    return LEASE.format(table=table, columns=ITEM_COLUMNS).as_bytes(None)
+    statement = LEASE_BY_PRIORITY if by_priority else LEASE
+    return statement.format(table=table, columns=ITEM_COLUMNS).as_bytes(None)
 
 
 @functools.lru_cache(maxsize=4096)

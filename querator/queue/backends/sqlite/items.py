@@ -8,6 +8,7 @@ lives in :mod:`.statements`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from querator.errors import Conflict, ConflictReason
 from querator.queue.backends.base import InsertPlan, Kinds, Leases, NewItem
@@ -24,6 +25,7 @@ from querator.queue.backends.sqlite.rows import (
 from querator.queue.dead_reasons import sweep_reason
 from querator.queue.ids import format_id, seqs_by_partition
 from querator.queue.models import Leased, PartitionGauges, PartitionStats, QueueInfo, StoredItem
+from querator.queue.validation import MAX_PRIORITY
 
 __all__ = [
     "claim",
@@ -95,16 +97,53 @@ def produce_items(txn: Txn, queue: QueueInfo, items: Sequence[NewItem]) -> list[
 def lease(
     txn: Txn, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
 ) -> Leases:
-    """Lease up to ``limit`` leasable items of one partition (of ``kinds``), by
-    ``(available_at, seq)``."""
+    """Lease up to ``limit`` leasable items of one partition (of ``kinds``): higher
+    priorities first, then by ``(available_at, seq)``."""
     now = txn.now
     bound = stmt.attempts_bound(queue.settings.max_attempts)
     wanted = kinds or ()
-    query = stmt.leasable(queue.queue_id, partition, len(wanted))
-    params = (now, now, bound, *wanted, limit)
-    rows = [ItemRow(*row) for row in txn.conn.execute(query, params)]
+    qid = queue.queue_id
+    probe = stmt.priority_below(qid, partition)
+    level = _next_level(txn, probe, MAX_PRIORITY + 1)
+    if level is None:  # every item has priority 0: the lease of a queue without priorities
+        query = stmt.leasable(qid, partition, len(wanted))
+        rows = [ItemRow(*row) for row in txn.conn.execute(query, (now, now, bound, *wanted, limit))]
+    else:
+        rows = _by_priority(txn, qid, partition, (now, now, bound, *wanted), limit, level)
     leased = _lease_rows(txn, queue, partition, client_id, rows)
     return Leases(leased, [(now - row.available_at) / 1e6 for row in rows])
+
+
+def _next_level(txn: Txn, probe: str, below: int) -> int | None:
+    """The highest priority other than 0 below ``below`` that an item has."""
+    row = txn.conn.execute(probe, (below,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _by_priority(
+    txn: Txn, qid: int, partition: int, params: tuple[Any, ...], limit: int, level: int | None
+) -> list[ItemRow]:
+    """Up to ``limit`` leasable rows, highest priority first, FIFO within one;
+    ``level`` is the highest priority other than 0 an item has. Each such
+    priority is one range of the priority index (its ready items, up to the
+    first due later), so items scheduled for later cost nothing."""
+    kinds = len(params) - 3
+    at = stmt.leasable(qid, partition, kinds, "at")
+    probe = stmt.priority_below(qid, partition)
+    rows: list[ItemRow] = []
+    zero_done = False
+    while len(rows) < limit:
+        if not zero_done and (level is None or level < 0):
+            zero = stmt.leasable(qid, partition, kinds, "zero")
+            rows += [ItemRow(*r) for r in txn.conn.execute(zero, (*params, limit - len(rows)))]
+            zero_done = True
+            continue
+        if level is None:
+            break
+        found = txn.conn.execute(at, (*params, level, limit - len(rows)))
+        rows += [ItemRow(*r) for r in found]
+        level = _next_level(txn, probe, level)
+    return rows
 
 
 def claim(txn: Txn, queue: QueueInfo, ids: Sequence[str], client_id: str) -> list[Leased | None]:

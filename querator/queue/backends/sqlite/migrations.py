@@ -65,6 +65,12 @@ MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
         " default expiry keeps its dead letters",
         _expiry_from_availability,
     ),
+    Migration(
+        4,
+        "items have a priority: an integer column (default 0) on item tables, and"
+        " a partial index of the items whose priority is not 0",
+        schema.add_priorities,
+    ),
 )
 """Every schema version, oldest first; append new ones (never edit a released one)."""
 

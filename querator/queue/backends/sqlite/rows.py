@@ -69,6 +69,7 @@ class ItemRow(NamedTuple):
     dedup_key: str | None
     source_id: str | None
     created_at: int
+    priority: int
 
 
 class QueueRow(NamedTuple):
@@ -147,6 +148,7 @@ def _item_fields(queue: QueueInfo, partition: int, row: ItemRow) -> dict[str, An
         "dedup_key": row.dedup_key,
         "source_id": row.source_id,
         "created_at": from_us(row.created_at),
+        "priority": row.priority,
     }
 
 
@@ -179,6 +181,7 @@ def item_values(item: NewItem, now: int, expire_timeout: float) -> tuple[Any, ..
         item.dedup_key,
         None,
         now,
+        item.priority,
     )
 
 
@@ -202,4 +205,5 @@ def dead_values(
         None,
         source_id,
         now,
+        0,
     )

@@ -31,6 +31,7 @@ __all__ = [
     "STORE_TABLES",
     "SWEEP_KEY",
     "WRITE_VERSION",
+    "add_priorities",
     "add_sweep_indexes",
     "catalog",
     "create_catalog",
@@ -120,8 +121,16 @@ def partition_table(queue_id: int, partition: int) -> Table:
         Column("dedup_key", String, nullable=True, unique=True),
         Column("source_id", String, nullable=True),
         Column("created_at", Integer, nullable=False),
+        Column("priority", Integer, nullable=False, server_default=text("0")),
         Index(f"{name}_available", "available_at", "seq"),
         Index(f"{name}_sweep", text(SWEEP_KEY)),
+        Index(
+            f"{name}_priority",
+            text("priority DESC"),
+            "available_at",
+            "seq",
+            sqlite_where=text("priority <> 0"),
+        ),
         sqlite_autoincrement=True,
     )
 
@@ -156,7 +165,28 @@ def add_sweep_indexes(conn: sqlite3.Connection) -> None:
     for queue_id, partitions in conn.execute("SELECT id, partitions FROM queues").fetchall():
         for partition in range(partitions):
             if f"{table_name(queue_id, partition)}_sweep" not in indexes:
-                create_partitions(conn, queue_id, range(partition, partition + 1))
+                _create_index(conn, queue_id, partition, "sweep")
+
+
+def add_priorities(conn: sqlite3.Connection) -> None:
+    """Give every partition the ``priority`` column (last, as new tables have it)
+    and its index (a file from an older querator)."""
+    for queue_id, partitions in conn.execute("SELECT id, partitions FROM queues").fetchall():
+        for partition in range(partitions):
+            name = table_name(queue_id, partition)
+            columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{name}")')}
+            if "priority" not in columns:
+                conn.execute(f'ALTER TABLE "{name}" ADD COLUMN priority INTEGER NOT NULL DEFAULT 0')
+            _create_index(conn, queue_id, partition, "priority")
+
+
+def _create_index(conn: sqlite3.Connection, queue_id: int, partition: int, suffix: str) -> None:
+    """Create one index of a partition table if it is missing."""
+    table = partition_table(queue_id, partition)
+    wanted = f"{table.name}_{suffix}"
+    for index in table.indexes:
+        if index.name == wanted:
+            _run(conn, CreateIndex(index, if_not_exists=True))
 
 
 def create_partitions(conn: sqlite3.Connection, queue_id: int, partitions: range) -> None:

@@ -112,18 +112,35 @@ def insert_item(queue_id: int, partition: int) -> str:
     return (
         f"INSERT INTO {table_name(queue_id, partition)} (version, available_at, lease_deadline,"
         " client_id, attempts, expire_at, payload, kind, encoding, reference, headers, dedup_key,"
-        " source_id, created_at) VALUES (1, ?, NULL, NULL, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " source_id, created_at, priority)"
+        " VALUES (1, ?, NULL, NULL, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
 
 @lru_cache(maxsize=_CACHE)
-def leasable(queue_id: int, partition: int, kinds: int = 0) -> str:
+def leasable(queue_id: int, partition: int, kinds: int = 0, level: str = "") -> str:
     """Leasable items (now, now, attempts bound, then ``kinds`` kinds when not 0)
-    in lease order, at most ``?``."""
+    in lease order, at most ``?``. ``level`` "zero" takes priority 0 only,
+    "at" one priority other than 0 (bound after the kinds), "" any."""
+    where = {
+        "": "",
+        "zero": " AND priority = 0",
+        "at": " AND priority <> 0 AND priority = ?",
+    }[level]
     return (
         f"SELECT {_ITEM} FROM {table_name(queue_id, partition)}"
         " WHERE available_at <= ? AND expire_at > ? AND attempts < ?"
-        f"{_kind_in(kinds)} ORDER BY available_at, seq LIMIT ?"
+        f"{_kind_in(kinds)}{where} ORDER BY available_at, seq LIMIT ?"
+    )
+
+
+@lru_cache(maxsize=_CACHE)
+def priority_below(queue_id: int, partition: int) -> str:
+    """The highest priority other than 0 below ``?`` that any item has (one
+    probe of the priority index, which holds only such items)."""
+    return (
+        f"SELECT priority FROM {table_name(queue_id, partition)}"
+        " WHERE priority <> 0 AND priority < ? ORDER BY priority DESC LIMIT 1"
     )
 
 
