@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -58,6 +57,7 @@ from querator.queue.backends.postgres.sessions import (
     Sessions,
     configurer,
 )
+from querator.queue.backends.postgres.sync_calls import SyncCalls
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
     complete_at_once,
@@ -68,7 +68,6 @@ from querator.queue.backends.postgres.transact import (
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.dead_reasons import EXPIRED, exhausted
 from querator.queue.models import (
-    Leased,
     PartitionGauges,
     PartitionStats,
     QueueInfo,
@@ -101,9 +100,6 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
             attempt = _CappedAttempt(timeout=self.reconnect_timeout)
         await super()._add_connection(attempt, growing)
 
-
-_LEASE_ORDER = operator.itemgetter(0, 1)
-"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
 
 OPEN_TIMEOUT = 10.0
 """Seconds ``open()`` waits for a first connection before raising Unavailable."""
@@ -154,6 +150,24 @@ class PostgresBackend:
             self._sessions, Cutoffs(self._deadline + MARGIN), self._blocked, self._timeline
         )
         """What every pooled call shares (:mod:`.pooled`)."""
+        self._sync: SyncCalls | None = None
+
+    def sync_calls(self) -> SyncCalls | None:
+        """The hot calls for sync callers on their own thread (:mod:`.sync_calls`),
+        or None while the backend is not open."""
+        if self._pool is None:
+            return None
+        sync = self._sync
+        if sync is None:
+            sync = self._sync = SyncCalls(
+                self._conninfo,
+                self._names,
+                self._deadline,
+                self.lease_call,
+                self._sessions,
+                self._blocked,
+            )
+        return sync
 
     @property
     def schema(self) -> str:
@@ -211,6 +225,9 @@ class PostgresBackend:
     async def close(self) -> None:
         """Close the pool; the data stays."""
         pool, self._pool = self._pool, None
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            sync.close()
         if pool is not None:
             try:
                 await self._parts.kept.give_back(pool)
@@ -360,6 +377,18 @@ class PostgresBackend:
         self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
     ) -> Leases:
         """Lease up to ``limit`` leasable items of one partition (of ``kinds``), in order."""
+        statement, params = self.lease_call(queue, partition, client_id, limit, kinds)
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(statement, params, binary=True)
+            found = await cur.fetchall()
+        return rows.leases_of(queue, partition, found)
+
+    def lease_call(
+        self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds = None
+    ) -> tuple[bytes, dict[str, Any]]:
+        """The statement and parameters of :meth:`lease` (sans I/O: the sync
+        shell, :mod:`.sync_calls`, runs them too); run them with ``binary=True``
+        and decode the rows with :func:`.rows.leases_of`."""
         statement = stmt.lease_for(self._names, queue.queue_id, partition)
         params = {
             "kinds": None if kinds is None else list(kinds),
@@ -369,17 +398,7 @@ class PostgresBackend:
             "client_id": client_id,
             "now": self._clock.store_now(),
         }
-        async with self._connect(queue.name) as conn:
-            cur = await conn.execute(statement, params, binary=True)
-            found = await cur.fetchall()
-        found.sort(key=_LEASE_ORDER)
-        timeout = float(queue.settings.lease_timeout)
-        leases = Leases([], [])
-        for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
-            item = rows.item(Leased, queue, partition, row[1:])
-            leases.items.append(item)
-            leases.waited.append((item.lease_deadline - row[0]).total_seconds() - timeout)
-        return leases
+        return statement, params
 
     async def next_available_at(self, queue: QueueInfo, kinds: Kinds = None) -> datetime | None:
         """Earliest ``available_at`` of any item (of ``kinds``) that could become
