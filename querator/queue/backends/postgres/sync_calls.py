@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -80,7 +79,8 @@ class SyncCalls:
         self._sessions = sessions
         self._blocked = blocked
         self._held = _Held()
-        self._all: weakref.WeakSet[SyncConn] = weakref.WeakSet()
+        self._all: dict[SyncConn, threading.Thread] = {}
+        """Every open session and its thread (a dead thread's is closed later)."""
         self._lock = threading.Lock()
         self._closed = False
         self._watch = _Watchdog(deadline + MARGIN)
@@ -123,6 +123,7 @@ class SyncCalls:
         with self._lock:
             self._closed = True
             conns = list(self._all)
+            self._all.clear()
         for conn in conns:
             conn.close()
         self._watch.stop()
@@ -145,7 +146,12 @@ class SyncCalls:
             if self._closed:
                 conn.close()
                 raise Unavailable("the PostgreSQL backend is closed")
-            self._all.add(conn)
+            gone = [c for c, thread in self._all.items() if c.closed or not thread.is_alive()]
+            for old in gone:
+                del self._all[old]
+            self._all[conn] = threading.current_thread()
+        for old in gone:
+            old.close()
         self._held.conn = conn
         return conn
 
