@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import errors as pg_errors
 from psycopg.rows import TupleRow
 
 from querator.errors import Unavailable
@@ -182,6 +183,8 @@ class SyncCalls:
                 raise _CheckFailed from exc
             if conn is not None and self._watch.was_cut(conn):
                 raise _cut_off(conn, self._blocked) from exc
+            if isinstance(exc, pg_errors.LockNotAvailable):  # lock_timeout: the deadline's
+                raise Unavailable(self._blocked.passed("waiting on a lock")) from exc
             if isinstance(exc, SESSION_ERRORS):
                 self._sessions.failed()
             if conn is not None and (isinstance(exc, SESSION_ERRORS) or conn.broken):
