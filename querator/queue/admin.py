@@ -64,6 +64,14 @@ class QueueAdmin:
             done.set()
         return info
 
+    def cached(self, name: str) -> QueueInfo | None:
+        """The queue's info if the cache holds it fresh, else None (no look-up;
+        safe from any thread)."""
+        hit = self._cache.get(name)
+        if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
+            return hit[0]
+        return None
+
     async def create_queue(
         self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False
     ) -> QueueInfo:

@@ -1,6 +1,8 @@
 """The sync client: every call runs :class:`AsyncQueueClient`'s code on a private
-event loop thread (:class:`~querator.queue.loop_thread.LoopThread`). There is one implementation of
-each operation; this file only forwards."""
+event loop thread (:class:`~querator.queue.loop_thread.LoopThread`), except the
+common cases of the hot calls, which :mod:`querator.queue.hot_calls` runs on
+the calling thread with the same checks, plans and statements. There is one
+implementation of each operation; this file only forwards."""
 
 from __future__ import annotations
 
@@ -256,3 +258,43 @@ class QueueClient(SyncShell[AsyncQueueClient]):
 
     def __init__(self, url: str = DEFAULT_URL, **options: Unpack[ClientOptions]) -> None:
         super().__init__(lambda: self._async_class(url, **options))
+        assert self._thread is not None
+        self._hot = self._async._hot_path(self._thread.loop)
+
+    # The hot calls run on the calling thread where the store lets them
+    # (:mod:`querator.queue.hot_calls`), else on the loop as every other call.
+
+    def produce(self, queue: str, items: Sequence[Item]) -> list[str]:
+        """See :meth:`AsyncQueueClient.produce`."""
+        self._thread_for(self._async.produce)
+        ids = self._hot.produce(queue, items)
+        return ids if ids is not None else self._call(self._async.produce, queue, items)
+
+    def lease(
+        self,
+        queue: str,
+        *,
+        client_id: str,
+        batch_size: int = 1,
+        timeout: float = 0.0,
+        kinds: Iterable[str] | None = None,
+    ) -> list[Leased]:
+        """See :meth:`AsyncQueueClient.lease`."""
+        self._thread_for(self._async.lease)
+        leased = self._hot.lease(queue, client_id, batch_size, timeout, kinds)
+        if leased is not None:
+            return leased
+        return self._call(
+            self._async.lease,
+            queue,
+            client_id=client_id,
+            batch_size=batch_size,
+            timeout=timeout,
+            kinds=kinds,
+        )
+
+    def complete(self, queue: str, items: Sequence[RefLike]) -> None:
+        """See :meth:`AsyncQueueClient.complete`."""
+        self._thread_for(self._async.complete)
+        if not self._hot.complete(queue, items):
+            self._call(self._async.complete, queue, items)

@@ -10,6 +10,7 @@ calls (:mod:`querator.telemetry.queue_calls`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -23,6 +24,7 @@ from querator.queue.backends import open_backend
 from querator.queue.backends.base import Backend, ProduceSteps
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.background import ClientTasks
+from querator.queue.hot_calls import HotPath
 from querator.queue.item_admin import ItemAdmin
 from querator.queue.long_poll import NOTIFIED_WAIT_CAP, LongPoll
 from querator.queue.maintenance import run_maintenance
@@ -142,6 +144,13 @@ class AsyncQueueClient:
         """Run ``await service()`` as a background task of this client until it
         closes (the lock renewer); call it on the client's own event loop."""
         self._background.start(service)
+
+    def _hot_path(self, loop: asyncio.AbstractEventLoop) -> HotPath:
+        """The hot calls a sync shell runs on its callers' threads
+        (:mod:`.hot_calls`); ``loop`` is this client's event loop."""
+        return HotPath(
+            self._backend, self._admin.cached, self._spreader, self._board, self.clock, loop
+        )
 
     def _require_open(self) -> Backend:
         if not self._background.is_open:

@@ -22,6 +22,12 @@ class WakeBoard:
             event = self._events[queue] = anyio.Event()
         return event
 
+    def waiting(self, queue: str) -> bool:
+        """Whether anything waits on ``queue``'s next wakeup (safe from any thread:
+        a waiter takes its ticket before it looks, so a change made before this
+        is asked is seen by a waiter it misses)."""
+        return queue in self._events
+
     def wake(self, queue: str) -> None:
         """Wake every waiter of ``queue`` (call from the client's event loop)."""
         event = self._events.pop(queue, None)

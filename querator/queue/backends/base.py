@@ -226,6 +226,34 @@ ProduceSteps = Generator[tuple[Any, Any], list[tuple[Any, ...]], list[str]]
 receives its rows, returns the ids in input order."""
 
 
+class SyncHotCalls(Protocol):
+    """A backend's hot calls for sync callers, run on the calling thread
+    (PostgreSQL: :mod:`.postgres.sync_calls`); the same statements as the
+    backend's async calls, on a session the calling thread holds."""
+
+    def usable(self) -> bool:
+        """Whether the hot calls may run here now; when not, use the async calls."""
+        ...
+
+    def lease(
+        self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds
+    ) -> Leases:
+        """:meth:`Backend.lease`."""
+        ...
+
+    def complete(self, plan: TxnPlan, now: datetime | None) -> bool:
+        """Run a plan that only completes items of one partition as one
+        statement; False when the plan is another kind or a check failed
+        (nothing changed): then :meth:`Backend.transact` must run it."""
+        ...
+
+    def insert_unkeyed(
+        self, queue: QueueInfo, items: Sequence[NewItem], now: datetime | None
+    ) -> list[str]:
+        """:meth:`Backend.produce` of items without dedup keys."""
+        ...
+
+
 class Backend(Protocol):
     """One store of queues and items. Implementations live beside this file."""
 
@@ -253,6 +281,12 @@ class Backend(Protocol):
         """
 
     # -- queues -------------------------------------------------------------
+    def sync_calls(self) -> SyncHotCalls | None:
+        """The hot calls for sync callers on their own thread, or None (the
+        backend has none, or is not open): the sync client then runs every
+        call on its event loop thread."""
+        ...
+
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue and its partition tables; QueueExists if taken."""
 

@@ -152,6 +152,10 @@ class MemoryBackend:
         await anyio.sleep_forever()
 
     # -- queues -------------------------------------------------------------
+    def sync_calls(self) -> None:
+        """None: every call of a sync client runs on its event loop thread."""
+        return None
+
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue; QueueExists if taken."""
         if name in self._queues:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -56,7 +55,6 @@ from querator.queue.backends.postgres.replication import Timeline
 from querator.queue.backends.postgres.retry_at_once import one_table_retry, retry_at_once
 from querator.queue.backends.postgres.schema import (
     DROP_TABLES,
-    ITEM_POSITION,
     partitions_ddl,
     run_each,
 )
@@ -64,6 +62,7 @@ from querator.queue.backends.postgres.sessions import (
     Sessions,
     configurer,
 )
+from querator.queue.backends.postgres.sync_calls import SyncCalls
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
     complete_at_once,
@@ -74,7 +73,6 @@ from querator.queue.backends.postgres.transact import (
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.dead_reasons import EXPIRED, exhausted
 from querator.queue.models import (
-    Leased,
     PartitionGauges,
     PartitionStats,
     QueueInfo,
@@ -106,18 +104,6 @@ class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
         if attempt is None:
             attempt = _CappedAttempt(timeout=self.reconnect_timeout)
         await super()._add_connection(attempt, growing)
-
-
-_LEASE_ORDER = operator.itemgetter(0, 1)
-"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
-
-_PRIORITY_AT = 1 + ITEM_POSITION["priority"]
-
-
-def _lease_order(row: Sequence[Any]) -> tuple[int, datetime, int]:
-    """A leased row's order: higher priority first, then ``available_at`` before
-    the lease, then ``seq``."""
-    return -row[_PRIORITY_AT], row[0], row[1]
 
 
 OPEN_TIMEOUT = 10.0
@@ -173,6 +159,24 @@ class PostgresBackend:
             self._sessions, Cutoffs(self._deadline + MARGIN), self._blocked, self._timeline
         )
         """What every pooled call shares (:mod:`.pooled`)."""
+        self._sync: SyncCalls | None = None
+
+    def sync_calls(self) -> SyncCalls | None:
+        """The hot calls for sync callers on their own thread (:mod:`.sync_calls`),
+        or None while the backend is not open."""
+        if self._pool is None:
+            return None
+        sync = self._sync
+        if sync is None:
+            sync = self._sync = SyncCalls(
+                self._conninfo,
+                self._names,
+                self._deadline,
+                self,
+                self._sessions,
+                self._blocked,
+            )
+        return sync
 
     @property
     def schema(self) -> str:
@@ -230,6 +234,9 @@ class PostgresBackend:
     async def close(self) -> None:
         """Close the pool; the data stays."""
         pool, self._pool = self._pool, None
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            sync.close()
         if pool is not None:
             try:
                 await self._parts.kept.give_back(pool)
@@ -383,8 +390,52 @@ class PostgresBackend:
 
         A partition whose items all have priority 0 is leased by :data:`~.statements.LEASE`,
         which leases nothing while some item has another priority; an empty lease
-        then checks for one, and such a partition is leased by priority until its
-        last item of another priority is gone."""
+        then checks for one (:meth:`probe_call`), and such a partition is leased by
+        priority until its last item of another priority is gone. The sync shell
+        (:mod:`.sync_calls`) runs the same calls in the same order."""
+        by_priority = self.prioritized(queue, partition)
+        statement, params = self.lease_call(queue, partition, client_id, limit, kinds, by_priority)
+        async with self._connect(queue.name) as conn:
+            cur = await conn.execute(statement, params, binary=True)
+            found = await cur.fetchall()
+            if not found and not by_priority:
+                cur = await conn.execute(self.probe_call(queue, partition))
+                row = await cur.fetchone()
+                if row is not None and row[0]:
+                    by_priority = self.mark_prioritized(queue, partition)
+                    statement, params = self.lease_call(
+                        queue, partition, client_id, limit, kinds, by_priority
+                    )
+                    cur = await conn.execute(statement, params, binary=True)
+                    found = await cur.fetchall()
+        return self.leased_rows(queue, partition, found, by_priority)
+
+    def prioritized(self, queue: QueueInfo, partition: int) -> bool:
+        """Whether ``partition`` is leased by priority now (see :meth:`lease`)."""
+        return (queue.queue_id, partition) in self._prioritized
+
+    def mark_prioritized(self, queue: QueueInfo, partition: int) -> bool:
+        """``partition`` holds items of another priority: lease it by priority (True)."""
+        self._prioritized.add((queue.queue_id, partition))
+        return True
+
+    def probe_call(self, queue: QueueInfo, partition: int) -> bytes:
+        """The statement that finds whether ``partition`` holds an item of another priority."""
+        return stmt.prioritized_for(self._names, queue.queue_id, partition)
+
+    def lease_call(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        client_id: str,
+        limit: int,
+        kinds: Kinds = None,
+        by_priority: bool = False,
+    ) -> tuple[bytes, dict[str, Any]]:
+        """The statement and parameters of :meth:`lease` (sans I/O: the sync
+        shell, :mod:`.sync_calls`, runs them too); run them with ``binary=True``
+        and decode the rows with :meth:`leased_rows`."""
+        statement = stmt.lease_for(self._names, queue.queue_id, partition, by_priority)
         params = {
             "kinds": None if kinds is None else list(kinds),
             "max_attempts": queue.settings.max_attempts,
@@ -393,33 +444,18 @@ class PostgresBackend:
             "client_id": client_id,
             "now": self._clock.store_now(),
         }
-        where = (queue.queue_id, partition)
-        by_priority = where in self._prioritized
-        async with self._connect(queue.name) as conn:
-            statement = stmt.lease_for(self._names, queue.queue_id, partition, by_priority)
-            cur = await conn.execute(statement, params, binary=True)
-            found = await cur.fetchall()
-            if not found and not by_priority:
-                probe = stmt.prioritized_for(self._names, queue.queue_id, partition)
-                cur = await conn.execute(probe)
-                row = await cur.fetchone()
-                if row is not None and row[0]:
-                    self._prioritized.add(where)
-                    by_priority = True
-                    statement = stmt.lease_for(self._names, queue.queue_id, partition, True)
-                    cur = await conn.execute(statement, params, binary=True)
-                    found = await cur.fetchall()
+        return statement, params
+
+    def leased_rows(
+        self, queue: QueueInfo, partition: int, found: list[Any], by_priority: bool
+    ) -> Leases:
+        """The rows of :meth:`lease_call`'s statement as leased records in lease
+        order (a priority lease that found no item of another priority left
+        returns the partition to the plain lease)."""
         if by_priority and found and found[-1][0] is None:  # no item of another priority left
-            self._prioritized.discard(where)
+            self._prioritized.discard((queue.queue_id, partition))
             found = [row for row in found if row[0] is not None]
-        found.sort(key=_lease_order if by_priority else _LEASE_ORDER)
-        timeout = float(queue.settings.lease_timeout)
-        leases = Leases([], [])
-        for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
-            item = rows.item(Leased, queue, partition, row[1:])
-            leases.items.append(item)
-            leases.waited.append((item.lease_deadline - row[0]).total_seconds() - timeout)
-        return leases
+        return rows.leases_of(queue, partition, found, by_priority)
 
     async def next_available_at(self, queue: QueueInfo, kinds: Kinds = None) -> datetime | None:
         """Earliest ``available_at`` of any item (of ``kinds``) that could become

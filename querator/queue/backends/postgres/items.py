@@ -132,30 +132,56 @@ async def insert_unkeyed(
     On an autocommit connection this is the whole produce in one round trip;
     returns the ids in input order.
     """
-    by_partition: dict[int, list[int]] = {}
-    for index, new in enumerate(items):
-        by_partition.setdefault(new.partition, []).append(index)
-    params: dict[str, Any] = {
-        "expire_timeout": float(queue.settings.expire_timeout),
-        "channel": names.channel,
-        "queue": queue.name,
-        "now": now,
-    }
-    for partition, indexes in by_partition.items():
-        columns = insert_params(queue, [items[i] for i in indexes])
-        prefix = stmt.unkeyed_prefix(partition)
-        params.update({f"{prefix}{column.name}": columns[column.name] for column in stmt.UNKEYED})
-    statement = stmt.insert_unkeyed_for(names, queue.queue_id, tuple(sorted(by_partition)))
-    cur = await conn.execute(statement, params)
-    seqs: dict[int, list[int]] = {}
-    for partition, seq in await cur.fetchall():
-        if partition >= 0:
-            seqs.setdefault(partition, []).append(seq)
-    ids: list[str] = [""] * len(items)
-    for partition, indexes in by_partition.items():
-        for index, seq in zip(indexes, sorted(seqs.get(partition, ())), strict=True):
-            ids[index] = format_id(queue.queue_id, partition, seq)
-    return ids
+    call = UnkeyedInsert(names, queue, items, now)
+    cur = await conn.execute(call.statement, call.params)
+    return call.ids(await cur.fetchall())
+
+
+class UnkeyedInsert:
+    """The one statement that inserts items without dedup keys and wakes
+    listeners, and the ids its rows make (sans I/O: :func:`insert_unkeyed` and
+    the sync shell, :mod:`.sync_calls`, run it)."""
+
+    __slots__ = ("_by_partition", "_count", "_queue", "params", "statement")
+
+    def __init__(
+        self, names: stmt.Names, queue: QueueInfo, items: Sequence[NewItem], now: datetime | None
+    ) -> None:
+        by_partition: dict[int, list[int]] = {}
+        for index, new in enumerate(items):
+            by_partition.setdefault(new.partition, []).append(index)
+        params: dict[str, Any] = {
+            "expire_timeout": float(queue.settings.expire_timeout),
+            "channel": names.channel,
+            "queue": queue.name,
+            "now": now,
+        }
+        for partition, indexes in by_partition.items():
+            columns = insert_params(queue, [items[i] for i in indexes])
+            prefix = stmt.unkeyed_prefix(partition)
+            params.update(
+                {f"{prefix}{column.name}": columns[column.name] for column in stmt.UNKEYED}
+            )
+        self.statement = stmt.insert_unkeyed_for(names, queue.queue_id, tuple(sorted(by_partition)))
+        """The statement to run with :attr:`params`."""
+        self.params = params
+        """Its bound parameters."""
+        self._by_partition = by_partition
+        self._count = len(items)
+        self._queue = queue
+
+    def ids(self, found: Sequence[Sequence[Any]]) -> list[str]:
+        """The new items' ids in input order, from the statement's rows."""
+        seqs: dict[int, list[int]] = {}
+        for partition, seq in found:
+            if partition >= 0:
+                seqs.setdefault(partition, []).append(seq)
+        queue_id = self._queue.queue_id
+        ids: list[str] = [""] * self._count
+        for partition, indexes in self._by_partition.items():
+            for index, seq in zip(indexes, sorted(seqs.get(partition, ())), strict=True):
+                ids[index] = format_id(queue_id, partition, seq)
+        return ids
 
 
 def insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:

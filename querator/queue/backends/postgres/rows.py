@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
+from querator.queue.backends.base import Leases
+from querator.queue.backends.postgres.schema import ITEM_POSITION
 from querator.queue.ids import format_id
 from querator.queue.models import (
+    Leased,
     PartitionGauges,
     PartitionStats,
     QueueInfo,
@@ -147,3 +152,34 @@ def partition_stats(row: Row) -> PartitionStats:
         dead_lettered=dead_lettered,
         oldest_age=oldest_age,
     )
+
+
+_LEASE_ORDER = operator.itemgetter(0, 1)
+"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
+
+_PRIORITY_AT = 1 + ITEM_POSITION["priority"]
+
+
+def _priority_order(row: Sequence[Any]) -> tuple[int, datetime, int]:
+    """A leased row's order: higher priority first, then ``available_at`` before
+    the lease, then ``seq``."""
+    return -row[_PRIORITY_AT], row[0], row[1]
+
+
+"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
+
+
+def leases_of(
+    queue: QueueInfo, partition: int, found: list[Any], by_priority: bool = False
+) -> Leases:
+    """The rows a lease statement of ``partition`` returned, as leased records in
+    lease order (``by_priority``: higher priorities first) with how long each
+    waited (sorts ``found`` in place)."""
+    found.sort(key=_priority_order if by_priority else _LEASE_ORDER)
+    timeout = float(queue.settings.lease_timeout)
+    leases = Leases([], [])
+    for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
+        leased = item(Leased, queue, partition, row[1:])
+        leases.items.append(leased)
+        leases.waited.append((leased.lease_deadline - row[0]).total_seconds() - timeout)
+    return leases

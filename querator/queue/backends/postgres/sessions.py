@@ -72,6 +72,10 @@ class Sessions:
         """A call failed with a session-state error: suspect every session for a while."""
         self._suspect_until = time.monotonic() + SUSPECT_SECONDS
 
+    def suspected(self) -> bool:
+        """Whether sessions are under suspicion now (after a session-state error)."""
+        return time.monotonic() < self._suspect_until
+
     def unfit(self, conn: AsyncConnection[TupleRow]) -> bool:
         """Whether ``conn`` must not be handed out: the pool is under suspicion
         and ``conn`` is not fresh."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 
@@ -174,6 +174,22 @@ async def _complete_checked(
     conn: Conn, names: stmt.Names, keys: list[ItemKey], now: datetime | None
 ) -> None:
     """Delete held items of one table at their versions, all or :class:`ChecksFailed`."""
+    statement, args = complete_call(names, keys, now)
+    with driver_errors(keys[0].queue):
+        try:
+            await conn.execute(statement, args)
+        except psycopg.Error as exc:
+            if failed_check(exc):
+                raise ChecksFailed from exc
+            raise
+
+
+def complete_call(
+    names: stmt.Names, keys: list[ItemKey], now: datetime | None
+) -> tuple[bytes, dict[str, Any]]:
+    """The statement and parameters that delete held items of one table at their
+    versions (sans I/O: the sync shell, :mod:`.sync_calls`, runs them too); a
+    failed check raises an error :func:`failed_check` recognizes."""
     keys = sorted(keys, key=_SEQ)
     first = keys[0]
     args = {
@@ -182,13 +198,12 @@ async def _complete_checked(
         "count": len(keys),
         "now": now,
     }
-    with driver_errors(first.queue):
-        try:
-            await conn.execute(stmt.complete_for(names, first.queue_id, first.partition), args)
-        except psycopg.Error as exc:
-            if exc.sqlstate in (stmt.CHECK_FAILED_STATE, DEADLOCK_STATE):
-                raise ChecksFailed from exc
-            raise
+    return stmt.complete_for(names, first.queue_id, first.partition), args
+
+
+def failed_check(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` says a self-checking statement's check failed (nothing changed)."""
+    return exc.sqlstate in (stmt.CHECK_FAILED_STATE, DEADLOCK_STATE)
 
 
 DEADLOCK_STATE = "40P01"

@@ -123,6 +123,10 @@ class SqliteBackend:
         await self._wakeup.listen(on_wake, on_ready)
 
     # -- queues -------------------------------------------------------------
+    def sync_calls(self) -> None:
+        """None: every call of a sync client runs on its event loop thread."""
+        return None
+
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue and its partition tables; QueueExists if taken."""
         return await self._call(

@@ -1,0 +1,143 @@
+"""The sync client's hot calls on the calling thread: produce, lease, complete.
+
+The sync :class:`~querator.queue.client.QueueClient` runs every call of
+:class:`~querator.queue.service.AsyncQueueClient` on its event loop thread,
+which costs a thread hop and a pool checkout per call. Where the backend has
+hot calls for sync callers (:class:`~.backends.base.SyncHotCalls`; PostgreSQL),
+:class:`HotPath` runs the common cases of these three on the calling thread
+instead, with the same checks, the same plans (:mod:`.plans`), the same
+routing and the same statements and row decoding as the async calls; the
+backend's sync shell holds a session per thread. Every other case returns
+None (or False) and the client takes the event loop path, which is the one
+implementation of everything: a queue whose settings are not cached yet, a
+lease that must wait, items with dedup keys, a complete that spans tables or
+fails a check, a store in trouble, telemetry turned on. Background duties
+(the listener, maintenance, wakeups of waiting leases) stay on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+
+from querator.clock import Clock
+from querator.errors import RequestTimeout
+from querator.queue.backends.base import Backend, SyncHotCalls
+from querator.queue.models import Item, Leased, QueueInfo
+from querator.queue.plans import RefLike, change_request, route_items
+from querator.queue.routing import Spreader, lease_order
+from querator.queue.validation import (
+    MAX_BATCH,
+    check_count,
+    check_duration,
+    check_kinds,
+    check_name,
+    check_sequence,
+)
+from querator.queue.waiting import WakeBoard
+from querator.telemetry.queue_calls import no_trace
+from querator.telemetry.switches import observing
+
+
+class HotPath:
+    """The hot calls of one client for its sync shell (see the module).
+
+    ``backend`` is the client's, ``cached`` its settings cache's look-up of a
+    fresh entry (None on a miss), ``board`` its wakeups, woken on ``loop``.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        cached: Callable[[str], QueueInfo | None],
+        spreader: Spreader,
+        board: WakeBoard,
+        clock: Clock,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._backend = backend
+        self._cached = cached
+        self._spreader = spreader
+        self._board = board
+        self._clock = clock
+        self._loop = loop
+
+    def _calls(self) -> SyncHotCalls | None:
+        if observing():  # the telemetry of calls lives on the loop path
+            return None
+        calls = self._backend.sync_calls()
+        return calls if calls is not None and calls.usable() else None
+
+    def produce(self, queue: str, items: Sequence[Item]) -> list[str] | None:
+        """:meth:`AsyncQueueClient.produce` of items without dedup keys, or None."""
+        calls = self._calls()
+        info = self._cached(queue) if calls is not None else None
+        if calls is None or info is None:
+            return None
+        check_sequence("items", items, "querator.Item")
+        if not items or any(item.dedup_key is not None for item in items):
+            return None
+        routed = route_items(info, items, self._spreader)
+        ids = calls.insert_unkeyed(info, routed, self._clock.store_now())
+        self._wake(queue)
+        return ids
+
+    def lease(
+        self,
+        queue: str,
+        client_id: str,
+        batch_size: int,
+        timeout: float,
+        kinds: Iterable[str] | None,
+    ) -> list[Leased] | None:
+        """:meth:`AsyncQueueClient.lease`'s first look, or None: nothing found
+        while it may wait (``timeout`` > 0), or the loop path is needed."""
+        calls = self._calls()
+        if calls is None:
+            return None
+        check_name("queue", queue)
+        check_name("client_id", client_id)
+        check_count("batch_size", batch_size, 1, MAX_BATCH)
+        check_duration("timeout", timeout, allow_zero=True)
+        wanted = check_kinds(kinds)
+        info = self._cached(queue)
+        if info is None:
+            return None
+        items: list[Leased] = []
+        for partition in lease_order(info.settings.partitions):
+            got = calls.lease(info, partition, client_id, batch_size - len(items), wanted)
+            items.extend(got.items)
+            if len(items) >= batch_size:
+                break
+        if items:
+            return items
+        if timeout > 0:
+            return None
+        raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
+
+    def complete(self, queue: str, items: Sequence[RefLike]) -> bool:
+        """:meth:`AsyncQueueClient.complete` of items of one partition; False
+        when not done (the loop path then runs it, and names failed checks)."""
+        calls = self._calls()
+        if calls is None:
+            return False
+        request = change_request(queue, "complete", items)
+        queues: dict[str, QueueInfo] = {}
+        for name in request.queue_names():
+            info = self._cached(name)
+            if info is None:
+                return False
+            queues[name] = info
+            dead = info.settings.dead_queue
+            if dead:
+                dead_info = self._cached(dead)
+                if dead_info is None:
+                    return False
+                queues[dead] = dead_info
+        plan = request.plan(queues, self._spreader, no_trace)
+        return calls.complete(plan, self._clock.store_now())
+
+    def _wake(self, queue: str) -> None:
+        """Wake this client's waiting leases of ``queue``, if any, on the loop."""
+        if self._board.waiting(queue):
+            self._loop.call_soon_threadsafe(self._board.wake, queue)
