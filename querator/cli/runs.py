@@ -358,10 +358,17 @@ def runs_fork(
 
 
 def _replay_line(check: ReplayCheck) -> str:
+    patches = "".join(
+        f", patch {name}: {'new' if taken else 'old'} branch"
+        for name, taken in sorted(check.patches.items())
+    )
     if check.ok:
         end = "ran to its end" if check.ended else "waits for what comes next"
-        return f"{check.run_id}  ok  {check.workflow}: {check.replayed} stored step(s), {end}"
-    return f"{check.run_id}  NonDeterminism  {check.workflow}: {check.error}"
+        return (
+            f"{check.run_id}  ok  {check.workflow}: {check.replayed} stored step(s), {end}"
+            + patches
+        )
+    return f"{check.run_id}  NonDeterminism  {check.workflow}: {check.error}{patches}"
 
 
 @runs_app.command("replay")

@@ -96,6 +96,7 @@ from querator.workflows.messages import (
     signal_with_start,
     signal_with_start_async,
 )
+from querator.workflows.patches import deprecate_patch, patched
 from querator.workflows.progress import areport_progress, report_progress, report_progress_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retention import purge_runs, purge_runs_async
@@ -166,6 +167,7 @@ __all__ = [
     "continue_as_new_async",
     "current_step",
     "delete_schedule",
+    "deprecate_patch",
     "emit_event",
     "emit_event_async",
     "fork",
@@ -180,6 +182,7 @@ __all__ = [
     "list_runs",
     "list_runs_async",
     "list_schedules",
+    "patched",
     "pause_schedule",
     "purge_runs",
     "purge_runs_async",

@@ -52,6 +52,9 @@ class ReplayCheck(View):
     """The step the code calls there now."""
     error: str | None = None
     """The :class:`NonDeterminism` message (None when ``ok``)."""
+    patches: dict[str, bool] = {}
+    """The ``patched`` calls the replay met: True where the run takes the new
+    branch, False where its history holds the old one."""
 
 
 async def check_replay_async(
@@ -87,6 +90,7 @@ async def check_replay_async(
             ok=True,
             replayed=replayed,
             ended=isinstance(message, Finished),
+            patches=dict(ctx.patches),
         )
     return ReplayCheck(
         run_id=run_id,
@@ -98,6 +102,7 @@ async def check_replay_async(
         stored=fatal.stored,
         called=fatal.called,
         error=str(fatal),
+        patches=dict(ctx.patches),
     )
 
 

@@ -15,8 +15,10 @@ from querator.workflows import (
     StepFailed,
     continue_as_new,
     continue_as_new_async,
+    deprecate_patch,
     gather,
     gather_async,
+    patched,
     recv,
     step,
     workflow,
@@ -130,3 +132,51 @@ def chain_parent(n: int) -> int:
 
 FLOWS: list[DurableFunction] = [work, kid, brood, mixed, akid, abrood, catch, waiter, parent]
 FLOWS += [tick, count, acount, chain_parent]
+
+
+# -- a workflow edited between deploys ($PRICING_CODE: v1, v2 patched, v3 deprecated) --
+
+
+@step(name="pricing.old_price")
+def old_price(key: str) -> str:
+    """The old branch's step."""
+    return f"v1:{key}"
+
+
+@step(name="pricing.new_price")
+def new_price(key: str) -> str:
+    """The new branch's step (one more call than the old branch makes)."""
+    return f"v2:{key}"
+
+
+@step(name="pricing.tax")
+def tax(price: str) -> str:
+    """A step of the new branch only."""
+    return price + "+tax"
+
+
+@step(name="pricing.finish")
+def finish(price: str, go: str) -> str:
+    """The step after the patch point and a message."""
+    return f"{price}/{go}"
+
+
+@workflow(name="pricing.quote")
+def quote(key: str, hold: bool) -> str:
+    """``hold``: wait for a ``before`` message ahead of the patch point; then the
+    price (v1: old branch, v2: ``patched``, v3: ``deprecate_patch``), a ``go``
+    message, a last step."""
+    if hold:
+        recv("before")
+    code = os.environ.get("PRICING_CODE", "v1")
+    if code == "v3":
+        deprecate_patch("new-pricing")
+        price = tax(new_price(key))
+    elif code == "v2" and patched("new-pricing"):
+        price = tax(new_price(key))
+    else:
+        price = old_price(key)
+    return finish(price, recv("go"))
+
+
+FLOWS += [old_price, new_price, tax, finish, quote]

@@ -30,6 +30,7 @@ from querator.workflows.engine.child_requests import (
 )
 from querator.workflows.engine.event_waits import EventWaiter, confirm_tag, waiter_item
 from querator.workflows.engine.fiber import Evicted, park
+from querator.workflows.engine.patching import first_reached, marker, marker_name
 from querator.workflows.errors import NonDeterminism, StepFailed
 from querator.workflows.keys import (
     RECV_STEP,
@@ -358,6 +359,8 @@ class RunContext:
     published: list[Item] = field(default_factory=list)
     """Records a ``set_event`` added, not committed yet: the engine takes them
     (:meth:`take_published`) into the commit of the body's next move."""
+    patches: dict[str, bool] = field(default_factory=dict)
+    """What ``patched`` answered, by patch name (the first answer holds)."""
 
     def add(self, position: int, record: StepRecord, created: datetime | None = None) -> None:
         """Record the outcome at ``position`` (before resuming the body)."""
@@ -370,14 +373,43 @@ class RunContext:
         if self.fatal is not None:
             raise self.fatal
 
-    def _next(self) -> int:
+    def _next(self, markers: bool = False) -> int:
+        """The next position, loading records up to it; a patch marker's
+        position is skipped unless ``markers`` (see :mod:`.patching`)."""
         self._check()
-        position = self.position
-        self.position += 1
-        while position >= self.known:
-            park(Load(position))
+        while True:
+            position = self.position
+            self.position += 1
+            while position >= self.known:
+                park(Load(position))
+                self._check()
+            if markers or marker_name(self.records.get(position)) is None:
+                return position
+
+    def patched(self, name: str) -> bool:
+        """Whether the run takes the new branch of patch ``name`` (see :mod:`.patching`)."""
+        if name in self.patches:
             self._check()
-        return position
+            return self.patches[name]
+        position = self._next(markers=True)
+        record = self.records.get(position)
+        if record is None and first_reached(self.records, position):
+            self.add(position, marker(name))
+            key = step_key(self.run_id, position)
+            self.published.append(record_item(key, self.records[position], self.run_id))
+            taken = True
+        else:
+            taken = marker_name(record) == name
+            if not taken:
+                self.position = position  # the run predates the patch: the old calls go on here
+        self.patches[name] = taken
+        return taken
+
+    def deprecate_patch(self, name: str) -> None:
+        """Step over the marker of patch ``name`` where a run stored one."""
+        position = self._next(markers=True)
+        if marker_name(self.records.get(position)) != name:
+            self.position = position
 
     def _stored(self, position: int, name: str) -> StepRecord | None:
         record = self.records.get(position)
