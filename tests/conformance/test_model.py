@@ -368,10 +368,12 @@ class QueueMachine(RuleBasedStateMachine):
         assert q.stats(self.side).total == m.side
 
 
-EXAMPLES = {"citus": 8}
+EXAMPLES = {"citus": 8, "http": 12, "http-protobuf": 12}
 """Examples per backend, 25 unless listed: each example creates three queues,
 and Citus creates a queue's tables on a worker through the coordinator (about
-a second each on the test machine), so fewer examples keep the suite's time."""
+a second each on the test machine), so fewer examples keep the suite's time;
+the HTTP clients run the PostgreSQL backend behind a server (postgres itself
+runs 25 examples), so their examples check the wire, 12 of them."""
 
 
 def test_queue_behaves_like_the_model(q: Querator, backend_name: str) -> None:
