@@ -49,6 +49,10 @@ def tasks_defer(
     idempotency_key: Annotated[
         str | None, typer.Option(help="Defer once while a task with this key waits or runs.")
     ] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option(help="The item's priority, -32768 to 32767; higher runs first."),
+    ] = None,
     url: Url = DEFAULT_URL,
 ) -> None:
     """Defer a call of task NAME; print its item id and task id.
@@ -59,7 +63,13 @@ def tasks_defer(
         arguments = _arguments(args)
         with _store(url) as q:
             item_id, task_id = defer_by_name(
-                q, name, arguments, queue=queue, delay=delay, idempotency_key=idempotency_key
+                q,
+                name,
+                arguments,
+                queue=queue,
+                delay=delay,
+                idempotency_key=idempotency_key,
+                priority=priority,
             )
     typer.echo(f"{item_id} {task_id}")
 

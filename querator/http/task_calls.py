@@ -24,7 +24,13 @@ from querator.http.wire.tasks import (
     RetryTasksReply,
     TaskStatusReply,
 )
-from querator.queue.validation import check_count, check_duration, check_name, check_sequence
+from querator.queue.validation import (
+    check_count,
+    check_duration,
+    check_name,
+    check_priority,
+    check_sequence,
+)
 from querator.tasks.layout import TASK_QUEUE
 from querator.tasks.listing import TaskInfo
 
@@ -40,6 +46,7 @@ class AsyncTaskCalls:
         queue: str | None = None,
         delay: float | None = None,
         idempotency_key: str | None = None,
+        priority: int | None = None,
     ) -> tuple[str, str]:
         """See :func:`querator.tasks.defer_by_name`: defer a call of task
         ``name`` (its arguments by parameter name); its item id and task id."""
@@ -54,6 +61,8 @@ class AsyncTaskCalls:
             body["delay"] = format_duration(check_duration("delay", delay, allow_zero=True))
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
+        if priority is not None:
+            body["priority"] = check_priority("priority", priority)
         reply = await self._post("/v1/tasks.defer", body, DeferReply)
         return reply.id, reply.task_id
 
@@ -112,6 +121,7 @@ class TaskCalls:
         queue: str | None = None,
         delay: float | None = None,
         idempotency_key: str | None = None,
+        priority: int | None = None,
     ) -> tuple[str, str]:
         """See :meth:`AsyncTaskCalls.defer_task`."""
         ids: tuple[str, str] = self.call(
@@ -121,6 +131,7 @@ class TaskCalls:
             queue=queue,
             delay=delay,
             idempotency_key=idempotency_key,
+            priority=priority,
         )
         return ids
 

@@ -243,7 +243,12 @@ def _listed(calls: Any) -> list[Any]:
 
 
 def _by_name_item(
-    name: str, arguments: Mapping[str, Any], delay: float | None, key: str | None, now: datetime
+    name: str,
+    arguments: Mapping[str, Any],
+    delay: float | None,
+    key: str | None,
+    now: datetime,
+    priority: int | None = None,
 ) -> tuple[Item, str]:
     """The item of a call of task ``name`` given by keyword ``arguments`` (checked
     by the task's codec when the task is defined in this process)."""
@@ -253,6 +258,8 @@ def _by_name_item(
         raise InvalidArgument("args", "must be a JSON object of the task's parameters by name")
     delay_at, _, key = _options({"delay": delay, "idempotency_key": key})
     fn = registered_task(name)
+    if priority is not None:
+        priority = check_priority("priority", priority)
     text = fn.codec.encode_args((), dict(arguments)) if fn else _json_object(arguments)
     if fn is not None:
         fn.limit_keys((), dict(arguments))
@@ -264,6 +271,7 @@ def _by_name_item(
         reference=task_id,
         enqueue_at=now + timedelta(seconds=delay_at) if delay_at else None,
         dedup_key=dedup_key(task_id) if key is not None else None,
+        priority=priority if priority is not None else (fn.priority if fn else 0),
     )
     return item, task_id
 
@@ -283,14 +291,17 @@ async def defer_by_name_async(
     queue: str | None = None,
     delay: float | None = None,
     idempotency_key: str | None = None,
+    priority: int | None = None,
 ) -> tuple[str, str]:
     """Defer a call of task ``name`` without its function at hand (the CLI, the
     HTTP API): ``arguments`` by parameter name, checked by the task's codec when
     the task is defined in this process, else by the worker (which dead-letters
-    a call that does not fit). Returns the item id and the task id."""
+    a call that does not fit); ``priority``: the item's (default: the task's
+    when it is defined here, else 0). Returns the item id and the task id."""
     fn = registered_task(name) if isinstance(name, str) else None
     where = check_name("queue", queue) if queue is not None else (fn.queue if fn else TASK_QUEUE)
-    item, task_id = _by_name_item(name, arguments, delay, idempotency_key, aq.clock.now())
+    now = aq.clock.now()
+    item, task_id = _by_name_item(name, arguments, delay, idempotency_key, now, priority)
     [item_id] = await _produce(aq, where, [item])
     return item_id, task_id
 
@@ -303,6 +314,7 @@ def defer_by_name(
     queue: str | None = None,
     delay: float | None = None,
     idempotency_key: str | None = None,
+    priority: int | None = None,
 ) -> tuple[str, str]:
     """See :func:`defer_by_name_async`."""
     return q.call(
@@ -313,4 +325,5 @@ def defer_by_name(
         queue=queue,
         delay=delay,
         idempotency_key=idempotency_key,
+        priority=priority,
     )

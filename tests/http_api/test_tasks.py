@@ -19,6 +19,7 @@ from querator import Querator, Worker
 from querator.errors import InvalidArgument
 from querator.http import AsyncQuerator as AsyncHttpQuerator
 from querator.http import Querator as HttpQuerator
+from querator.tasks.layout import TASK_QUEUE
 
 APP = Path(app_tasks.__file__)
 
@@ -129,3 +130,17 @@ def test_the_http_clients_defer_list_and_read_tasks(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgument):
             h.cancel_task("")
         assert item_id.startswith(f"{q.get_queue('querator.tasks').queue_id}.")
+
+
+def test_a_task_deferred_by_name_over_http_keeps_its_priority(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    with serve(url, "--app", str(APP)) as base, Querator(url) as q, HttpQuerator(base) as h:
+        item_id, _ = h.defer_task("t.noop", {"key": "p"}, delay=3600, priority=9)
+        plain_id, _ = h.defer_task("t.noop", {"key": "q"}, delay=3600)
+        stored = {item.id: item.priority for item in q.list_items(TASK_QUEUE)}
+        assert stored == {item_id: 9, plain_id: 0}
+        with pytest.raises(InvalidArgument, match="priority"):
+            h.defer_task("t.noop", {"key": "r"}, priority=40_000)
+        with pytest.raises(InvalidArgument, match="priority"):
+            h.defer_task("t.noop", {"key": "r"}, priority=True)
+        assert len(q.list_items(TASK_QUEUE)) == 2  # the refused calls wrote nothing

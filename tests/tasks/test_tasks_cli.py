@@ -99,3 +99,15 @@ def test_bad_arguments_are_refused_with_a_clear_error(tmp_path: Path) -> None:
         assert done.returncode == 2
         assert message in done.stderr
     assert cli("tasks", "retry", "--url", url).returncode == 2
+
+
+def test_defer_from_the_command_line_takes_a_priority(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'prio.db'}"
+    Querator(url).close()  # the store exists (the CLI never creates one)
+    done = cli("tasks", "defer", "cli.t.later", "--delay", "3600", "--priority", "7", "--url", url)
+    assert done.returncode == 0, done.stderr
+    item_id = done.stdout.split()[0]
+    bad = cli("tasks", "defer", "cli.t.later", "--priority", "70000", "--url", url)
+    assert bad.returncode != 0 and "priority" in bad.stderr
+    with Querator(url) as q:
+        assert [(i.id, i.priority) for i in q.list_items(TASK_QUEUE)] == [(item_id, 7)]

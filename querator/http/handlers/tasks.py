@@ -32,6 +32,7 @@ async def defer(aq: AsyncQueueClient, body: DeferRequest) -> DeferReply:
         queue=body.queue,
         delay=body.delay,
         idempotency_key=body.idempotency_key,
+        priority=body.priority,
     )
     return DeferReply(id=item_id, task_id=task_id)
 

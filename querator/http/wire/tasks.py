@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from querator.http.wire.types import Duration, QueueName, WireModel
 from querator.tasks.layout import TASK_QUEUE
@@ -25,6 +25,9 @@ class DeferRequest(WireModel):
     """Run it after this long."""
     idempotency_key: str | None = None
     """Defer once while a task with this key waits or runs."""
+    priority: StrictInt | None = None
+    """The item's priority, -32768 to 32767 (default: the task's when the
+    server knows it, else 0)."""
 
 
 class DeferReply(WireModel):
