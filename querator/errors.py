@@ -133,7 +133,9 @@ class Conflict(QueratorError):
 
 
 class RequestTimeout(QueratorError, TimeoutError):
-    """A long poll waited its whole timeout and no item became available."""
+    """A call waited its whole timeout: a long poll in which no item became
+    available, or a ``resume`` whose run's children (cancelled by the run's end)
+    had not ended yet — nothing was written; sending it again may succeed."""
 
     retryable = True
 
