@@ -54,6 +54,13 @@ class _Held(threading.local):
     conn: SyncConn | None = None
 
 
+MAX_SESSIONS = 8
+"""Threads that may hold a session of their own at once: a process with many
+threads (a worker's thread pool running sync steps that call the client) opens
+at most this many connections beside the pool; callers on further threads take
+the loop thread and the pool, as before."""
+
+
 class LeasePlans(Protocol):
     """The backend's sans-I/O lease calls (:class:`~.backend.PostgresBackend`)."""
 
@@ -102,12 +109,36 @@ class SyncCalls:
         self._all: dict[SyncConn, threading.Thread] = {}
         """Every open session and its thread (a dead thread's is closed later)."""
         self._lock = threading.Lock()
+        self._reserved: set[threading.Thread] = set()
+        """Threads allowed a session they have not opened yet (see :meth:`usable`)."""
         self._closed = False
         self._watch = _Watchdog(deadline + MARGIN)
 
     def usable(self) -> bool:
-        """Whether the hot calls may run here now (not closed, no episode under way)."""
-        return not self._closed and not self._blocked.blocked and not self._sessions.suspected()
+        """Whether the hot calls may run here now: not closed, no episode under
+        way, and this thread holds a session or may open one (at most
+        :data:`MAX_SESSIONS` threads hold one; callers on others take the pool)."""
+        if self._closed or self._blocked.blocked or self._sessions.suspected():
+            return False
+        held = self._held.conn
+        if held is not None and not held.closed:
+            return True
+        me = threading.current_thread()
+        with self._lock:
+            if me in self._reserved:
+                return True
+            live = sum(1 for c, t in self._all.items() if not c.closed and t.is_alive())
+            live += sum(1 for t in self._reserved if t.is_alive())
+            if live >= MAX_SESSIONS:
+                return False
+            self._reserved.add(me)  # this thread's session, opened by its first call
+        return True
+
+    def sessions(self) -> int:
+        """Sessions open now (one per thread that made hot calls, at most about
+        :data:`MAX_SESSIONS`)."""
+        with self._lock:
+            return sum(1 for c in self._all if not c.closed)
 
     def lease(
         self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds
@@ -180,6 +211,8 @@ class SyncCalls:
             for old in gone:
                 del self._all[old]
             self._all[conn] = threading.current_thread()
+            self._reserved.discard(threading.current_thread())
+            self._reserved = {t for t in self._reserved if t.is_alive()}
         for old in gone:
             old.close()
         self._held.conn = conn
