@@ -9,7 +9,9 @@ its :data:`IdReusePolicy`, as Temporal's ``WorkflowIdReusePolicy``:
 - ``"use_existing"`` (the default): the run with the key, whatever its status
   (a start returns its handle; its first arguments win);
 - ``"allow_duplicate_failed_only"``: the run with the key unless it failed,
-  was cancelled or was compensated; then a new run, the next generation;
+  was cancelled or was compensated; then a new run, the next generation. A run
+  that continued as new is judged by the last run of its chain (the start
+  follows the chain: one lookup per continuation);
 - ``"reject_duplicate"``: :class:`~querator.workflows.errors.RunExists` while
   any run with the key is stored (until it is purged).
 
@@ -76,8 +78,9 @@ class KeyedRun:
     """``running`` until it ended (a saga compensating included)."""
 
 
-async def latest_keyed_run(aq: AsyncQueueClient, key: str) -> KeyedRun | None:
-    """The latest stored generation of ``key`` (None: no run has the key)."""
+async def latest_keyed_run(aq: AsyncQueueClient, key: str, follow: bool = False) -> KeyedRun | None:
+    """The latest stored generation of ``key`` (None: no run has the key);
+    ``follow``: its status is that of the last run of its continue-as-new chain."""
     latest: KeyedRun | None = None
     start = 0
     while True:
@@ -94,13 +97,30 @@ async def latest_keyed_run(aq: AsyncQueueClient, key: str) -> KeyedRun | None:
             status: RunStatus = "running"
             result = found.get(result_key(run_id))
             if result is not None and resume_key(run_id) not in found:
-                status = RunRecord.model_validate_json(result.payload).final_status()
+                record = RunRecord.model_validate_json(result.payload)
+                status = record.final_status()
+                if follow and record.continued_as is not None:
+                    status = await _chain_status(aq, record.continued_as)
             parsed = RunMeta.model_validate_json(meta.payload)
             latest = KeyedRun(start + offset, run_id, parsed, status)
             break
         if latest is None or latest.generation < start + WINDOW - 1:
             return latest
         start += WINDOW
+
+
+async def _chain_status(aq: AsyncQueueClient, run_id: str) -> RunStatus:
+    """The status of the last run of the continue-as-new chain from ``run_id``."""
+    while True:
+        keys = [result_key(run_id), resume_key(run_id)]
+        found = await aq.lookup(RESULTS_QUEUE, keys)
+        result = found.get(result_key(run_id))
+        if result is None or resume_key(run_id) in found:
+            return "running"
+        record = RunRecord.model_validate_json(result.payload)
+        if record.continued_as is None:
+            return record.final_status()
+        run_id = record.continued_as
 
 
 def reuses(policy: IdReusePolicy, latest: KeyedRun) -> bool:

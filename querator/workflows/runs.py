@@ -414,7 +414,7 @@ async def _keyed_start(
     then: Callable[[str], Produce] | None,
 ) -> tuple[AsyncRunHandle[Any], bool]:
     """:func:`create_run` with idempotency key ``key`` under ``policy``."""
-    latest = await latest_keyed_run(aq, key)
+    latest = await latest_keyed_run(aq, key, follow=policy == "allow_duplicate_failed_only")
     generation = 0
     if latest is not None:
         if latest.meta.workflow != fn.name:

@@ -16,6 +16,7 @@ from querator.workflows import (
     RunExists,
     RunHandle,
     WorkflowFailed,
+    continue_as_new,
     recv,
     send,
     start,
@@ -47,7 +48,17 @@ def waits() -> str:
     return str(recv("go"))
 
 
-FLOWS = [maybe, strict, waits]
+@workflow(name="reuse.chain")
+def chain(left: int, fail: bool) -> str:
+    """Continues as new ``left`` times, then fails when asked to."""
+    if left > 0:
+        continue_as_new(left - 1, fail)
+    if fail:
+        raise ValueError("the chain's last run failed")
+    return "ok"
+
+
+FLOWS = [maybe, strict, waits, chain]
 
 
 def test_use_existing_is_the_default(q: Querator, run_worker: RunWorker) -> None:
@@ -181,3 +192,18 @@ def test_two_starts_racing_with_one_key(
         ids = {o.run_id for o in racing if isinstance(o, RunHandle)}
         assert ids == {keyed_run_id("again", 1)}
         assert RunHandle(q, keyed_run_id("again", 1)).result(timeout=30) == "ok"
+
+
+def test_allow_duplicate_failed_only_judges_a_chain_by_its_last_run(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    policy: IdReusePolicy = "allow_duplicate_failed_only"
+    with run_worker(FLOWS):
+        failed = start(q, chain, 2, True, idempotency_key="k-chain", id_reuse_policy=policy)
+        with pytest.raises(WorkflowFailed):
+            failed.result(timeout=30)  # follows the chain to its last run
+        anew = start(q, chain, 1, False, idempotency_key="k-chain", id_reuse_policy=policy)
+        assert anew.run_id == keyed_run_id("k-chain", 1) != failed.run_id
+        assert anew.result(timeout=30) == "ok"
+        kept = start(q, chain, 0, True, idempotency_key="k-chain", id_reuse_policy=policy)
+        assert kept.run_id == anew.run_id  # its chain completed: reused
