@@ -223,4 +223,8 @@ def test_signal_with_start_through_the_library_and_the_http_client(tmp_path: Pat
             body["signal"] = {"topic": "approve", "value": 1}
             answer = httpx.post(f"{base}/v1/workflows.start", json=body, timeout=10)
             assert answer.status_code == 400 and "signal" in answer.text, answer.text
+            del body["delay"]
+            body["priority"] = 5  # signal_with_start takes no priority: refused, not dropped
+            answer = httpx.post(f"{base}/v1/workflows.start", json=body, timeout=10)
+            assert answer.status_code == 400 and "priority" in answer.text, answer.text
         assert len(q.list_runs(workflow=approval.name)) == 2  # refused starts wrote nothing

@@ -71,8 +71,10 @@ def _workflow(state: Any, name: str) -> WorkflowFunction[..., Any]:
 async def start(state: Any, body: StartRequest) -> RunReply:
     """Start a run of a workflow by name (with a message in its mailbox: ``signal``)."""
     if body.signal is not None:
-        if body.delay or body.id_reuse_policy is not None:
-            raise InvalidArgument("signal", "cannot be combined with delay or id_reuse_policy")
+        if body.delay or body.id_reuse_policy is not None or body.priority is not None:
+            raise InvalidArgument(
+                "signal", "cannot be combined with delay, id_reuse_policy or priority"
+            )
         signaled = await signal_with_start_async(
             state.aq,
             _workflow(state, body.workflow),

@@ -50,7 +50,7 @@ class StartRequest(WireModel):
     signal: Signal | None = None
     """Start with this message already in the run's mailbox, in one transaction
     (``signal_with_start``; a run the idempotency key names gets it sent
-    instead). Not with ``delay`` or ``id_reuse_policy``."""
+    instead). Not with ``delay``, ``id_reuse_policy`` or ``priority``."""
     priority: StrictInt | None = None
     """The run's priority, -32768 to 32767 (default: the workflow's, else 0)."""
 
