@@ -59,4 +59,10 @@ def test_a_hung_worker_process_dumps_every_threads_stack(tmp_path: Path) -> None
     stacks = worker.stderr()
     assert stacks.count(STACKS_MARK) >= 2, stacks  # the main thread and the loop thread
     assert "querator" in stacks, stacks  # frames of querator's code
-    assert worker.terminate() == 0, worker.stderr()  # the dump did not end the process
+    # The dump did not end the process: SIGUSR1's default action would (-SIGUSR1).
+    # CPython's faulthandler reads the other threads' frames without their lock,
+    # and its docs warn that this can rarely crash when a frame is torn down at
+    # that instant (seen once in CI, 2026-11-29): a SIGSEGV *of the dump* is not
+    # the regression guarded here.
+    code = worker.terminate()
+    assert code in (0, -signal.SIGSEGV), (code, worker.stderr())
