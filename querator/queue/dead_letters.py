@@ -9,7 +9,7 @@ before querator recorded its source is told by its ``source_id`` (which names
 the source queue's internal id); one with neither counts for every queue that
 shares the dead queue, as before. Sending
 one back produces a copy into the queue (fresh attempts, its payload, kind,
-encoding, reference and headers) and then deletes it from the dead queue. The
+encoding, reference, headers and priority) and then deletes it from the dead queue. The
 copy's dedup key is the original's, or ``requeue/{dead item id}``: a requeue
 interrupted between the two steps and run again finds the copy and adds no
 second one, so an item is never lost and at worst left in both places until
@@ -142,6 +142,7 @@ async def requeue_async(aq: AsyncQueueClient, queue: str, ids: Sequence[str] | N
                 reference=item.reference,
                 headers=unmarked(item.headers),
                 dedup_key=item.dedup_key or f"requeue/{item.id}",
+                priority=item.priority,
             )
             for item in batch
         ]

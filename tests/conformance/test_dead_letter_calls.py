@@ -76,3 +76,22 @@ async def test_the_async_clients_have_them_too(aq: AsyncClient, qname: str) -> N
     assert await aq.requeue(qname, [dead.id]) == 1
     assert await aq.dead_letters(qname) == []
     assert await aq.purge(qname) == 0
+
+
+def test_dead_letters_and_requeued_items_keep_their_priority(q: Client, qname: str) -> None:
+    q.create_queue(f"{qname}-dead", QueueSettings())
+    q.create_queue(qname, QueueSettings(dead_queue=f"{qname}-dead", max_attempts=1))
+    q.produce(qname, [Item(payload=b"urgent", priority=7), Item(payload=b"low", priority=-3)])
+    leased = q.lease(qname, client_id="w", batch_size=2, timeout=5)
+    assert [item.priority for item in leased] == [7, -3]
+    q.retry(qname, leased)  # out of attempts: both go to the dead queue
+    dead = {d.payload: d for d in q.dead_letters(qname)}
+    assert {payload: d.priority for payload, d in dead.items()} == {b"urgent": 7, b"low": -3}
+    q.produce(qname, [Item(payload=b"plain")])
+    assert q.requeue(qname) == 2
+    again = q.lease(qname, client_id="w", batch_size=3, timeout=5)
+    assert [(item.payload, item.priority) for item in again] == [
+        (b"urgent", 7),
+        (b"plain", 0),
+        (b"low", -3),
+    ]

@@ -131,7 +131,7 @@ ITEM_POSITION: Final = {column.name: n for n, column in enumerate(ITEM_TABLE)}
 GIVEN: Final = tuple(column for column in ITEM_TABLE if column.given_as)
 """The columns a producer gives per item, bound as one array each."""
 
-MOVED: Final = ("payload", "kind", "encoding", "reference", "headers")
+MOVED: Final = ("payload", "kind", "encoding", "reference", "headers", "priority")
 """The columns a dead-lettered item carries into its dead queue."""
 
 

@@ -205,5 +205,5 @@ def dead_values(
         None,
         source_id,
         now,
-        0,
+        row.priority,
     )
