@@ -13,6 +13,8 @@ from typing import NamedTuple
 from polling import wait_for
 
 from querator import Item, Querator, QueueSettings
+from querator.queue.backends.postgres.migrations import MIGRATIONS as _PG_MIGRATIONS
+from querator.queue.backends.schema_versions import newest
 from querator.queue.routing import partition_for_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +57,10 @@ ITEMS = [
 """Keys whose code point order ("B" < "_x" < "a" < "a-1" < "b" < "é") differs
 from a linguistic collation's."""
 
-MIGRATED = "migrated from schema version 1 to 4"
+NEWEST = newest(_PG_MIGRATIONS).version
+"""The newest schema version (one number names one schema on every backend)."""
+
+MIGRATED = f"migrated from schema version 1 to {NEWEST}"
 """What the log says when opening migrates a version 1 store."""
 
 

@@ -105,6 +105,9 @@ class QueueInfo(View):
     """The queue's current settings."""
     created_at: datetime
     """When the queue was created."""
+    paused: bool = False
+    """Whether the queue is paused: its items are not leased (leases wait as if
+    it were empty) until it is resumed; produce still adds items."""
 
 
 class Item(InputModel):
@@ -337,3 +340,9 @@ class TransactResult(View):
     found: dict[str, dict[str, StoredItem]] = Field(default_factory=dict)
     """Per queue of ``lookup``: the items holding those dedup keys once the
     transaction was applied, by key (keys held by no item are absent)."""
+    held_for: dict[str, list[float]] = Field(default_factory=dict)
+    """Per queue, how long the items this transaction completed had been leased
+    (seconds on the store's clock, from the start of the lease to this
+    completion), whoever leased them: the lease-to-complete latency. A queue is
+    absent where the store did not measure it (then the client measures the
+    items it leased itself)."""

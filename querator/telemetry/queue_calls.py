@@ -1,5 +1,7 @@
 """The telemetry of the queue service's calls: send and receive spans, counters
-and lease-to-complete latencies of produce, lease and transact.
+and lease-to-complete latencies of produce, lease and transact (measured by
+the store where it records when each lease began, whoever leased the item;
+else by this client, for the items it leased itself).
 
 The queue service calls these only when something observes
 (:func:`~querator.telemetry.switches.observing`); each wraps the service's own
@@ -89,7 +91,13 @@ class QueueCalls:
             queue_metrics.count(
                 queue_metrics.per_queue([r.queue for r in completes]).items(), "completed"
             )
-            self._lease_times.finished(((r.queue, r.id) for r in completes), now, done=True)
+            measured = result.held_for  # by the store: items leased by any client
+            for queue, seconds in measured.items():
+                queue_metrics.held(queue, seconds)
+            self._lease_times.finished(
+                ((r.queue, r.id) for r in completes if r.queue not in measured), now, done=True
+            )
+            self._lease_times.forget(r.id for r in completes if r.queue in measured)
         if retries:
             queue_metrics.count(
                 queue_metrics.per_queue([r.queue for r in retries]).items(), "retried"

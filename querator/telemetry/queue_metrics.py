@@ -47,8 +47,8 @@ lease_wait = _meter.create_histogram(
 lease_duration = _meter.create_histogram(
     "querator.queue.lease.duration",
     unit="s",
-    description="Time from a lease to the completion of its item (leased and completed "
-    "by the same client).",
+    description="Time from a lease to the completion of its item, measured by the store "
+    "whoever leased it.",
     explicit_bucket_boundaries_advisory=LEASE_BUCKETS,
 )
 
@@ -76,6 +76,13 @@ def waited(queue: str, seconds: Iterable[float]) -> None:
         lease_wait.record(max(0.0, value), attributes)
 
 
+def held(queue: str, seconds: Iterable[float]) -> None:
+    """Record the lease-to-complete latencies the store measured for one queue."""
+    attributes = {QUEUE: queue}
+    for value in seconds:
+        lease_duration.record(max(0.0, value), attributes)
+
+
 _COUNTERS: Final = {"produced": produced, "completed": completed, "retried": retried}
 
 
@@ -94,6 +101,12 @@ class LeaseClock:
             at[item_id] = now
         while len(at) > self._limit:
             del at[next(iter(at))]
+
+    def forget(self, ids: Iterable[str]) -> None:
+        """The items ``ids`` left their leases and were measured otherwise."""
+        at = self._at
+        for item_id in ids:
+            at.pop(item_id, None)
 
     def finished(self, queue_ids: Iterable[tuple[str, str]], now: float, done: bool) -> None:
         """The ``(queue, id)`` items left their leases at ``now``; when ``done``

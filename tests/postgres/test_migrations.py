@@ -133,11 +133,11 @@ def fresh_catalog(pg_dsn: str, pg_schema: str, fresh_url: str) -> Iterator[Catal
     drop_schema(pg_dsn, f"{pg_schema}_fresh")
 
 
-def test_the_newest_version_is_4_and_a_fresh_store_records_it_without_migrating(
+def test_the_newest_version_is_the_last_migration_and_a_fresh_store_records_it_without_migrating(
     pg_dsn: str, pg_schema: str, fresh_catalog: Catalog
 ) -> None:
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4]
-    assert store_version(pg_dsn, f"{pg_schema}_fresh") == (4, 1)
+    assert [m.version for m in MIGRATIONS] == list(range(1, v1.NEWEST + 1))
+    assert store_version(pg_dsn, f"{pg_schema}_fresh") == (v1.NEWEST, 1)
     dedup = [c for c in fresh_catalog["columns"] if c[2] == "dedup_key"]
     assert dedup and {c[4] for c in dedup} == {"C"}
 
@@ -154,7 +154,7 @@ def test_an_old_store_opened_migrates_to_the_fresh_schema_and_keeps_its_items(
         pass
 
     assert catalog(pg_dsn, pg_schema) == fresh_catalog
-    assert store_version(pg_dsn, pg_schema) == (4, 1)
+    assert store_version(pg_dsn, pg_schema) == (v1.NEWEST, 1)
     v1.check_items_work(pg_schema_url)
 
 
@@ -200,11 +200,11 @@ def test_querator_migrate_lists_pending_migrations_then_applies_them(
 
     done = v1.migrate_cli(pg_schema_url)
     assert done.returncode == 0, done.stderr
-    assert "migrated to schema version 4" in done.stdout
+    assert f"migrated to schema version {v1.NEWEST}" in done.stdout
     assert catalog(pg_dsn, pg_schema) == fresh_catalog
 
     again = v1.migrate_cli(pg_schema_url)
-    assert "at schema version 4: nothing to migrate" in again.stdout
+    assert f"at schema version {v1.NEWEST}: nothing to migrate" in again.stdout
     v1.check_items_work(pg_schema_url)
 
 
@@ -219,8 +219,8 @@ def test_a_store_from_a_newer_querator_is_refused_naming_both_versions(
 
     with pytest.raises(SchemaTooNew) as refused:
         Querator(pg_schema_url)
-    assert (refused.value.store_version, refused.value.known_version) == (7, 4)
-    assert "schema version 7" in str(refused.value) and "up to 4" in str(refused.value)
+    assert (refused.value.store_version, refused.value.known_version) == (7, v1.NEWEST)
+    assert "schema version 7" in str(refused.value) and f"up to {v1.NEWEST}" in str(refused.value)
     cli = v1.migrate_cli(pg_schema_url, "--dry-run")
     assert cli.returncode == 1 and "schema version 7" in cli.stderr
 

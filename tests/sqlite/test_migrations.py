@@ -84,7 +84,7 @@ def fresh_catalog(tmp_path: Path) -> list[tuple[str, str, str, str]]:
     """The catalog of a fresh file with the old one's queues."""
     fresh = tmp_path / "fresh.db"
     v1.make_fresh_store(f"sqlite:///{fresh}")
-    assert store_version(fresh) == (4, 1)
+    assert store_version(fresh) == (v1.NEWEST, 1)
     return catalog(fresh)
 
 
@@ -97,7 +97,7 @@ def old(tmp_path: Path) -> Path:
 
 
 def test_versions_align_with_postgresql() -> None:
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4]
+    assert [m.version for m in MIGRATIONS] == list(range(1, v1.NEWEST + 1))
 
 
 def test_an_old_file_opened_migrates_to_the_fresh_catalog_and_keeps_its_items(
@@ -107,7 +107,7 @@ def test_an_old_file_opened_migrates_to_the_fresh_catalog_and_keeps_its_items(
     with Querator(f"sqlite:///{old}"):
         pass
     assert catalog(old) == fresh_catalog
-    assert store_version(old) == (4, 1)
+    assert store_version(old) == (v1.NEWEST, 1)
     v1.check_items_work(f"sqlite:///{old}")
 
 
@@ -140,7 +140,7 @@ def test_querator_migrate_lists_pending_migrations_then_applies_them(
 
     done = v1.migrate_cli(url)
     assert done.returncode == 0, done.stderr
-    assert "migrated to schema version 4" in done.stdout
+    assert f"migrated to schema version {v1.NEWEST}" in done.stdout
     assert catalog(old) == fresh_catalog
     v1.check_items_work(url)
 
@@ -159,8 +159,8 @@ def test_a_file_from_a_newer_querator_is_refused_naming_both_versions(tmp_path: 
 
     with pytest.raises(SchemaTooNew) as refused:
         Querator(f"sqlite:///{path}")
-    assert (refused.value.store_version, refused.value.known_version) == (7, 4)
-    assert "schema version 7" in str(refused.value) and "up to 4" in str(refused.value)
+    assert (refused.value.store_version, refused.value.known_version) == (7, v1.NEWEST)
+    assert "schema version 7" in str(refused.value) and f"up to {v1.NEWEST}" in str(refused.value)
 
 
 def test_migration_3_counts_expiry_from_availability_and_keeps_dead_letters(old: Path) -> None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from otel_sdk import Telemetry
 
 from querator import Item, Querator, QueueSettings
+from querator.clock import ManualClock
 from telemetry.metric_points import points, value
 
 
@@ -61,3 +62,24 @@ def test_a_lease_of_a_scheduled_item_waited_from_its_due_time(
     assert waits.count == 1
     assert 0 <= waits.sum <= (leased_at - due).total_seconds() + 0.05
     assert leased.payload == b"due"
+
+
+def test_lease_to_complete_is_measured_by_the_store_for_items_another_client_leased(
+    backend_name: str, backend_url: str, qname: str, otel: Telemetry
+) -> None:
+    """The store records when a lease began: the client that completes measures
+    items another client (another process) leased, on the store's clock."""
+    clock = ManualClock()
+    with Querator(backend_url, clock=clock) as q:
+        q.create_queue(qname, QueueSettings(lease_timeout=60))
+        q.produce(qname, [Item(payload=b"a"), Item(payload=b"b")])
+        if backend_name == "memory":  # a memory store has one client
+            batch = q.lease(qname, client_id="other", batch_size=2)
+        else:
+            with Querator(backend_url, clock=clock) as other:
+                batch = other.lease(qname, client_id="other", batch_size=2)
+        clock.advance(seconds=7)
+        q.complete(qname, batch)
+    [held] = points(otel, "querator.queue.lease.duration", queue=qname)
+    assert held.count == 2
+    assert 14 <= held.sum < 15

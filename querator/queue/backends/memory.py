@@ -77,6 +77,7 @@ class _Row:
     source_id: str | None
     created_at: float
     priority: int = 0
+    leased_at: float | None = None
 
     def held(self, now: float) -> bool:
         return self.lease_deadline is not None and self.lease_deadline > now
@@ -316,6 +317,7 @@ class MemoryBackend:
         deadline: float,
     ) -> Leased:
         row.available_at = row.lease_deadline = deadline
+        row.leased_at = deadline - queue.settings.lease_timeout
         row.client_id = client_id
         row.attempts += 1
         row.version += 1
@@ -360,7 +362,12 @@ class MemoryBackend:
         """Check every key, then apply everything; nothing on any failure."""
         now = self._time()
         self._check(plan, now)
-        for key in [*plan.complete, *plan.delete]:
+        held_for: dict[str, list[float]] = {}
+        for key in plan.complete:
+            row = self._part(plan, key).remove(key.seq)
+            if row.leased_at is not None:
+                held_for.setdefault(key.queue, []).append(now - row.leased_at)
+        for key in plan.delete:
             self._part(plan, key).remove(key.seq)
         for op in plan.retry:
             self._retry(plan, op, now)
@@ -385,7 +392,7 @@ class MemoryBackend:
             ids = self._insert(info, self._partitions(info), items, now)
             leased.setdefault(name, []).extend(self._claim(info, ids, plan.client_id, now))
         return TransactResult.model_construct(
-            produced=produced, renewed=renewed, leased=leased, found={}
+            produced=produced, renewed=renewed, leased=leased, found={}, held_for=held_for
         )
 
     def _part(self, plan: TxnPlan, key: ItemKey) -> _Partition:
@@ -472,6 +479,7 @@ class MemoryBackend:
             expire_at=_KEPT if keep is None else now + keep,
             headers=marked(row.headers, row.attempts, why, info.name),
             dedup_key=None,
+            leased_at=None,
             source_id=format_id(info.queue_id, partition, row.seq),
             created_at=now,
         )

@@ -529,10 +529,9 @@ class PostgresBackend:
                 return await run_transact(conn, self._names, plan, now=now)
         if one_table_complete(plan):
             async with self._connect() as conn:
-                if await complete_at_once(conn, self._names, plan, now):
-                    return TransactResult.model_construct(
-                        produced={}, renewed=[], leased={}, found={}
-                    )
+                done = await complete_at_once(conn, self._names, plan, now)
+            if done is not None:
+                return done
         elif fusable(plan):
             result = await self._group.run(plan)
             if result is not None:

@@ -77,6 +77,18 @@ async def _priorities(conn: Conn, names: Names) -> None:
     await schema.run_each(conn, statements)
 
 
+async def _paused_queues_and_lease_starts(conn: Conn, names: Names) -> None:
+    """The queue table gets ``paused``; every item table gets ``leased_at``."""
+    cur = await conn.execute(_fill(schema.QUEUE_TABLES, names))
+    tables = [
+        (queue_id, n) for queue_id, partitions in await cur.fetchall() for n in range(partitions)
+    ]
+    statements: list[sql.Composed] = [_fill(schema.ADD_PAUSED, names)]
+    for queue_id, n in tables:
+        statements.append(schema.ADD_LEASED_AT.format(table=names.partition(queue_id, n)))
+    await schema.run_each(conn, statements)
+
+
 MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
     Migration(1, "initial schema (querator's git tag schema-v1)", None),
     Migration(
@@ -95,6 +107,12 @@ MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
         "items have a priority: a smallint column (default 0) on item tables, and"
         " a partial index of the items whose priority is not 0",
         _priorities,
+    ),
+    Migration(
+        5,
+        "queues can be paused (a paused column on the queue table), and items record"
+        " when their lease began (a leased_at column on item tables)",
+        _paused_queues_and_lease_starts,
     ),
 )
 """Every schema version, oldest first; append new ones (never edit a released one)."""

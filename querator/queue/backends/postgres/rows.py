@@ -29,7 +29,7 @@ Row = Sequence[Any]
 
 def queue_info(row: Row) -> QueueInfo:
     """Map a row of ``statements.QUEUE_COLUMNS``."""
-    queue_id, name, lease, expire, max_attempts, dead, reference, partitions, created = row
+    queue_id, name, lease, expire, max_attempts, dead, reference, partitions, created, paused = row
     settings = QueueSettings.model_construct(
         lease_timeout=lease,
         expire_timeout=expire,
@@ -39,7 +39,7 @@ def queue_info(row: Row) -> QueueInfo:
         partitions=partitions,
     )
     return QueueInfo.model_construct(
-        name=name, queue_id=queue_id, settings=settings, created_at=created
+        name=name, queue_id=queue_id, settings=settings, created_at=created, paused=paused
     )
 
 

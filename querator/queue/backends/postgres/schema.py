@@ -92,6 +92,9 @@ class Column(NamedTuple):
     given_as: str = ""
     """For the columns a producer gives, the type of the per-item array its
     values are bound as ("" for columns the store fills)."""
+    read: bool = True
+    """Whether rows read back carry it (:data:`READ`); a column only the store
+    uses (``leased_at``) is written and asked for by name."""
 
     @property
     def definition(self) -> str:
@@ -121,12 +124,18 @@ ITEM_TABLE: Final = (
     Column("source_id", "text"),
     Column("created_at", "timestamptz", "NOT NULL DEFAULT now()"),
     Column("priority", "smallint", "NOT NULL DEFAULT 0", given_as="smallint"),
+    Column("leased_at", "timestamptz", read=False),
 )
 """The columns of a partition's item table, in table order; rows are read in
-this order (:func:`~.rows.item` maps them)."""
+this order (:func:`~.rows.item` maps them), the :attr:`Column.read` ones."""
 
-ITEM_POSITION: Final = {column.name: n for n, column in enumerate(ITEM_TABLE)}
+READ: Final = tuple(column for column in ITEM_TABLE if column.read)
+"""The columns of a row read back, in table order."""
+
+ITEM_POSITION: Final = {column.name: n for n, column in enumerate(READ)}
 """Where each column sits in a row read with :func:`item_select`."""
+
+_ALL_COLUMNS: Final = frozenset(column.name for column in ITEM_TABLE)
 
 GIVEN: Final = tuple(column for column in ITEM_TABLE if column.given_as)
 """The columns a producer gives per item, bound as one array each."""
@@ -137,9 +146,7 @@ MOVED: Final = ("payload", "kind", "encoding", "reference", "headers", "priority
 
 def item_select(alias: str) -> str:
     """Every item column of the table aliased ``alias``, in table order, as read."""
-    return ", ".join(
-        f"{alias}.{c.name}" + (f"::{c.read_as}" if c.read_as else "") for c in ITEM_TABLE
-    )
+    return ", ".join(f"{alias}.{c.name}" + (f"::{c.read_as}" if c.read_as else "") for c in READ)
 
 
 def item_row(values: Mapping[str, str], typed: bool = False) -> str:
@@ -148,7 +155,7 @@ def item_row(values: Mapping[str, str], typed: bool = False) -> str:
     unknown = set(values) - set(ITEM_POSITION)
     assert not unknown, f"not item columns: {unknown}"
     null = "NULL::{}" if typed else "NULL"
-    return ", ".join(values.get(c.name, null.format(c.read_type)) for c in ITEM_TABLE)
+    return ", ".join(values.get(c.name, null.format(c.read_type)) for c in READ)
 
 
 def given_arrays(prefix: str, columns: Iterable[Column] = GIVEN) -> tuple[str, str]:
@@ -173,7 +180,7 @@ def given_values(source: str) -> dict[str, str]:
 
 def insert_list(values: Mapping[str, str]) -> tuple[str, str]:
     """An INSERT's column list and its matching value list, in table order."""
-    unknown = set(values) - set(ITEM_POSITION)
+    unknown = set(values) - _ALL_COLUMNS
     assert not unknown, f"not item columns: {unknown}"
     names = [c.name for c in ITEM_TABLE if c.name in values]
     return ", ".join(names), ", ".join(values[name] for name in names)
@@ -212,7 +219,7 @@ $$
         """
 CREATE OR REPLACE FUNCTION {schema}.lookup_keys(tables regclass[], keys text[], after bigint)
 RETURNS TABLE (part integer, """
-        + ", ".join(f"{c.name} {c.read_type}" for c in ITEM_TABLE)
+        + ", ".join(f"{c.name} {c.read_type}" for c in READ)
         + """)
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -247,7 +254,8 @@ CREATE TABLE IF NOT EXISTS {queues} (
     dead_queue text COLLATE "C",
     reference text NOT NULL,
     partitions integer NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    paused boolean NOT NULL DEFAULT false
 )
 """
     ),
@@ -416,3 +424,11 @@ DROP_LOOKUP_KEYS: Final = sql.SQL(
 )
 """Version 4: ``lookup_keys()`` returns the new column too, and a function's row
 type cannot be replaced in place (:data:`CREATE_FUNCTIONS` creates it again)."""
+
+ADD_LEASED_AT: Final = sql.SQL("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS leased_at timestamptz")
+"""Version 5: items record when their current lease began (NULL: never leased)."""
+
+ADD_PAUSED: Final = sql.SQL(
+    "ALTER TABLE {queues} ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false"
+)
+"""Version 5: a queue can be paused (its items are not leased)."""

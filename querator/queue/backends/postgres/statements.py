@@ -73,7 +73,7 @@ ASYNC_COMMIT: Final = sql.SQL("SET LOCAL synchronous_commit = off")
 
 QUEUE_COLUMNS: Final = sql.SQL(
     "id, name, lease_timeout, expire_timeout, max_attempts, dead_queue, reference,"
-    " partitions, created_at"
+    " partitions, created_at, paused"
 )
 """The columns :func:`rows.queue_info` maps, in order."""
 
@@ -191,6 +191,7 @@ def produced_leased(prefix: str, client_id: str) -> dict[str, str]:
         "lease_deadline": f"CASE WHEN {due} THEN {lease} END",
         "client_id": f"CASE WHEN {due} THEN {client_id} END",
         "attempts": f"CASE WHEN {due} THEN 1 ELSE 0 END",
+        "leased_at": f"CASE WHEN {due} THEN {NOW} END",
     }
 
 
@@ -303,10 +304,15 @@ SET available_at = """
     + """ + make_interval(secs => %(lease_timeout)s::float8),
     client_id = %(client_id)s,
     attempts = t.attempts + 1,
-    version = t.version + 1
+    version = t.version + 1,
+    leased_at = greatest(t.available_at, """
+    + NOW
+    + """)
 """
 )
-"""What leasing a row (aliased ``t``) sets, shared by :data:`LEASE` and :data:`CLAIM`."""
+"""What leasing a row (aliased ``t``) sets, shared by :data:`LEASE` and :data:`CLAIM`.
+``leased_at`` is now (a leasable row's ``available_at`` is not later; Citus's
+coordinator crashes on a bare :data:`NOW` as a value of an ``UPDATE``)."""
 
 _LEASABLE: Final = (
     """available_at <= """
@@ -607,9 +613,12 @@ WITH gone AS (
     WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > """
     + NOW
     + """
-    RETURNING t.seq
+    RETURNING t.seq, t.leased_at
 )
-SELECT CASE WHEN count(*) = %(count)s::bigint THEN count(*) ELSE {schema}.check_failed() END
+SELECT CASE WHEN count(*) = %(count)s::bigint THEN count(*) ELSE {schema}.check_failed() END,
+       array_agg(extract(epoch FROM """
+    + NOW
+    + """ - leased_at)::float8) FILTER (WHERE leased_at IS NOT NULL)
 FROM gone
 """
 )
@@ -617,7 +626,9 @@ FROM gone
 
 Deletes the rows whose (seq, version) match and whose lease holds; when fewer
 than all matched, ``check_failed()`` raises and the statement undoes itself, and
-the caller finds the reasons the slow way (:data:`LOCK_ITEMS`). The seqs are
+the caller finds the reasons the slow way (:data:`LOCK_ITEMS`). Returns the
+count, and how long each item had been leased (seconds from its ``leased_at``;
+items leased before the store recorded it are left out). The seqs are
 passed sorted: the plan walks them in order (a nested loop over the keys), so
 rows are locked in seq order like every other change.
 """
@@ -656,7 +667,14 @@ own transaction, read when it commits). ``ats`` is an array of NULLs, one per
 item, that the clock fills (as in :data:`RETRY_ITEMS`, for Citus)."""
 
 DELETE_SEQS: Final = sql.SQL("DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])")
-"""Deletes locked items (complete; dead-letter without a dead queue)."""
+"""Deletes locked items (delete; dead-letter without a dead queue)."""
+
+COMPLETE_SEQS: Final = sql.SQL(
+    "DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])"
+    " RETURNING extract(epoch FROM " + NOW + " - leased_at)::float8"
+)
+"""Completes locked items; returns how long each had been leased (NULL for an
+item leased before the store recorded when)."""
 
 RETRY_ITEMS: Final = sql.SQL(
     """

@@ -52,17 +52,20 @@ def one_table_complete(plan: TxnPlan) -> bool:
 
 async def complete_at_once(
     conn: Conn, names: stmt.Names, plan: TxnPlan, now: datetime | None
-) -> bool:
-    """Run a :func:`one_table_complete` plan as one autocommit statement.
+) -> TransactResult | None:
+    """Run a :func:`one_table_complete` plan as one autocommit statement; its
+    result carries how long the items had been leased.
 
-    Returns False when some check failed; then nothing changed and
+    Returns None when some check failed; then nothing changed and
     :func:`run_transact` reports the reasons.
     """
     try:
-        await _complete_checked(conn, names, list(plan.complete), now)
+        took = await _complete_checked(conn, names, list(plan.complete), now)
     except ChecksFailed:
-        return False
-    return True
+        return None
+    return TransactResult.model_construct(
+        produced={}, renewed=[], leased={}, found={}, held_for={plan.complete[0].queue: took}
+    )
 
 
 class ChecksFailed(Exception):
@@ -90,14 +93,22 @@ async def run_transact(
     ``now`` is the client clock's instant (None: the database's).
     """
     wake: set[str] = set()
+    held_for: dict[str, list[float]] = {}
     if checked:
         locked: dict[str, Locked] = {}
         for keys in _by_table(plan.complete, lambda key: key).values():
-            await _complete_checked(conn, names, keys, now)
+            took = await _complete_checked(conn, names, keys, now)
+            held_for.setdefault(keys[0].queue, []).extend(took)
     else:
         locked = await _lock_and_check(conn, names, plan, now)
-        deleted = [*plan.complete, *plan.delete]
-        for (queue_id, partition), keys in _by_table(deleted, lambda key: key).items():
+        for (queue_id, partition), keys in _by_table(plan.complete, lambda key: key).items():
+            with driver_errors(keys[0].queue):
+                table = names.partition(queue_id, partition)
+                statement = stmt.COMPLETE_SEQS.format(table=table)
+                cur = await conn.execute(statement, {"seqs": _seqs(keys), "now": now})
+                took = [seconds for (seconds,) in await cur.fetchall() if seconds is not None]
+            held_for.setdefault(keys[0].queue, []).extend(took)
+        for (queue_id, partition), keys in _by_table(plan.delete, lambda key: key).items():
             with driver_errors(keys[0].queue):
                 table = names.partition(queue_id, partition)
                 await conn.execute(stmt.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
@@ -131,7 +142,7 @@ async def run_transact(
             wake.add(name)
     await notify(conn, names, (wake - plan.silent) | plan.wake)
     return TransactResult.model_construct(
-        produced=produced, renewed=renewed, leased=leased, found={}
+        produced=produced, renewed=renewed, leased=leased, found={}, held_for=held_for
     )
 
 
@@ -172,16 +183,19 @@ async def claim_ids(
 
 async def _complete_checked(
     conn: Conn, names: stmt.Names, keys: list[ItemKey], now: datetime | None
-) -> None:
-    """Delete held items of one table at their versions, all or :class:`ChecksFailed`."""
+) -> list[float]:
+    """Delete held items of one table at their versions, all or :class:`ChecksFailed`;
+    returns how long they had been leased (those whose lease start is known)."""
     statement, args = complete_call(names, keys, now)
     with driver_errors(keys[0].queue):
         try:
-            await conn.execute(statement, args)
+            cur = await conn.execute(statement, args)
         except psycopg.Error as exc:
             if failed_check(exc):
                 raise ChecksFailed from exc
             raise
+        row = await cur.fetchone()
+    return list(row[1] or ()) if row is not None else []
 
 
 def complete_call(

@@ -169,7 +169,8 @@ def _lease_rows(
         return []
     deadline = txn.now + seconds_us(queue.settings.lease_timeout)
     update = stmt.lease_update(queue.queue_id, partition, len(rows))
-    txn.conn.execute(update, (deadline, deadline, client_id, *(row.seq for row in rows)))
+    params = (deadline, deadline, client_id, txn.now, *(row.seq for row in rows))
+    txn.conn.execute(update, params)
     return [
         leased_item(
             queue,

@@ -71,6 +71,12 @@ MIGRATIONS: Final[tuple[Migration[Step], ...]] = (
         " a partial index of the items whose priority is not 0",
         schema.add_priorities,
     ),
+    Migration(
+        5,
+        "queues can be paused (a paused column on the queue table), and items record"
+        " when their lease began (a leased_at column on item tables)",
+        schema.add_paused_and_leased_at,
+    ),
 )
 """Every schema version, oldest first; append new ones (never edit a released one)."""
 

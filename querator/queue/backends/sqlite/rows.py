@@ -84,6 +84,7 @@ class QueueRow(NamedTuple):
     reference: str
     partitions: int
     created_at: int
+    paused: int
 
 
 def now_us() -> int:
@@ -125,6 +126,7 @@ def queue_info(row: QueueRow) -> QueueInfo:
         queue_id=row.id,
         settings=settings,
         created_at=from_us(row.created_at),
+        paused=bool(row.paused),
     )
 
 

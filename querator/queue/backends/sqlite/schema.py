@@ -31,6 +31,7 @@ __all__ = [
     "STORE_TABLES",
     "SWEEP_KEY",
     "WRITE_VERSION",
+    "add_paused_and_leased_at",
     "add_priorities",
     "add_sweep_indexes",
     "catalog",
@@ -62,6 +63,7 @@ queues = Table(
     Column("reference", String, nullable=False),
     Column("partitions", Integer, nullable=False),
     Column("created_at", Integer, nullable=False),
+    Column("paused", Integer, nullable=False, server_default=text("0")),
     sqlite_autoincrement=True,
 )
 """One row per queue; ``id`` is never reused, so a recreated queue rejects old ids."""
@@ -122,6 +124,7 @@ def partition_table(queue_id: int, partition: int) -> Table:
         Column("source_id", String, nullable=True),
         Column("created_at", Integer, nullable=False),
         Column("priority", Integer, nullable=False, server_default=text("0")),
+        Column("leased_at", Integer, nullable=True),
         Index(f"{name}_available", "available_at", "seq"),
         Index(f"{name}_sweep", text(SWEEP_KEY)),
         Index(
@@ -178,6 +181,19 @@ def add_priorities(conn: sqlite3.Connection) -> None:
             if "priority" not in columns:
                 conn.execute(f'ALTER TABLE "{name}" ADD COLUMN priority INTEGER NOT NULL DEFAULT 0')
             _create_index(conn, queue_id, partition, "priority")
+
+
+def add_paused_and_leased_at(conn: sqlite3.Connection) -> None:
+    """Give the queues table ``paused`` and every partition ``leased_at`` (last,
+    as new tables have them; a file from an older querator)."""
+    if "paused" not in {row[1] for row in conn.execute('PRAGMA table_info("queues")')}:
+        conn.execute('ALTER TABLE "queues" ADD COLUMN paused INTEGER NOT NULL DEFAULT 0')
+    for queue_id, partitions in conn.execute("SELECT id, partitions FROM queues").fetchall():
+        for partition in range(partitions):
+            name = table_name(queue_id, partition)
+            columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{name}")')}
+            if "leased_at" not in columns:
+                conn.execute(f'ALTER TABLE "{name}" ADD COLUMN leased_at INTEGER')
 
 
 def _create_index(conn: sqlite3.Connection, queue_id: int, partition: int, suffix: str) -> None:

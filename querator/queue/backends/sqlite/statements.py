@@ -84,6 +84,8 @@ INSERT_QUEUE = (
 """Insert a queue row (name, created_at, then the settings) and return it."""
 UPDATE_QUEUE = f"UPDATE queues SET {_SETTINGS} WHERE id = ? RETURNING {_QUEUE}"
 """Store a queue's settings (then its id) and return the row."""
+PAUSE_QUEUE = f"UPDATE queues SET paused = ? WHERE name = ? RETURNING {_QUEUE}"
+"""Pause (1) or resume (0) the queue named ``?``; returns its row."""
 DELETE_QUEUE = "DELETE FROM queues WHERE id = ?"
 """Delete the queue row with id ``?``."""
 LIST_QUEUES = f"SELECT {_QUEUE} FROM queues ORDER BY name LIMIT ?"
@@ -160,10 +162,11 @@ def leasable_seqs(queue_id: int, partition: int, n: int) -> str:
 
 @lru_cache(maxsize=_CACHE)
 def lease_update(queue_id: int, partition: int, n: int) -> str:
-    """Lease ``n`` seqs: deadline (as available_at and lease_deadline), client id, then seqs."""
+    """Lease ``n`` seqs: deadline (as available_at and lease_deadline), client id,
+    the lease's start (``leased_at``), then seqs."""
     return (
         f"UPDATE {table_name(queue_id, partition)} SET available_at = ?, lease_deadline = ?,"
-        " client_id = ?, attempts = attempts + 1, version = version + 1"
+        " client_id = ?, attempts = attempts + 1, version = version + 1, leased_at = ?"
         f" WHERE seq IN ({_marks(n)})"
     )
 
@@ -191,6 +194,12 @@ def select_seqs(queue_id: int, partition: int, n: int) -> str:
 def complete(queue_id: int, partition: int) -> str:
     """Delete the item with seq ``?``."""
     return f"DELETE FROM {table_name(queue_id, partition)} WHERE seq = ?"
+
+
+@lru_cache(maxsize=_CACHE)
+def complete_held(queue_id: int, partition: int) -> str:
+    """Delete the item with seq ``?``; returns when its lease began (``leased_at``)."""
+    return f"DELETE FROM {table_name(queue_id, partition)} WHERE seq = ? RETURNING leased_at"
 
 
 @lru_cache(maxsize=_CACHE)

@@ -88,9 +88,20 @@ def _held(row: ItemRow, now: int) -> bool:
     return row.lease_deadline is not None and row.lease_deadline > now
 
 
-def _complete(txn: Txn, keys: Sequence[ItemKey]) -> None:
+def _delete(txn: Txn, keys: Sequence[ItemKey]) -> None:
     for key in keys:
         txn.conn.execute(stmt.complete(key.queue_id, key.partition), (key.seq,))
+
+
+def _complete(txn: Txn, keys: Sequence[ItemKey]) -> dict[str, list[float]]:
+    """Delete completed items; how long each had been leased, per queue."""
+    held_for: dict[str, list[float]] = {}
+    for key in keys:
+        statement = stmt.complete_held(key.queue_id, key.partition)
+        row = txn.conn.execute(statement, (key.seq,)).fetchone()
+        if row is not None and row[0] is not None:
+            held_for.setdefault(key.queue, []).append((txn.now - row[0]) / 1_000_000)
+    return held_for
 
 
 def _retry(txn: Txn, plan: TxnPlan, op: RetryOp, row: ItemRow) -> None:
@@ -124,7 +135,8 @@ def _renew(txn: Txn, plan: TxnPlan, op: RenewOp, row: ItemRow) -> Leased:
 def transact(txn: Txn, plan: TxnPlan) -> TransactResult:
     """Apply ``plan`` in the open transaction, or raise Conflict having changed nothing."""
     rows = _check(txn, plan)
-    _complete(txn, [*plan.complete, *plan.delete])
+    held_for = _complete(txn, plan.complete)
+    _delete(txn, plan.delete)
     for retry in plan.retry:
         _retry(txn, plan, retry, rows[retry.key.id])
     renewed = [_renew(txn, plan, op, rows[op.key.id]) for op in plan.renew]
@@ -140,5 +152,5 @@ def transact(txn: Txn, plan: TxnPlan) -> TransactResult:
     txn.wake -= plan.silent
     txn.wake |= plan.wake
     return TransactResult.model_construct(
-        produced=produced, renewed=renewed, leased=leased, found={}
+        produced=produced, renewed=renewed, leased=leased, found={}, held_for=held_for
     )
