@@ -42,11 +42,13 @@ def queues_stats(name: str, url: Url = DEFAULT_URL, as_json: AsJson = False) -> 
     """Item counts of one queue, per partition and in total."""
     with _reporting(), _store(url) as q:
         stats = q.stats(name)
-        settings = q.get_queue(name).settings
+        info = q.get_queue(name)
     if as_json:
         typer.echo(stats.model_dump_json())
         return
-    typer.echo(f"expiry: {_expiry(settings)}")
+    typer.echo(f"expiry: {_expiry(info.settings)}")
+    if info.paused:
+        typer.echo("paused: its items are not leased until `querator queues resume`")
     rows = [["PARTITION", "TOTAL", "LEASED", "SCHEDULED", "DEAD_LETTERED", "OLDEST_AGE"]]
     for p in stats.partitions:
         age = f"{p.oldest_age:.1f}s" if p.oldest_age is not None else "-"
@@ -69,6 +71,23 @@ def queues_delete(
     with _reporting(), _store(url) as q:
         q.delete_queue(name, force=force)
     typer.echo(f"{name}: deleted")
+
+
+@queues_app.command("pause")
+def queues_pause(name: str, url: Url = DEFAULT_URL) -> None:
+    """Pause queue NAME: its items are not leased until it is resumed (produce
+    still adds items; leases already held stay held)."""
+    with _reporting(), _store(url) as q:
+        q.pause_queue(name)
+    typer.echo(f"{name}: paused")
+
+
+@queues_app.command("resume")
+def queues_resume(name: str, url: Url = DEFAULT_URL) -> None:
+    """Resume queue NAME: its items are leased again."""
+    with _reporting(), _store(url) as q:
+        q.resume_queue(name)
+    typer.echo(f"{name}: resumed")
 
 
 def _expiry(settings: QueueSettings) -> str:

@@ -224,6 +224,16 @@ class AsyncQuerator(
         body = {"queue_name": check_name("name", name)}
         return (await self._post("/v1/queues.info", body, wa.QueueInfo)).library()
 
+    async def pause_queue(self, name: str) -> QueueInfo:
+        """See :meth:`querator.AsyncQuerator.pause_queue`."""
+        body = {"queue_name": check_name("name", name)}
+        return (await self._post("/v1/queues.pause", body, wa.QueueInfo)).library()
+
+    async def resume_queue(self, name: str) -> QueueInfo:
+        """See :meth:`querator.AsyncQuerator.resume_queue`."""
+        body = {"queue_name": check_name("name", name)}
+        return (await self._post("/v1/queues.resume", body, wa.QueueInfo)).library()
+
     async def list_queues(self, pivot: str | None = None, limit: int = 100) -> list[QueueInfo]:
         """See :meth:`querator.AsyncQuerator.list_queues`."""
         if pivot is not None:

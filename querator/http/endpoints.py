@@ -76,6 +76,10 @@ _QUEUE_ENDPOINTS = [
              on_queue(admin.list_queues), READ, 256 * KB, "List queues"),
     Endpoint("/v1/queues.info", wq.QueueRequest, wa.QueueInfo,
              on_queue(admin.info), READ, 256 * KB, "A queue's settings"),
+    Endpoint("/v1/queues.pause", wq.QueueRequest, wa.QueueInfo,
+             on_queue(admin.pause), WRITE, 4 * KB, "Pause a queue (its items wait)"),
+    Endpoint("/v1/queues.resume", wq.QueueRequest, wa.QueueInfo,
+             on_queue(admin.resume), WRITE, 4 * KB, "Resume a paused queue"),
     Endpoint("/v1/queues.delete", wa.DeleteRequest, wq.Reply,
              on_queue(admin.delete), ADMIN, 256 * KB, "Delete a queue"),
     Endpoint("/v1/queues.maintain", wq.Empty, wa.MaintenanceReply,
@@ -91,7 +95,7 @@ _QUEUE_ENDPOINTS = [
 ]  # fmt: skip
 QUEUE_ENDPOINTS = [replace(e, messages=QUERATOR_CALLS.get(e.path)) for e in _QUEUE_ENDPOINTS]
 """Querator's queue API (also in protobuf), plus renew, transact, lookup,
-scan_keys, gauges and maintain (querator's own, JSON only)."""
+scan_keys, gauges, maintain, pause and resume (querator's own, JSON only)."""
 
 WORKFLOW_ENDPOINTS = [
     Endpoint("/v1/workflows.start", ww.StartRequest, ww.RunReply,

@@ -3,7 +3,8 @@
 The cache keeps each queue's info for ``cache_ttl`` seconds so the hot path
 does not read settings on every call. Changes made through this client
 invalidate it at once; changes made by other processes are seen within
-``cache_ttl`` (partition growth included).
+``cache_ttl`` (partition growth included), but a pause or resume, which every
+client listening for wakeups is told at once (:meth:`QueueAdmin.forget`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,25 @@ class QueueAdmin:
         if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
             return hit[0]
         return None
+
+    def forget(self, name: str | None) -> None:
+        """Drop the cached info of ``name`` (None: of every queue); the next
+        look-up reads the store (a pause or resume by another client)."""
+        if name is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(name, None)
+
+    async def set_paused(self, name: str, paused: bool) -> QueueInfo:
+        """Pause or resume ``name``: a paused queue's items are not leased (leases
+        wait as if it were empty); produce still adds items. Every client of the
+        store is told at once where it listens for wakeups, else sees it within
+        its ``cache_ttl``."""
+        backend = self._require_open()
+        check_name("name", name)
+        info = await backend.pause_queue(name, paused)
+        self._cache[name] = (info, time.monotonic())
+        return info
 
     async def create_queue(
         self, name: str, settings: QueueSettings | None = None, *, exist_ok: bool = False

@@ -17,7 +17,7 @@ from anyio.abc import TaskGroup
 
 from querator.clock import Clock
 from querator.errors import Unavailable, UsageError
-from querator.queue.backends.base import Backend
+from querator.queue.backends.base import Backend, changed_settings
 from querator.queue.maintenance import maintain_forever
 from querator.queue.outage import Backoff, Outage
 from querator.queue.waiting import WakeBoard
@@ -28,6 +28,9 @@ log = logging.getLogger("querator")
 
 class ClientTasks:
     """The background tasks of one client, and whether it is open.
+
+    ``forget`` drops the cached info of a queue (None: of every queue) when a
+    wakeup says its catalog entry changed, or when wakeups may have been missed.
 
     ``wait_for_store`` (seconds) is how long :meth:`open` retries while the
     store is :class:`~querator.errors.Unavailable`; ``notified`` whether the
@@ -45,8 +48,11 @@ class ClientTasks:
         maintenance_interval: float,
         run_maintenance: Callable[[], Awaitable[int]],
         gauges: queue_gauges.GaugeSource,
+        forget: Callable[[str | None], None],
     ) -> None:
         self._backend = backend
+        self._forget = forget
+        """Drops the cached info of a queue (None: of every queue)."""
         self._board = board
         self._clock = clock
         self._notified = notified
@@ -122,6 +128,15 @@ class ClientTasks:
 
         return wake
 
+    def _on_wake(self, wakeup: str) -> None:
+        """A wakeup from another client: a queue's, or a change of its catalog
+        entry (paused, resumed), which drops its cached info first."""
+        queue = changed_settings(wakeup)
+        if queue is not None:
+            self._forget(queue)
+            wakeup = queue
+        self._board.wake(wakeup)
+
     def start(self, service: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``await service()`` until the client closes."""
         if self._tasks is None:
@@ -144,11 +159,12 @@ class ClientTasks:
         def on_ready() -> None:
             outage.back()
             backoff.reset()
+            self._forget(None)  # a pause sent while not listening was missed
             ready()
 
         while True:
             try:
-                await self._backend.listen(self._board.wake, on_ready)
+                await self._backend.listen(self._on_wake, on_ready)
             except Unavailable as exc:
                 outage.lost(exc)
             except Exception:

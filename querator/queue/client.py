@@ -133,6 +133,14 @@ class SyncShell(Generic[A_co]):
         """See :meth:`AsyncQueueClient.get_queue`."""
         return self._call(self._async.get_queue, name)
 
+    def pause_queue(self, name: str) -> QueueInfo:
+        """See :meth:`AsyncQueueClient.pause_queue`."""
+        return self._call(self._async.pause_queue, name)
+
+    def resume_queue(self, name: str) -> QueueInfo:
+        """See :meth:`AsyncQueueClient.resume_queue`."""
+        return self._call(self._async.resume_queue, name)
+
     def list_queues(self, pivot: str | None = None, limit: int = 100) -> list[QueueInfo]:
         """See :meth:`AsyncQueueClient.list_queues`."""
         return self._call(self._async.list_queues, pivot, limit)

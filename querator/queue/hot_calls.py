@@ -101,7 +101,7 @@ class HotPath:
         check_duration("timeout", timeout, allow_zero=True)
         wanted = check_kinds(kinds)
         info = self._cached(queue)
-        if info is None:
+        if info is None or info.paused:  # the loop path waits while it is paused
             return None
         items: list[Leased] = []
         for partition in lease_order(info.settings.partitions):

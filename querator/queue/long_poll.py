@@ -93,25 +93,19 @@ class LongPoll:
         look = (queue, wanted)
         deadline = anyio.current_time() + timeout
         backoff = 0.005
+        if timeout > 0:
+            # A client that waits listens even while it finds items: it hears a
+            # pause of the queue at once instead of within its cache_ttl.
+            self._listen()
         while True:
             started = time.time_ns()
             ticket = self._board.ticket(queue)
             known = self._empty_look(look, ticket) if timeout > 0 else None
             # a shared look that still holds needs no settings look-up either
             info = known.info if known is not None else await queue_info(queue)
-            if timeout > 0 and (self._drained.get(look) is ticket or known is not None):
-                # A lease under this very ticket came back short, or another waiter
-                # found the queue empty under it moments ago, and nothing was
-                # produced or retried since: go straight to waiting (the timer
-                # below still covers items that come due or whose lease expires).
-                leased = NOTHING
-            elif timeout > 0:
-                leased = await self._look_shared(
-                    backend, info, ticket, client_id, batch_size, wanted
-                )
-                known = self._empty_look(look, ticket)
-            else:
-                leased = await lease_once(backend, info, client_id, batch_size, wanted)
+            leased, known = await self._look(
+                backend, info, (ticket, known), client_id, batch_size, timeout, wanted
+            )
             if leased.items:
                 if len(leased.items) < batch_size:
                     self._drained[look] = ticket
@@ -122,7 +116,7 @@ class LongPoll:
             if remaining <= 0:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
             wait = min(remaining, self.wait_cap)
-            next_at = known.next_at if known else await backend.next_available_at(info, wanted)
+            next_at = await _next_at(backend, info, known, wanted)
             if next_at is not None:
                 due_in = (next_at - self._clock.now()).total_seconds()
                 # Due already yet not leased (locked by a concurrent lease, or a
@@ -137,6 +131,36 @@ class LongPoll:
                 self._drained.pop(look, None)  # a timer: look again
             if not woken and wait >= remaining and self._notified:
                 raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
+
+    async def _look(
+        self,
+        backend: Backend,
+        info: QueueInfo,
+        under: tuple[anyio.Event, EmptyLook | None],
+        client_id: str,
+        batch_size: int,
+        timeout: float,
+        wanted: Kinds,
+    ) -> tuple[Leases, EmptyLook | None]:
+        """One look of :meth:`lease` under ``under`` (its ticket, and the empty
+        look that still holds under it, if any): what it leased, and the empty
+        look that holds after it."""
+        ticket, known = under
+        look = (info.name, wanted)
+        if info.paused:
+            # A paused queue's items wait, as if it were empty, until a resume
+            # wakes this client (its cached info is dropped then).
+            return NOTHING, known
+        if timeout > 0 and (self._drained.get(look) is ticket or known is not None):
+            # A lease under this very ticket came back short, or another waiter
+            # found the queue empty under it moments ago, and nothing was
+            # produced or retried since: go straight to waiting (the timer
+            # below still covers items that come due or whose lease expires).
+            return NOTHING, known
+        if timeout > 0:
+            leased = await self._look_shared(backend, info, ticket, client_id, batch_size, wanted)
+            return leased, self._empty_look(look, ticket)
+        return await lease_once(backend, info, client_id, batch_size, wanted), known
 
     async def _look_shared(
         self,
@@ -183,6 +207,18 @@ class LongPoll:
         if look.next_at is not None and look.next_at <= self._clock.now():
             return None
         return look
+
+
+async def _next_at(
+    backend: Backend, info: QueueInfo, known: EmptyLook | None, kinds: Kinds
+) -> datetime | None:
+    """When something may become leasable after a look that found nothing (None:
+    nothing known; a paused queue waits for its resume)."""
+    if info.paused:
+        return None
+    if known is not None:
+        return known.next_at
+    return await backend.next_available_at(info, kinds)
 
 
 async def lease_once(

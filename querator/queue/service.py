@@ -110,6 +110,7 @@ class AsyncQueueClient:
             maintenance_interval=settings.maintenance_interval,
             run_maintenance=self.run_maintenance,
             gauges=self._gauges,
+            forget=self._admin.forget,
         )
         self._poll = LongPoll(
             self._board,
@@ -188,6 +189,21 @@ class AsyncQueueClient:
     async def list_queues(self, pivot: str | None = None, limit: int = 100) -> list[QueueInfo]:
         """Queues in name order, starting at ``pivot`` (inclusive)."""
         return await self._admin.list_queues(pivot, limit)
+
+    async def pause_queue(self, name: str) -> QueueInfo:
+        """Pause a queue: its items are not leased (a lease waits as if it were
+        empty, and a lease that must not wait finds nothing) until it is
+        resumed; produce still adds items, and held leases stay held. Clients
+        of the store that wait for wakeups are told at once; others see it
+        within their ``cache_ttl``. Pausing a paused queue changes nothing."""
+        return await self._admin.set_paused(name, True)
+
+    async def resume_queue(self, name: str) -> QueueInfo:
+        """Resume a paused queue: its items are leased again, and the leases
+        waiting on it look at once. Resuming a queue not paused changes nothing."""
+        info = await self._admin.set_paused(name, False)
+        self._board.wake(name)
+        return info
 
     # -- items --------------------------------------------------------------
     async def produce(self, queue: str, items: Sequence[Item]) -> list[str]:

@@ -44,6 +44,14 @@ class Transactions:
         for info in list(queues.values()):
             if info.settings.dead_queue:
                 queues[info.settings.dead_queue] = await self._queue_info(info.settings.dead_queue)
+        # paused queues of produce_leased -> how many items ``produce`` gives them
+        paused = {
+            name: len(request.produce.get(name, ()))
+            for name in request.claimed
+            if queues[name].paused
+        }
+        if paused:
+            request = _unclaimed(request, list(paused))
 
         def store(carrier: Carrier) -> Coroutine[Any, Any, TransactResult]:
             return backend.transact(request.plan(queues, self._spreader, carrier))
@@ -61,6 +69,25 @@ class Transactions:
                 held = await backend.lookup(queues[name], lookup[name])
                 found[name] = {item.dedup_key: item for item in held if item.dedup_key}
             result = result.model_copy(update={"found": found})
+        if paused:
+            produced, leased = dict(result.produced), dict(result.leased)
+            for name, given in paused.items():
+                ids = produced.pop(name, [])
+                if given:
+                    produced[name] = ids[:given]
+                leased[name] = [None] * len(ids[given:])
+            result = result.model_copy(update={"produced": produced, "leased": leased})
         for name in request.woken(queues, result):
             self._board.wake(name)
         return result
+
+
+def _unclaimed(request: Transaction, paused: list[str]) -> Transaction:
+    """``request`` with the ``produce_leased`` items of the ``paused`` queues
+    produced instead (a paused queue's items are not leased, not even to their
+    producer); their ``leased`` entries are None."""
+    produce = {name: list(items) for name, items in request.produce.items()}
+    for name in paused:
+        produce.setdefault(name, []).extend(request.claimed[name])
+    claimed = {name: items for name, items in request.claimed.items() if name not in paused}
+    return request._replace(produce=produce, claimed=claimed)

@@ -46,6 +46,16 @@ async def info(aq: AsyncQueueClient, body: QueueRequest) -> QueueInfo:
     return QueueInfo.of(await aq.get_queue(body.queue_name))
 
 
+async def pause(aq: AsyncQueueClient, body: QueueRequest) -> QueueInfo:
+    """Pause a queue: its items are not leased until it is resumed."""
+    return QueueInfo.of(await aq.pause_queue(body.queue_name))
+
+
+async def resume(aq: AsyncQueueClient, body: QueueRequest) -> QueueInfo:
+    """Resume a paused queue: its items are leased again."""
+    return QueueInfo.of(await aq.resume_queue(body.queue_name))
+
+
 async def list_queues(aq: AsyncQueueClient, body: ListRequest) -> ListReply:
     """Queues in name order from ``pivot``."""
     found = await aq.list_queues(body.pivot or None, body.limit or DEFAULT_LIMIT)

@@ -272,7 +272,7 @@ class QueueClearResponse(_message.Message):
     def __init__(self, code: _Optional[int] = ..., codeText: _Optional[str] = ..., message: _Optional[str] = ..., details: _Optional[_Mapping[str, str]] = ..., deleted: _Optional[int] = ...) -> None: ...
 
 class QueueInfo(_message.Message):
-    __slots__ = ("queueName", "createdAt", "updatedAt", "deadQueue", "reference", "leaseTimeout", "expireTimeout", "maxAttempts", "requestedPartitions", "partitions", "namespace", "queueId", "existOk")
+    __slots__ = ("queueName", "createdAt", "updatedAt", "deadQueue", "reference", "leaseTimeout", "expireTimeout", "maxAttempts", "requestedPartitions", "partitions", "namespace", "queueId", "existOk", "paused")
     QUEUENAME_FIELD_NUMBER: _ClassVar[int]
     CREATEDAT_FIELD_NUMBER: _ClassVar[int]
     UPDATEDAT_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +286,7 @@ class QueueInfo(_message.Message):
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     QUEUEID_FIELD_NUMBER: _ClassVar[int]
     EXISTOK_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     queueName: str
     createdAt: _timestamp_pb2.Timestamp
     updatedAt: _timestamp_pb2.Timestamp
@@ -299,7 +300,8 @@ class QueueInfo(_message.Message):
     namespace: str
     queueId: int
     existOk: bool
-    def __init__(self, queueName: _Optional[str] = ..., createdAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updatedAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadQueue: _Optional[str] = ..., reference: _Optional[str] = ..., leaseTimeout: _Optional[str] = ..., expireTimeout: _Optional[str] = ..., maxAttempts: _Optional[int] = ..., requestedPartitions: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ..., namespace: _Optional[str] = ..., queueId: _Optional[int] = ..., existOk: _Optional[bool] = ...) -> None: ...
+    paused: bool
+    def __init__(self, queueName: _Optional[str] = ..., createdAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updatedAt: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadQueue: _Optional[str] = ..., reference: _Optional[str] = ..., leaseTimeout: _Optional[str] = ..., expireTimeout: _Optional[str] = ..., maxAttempts: _Optional[int] = ..., requestedPartitions: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ..., namespace: _Optional[str] = ..., queueId: _Optional[int] = ..., existOk: _Optional[bool] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class PartitionInfo(_message.Message):
     __slots__ = ("partition",)

@@ -45,6 +45,9 @@ class QueueInfo(WireModel):
     """Read only: internal id (querator)."""
     exist_ok: bool = False
     """Create only: an existing queue is no error (querator)."""
+    paused: bool = False
+    """Read only: its items are not leased until it is resumed (querator;
+    ``/v1/queues.pause``, ``/v1/queues.resume``)."""
 
     def settings(self, base: QueueSettings) -> QueueSettings:
         """``base`` with the fields given here (raises InvalidArgument)."""
@@ -77,6 +80,7 @@ class QueueInfo(WireModel):
             created_at=info.created_at,
             queue_id=info.queue_id,
             exist_ok=False,
+            paused=info.paused,
         )
 
     def library(self) -> LibraryQueueInfo:
@@ -87,6 +91,7 @@ class QueueInfo(WireModel):
                 "queue_id": self.queue_id or 0,
                 "settings": self.settings(QueueSettings()),
                 "created_at": self.created_at,
+                "paused": self.paused,
             }
         )
 

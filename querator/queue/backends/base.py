@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from querator.errors import InvalidArgument
 from querator.queue.backends.schema_versions import SchemaReport
@@ -59,7 +59,23 @@ Kinds = tuple[str, ...] | None
 """A lease's kind filter: only items of these kinds (sorted, not empty), or None: any."""
 
 WakeCallback = Callable[[str], None]
-"""Called with a queue name when that queue may have become leasable."""
+"""Called with a queue name when that queue may have become leasable, or with
+:func:`settings_wake` of a queue whose catalog entry changed (paused, resumed)."""
+
+SETTINGS_WAKE: Final = "settings:"
+"""The prefix of a wakeup that says a queue's catalog entry changed: queue names
+never hold ``:``, so it cannot be taken for a queue's wakeup."""
+
+
+def settings_wake(queue: str) -> str:
+    """The wakeup that tells every client of the store that ``queue``'s catalog
+    entry changed (clients drop their cached info of it and wake its waiters)."""
+    return SETTINGS_WAKE + queue
+
+
+def changed_settings(wakeup: str) -> str | None:
+    """The queue a :func:`settings_wake` names, or None for a queue's wakeup."""
+    return wakeup[len(SETTINGS_WAKE) :] if wakeup.startswith(SETTINGS_WAKE) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +308,10 @@ class Backend(Protocol):
 
     async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Store new settings, creating added partitions; QueueNotFound if absent."""
+
+    async def pause_queue(self, name: str, paused: bool) -> QueueInfo:
+        """Mark the queue paused (or not) in the catalog and wake every client of
+        the store with :func:`settings_wake`; QueueNotFound if absent."""
 
     async def delete_queue(self, name: str, force: bool) -> None:
         """Drop the queue and its tables; QueueNotFound if absent. Unless ``force``,

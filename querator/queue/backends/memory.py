@@ -179,6 +179,12 @@ class MemoryBackend:
         self._queues[name] = info
         return info
 
+    async def pause_queue(self, name: str, paused: bool) -> QueueInfo:
+        """Mark the queue paused (or not); this process is the store's only client."""
+        info = (await self.get_queue(name)).model_copy(update={"paused": paused})
+        self._queues[name] = info
+        return info
+
     async def delete_queue(self, name: str, force: bool) -> None:
         """Drop the queue and its items (refused while it holds any, unless ``force``)."""
         info = await self.get_queue(name)

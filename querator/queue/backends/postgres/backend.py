@@ -30,6 +30,7 @@ from querator.queue.backends.base import (
     ProduceSteps,
     TxnPlan,
     WakeCallback,
+    settings_wake,
     wake_only,
 )
 from querator.queue.backends.postgres import rows
@@ -318,6 +319,17 @@ class PostgresBackend:
             info = rows.queue_info(_one(await cur.fetchone()))
             await self._create_partitions(conn, info.queue_id, range(old, settings.partitions))
         return info
+
+    async def pause_queue(self, name: str, paused: bool) -> QueueInfo:
+        """Mark the queue paused (or not) and notify every client of the schema
+        (:func:`~querator.queue.backends.base.settings_wake`) at commit."""
+        async with self._transaction() as conn:
+            cur = await conn.execute(self._fill(stmt.PAUSE_QUEUE), {"name": name, "paused": paused})
+            row = await cur.fetchone()
+            if row is None:
+                raise QueueNotFound(name)
+            await notify(conn, self._names, [settings_wake(name)])
+        return rows.queue_info(row)
 
     async def delete_queue(self, name: str, force: bool) -> None:
         """Drop the queue and its tables; QueueNotFound if absent, QueueNotEmpty if

@@ -106,6 +106,12 @@ RETURNING {columns}
 )
 """Stores new settings of a queue."""
 
+PAUSE_QUEUE: Final = sql.SQL(
+    "UPDATE {queues} SET paused = %(paused)s WHERE name = %(name)s RETURNING {columns}"
+)
+"""Pauses or resumes a queue (its clients are told by :data:`NOTIFY`, in the
+same transaction)."""
+
 DELETE_QUEUE: Final = sql.SQL("DELETE FROM {queues} WHERE name = %(name)s RETURNING id, partitions")
 """Removes a queue's row; returns what is needed to drop its tables."""
 

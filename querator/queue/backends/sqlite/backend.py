@@ -139,6 +139,11 @@ class SqliteBackend:
             partial(queue_ops.update_queue, name=name, settings=settings), write=True
         )
 
+    async def pause_queue(self, name: str, paused: bool) -> QueueInfo:
+        """Mark the queue paused (or not) and wake every client of the file."""
+        op = partial(queue_ops.pause_queue, name=name, paused=paused)
+        return await self._call(op, write=True)
+
     async def delete_queue(self, name: str, force: bool) -> None:
         """Drop the queue and its tables; QueueNotFound if absent, QueueNotEmpty
         if it holds items and not ``force``."""

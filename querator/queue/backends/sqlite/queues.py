@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from querator.errors import InvalidArgument, QueueExists, QueueNotEmpty, QueueNotFound
+from querator.queue.backends.base import settings_wake
 from querator.queue.backends.sqlite import statements as stmt
 from querator.queue.backends.sqlite.rows import QueueRow, Txn, queue_info, seconds_us
 from querator.queue.backends.sqlite.schema import create_partitions, drop_partitions
@@ -16,6 +17,7 @@ __all__ = [
     "delete_queue",
     "get_queue",
     "list_queues",
+    "pause_queue",
     "queues_with_dead_queue",
     "update_queue",
 ]
@@ -66,6 +68,15 @@ def update_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
     row = QueueRow(*txn.conn.execute(stmt.UPDATE_QUEUE, params).fetchone())
     create_partitions(txn.conn, row.id, range(old.partitions, settings.partitions))
     return queue_info(row)
+
+
+def pause_queue(txn: Txn, name: str, paused: bool) -> QueueInfo:
+    """Mark the queue paused (or not); every client is told after the commit."""
+    row = txn.conn.execute(stmt.PAUSE_QUEUE, (int(paused), name)).fetchone()
+    if row is None:
+        raise QueueNotFound(name)
+    txn.wake.add(settings_wake(name))
+    return queue_info(QueueRow(*row))
 
 
 def delete_queue(txn: Txn, name: str, force: bool) -> None:
