@@ -173,6 +173,10 @@ class Dashboard:
             Route("/queues/{name}/items", view(queues.items), name="queue_items"),
             Route("/queues/{name}/requeue", act(queues.requeue), methods=["POST"], name="requeue"),
             Route("/queues/{name}/purge", act(queues.purge), methods=["POST"], name="purge"),
+            Route("/queues/{name}/pause", act(queues.pause), methods=["POST"], name="pause_queue"),
+            Route(
+                "/queues/{name}/resume", act(queues.resume), methods=["POST"], name="resume_queue"
+            ),
             Route("/tasks", view(tasks.listing), name="tasks"),
             Route("/tasks/retry", act(tasks.retry), methods=["POST"], name="task_retry"),
             Route("/tasks/cancel", act(tasks.cancel), methods=["POST"], name="task_cancel"),

@@ -1,6 +1,6 @@
 """The Queues pages: every queue with its gauges (depth, leased, scheduled,
 oldest age, dead-letter depth), and one queue with its dead letters, which a
-write token may requeue or purge.
+write token may requeue or purge, and which it may pause or resume.
 
 Gauges come from ``AsyncQuerator.gauges`` (bounded probes and estimates,
 never a count of the table); dead letters from :mod:`querator.queue.dead_letters`.
@@ -98,6 +98,20 @@ async def items(request: Request, state: Served, viewer: Viewer) -> Response:
         more=more,
         now=state.aq.clock.now(),
     )
+
+
+async def pause(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Pause the queue: its items are not leased until it is resumed."""
+    name = request.path_params["name"]
+    await state.aq.pause_queue(name)
+    return RedirectResponse(link(request, "queue", name=name), status_code=303)
+
+
+async def resume(request: Request, state: Served, viewer: Viewer) -> Response:
+    """Resume the paused queue: its items are leased again."""
+    name = request.path_params["name"]
+    await state.aq.resume_queue(name)
+    return RedirectResponse(link(request, "queue", name=name), status_code=303)
 
 
 def _chosen(form_ids: list[str]) -> list[str] | None:

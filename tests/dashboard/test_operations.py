@@ -1,7 +1,7 @@
 """The dashboard's operations pages in a real browser (Debian's Chromium), on
 SQLite and PostgreSQL: webhooks (endpoints, health, attempts, failed
-deliveries, re-drive, disable and enable) and workers (the registry, work no
-worker serves). The SQLite run saves the screenshots of docs/dashboard.md."""
+deliveries, re-drive, disable and enable), workers (the registry, work no
+worker serves) and pausing a queue. The SQLite run saves the screenshots of docs/dashboard.md."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from playwright.sync_api import Browser, expect
 from polling import wait_for
 from webhooks.http_receiver import Receiver
 from webhooks.http_receiver import serving as receiving
 
 from dashboard.demo_app import WORKER_ID
-from dashboard.sites import Site, shot
+from dashboard.sites import Site, reloaded, shot
 from querator import Item, QueueSettings
+from querator.errors import RequestTimeout
 from querator.webhooks import DeliveryWorker, FailedDelivery, Webhooks, WebhookSettings
 from querator.workflows.keys import step_kind
 
@@ -132,4 +134,42 @@ def test_workers_show_the_registry_and_unserved_work(site: Site, browser: Browse
     unserved = page.locator(f"tr[data-unserved='{queue}/{step_kind('reports.monthly')}']")
     expect(unserved).to_contain_text("no worker serving step 'reports.monthly'")
     shot(site, page, "workers")
+    page.context.close()
+
+
+def test_a_write_token_pauses_and_resumes_a_queue(site: Site, browser: Browser) -> None:
+    name = f"pausable-{site.backend}"
+    site.do(site.q.create_queue, name, exist_ok=True)
+    site.do(site.q.produce, name, [Item(payload=b"held back while paused")])
+    page = site.sign_in(browser, "write")
+    page.goto(f"/ui/queues/{name}")
+    expect(page.locator("#paused")).to_have_count(0)
+    page.on("dialog", lambda dialog: dialog.accept())
+    with reloaded(page):
+        page.locator("button[data-action=Pause]").click()
+    expect(page.locator("h1 #paused")).to_have_text("paused")
+    assert site.do(site.q.get_queue, name).paused
+    with pytest.raises(RequestTimeout):
+        site.do(site.q.lease, name, client_id="dashboard-test")
+    with reloaded(page):
+        page.locator("button[data-action=Resume]").click()
+    expect(page.locator("#paused")).to_have_count(0)
+    expect(page.locator("button[data-action=Pause]")).to_be_visible()
+    [item] = site.do(site.q.lease, name, client_id="dashboard-test", timeout=10)
+    assert item.payload == b"held back while paused"
+    site.do(site.q.complete, name, [item])
+    page.context.close()
+
+
+def test_a_read_only_token_cannot_pause_a_queue(site: Site, browser: Browser) -> None:
+    name = f"unpausable-{site.backend}"
+    site.do(site.q.create_queue, name, exist_ok=True)
+    page = site.sign_in(browser, "read")
+    page.goto(f"/ui/queues/{name}")
+    expect(page.locator("h1")).to_have_text(name)
+    expect(page.locator("button[data-action]")).to_have_count(0)
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "querator_csrf")
+    answer = page.request.post(f"/ui/queues/{name}/pause", form={"csrf": csrf})
+    assert answer.status == 403
+    assert not site.do(site.q.get_queue, name).paused
     page.context.close()
