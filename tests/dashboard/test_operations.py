@@ -149,6 +149,9 @@ def test_a_write_token_pauses_and_resumes_a_queue(site: Site, browser: Browser) 
         page.locator("button[data-action=Pause]").click()
     expect(page.locator("h1 #paused")).to_have_text("paused")
     assert site.do(site.q.get_queue, name).paused
+    page.goto("/ui/queues")
+    expect(page.locator(f"tr[data-queue='{name}'] .badge.paused")).to_have_text("paused")
+    page.goto(f"/ui/queues/{name}")
     with pytest.raises(RequestTimeout):
         site.do(site.q.lease, name, client_id="dashboard-test")
     with reloaded(page):
