@@ -67,6 +67,11 @@ def test_tokens_guard_the_api_by_scope(tokens: tuple[str, dict[str, str]]) -> No
         produce = {"queue_name": "jobs", "request_timeout": "5s", "items": [{"utf8": "x"}]}
         assert post("/v1/queue.produce", made["read"], **produce).status_code == 403
         assert post("/v1/queue.produce", made["write"], **produce).status_code == 200
+        assert post("/v1/queues.pause", made["read"], queue_name="jobs").status_code == 403
+        paused = post("/v1/queues.pause", made["write"], queue_name="jobs")
+        assert (paused.status_code, paused.json()["paused"]) == (200, True)
+        resumed = post("/v1/queues.resume", made["write"], queue_name="jobs")
+        assert (resumed.status_code, resumed.json()["paused"]) == (200, False)
         with HttpQuerator(url, token=made["read"]) as q:
             assert q.stats("jobs").total == 1
             with pytest.raises(Forbidden):
