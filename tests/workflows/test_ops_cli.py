@@ -264,6 +264,24 @@ def test_queues_delete_refuses_a_queue_with_items_unless_forced(tmp_path: Path) 
         assert q.list_queues() == []
 
 
+def test_queues_pause_and_resume(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'pause.db'}"
+    with Querator(url) as q:
+        q.create_queue("orders")
+    paused = cli("queues", "pause", "orders", "--url", url)
+    assert paused.returncode == 0 and "orders: paused" in paused.stdout, paused.stderr
+    stats = cli("queues", "stats", "orders", "--url", url)
+    assert "paused: its items are not leased" in stats.stdout, stats.stderr
+    with Querator(url) as q:
+        assert q.get_queue("orders").paused
+    resumed = cli("queues", "resume", "orders", "--url", url)
+    assert resumed.returncode == 0 and "orders: resumed" in resumed.stdout, resumed.stderr
+    with Querator(url) as q:
+        assert not q.get_queue("orders").paused
+    missing = cli("queues", "pause", "nope", "--url", url)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+
+
 def test_schedules_are_listed_paused_triggered_and_deleted(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'sched.db'}"
     with Querator(url) as q:
