@@ -54,6 +54,8 @@ class AttributeQuery:
     since: datetime | None
     after: str | None
     limit: int
+    until: datetime | None = None
+    """Only runs started before this instant (the dashboard's filter)."""
 
     def holds(self, info: RunInfo) -> bool:
         """Whether a run whose entry of the first attribute is current matches the rest."""
@@ -64,9 +66,11 @@ class AttributeQuery:
         )
 
 
-async def _cursor(aq: AsyncQueueClient, prefix: str, after: str | None) -> str | None:
+async def _cursor(
+    aq: AsyncQueueClient, prefix: str, after: str | None, until: datetime | None
+) -> str | None:
     if after is None:
-        return None
+        return since_bound(prefix, until) if until is not None else None
     found = await aq.lookup(RESULTS_QUEUE, [meta_key(after)])
     if meta_key(after) not in found:
         raise InvalidArgument("after", f"no run {after!r} is stored")
@@ -81,7 +85,7 @@ async def scan_by_attributes_async(
     entries met (for the caller to delete)."""
     key, value = next(iter(query.wanted.items()))
     prefix = attribute_prefix(query.workflow, key, value)
-    cursor = await _cursor(aq, prefix, query.after)
+    cursor = await _cursor(aq, prefix, query.after, query.until)
     stop = since_bound(prefix, query.since) if query.since is not None else None
     runs: list[RunInfo] = []
     stale: list[str] = []
