@@ -391,14 +391,22 @@ def index_items(run_id: str, meta: RunMeta, status: RunStatus, *, new: bool = Fa
 
 
 def attribute_items(
-    run_id: str, workflow: str, started_at: datetime, snapshot: AttributesRecord
+    run_id: str,
+    workflow: str,
+    started_at: datetime,
+    snapshot: AttributesRecord,
+    *,
+    every: bool = False,
 ) -> list[Item]:
-    """The index entries of the values of ``snapshot`` set by its generation."""
+    """The index entries of the values of ``snapshot`` set by its generation
+    (``every``: of all its values, each with the generation that set it)."""
     return [
         Item(payload=b"", kind=RECORD_KIND, encoding=ENCODING, reference=run_id, dedup_key=key)
         for name, value in snapshot.values.items()
-        if snapshot.since.get(name, 0) == snapshot.gen
-        for key in attribute_entry_keys(run_id, workflow, started_at, name, value, snapshot.gen)
+        if every or snapshot.since.get(name, 0) == snapshot.gen
+        for key in attribute_entry_keys(
+            run_id, workflow, started_at, name, value, snapshot.since.get(name, 0)
+        )
     ]
 
 

@@ -12,6 +12,7 @@ from querator import Querator
 from querator.errors import InvalidArgument, UsageError
 from querator.workflows import (
     check_replay,
+    fork,
     get_run,
     list_runs,
     purge_runs,
@@ -210,3 +211,27 @@ def test_a_purge_removes_attribute_entries_and_snapshots(
     assert purge_runs(q, before=later) == 2
     assert _entries(q, run.run_id) == [] and _entries(q, plain.run_id) == []
     assert list_runs(q, attributes={"customer": "acme"}) == []
+
+
+def test_a_fork_keeps_the_attributes_its_kept_history_set(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    with run_worker([order, bill]):
+        run = start(q, order, 7, attributes={"customer": "acme"})
+        _wait_stage(q, run.run_id, "waiting")
+        kept = get_run(q, run.run_id).steps  # billing, the bill, waiting: up to the recv
+        assert [s.step for s in kept][1:] == ["t.attrs.bill", "querator.set_attributes"]
+        copy = fork(q, run.run_id, len(kept))
+        _wait_stage(q, copy.run_id, "waiting")
+        assert get_run(q, copy.run_id).attributes == get_run(q, run.run_id).attributes
+        assert _ids(list_runs(q, attributes={"stage": "waiting", "customer": "acme"})) == [
+            copy.run_id,
+            run.run_id,
+        ]
+        for r in (run, copy):
+            send(q, r.run_id, "ship", 1)
+            assert r.result(timeout=20) == 7
+    assert _ids(list_runs(q, attributes={"stage": "shipped", "billed": True})) == [
+        copy.run_id,
+        run.run_id,
+    ]
