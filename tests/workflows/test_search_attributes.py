@@ -235,3 +235,23 @@ def test_a_fork_keeps_the_attributes_its_kept_history_set(
         copy.run_id,
         run.run_id,
     ]
+
+
+def test_without_live_bodies_every_move_replays_the_set_attributes_calls(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    """Each move replays the body from its history: a recorded set_attributes
+    writes nothing again and the run ends with one entry per value it holds."""
+    with run_worker([order, bill], max_live_runs=0):
+        run = start(q, order, 3, attributes={"customer": "replayed"})
+        _wait_stage(q, run.run_id, "waiting")
+        send(q, run.run_id, "ship", 1)
+        assert run.result(timeout=20) == 3
+    steps = [s.step for s in get_run(q, run.run_id).steps]
+    assert steps.count("querator.set_attributes") == 4
+    snapshots = q.scan_keys(RESULTS_QUEUE, f"{run.run_id}/attrs/", limit=100)
+    assert len(snapshots) == 3  # the fourth call changed nothing
+    assert _ids(list_runs(q, attributes={"customer": "replayed", "stage": "shipped"})) == [
+        run.run_id
+    ]
+    assert check_replay(q, run.run_id, [order, bill]).ok
