@@ -151,7 +151,7 @@ def test_set_attributes_outside_a_body_is_a_usage_error() -> None:
     with pytest.raises(UsageError):
         set_attributes({"stage": "x"})
     with pytest.raises(InvalidArgument):
-        set_attributes({"stage": 1.5})
+        set_attributes({"stage": 1.5})  # type: ignore[dict-item]
 
 
 def test_a_body_changes_its_attributes_and_the_index_follows(
