@@ -40,7 +40,10 @@ Heads = Callable[
 ]
 """Reads runs' infos and current attributes by id (``run_heads_async``)."""
 INDEX_PAGE = 200
-"""Index entries read per ``scan_keys`` call."""
+"""Index entries read per ``scan_keys`` call at most."""
+MIN_SCAN = 10
+"""Index entries read per call at least: a scan reads as many entries as the
+page still needs (every one it reads costs a lookup of its run), no fewer."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,8 @@ async def scan_by_attributes_async(
     runs: list[RunInfo] = []
     stale: list[str] = []
     while len(runs) < query.limit:
-        page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=INDEX_PAGE)
+        want = min(INDEX_PAGE, max(query.limit - len(runs), MIN_SCAN))
+        page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=want)
         entries = [
             (item.id, item.dedup_key or "", parsed)
             for item in page
@@ -110,7 +114,7 @@ async def scan_by_attributes_async(
                 runs.append(info)
                 if len(runs) == query.limit:
                     break
-        if len(page) < INDEX_PAGE or len(entries) < len(page):
+        if len(page) < want or len(entries) < len(page):
             break
         cursor = page[-1].dedup_key
     return runs, stale

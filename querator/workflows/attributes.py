@@ -50,6 +50,7 @@ __all__ = [
     "attribute_prefix",
     "attributes_prefix",
     "check_attributes",
+    "condition_text",
     "entry_generation",
     "merged",
     "parse_attribute_entry",
@@ -138,6 +139,17 @@ def parse_condition(text: str, field: str = "where") -> tuple[str, AttributeValu
             value = raw
     checked = check_attributes({name.strip(): value}, field)
     return next(iter(checked.items()))
+
+
+def condition_text(name: str, value: AttributeValue) -> str:
+    """``name=value`` as :func:`parse_condition` reads it back to this pair."""
+    if isinstance(value, bool):
+        return f"{name}={'true' if value else 'false'}"
+    if isinstance(value, int):
+        return f"{name}={value}"
+    return (
+        f"{name}={value if parse_condition(f'{name}={value}')[1] == value else json.dumps(value)}"
+    )
 
 
 def merged(

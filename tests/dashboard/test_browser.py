@@ -487,6 +487,10 @@ def test_runs_are_filtered_by_search_attributes(site: Site, browser: Browser) ->
     page.goto("/ui/runs?where=customer%3Dacme&where=n%3D7")
     expect(page.locator(f"tr[data-run='{acme.run_id}']")).to_be_visible()
     expect(page.locator("input[name=where]").first).to_have_value("customer=acme")
+    page.goto(f"/ui/runs/{acme.run_id}")  # its attributes link to the runs holding them
+    page.locator("#attributes a", has_text="n=7").click()
+    expect(page.locator(f"tr[data-run='{acme.run_id}']")).to_be_visible()
+    expect(page.locator(f"tr[data-run='{globex.run_id}']")).to_have_count(0)
     page.goto("/ui/runs?where=amount")
     expect(page.locator("p.error")).to_contain_text("where")
     page.context.close()

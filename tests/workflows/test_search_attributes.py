@@ -27,6 +27,7 @@ from querator.workflows.attributes import (
     MAX_ATTRIBUTES,
     MAX_TEXT,
     AttributesRecord,
+    condition_text,
     merged,
     parse_condition,
 )
@@ -136,6 +137,8 @@ def test_conditions_and_snapshots_are_pure() -> None:
     assert parse_condition('amount="1999"') == ("amount", "1999")
     assert parse_condition("vip=true") == ("vip", True)
     assert parse_condition("note=a=b") == ("note", "a=b")
+    for value in ("acme", "1999", "true", '"x"', "a=b", 1999, -3, True, False):
+        assert parse_condition(condition_text("k", value)) == ("k", value)
     with pytest.raises(InvalidArgument, match="name=value"):
         parse_condition("customer")
     start_ = AttributesRecord(gen=0, values={"a": 1})
