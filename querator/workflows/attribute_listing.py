@@ -13,6 +13,7 @@ returned for deletion: once superseded, an entry never becomes current again
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,7 +44,8 @@ INDEX_PAGE = 200
 """Index entries read per ``scan_keys`` call at most."""
 MIN_SCAN = 10
 """Index entries read per call at least: a scan reads as many entries as the
-page still needs (every one it reads costs a lookup of its run), no fewer."""
+page still needs at the rate they were listed so far (every one it reads costs
+a lookup of its run), no fewer."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,13 @@ async def _cursor(
     return run_position(prefix, after, meta.started_at)
 
 
+def _scan_size(needed: int, read: int, listed: int) -> int:
+    """Entries to read next for ``needed`` more runs, at the rate the entries read
+    so far were listed (every entry read costs a lookup of its run)."""
+    rate = read / listed if listed else (2.0 if read else 1.0)
+    return min(INDEX_PAGE, max(MIN_SCAN, math.ceil(needed * rate)))
+
+
 async def scan_by_attributes_async(
     aq: AsyncQueueClient, heads: Heads, query: AttributeQuery
 ) -> tuple[list[RunInfo], list[str]]:
@@ -92,9 +101,11 @@ async def scan_by_attributes_async(
     stop = since_bound(prefix, query.since) if query.since is not None else None
     runs: list[RunInfo] = []
     stale: list[str] = []
+    read = 0
     while len(runs) < query.limit:
-        want = min(INDEX_PAGE, max(query.limit - len(runs), MIN_SCAN))
+        want = _scan_size(query.limit - len(runs), read, len(runs))
         page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=want)
+        read += len(page)
         entries = [
             (item.id, item.dedup_key or "", parsed)
             for item in page
