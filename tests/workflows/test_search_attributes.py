@@ -258,3 +258,21 @@ def test_without_live_bodies_every_move_replays_the_set_attributes_calls(
         run.run_id
     ]
     assert check_replay(q, run.run_id, [order, bill]).ok
+
+
+def test_pages_of_a_rare_conjunction_follow_one_another(q: Querator) -> None:
+    """An AND whose second attribute is rare reads several scans per page; the
+    pages, one after the other, list each matching run once."""
+    runs = [
+        start(q, idle, n, attributes={"customer": "pager", "gold": n % 7 == 0}) for n in range(40)
+    ]
+    gold = {r.run_id for n, r in enumerate(runs) if n % 7 == 0}
+    seen: list[str] = []
+    after = None
+    while True:
+        page = list_runs(q, attributes={"customer": "pager", "gold": True}, limit=2, after=after)
+        if not page:
+            break
+        seen += _ids(page)
+        after = page[-1].run_id
+    assert len(seen) == len(set(seen)) and set(seen) == gold  # once each (ties: either order)
