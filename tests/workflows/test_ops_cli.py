@@ -406,3 +406,11 @@ def test_runs_are_listed_where_they_hold_search_attributes(tmp_path: Path) -> No
     assert bad.returncode != 0 and "--where" in bad.stderr
     bad = cli("runs", "list", "--url", url, "--where", "customer")
     assert bad.returncode != 0 and "name=value" in bad.stderr
+    app = ["--app", "tests.workflows.ops_flows", "--url", url]
+    attrs = ["--attr", "customer=initech", "--attr", "amount=5"]
+    started = cli("start", "ops.greet", *app, "--args", '["dee"]', *attrs)
+    assert started.returncode == 0, started.stderr
+    found = cli("runs", "list", "--url", url, "--where", "customer=initech", "--json")
+    [run] = json.loads(found.stdout)
+    assert run["run_id"] == started.stdout.strip()
+    assert run["attributes"] == {"customer": "initech", "amount": 5}
