@@ -52,6 +52,16 @@ def order(cents: int) -> int:
     return billed
 
 
+@workflow(name="t.attrs.crowded")
+def crowded(extra: int) -> str:
+    set_attributes({f"k{i}": i for i in range(10)})
+    try:
+        set_attributes({f"more{i}": i for i in range(extra)})
+    except InvalidArgument as exc:
+        return f"refused: {exc.rule}"
+    return "kept"
+
+
 @workflow(name="t.attrs.idle")
 def idle(x: int) -> int:
     return x
@@ -276,3 +286,16 @@ def test_pages_of_a_rare_conjunction_follow_one_another(q: Querator) -> None:
         seen += _ids(page)
         after = page[-1].run_id
     assert len(seen) == len(set(seen)) and set(seen) == gold  # once each (ties: either order)
+
+
+def test_a_body_that_would_hold_too_many_attributes_gets_invalid_argument(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    with run_worker([crowded]):
+        full = start(q, crowded, 7, attributes={"customer": "many"})
+        assert full.result(timeout=20) == "refused: a run holds at most 16 attributes"
+        fits = start(q, crowded, 5, attributes={"customer": "fits"})
+        assert fits.result(timeout=20) == "kept"
+    assert len(get_run(q, full.run_id).attributes) == 11  # the refused call changed nothing
+    assert len(get_run(q, fits.run_id).attributes) == 16
+    assert check_replay(q, full.run_id, [crowded]).ok

@@ -587,14 +587,15 @@ class RunContext:
         """Change the run's search attributes at the next position: the record
         (the snapshot after the change; no result when nothing changed), the
         snapshot and the index entries of the values changed are stored with
-        the body's next commit, once (a replay finds the record)."""
+        the body's next commit, once (a replay finds the record). Too many
+        attributes raise before a position is taken (so in a replay too)."""
+        snapshot = merged(self.attributes, changes)
         position = self._next()
         record = self._stored(position, SET_ATTRIBUTES_STEP)
         if record is not None:
             if record.result is not None:
                 self.attributes = AttributesRecord.model_validate_json(record.result)
             return
-        snapshot = merged(self.attributes, changes)
         text = None if snapshot is None else snapshot.model_dump_json()
         record = StepRecord(step=SET_ATTRIBUTES_STEP, ok=True, result=text, attempts=1)
         self.add(position, record)
