@@ -51,7 +51,6 @@ __all__ = [
     "attributes_prefix",
     "check_attributes",
     "condition_text",
-    "entry_generation",
     "merged",
     "parse_attribute_entry",
     "parse_condition",
@@ -217,12 +216,6 @@ def parse_attribute_entry(key: str) -> tuple[str, int] | None:
     if len(parts) != 3 or not parts[2].isdigit():
         return None
     return parts[1], int(parts[2])
-
-
-def entry_generation(key: str) -> int | None:
-    """The generation an attribute entry's key holds."""
-    parsed = parse_attribute_entry(key)
-    return None if parsed is None else parsed[1]
 
 
 def attributes_prefix(run_id: str) -> str:
