@@ -78,6 +78,8 @@ class Profile:
     """Seconds the ``parked`` runs may take to reach their sleep."""
     listing_sizes: tuple[int, ...] = (1_000, 10_000, 50_000)
     """Runs stored when the ``run_listing`` pages are timed (the first is the base)."""
+    attribute_sizes: tuple[int, ...] = (10_000, 1_000_000)
+    """Runs stored when the ``attribute_search`` pages are timed (the first is the base)."""
     lock_seconds: float = 3.0
     """Length of each acquire + release window of the ``locks`` scenario."""
     recv_samples: int = 200
@@ -118,6 +120,7 @@ QUICK = Profile(
     workflows=100,
     step_loop_sizes=(10, 100, 1_000),
     listing_sizes=(1_000, 10_000),
+    attribute_sizes=(1_000, 10_000),
     recv_samples=100,
     recv_window=10.0,
 )
@@ -145,6 +148,7 @@ TINY = Profile(
     parked_runs=20,
     parked_timeout=60.0,
     listing_sizes=(50, 200),
+    attribute_sizes=(200, 1_000),
     lock_seconds=0.5,
     lock_contenders=3,
     recv_samples=5,

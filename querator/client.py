@@ -12,7 +12,7 @@ interface the HTTP clients share (:mod:`querator.interface`).
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from querator.queue.client import QueueClient
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.workflows import events, messages, streams
+from querator.workflows.attributes import AttributeValue
 from querator.workflows.cron import api as cron
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions, schedule, schedule_async
 from querator.workflows.functions import WorkflowFunction
@@ -84,10 +85,17 @@ class AsyncQuerator(AsyncQueueClient):
         since: datetime | None = None,
         after: str | None = None,
         limit: int = 100,
+        attributes: Mapping[str, AttributeValue] | None = None,
     ) -> list[RunInfo]:
         """See :func:`querator.workflows.list_runs`."""
         return await list_runs_async(
-            self, status=status, workflow=workflow, since=since, after=after, limit=limit
+            self,
+            status=status,
+            workflow=workflow,
+            since=since,
+            after=after,
+            limit=limit,
+            attributes=attributes,
         )
 
     async def resume(self, run_id: str) -> bool:
@@ -237,10 +245,17 @@ class Querator(QueueClient):
         since: datetime | None = None,
         after: str | None = None,
         limit: int = 100,
+        attributes: Mapping[str, AttributeValue] | None = None,
     ) -> list[RunInfo]:
         """See :func:`querator.workflows.list_runs`."""
         return list_runs(
-            self, status=status, workflow=workflow, since=since, after=after, limit=limit
+            self,
+            status=status,
+            workflow=workflow,
+            since=since,
+            after=after,
+            limit=limit,
+            attributes=attributes,
         )
 
     def resume(self, run_id: str) -> bool:

@@ -17,7 +17,7 @@ endpoint)::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
@@ -38,6 +38,7 @@ from querator.queue.models import (
 from querator.queue.options import TransactOptions
 from querator.queue.plans import RefLike
 from querator.webhooks.api import AsyncWebhooks, Webhooks
+from querator.workflows.attributes import AttributeValue
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.run_models import RunInfo
@@ -121,6 +122,7 @@ class AsyncClient(AsyncQueueApi, Protocol):
         since: datetime | None = None,
         after: str | None = None,
         limit: int = 100,
+        attributes: Mapping[str, AttributeValue] | None = None,
     ) -> list[RunInfo]: ...
 
     async def resume(self, run_id: str) -> bool: ...
@@ -232,6 +234,7 @@ class Client(Protocol):
         since: datetime | None = None,
         after: str | None = None,
         limit: int = 100,
+        attributes: Mapping[str, AttributeValue] | None = None,
     ) -> list[RunInfo]: ...
 
     def resume(self, run_id: str) -> bool: ...

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from benchmarks.context import Bench
 from benchmarks.scenarios import (
+    attribute_search,
     backlog,
     drain,
     e2e,
@@ -42,6 +43,7 @@ SCENARIOS: dict[str, Scenario] = {
     "parked": parked.run,
     "webhooks": webhooks.run,
     "run_listing": run_listing.run,
+    "attribute_search": attribute_search.run,
     "locks": locks.run,
     "tasks": tasks.run,
     "messages": messages.run,

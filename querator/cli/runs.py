@@ -15,6 +15,7 @@ from querator.cli.output import _json_list, _table, _when, json_argument
 from querator.errors import InvalidArgument
 from querator.queue.client import QueueClient
 from querator.queue.options import DEFAULT_URL
+from querator.workflows.attributes import parse_condition
 from querator.workflows.checking import ReplayCheck, check_replay
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run, list_runs
@@ -36,12 +37,20 @@ def runs_list(
     ] = None,
     after: Annotated[str | None, typer.Option(help="The next page: after this run id.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs.")] = 100,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only runs with this search attribute: name=value (repeat for AND; "
+            "1999, true, false are an integer or booleans, '\"1999\"' a string)."
+        ),
+    ] = None,
     url: Url = DEFAULT_URL,
     as_json: AsJson = False,
 ) -> None:
     """List runs newest first: id, status, workflow, started, finished."""
     with _reporting():
         since_at = _since(since)
+        wanted = dict(parse_condition(text, "--where") for text in where or ())
         with _store(url) as q:
             runs = list_runs(
                 q,
@@ -50,6 +59,7 @@ def runs_list(
                 since=since_at,
                 after=after,
                 limit=limit,
+                attributes=wanted or None,
             )
     if as_json:
         _json_list(runs, exclude={"steps", "progress", "in_progress"})
@@ -156,6 +166,8 @@ def _show(run: RunInfo) -> None:
         fields["from"] = run.continued_from
     if run.continued_as:
         fields["next"] = run.continued_as
+    if run.attributes:
+        fields["attrs"] = json.dumps(run.attributes, sort_keys=True)
     if run.result is not None:
         fields["result"] = run.result
     if run.error_type is not None:

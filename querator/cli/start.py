@@ -11,6 +11,7 @@ from querator.cli.app import AsJson, Url, _reporting, _store, app
 from querator.cli.loading import load_functions
 from querator.errors import InvalidArgument
 from querator.queue.options import DEFAULT_URL
+from querator.workflows.attributes import parse_condition
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import get_run
 from querator.workflows.runs import start
@@ -42,6 +43,12 @@ def start_run(
     timeout: Annotated[
         float | None, typer.Option(help="With --wait: give up after this many seconds.")
     ] = None,
+    attr: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A search attribute of the run: name=value (repeatable; as runs list --where)."
+        ),
+    ] = None,
     url: Url = DEFAULT_URL,
     as_json: AsJson = False,
 ) -> None:
@@ -53,8 +60,11 @@ def start_run(
     with _reporting():
         fn = _workflow(workflow, app_target)
         positional, named = _arguments(args)
+        attributes = dict(parse_condition(text, "--attr") for text in attr or ())
         with _store(url) as q:
-            run = start(q, fn, *positional, idempotency_key=key, **named)
+            run = start(
+                q, fn, *positional, idempotency_key=key, attributes=attributes or None, **named
+            )
             if not wait:
                 _print(as_json, {"run_id": run.run_id}, run.run_id)
                 return

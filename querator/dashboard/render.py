@@ -15,6 +15,7 @@ from starlette.routing import Router
 
 from querator.dashboard.session import Viewer, keep_csrf
 from querator.queue.dead_reasons import source_queue
+from querator.workflows.attributes import condition_text
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -126,6 +127,7 @@ ENV.filters.update(
     instant=instant,
     seconds=seconds,
     pretty=pretty,
+    condition=condition_text,
     payload=payload,
     dom_id=dom_id,
     dead_source=source_queue,

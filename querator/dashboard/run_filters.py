@@ -1,4 +1,5 @@
-"""The runs list's filters (status, workflow, start time, id) read from the URL,
+"""The runs list's filters (status, workflow, start time, id, search attributes:
+``where=name=value``, repeatable) read from the URL,
 the page of runs they select, and the counts by status.
 
 A page walks the run index (:mod:`querator.workflows.run_index`) as
@@ -19,9 +20,18 @@ import anyio
 from starlette.datastructures import QueryParams
 
 from querator.errors import InvalidArgument, QueueNotFound
+from querator.workflows.attribute_listing import AttributeQuery, scan_by_attributes_async
+from querator.workflows.attributes import (
+    MAX_ATTRIBUTES,
+    AttributeValue,
+    parse_condition,
+    same_value,
+)
 from querator.workflows.inspection import (
     RunInfo,
+    delete_present_async,
     prune_entries_async,
+    run_heads_async,
     run_infos_async,
     scan_runs_async,
 )
@@ -43,6 +53,8 @@ COUNT_CAP = 200
 ID_KEYS = 1000
 """Record keys an id search reads at most."""
 KEYS = ("status", "workflow", "since", "until", "id")
+WHERE = "where"
+"""The search-attribute filter (``name=value``; repeated: all of them)."""
 
 
 def _instant(field: str, text: str | None) -> datetime | None:
@@ -68,6 +80,8 @@ class Filters:
     """Runs started before this instant."""
     run_id: str | None = None
     """A run id or its beginning."""
+    where: tuple[tuple[str, AttributeValue], ...] = ()
+    """Search attributes the runs hold (``list_runs(attributes=...)``)."""
     text: tuple[tuple[str, str], ...] = ()
     """The filters as given (for links and the form)."""
 
@@ -83,13 +97,21 @@ class Filters:
         run_id = (params.get("id") or "").strip() or None
         if run_id is not None and (len(run_id) > 200 or "/" in run_id):
             raise InvalidArgument("id", "must be a run id or its beginning (no '/')")
+        conditions = [w for w in params.getlist(WHERE) if w.strip()]
+        where = tuple(parse_condition(w.strip(), WHERE) for w in conditions)
+        if len(dict(where)) > MAX_ATTRIBUTES:
+            raise InvalidArgument(WHERE, f"names at most {MAX_ATTRIBUTES} attributes")
         return cls(
             status=cast("RunStatus | None", status),
+            where=where,
             workflow=workflow,
             since=_instant("since", params.get("since")),
             until=_instant("until", params.get("until")),
             run_id=run_id,
-            text=tuple((k, params[k]) for k in KEYS if params.get(k)),
+            text=(
+                *((k, params[k]) for k in KEYS if params.get(k)),
+                *((WHERE, w) for w in conditions),
+            ),
         )
 
     def value(self, key: str) -> str:
@@ -107,6 +129,7 @@ class Filters:
             and (self.workflow is None or info.workflow == self.workflow)
             and (self.since is None or info.started_at >= self.since)
             and (self.until is None or info.started_at < self.until)
+            and all(same_value(info.attributes.get(k), v) for k, v in self.where)
         )
 
 
@@ -118,6 +141,8 @@ async def page_of_runs(
         return [info for info in await runs_by_id(aq, filters.run_id) if filters.matches(info)][
             :limit
         ]
+    if filters.where:
+        return await _page_by_attributes(aq, filters, after, limit)
     facet: RunStatus | None = "running" if filters.status in PENDING else filters.status
     prefix = facet_prefix(filters.workflow, facet)
     try:
@@ -129,6 +154,27 @@ async def page_of_runs(
         aq, prefix, facet, cursor, stop, filters.status, filters.workflow, limit
     )
     await prune_entries_async(aq, stale)
+    return runs
+
+
+async def _page_by_attributes(
+    aq: AsyncQueueClient, filters: Filters, after: str | None, limit: int
+) -> list[RunInfo]:
+    """:func:`page_of_runs` through the index of the first attribute filtered on."""
+    query = AttributeQuery(
+        dict(filters.where),
+        filters.workflow,
+        filters.status,
+        filters.since,
+        after,
+        limit,
+        until=filters.until,
+    )
+    try:
+        runs, stale = await scan_by_attributes_async(aq, run_heads_async, query)
+    except QueueNotFound:
+        return []
+    await delete_present_async(aq, stale)
     return runs
 
 

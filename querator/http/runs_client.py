@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -27,6 +27,7 @@ from querator.http.wire import workflows as ww
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.options import check_options
 from querator.queue.validation import check_count, check_duration, check_priority
+from querator.workflows.attributes import AttributeValue, check_attributes
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
 from querator.workflows.functions import WorkflowFunction
@@ -147,6 +148,7 @@ class WorkflowCalls(Caller):
         delay: float = 0.0,
         id_reuse_policy: IdReusePolicy | None = None,
         priority: int | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
         **kwargs: Any,
     ) -> AsyncHttpRun[Any]:
         """See :func:`querator.workflows.start`; ``fn`` may also be the
@@ -159,6 +161,8 @@ class WorkflowCalls(Caller):
             body["delay"] = format_duration(check_duration("delay", delay, allow_zero=True))
         if priority is not None:
             body["priority"] = check_priority("priority", priority)
+        if attributes is not None:
+            body["attributes"] = check_attributes(attributes)
         run_id = (await self._post("/v1/workflows.start", body, ww.RunReply)).run_id
         return AsyncHttpRun(self, run_id, fn if isinstance(fn, WorkflowFunction) else None)
 
@@ -197,9 +201,11 @@ class WorkflowCalls(Caller):
         since: datetime | None = None,
         after: str | None = None,
         limit: int = 100,
+        attributes: Mapping[str, AttributeValue] | None = None,
     ) -> list[RunInfo]:
         """See :func:`querator.workflows.list_runs`."""
         body = {
+            "attributes": None if attributes is None else check_attributes(attributes),
             "status": status,
             "workflow": workflow,
             "since": since.isoformat() if since else None,

@@ -7,7 +7,7 @@ given the HTTP async client: there is one implementation of each call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -22,6 +22,7 @@ from querator.http.runs_client import AsyncHttpRun
 from querator.http.task_calls import TaskCalls
 from querator.http.webhooks_client import HttpWebhooks
 from querator.queue.client import SyncShell
+from querator.workflows.attributes import AttributeValue
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.idempotency import IdReusePolicy
@@ -97,6 +98,7 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
         delay: float = 0.0,
         id_reuse_policy: IdReusePolicy | None = None,
         priority: int | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
         **kwargs: Any,
     ) -> HttpRun[Any]:
         """See :meth:`AsyncQuerator.start`."""
@@ -109,6 +111,7 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
             delay=delay,
             id_reuse_policy=id_reuse_policy,
             priority=priority,
+            attributes=attributes,
             **kwargs,
         )
         return HttpRun(self, run)
@@ -151,10 +154,12 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
         since: datetime | None = None,
         after: str | None = None,
         limit: int = 100,
+        attributes: Mapping[str, AttributeValue] | None = None,
     ) -> list[RunInfo]:
         """See :func:`querator.workflows.list_runs`."""
         return self._call(
             self._async.list_runs,
+            attributes=attributes,
             status=status,
             workflow=workflow,
             since=since,

@@ -101,6 +101,7 @@ from querator.workflows.progress import areport_progress, report_progress, repor
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retention import purge_runs, purge_runs_async
 from querator.workflows.retry import RetryDecision, RetryPolicy
+from querator.workflows.run_attributes import set_attributes, set_attributes_async
 from querator.workflows.runs import AsyncRunHandle, RunHandle, RunStatus, start, start_async
 from querator.workflows.sagas.core import SagaFunction, saga
 from querator.workflows.step_context import StepContext, current_step
@@ -200,6 +201,8 @@ __all__ = [
     "schedule",
     "send",
     "send_async",
+    "set_attributes",
+    "set_attributes_async",
     "set_event",
     "set_event_async",
     "signal_with_start",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, get_args
 
@@ -26,6 +27,8 @@ from querator.queue.client import QueueClient
 from querator.queue.models import Item, StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count
+from querator.workflows.attribute_listing import AttributeQuery, scan_by_attributes_async
+from querator.workflows.attributes import AttributesRecord, AttributeValue, check_attributes
 from querator.workflows.children import child_links
 from querator.workflows.errors import RunNotFound
 from querator.workflows.keys import (
@@ -42,6 +45,7 @@ from querator.workflows.keys import (
     step_key,
     wait_key,
 )
+from querator.workflows.run_attributes import current_attributes_async, first_snapshot_key
 from querator.workflows.run_detail import (
     compensations,
     current_waits,
@@ -74,6 +78,7 @@ __all__ = [
     "list_runs",
     "list_runs_async",
     "prune_entries_async",
+    "run_heads_async",
     "run_infos_async",
     "run_status",
     "scan_runs_async",
@@ -81,8 +86,8 @@ __all__ = [
 
 INDEX_PAGE = 200
 """Index entries read per ``scan_keys`` call while listing."""
-LOOKUP_RUNS = 250
-"""Runs whose records one lookup reads (4 keys each; a lookup takes 1000)."""
+LOOKUP_RUNS = 200
+"""Runs whose records one lookup reads (5 keys each; a lookup takes 1000)."""
 _PENDING = ("running", "compensating", "compensation_failed")
 """Statuses of runs without a stored end."""
 STEP_WINDOW = 64
@@ -119,27 +124,51 @@ def _run_info(
 
 
 async def run_infos_async(aq: AsyncQueueClient, run_ids: list[str]) -> dict[str, RunInfo]:
-    """RunInfos of these runs by id, from their records (one lookup per 250 runs);
+    """RunInfos of these runs by id, from their records (one lookup per 200 runs);
     runs without a meta record are left out."""
+    return {run_id: info for run_id, (info, _) in (await run_heads_async(aq, run_ids)).items()}
+
+
+async def run_heads_async(
+    aq: AsyncQueueClient, run_ids: list[str]
+) -> dict[str, tuple[RunInfo, AttributesRecord]]:
+    """:func:`run_infos_async` with each run's current attributes snapshot."""
     infos: list[RunInfo] = []
     unique = list(dict.fromkeys(run_ids))
+    metas: dict[str, RunMeta] = {}
+    changed: set[str] = set()
     for chunk in (unique[i : i + LOOKUP_RUNS] for i in range(0, len(unique), LOOKUP_RUNS)):
         keys = [k for run_id in chunk for k in _head_keys(run_id)]
         found = await aq.lookup(RESULTS_QUEUE, keys)
         for run_id in chunk:
-            meta, result, cancel, resumed = (found.get(k) for k in _head_keys(run_id))
+            meta, result, cancel, resumed, attrs = (found.get(k) for k in _head_keys(run_id))
             if meta is None:
                 continue
             record = RunRecord.model_validate_json(result.payload) if result else None
             if resumed is not None:  # a resumed run's old end is moot
                 record = None
-            meta_record = RunMeta.model_validate_json(meta.payload)
-            infos.append(_run_info(run_id, meta_record, record, cancel is not None))
-    return {info.run_id: info for info in await _with_saga_status(aq, infos)}
+            metas[run_id] = RunMeta.model_validate_json(meta.payload)
+            if attrs is not None:
+                changed.add(run_id)
+            infos.append(_run_info(run_id, metas[run_id], record, cancel is not None))
+    current = await current_attributes_async(aq, metas, changed)
+    return {
+        info.run_id: (
+            info.model_copy(update={"attributes": current[info.run_id].values}),
+            current[info.run_id],
+        )
+        for info in await _with_saga_status(aq, infos)
+    }
 
 
-def _head_keys(run_id: str) -> tuple[str, str, str, str]:
-    return meta_key(run_id), result_key(run_id), cancel_key(run_id), resume_key(run_id)
+def _head_keys(run_id: str) -> tuple[str, str, str, str, str]:
+    return (
+        meta_key(run_id),
+        result_key(run_id),
+        cancel_key(run_id),
+        resume_key(run_id),
+        first_snapshot_key(run_id),
+    )
 
 
 async def _with_saga_status(aq: AsyncQueueClient, infos: list[RunInfo]) -> list[RunInfo]:
@@ -165,15 +194,20 @@ async def list_runs_async(
     after: str | None = None,
     limit: int = 100,
     name: str | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
 ) -> list[RunInfo]:
     """Up to ``limit`` runs, newest first (by start time), optionally only those with
     this ``status``, of this ``workflow`` (its persisted name) and started at or after
     ``since`` (timezone-aware); ``steps`` is empty. Pass the last run id of a page
     as ``after`` to get the next page. ``name`` is the deprecated old name of
-    ``workflow``.
+    ``workflow``. ``attributes``: only runs holding every one of these search
+    attributes now (equal values of the same type; checked as
+    ``start(attributes=...)``'s, :class:`~querator.errors.InvalidArgument`).
 
-    A page reads the run index (:mod:`querator.workflows.run_index`): its cost
-    does not grow with the number of runs stored.
+    A page reads the run index (:mod:`querator.workflows.run_index`), or with
+    ``attributes`` the index of the first one
+    (:mod:`querator.workflows.attribute_listing`): its cost does not grow with
+    the number of runs stored.
     """
     workflow = _renamed_workflow(workflow, name)
     if status is not None and status not in get_args(RunStatus):
@@ -183,6 +217,15 @@ async def list_runs_async(
     if since is not None and (since.tzinfo is None or since.utcoffset() is None):
         raise InvalidArgument("since", "must be a timezone-aware datetime")
     check_count("limit", limit, 1, 10_000)
+    wanted = check_attributes(attributes) if attributes is not None else {}
+    if wanted:
+        query = AttributeQuery(wanted, workflow, status, since, after, limit)
+        try:
+            found, dropped = await scan_by_attributes_async(aq, run_heads_async, query)
+        except QueueNotFound:
+            return []
+        await delete_present_async(aq, dropped)
+        return found
     facet: RunStatus | None = "running" if status in _PENDING else status
     prefix = facet_prefix(workflow, facet)
     try:
@@ -428,6 +471,7 @@ def list_runs(
     after: str | None = None,
     limit: int = 100,
     name: str | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
 ) -> list[RunInfo]:
     """See :func:`list_runs_async` (``name`` is the deprecated old name of ``workflow``)."""
     workflow = _renamed_workflow(workflow, name)
@@ -439,6 +483,7 @@ def list_runs(
         since=since,
         after=after,
         limit=limit,
+        attributes=attributes,
     )
 
 

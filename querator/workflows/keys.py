@@ -25,6 +25,8 @@
   (:mod:`querator.workflows.engine.mailbox`); ``mailboxes/{run}``: the run has
   messages (written with each send; the maintenance sweep prunes a finished
   run's messages through these marks, see :mod:`querator.workflows.retention`).
+- results queue: ``{run}/attrs/{999999 - gen}``: the run's search attributes
+  after its ``gen``-th ``set_attributes`` (:mod:`querator.workflows.attributes`).
 - results queue: ``index/...``: the run index's entries (empty payloads), see
   :mod:`querator.workflows.run_index`.
 - sagas, results queue: ``{run}/compensating`` (reason and plan), ``{run}/c{k}``
@@ -67,6 +69,9 @@ SET_EVENT_STEP = "querator.set_event"
 """The step name stored in the record of a ``set_event`` (the value published)."""
 RECV_STEP = "querator.recv"
 """The step name stored in the record of a ``recv`` (the message read, or its timeout)."""
+SET_ATTRIBUTES_STEP = "querator.set_attributes"
+"""The step name stored in the record of a ``set_attributes`` (the run's attributes
+after it, as a snapshot: :mod:`querator.workflows.attributes`)."""
 WRITE_STREAM_STEP = "querator.write_stream"
 """The step name stored in the record of a ``write_stream``/``close_stream`` in a body."""
 PATCH_STEP = "querator.patch"

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import get_args
 
 import anyio
 
 from querator.errors import Conflict, InvalidArgument, RequestTimeout
 from querator.queue.client import QueueClient
-from querator.queue.models import Ref
+from querator.queue.models import Item, Ref
 from querator.queue.service import AsyncQueueClient
 from querator.telemetry.runs import starting
+from querator.workflows.attributes import AttributesRecord, snapshot_key
 from querator.workflows.children import child_links, running_children
 from querator.workflows.engine.commit import transact_creating
 from querator.workflows.engine.history import load_history
@@ -35,6 +37,7 @@ from querator.workflows.inspection import delete_present_async
 from querator.workflows.keys import (
     RESULTS_QUEUE,
     RESUME_TAG,
+    SET_ATTRIBUTES_STEP,
     cancel_key,
     child_run_id,
     meta_key,
@@ -47,6 +50,8 @@ from querator.workflows.stored import (
     ResumeRecord,
     RunMeta,
     RunStatus,
+    StepRecord,
+    attribute_items,
     index_items,
     record_item,
     start_items,
@@ -189,6 +194,7 @@ async def fork_async(aq: AsyncQueueClient, run_id: str, from_step: int) -> Async
             started_at=aq.clock.now(),
             trace=started.carrier,
             priority=meta.priority,
+            attributes=meta.attributes,
         )
         produce = start_items(new_id, copied)
         kept = [
@@ -196,11 +202,31 @@ async def fork_async(aq: AsyncQueueClient, run_id: str, from_step: int) -> Async
             for p, record in sorted(history.records.items())
             if p < from_step
         ]
+        kept += _kept_attributes(new_id, copied, history.records, from_step)
         produce[RESULTS_QUEUE] = [*produce[RESULTS_QUEUE], *kept]
         await transact_creating(aq, [], produce)
         started.created(new_id, meta.workflow, existing=False)
     log.info("run %s forked from position %d into run %s", run_id, from_step, new_id)
     return AsyncRunHandle(aq, new_id)
+
+
+def _kept_attributes(
+    run_id: str, meta: RunMeta, records: Mapping[int, StepRecord], before: int
+) -> list[Item]:
+    """A fork's search attributes as its kept history left them: the snapshot of
+    the last ``set_attributes`` kept, and the entries of its values (the new
+    run's replay of that call finds the snapshot its record holds)."""
+    texts = [
+        r.result
+        for p, r in sorted(records.items())
+        if p < before and r.step == SET_ATTRIBUTES_STEP and r.result is not None
+    ]
+    if not texts:
+        return []
+    snapshot = AttributesRecord.model_validate_json(texts[-1])
+    key = snapshot_key(run_id, snapshot.gen)
+    entries = attribute_items(run_id, meta.workflow, meta.started_at, snapshot, every=True)
+    return [record_item(key, snapshot, run_id), *entries]
 
 
 def resume(q: QueueClient, run_id: str) -> bool:

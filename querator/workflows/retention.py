@@ -36,8 +36,10 @@ from datetime import datetime, timedelta
 
 from querator.errors import Conflict, InvalidArgument, QueueNotFound
 from querator.queue.client import QueueClient
+from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_count
+from querator.workflows.attributes import AttributesRecord, attribute_entry_keys, attributes_prefix
 from querator.workflows.engine.mailbox import mailbox_prefix
 from querator.workflows.inspection import delete_present_async, run_infos_async
 from querator.workflows.keys import (
@@ -49,6 +51,7 @@ from querator.workflows.keys import (
 from querator.workflows.run_index import entry_keys, facet_prefix, parse_entry, since_bound
 from querator.workflows.run_models import RunInfo
 from querator.workflows.runs import RunStatus
+from querator.workflows.stored import RunMeta
 
 __all__ = [
     "FINISHED",
@@ -184,10 +187,12 @@ async def _unreferenced(aq: AsyncQueueClient, infos: list[RunInfo]) -> list[RunI
 
 
 async def _purge_run(aq: AsyncQueueClient, info: RunInfo) -> bool:
-    """Delete one run's items: its history first, its head and index entries last,
-    together. False when another purge took it first."""
+    """Delete one run's items: its history first, its head, attribute snapshots
+    and index entries last, together. False when another purge took it first."""
     head = {meta_key(info.run_id), result_key(info.run_id)}
+    snapshots = attributes_prefix(info.run_id)
     last: list[str] = []
+    held: list[StoredItem] = []
     after: str | None = None
     try:
         while True:
@@ -195,10 +200,12 @@ async def _purge_run(aq: AsyncQueueClient, info: RunInfo) -> bool:
             if not page:
                 break
             after = page[-1].dedup_key
-            last += [item.id for item in page if item.dedup_key in head]
-            body = [item.id for item in page if item.dedup_key not in head]
+            kept = [i for i in page if i.dedup_key in head or _startswith(i, snapshots)]
+            held += kept
+            body = [item.id for item in page if item not in kept]
             if body:
                 await aq.delete_items(RESULTS_QUEUE, body)
+        last += [item.id for item in held]
         keys = [
             key
             for status in _INDEXED
@@ -206,14 +213,43 @@ async def _purge_run(aq: AsyncQueueClient, info: RunInfo) -> bool:
                 info.run_id, info.workflow, info.started_at, status, new=status == "running"
             )
         ]
-        entries = await aq.lookup(RESULTS_QUEUE, keys)
-        last += [item.id for item in entries.values()]
+        keys += _attribute_entries(info, held)
+        for start in range(0, len(keys), 1000):
+            entries = await aq.lookup(RESULTS_QUEUE, keys[start : start + 1000])
+            last += [item.id for item in entries.values()]
         if not last:
             return False
-        await aq.delete_items(RESULTS_QUEUE, last)
+        for start in range(0, len(last), 1000):  # one transaction unless it has many snapshots
+            await aq.delete_items(RESULTS_QUEUE, last[start : start + 1000])
     except Conflict:  # another worker purges it at the same time
         return False
     return True
+
+
+def _startswith(item: StoredItem, prefix: str) -> bool:
+    return (item.dedup_key or "").startswith(prefix)
+
+
+def _attribute_entries(info: RunInfo, held: Sequence[StoredItem]) -> list[str]:
+    """The keys of every attribute entry the run may have written: those of its
+    start's values (its meta) and of each snapshot's values set by it."""
+    snapshots: list[AttributesRecord] = []
+    for item in held:
+        if item.dedup_key == meta_key(info.run_id):
+            meta = RunMeta.model_validate_json(item.payload)
+            snapshots.append(AttributesRecord(gen=0, values=meta.attributes))
+        elif item.dedup_key != result_key(info.run_id):
+            snapshots.append(AttributesRecord.model_validate_json(item.payload))
+    keys = {
+        key
+        for snapshot in snapshots
+        for name, value in snapshot.values.items()
+        if snapshot.since.get(name, 0) == snapshot.gen
+        for key in attribute_entry_keys(
+            info.run_id, info.workflow, info.started_at, name, value, snapshot.gen
+        )
+    }
+    return sorted(keys)
 
 
 class MessageSweep:

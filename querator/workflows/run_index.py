@@ -37,8 +37,10 @@ __all__ = [
     "entry_keys",
     "entry_started_at",
     "facet_prefix",
+    "facet_segment",
     "parse_entry",
     "since_bound",
+    "stamp",
 ]
 
 PREFIX = "index/"
@@ -54,14 +56,15 @@ def _micros(at: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _stamp(at: datetime) -> str:
+def stamp(at: datetime) -> str:
+    """A start time as a key segment: inverted, so that newer runs sort first."""
     return f"{_TOP - _micros(at):016d}"
 
 
 _PLAIN = re.compile(rf"[A-Za-z0-9._-]{{1,{_LONG_NAME}}}")
 
 
-def _name(workflow: str) -> str:
+def facet_segment(workflow: str) -> str:
     """The name as a key segment: itself when plain, else ``#`` and a digest (names
     may hold ``/`` or ``<locals>``; ``#`` never starts a plain one)."""
     if _PLAIN.fullmatch(workflow):
@@ -73,7 +76,7 @@ def facet_prefix(workflow: str | None, status: str | None) -> str:
     """The key prefix of the entries of runs of ``workflow`` with ``status`` (None: any)."""
     if workflow is None:
         return f"{PREFIX}all/" if status is None else f"{PREFIX}st/{status}/"
-    name = _name(workflow)
+    name = facet_segment(workflow)
     return f"{PREFIX}wf/{name}/" if status is None else f"{PREFIX}ws/{name}/{status}/"
 
 
@@ -81,7 +84,7 @@ def entry_keys(
     run_id: str, workflow: str, started_at: datetime, status: str, *, new: bool
 ) -> list[str]:
     """The keys of a run's entries for ``status``, and the status-free ones when ``new``."""
-    tail = f"{_stamp(started_at)}/{run_id}"
+    tail = f"{stamp(started_at)}/{run_id}"
     facets: list[tuple[str | None, str | None]] = [(workflow, status), (None, status)]
     if new:
         facets += [(workflow, None), (None, None)]
@@ -90,12 +93,12 @@ def entry_keys(
 
 def entry_key(prefix: str, run_id: str, started_at: datetime) -> str:
     """The key of a run's entry under ``prefix`` (a page cursor)."""
-    return f"{prefix}{_stamp(started_at)}/{run_id}"
+    return f"{prefix}{stamp(started_at)}/{run_id}"
 
 
 def since_bound(prefix: str, since: datetime) -> str:
     """Keys under ``prefix`` greater than this are runs started before ``since``."""
-    return f"{prefix}{_stamp(since)}/~"
+    return f"{prefix}{stamp(since)}/~"
 
 
 @dataclass(frozen=True, slots=True)

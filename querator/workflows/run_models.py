@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from querator.model_bases import View
+from querator.workflows.attributes import AttributeValue
 from querator.workflows.run_detail import (
     CompensationInfo,
     PendingStep,
@@ -107,6 +108,8 @@ class RunInfo(View):
     """The run it continued as (``continue_as_new``), once it ended so."""
     continued_from: str | None = None
     """The run that continued as this one."""
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    """The run's search attributes now (``start(attributes=...)``, ``set_attributes``)."""
     steps: tuple[StepInfo, ...] = ()
     """The step calls that ended, by position (empty in :func:`list_runs`)."""
     progress: tuple[StepProgress, ...] = ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Generic, overload
 
@@ -18,6 +18,7 @@ from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration, check_name, check_priority
 from querator.telemetry import runs as runs_telemetry
+from querator.workflows.attributes import AttributeValue, check_attributes
 from querator.workflows.debounce import Debounce, debounced_start
 from querator.workflows.engine.commit import Produce, merge_items, transact_creating
 from querator.workflows.errors import (
@@ -279,6 +280,7 @@ async def start_async(
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -295,6 +297,7 @@ async def start_async(
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -310,12 +313,14 @@ async def start_async(
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
     **kwargs: Any,
 ) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
     wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
     policy = check_reuse_policy(id_reuse_policy)
     level = run_priority(fn, priority)
+    values = run_attributes(attributes)
     with runs_telemetry.starting(fn.name, wf_queue) as started:
         made = await create_run(
             aq,
@@ -329,8 +334,14 @@ async def start_async(
             debounce=debounce,
             id_reuse_policy=policy,
             priority=level,
+            attributes=values,
         )
     return made[0]
+
+
+def run_attributes(attributes: object) -> dict[str, AttributeValue]:
+    """A new run's search attributes, checked (None: none)."""
+    return {} if attributes is None else check_attributes(attributes)
 
 
 def run_priority(fn: WorkflowFunction[..., Any], priority: object) -> int:
@@ -374,23 +385,26 @@ async def create_run(
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
+    attributes: dict[str, AttributeValue] | None = None,
 ) -> tuple[AsyncRunHandle[Any], bool]:
     """Store a new run (unless ``idempotency_key`` names one its reuse policy
     keeps: ``id_reuse_policy``, else the workflow's), traced by ``started``,
     with ``then(run_id)``'s items in its transaction: its handle, and whether
     ``then``'s items were written (False: the run existed). With ``debounce``,
     record the call in its window (:mod:`querator.workflows.debounce`).
-    ``priority``: the run's (None: the workflow's)."""
+    ``priority``: the run's (None: the workflow's); ``attributes``: its search
+    attributes, checked."""
     args_text = fn.codec.encode_args(args, kwargs)
     level = fn.priority if priority is None else priority
     if debounce is not None:
-        window = _meta(fn, args_text, wf_queue, aq.clock.now(), 0.0, started, level)
+        now = aq.clock.now()
+        window = _meta(fn, args_text, wf_queue, now, 0.0, started, level, attributes)
         run_id = await debounced_start(aq, window, debounce)
         started.created(run_id, fn.name, existing=False)
         pending: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
         pending.debounced = True
         return pending, True
-    meta = _meta(fn, args_text, wf_queue, aq.clock.now(), delay, started, level)
+    meta = _meta(fn, args_text, wf_queue, aq.clock.now(), delay, started, level, attributes)
     if idempotency_key is None:
         run_id = new_run_id(None)
         # One transaction; the queues are created the first time only (a fresh
@@ -454,6 +468,7 @@ def _meta(
     delay: float,
     started: runs_telemetry.Started,
     priority: int = 0,
+    attributes: dict[str, AttributeValue] | None = None,
 ) -> RunMeta:
     """A new run's meta record."""
     deadline = None
@@ -467,6 +482,7 @@ def _meta(
         deadline=deadline,
         trace=started.carrier,
         priority=priority,
+        attributes=attributes or {},
     )
 
 
@@ -482,6 +498,7 @@ def start(
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -498,6 +515,7 @@ def start(
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -513,6 +531,7 @@ def start(
     debounce: Debounce | None = None,
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
     **kwargs: Any,
 ) -> RunHandle[Any]:
     """Start a run of workflow ``fn(*args, **kwargs)``; returns its handle at once.
@@ -534,6 +553,10 @@ def start(
     ``priority`` (-32768 to 32767, default: the workflow's, else 0): among
     ready items, a run's of a higher priority are leased first; its steps
     inherit it unless a step sets its own (docs/flow-control.md).
+    ``attributes``: the run's search attributes (names to ``str``, ``int`` or
+    ``bool``; :func:`~querator.workflows.list_runs` filters on them, see
+    :mod:`querator.workflows.attributes`); bad ones raise
+    :class:`~querator.errors.InvalidArgument` before anything is written.
     Arguments that cannot be serialised raise
     :class:`~querator.errors.InvalidArgument` here.
 
@@ -545,6 +568,7 @@ def start(
     wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
     policy = check_reuse_policy(id_reuse_policy)
     level = run_priority(fn, priority)
+    values = run_attributes(attributes)
     # The span is opened here, in the caller's thread, so its parent is the
     # caller's current span (the client's event loop runs in another thread).
     with runs_telemetry.starting(fn.name, wf_queue) as started:
@@ -562,6 +586,7 @@ def start(
             debounce,
             policy,
             level,
+            values,
         )
     run: RunHandle[Any] = RunHandle(q, handle.run_id, fn)
     run._async.debounced = handle.debounced

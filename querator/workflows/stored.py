@@ -20,6 +20,7 @@ from querator.clock import stamp
 from querator.model_bases import StoredModel
 from querator.queue.models import Item
 from querator.queue.record_store import Versioned
+from querator.workflows.attributes import AttributesRecord, AttributeValue, attribute_entry_keys
 from querator.workflows.keys import (
     ENCODING,
     RECORD_KIND,
@@ -111,6 +112,9 @@ class RunMeta(StoredModel):
     priority: int = 0
     """The run's priority: its wake tasks carry it, and its steps unless a step
     sets its own (``start(priority=...)``, ``@workflow(priority=...)``)."""
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    """The run's search attributes at its start (``start(attributes=...)``;
+    ``set_attributes`` changes them: :mod:`querator.workflows.attributes`)."""
 
 
 class CancelRecord(StoredModel):
@@ -386,6 +390,26 @@ def index_items(run_id: str, meta: RunMeta, status: RunStatus, *, new: bool = Fa
     ]
 
 
+def attribute_items(
+    run_id: str,
+    workflow: str,
+    started_at: datetime,
+    snapshot: AttributesRecord,
+    *,
+    every: bool = False,
+) -> list[Item]:
+    """The index entries of the values of ``snapshot`` set by its generation
+    (``every``: of all its values, each with the generation that set it)."""
+    return [
+        Item(payload=b"", kind=RECORD_KIND, encoding=ENCODING, reference=run_id, dedup_key=key)
+        for name, value in snapshot.values.items()
+        if every or snapshot.since.get(name, 0) == snapshot.gen
+        for key in attribute_entry_keys(
+            run_id, workflow, started_at, name, value, snapshot.since.get(name, 0)
+        )
+    ]
+
+
 def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, list[Item]]:
     """What starting a run produces: its meta and index entries, its first wake
     (carrying the meta when the run has no deadline), its deadline wake."""
@@ -406,6 +430,8 @@ def start_items(run_id: str, meta: RunMeta, delay: float = 0.0) -> dict[str, lis
         ]
     records = [record_item(meta_key(run_id), meta, run_id)]
     records += index_items(run_id, meta, "running", new=True)
+    start = AttributesRecord(gen=0, values=meta.attributes)
+    records += attribute_items(run_id, meta.workflow, meta.started_at, start)
     return {RESULTS_QUEUE: records, meta.queue: wakes}
 
 

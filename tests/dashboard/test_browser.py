@@ -472,6 +472,30 @@ def test_runs_are_filtered_by_time_and_id(site: Site, browser: Browser) -> None:
     page.context.close()
 
 
+def test_runs_are_filtered_by_search_attributes(site: Site, browser: Browser) -> None:
+    acme = site.do(start, site.q, nap, "attrs acme", attributes={"customer": "acme", "n": 7})
+    globex = site.do(start, site.q, nap, "attrs globex", attributes={"customer": "globex"})
+    page = site.sign_in(browser, "read")
+    page.goto("/ui/runs?workflow=demo.nap")
+    page.locator("input[name=where]").last.fill("customer=acme")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator(f"tr[data-run='{acme.run_id}']")).to_be_visible()
+    expect(page.locator(f"tr[data-run='{globex.run_id}']")).to_have_count(0)
+    assert "where=customer%3Dacme" in page.url  # the filter is in the URL
+    page.goto("/ui/runs?where=customer%3Dacme&where=n%3D8")  # an AND: none holds both
+    expect(page.locator(f"tr[data-run='{acme.run_id}']")).to_have_count(0)
+    page.goto("/ui/runs?where=customer%3Dacme&where=n%3D7")
+    expect(page.locator(f"tr[data-run='{acme.run_id}']")).to_be_visible()
+    expect(page.locator("input[name=where]").first).to_have_value("customer=acme")
+    page.goto(f"/ui/runs/{acme.run_id}")  # its attributes link to the runs holding them
+    page.locator("#attributes a", has_text="n=7").click()
+    expect(page.locator(f"tr[data-run='{acme.run_id}']")).to_be_visible()
+    expect(page.locator(f"tr[data-run='{globex.run_id}']")).to_have_count(0)
+    page.goto("/ui/runs?where=amount")
+    expect(page.locator("p.error")).to_contain_text("where")
+    page.context.close()
+
+
 def test_selected_runs_are_cancelled_and_resumed_in_bulk(site: Site, browser: Browser) -> None:
     runs = [site.do(start, site.q, nap, f"bulk {n}") for n in range(3)]
     page = site.sign_in(browser, "write")

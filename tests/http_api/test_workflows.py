@@ -222,3 +222,25 @@ def test_a_run_started_with_a_priority_carries_it(tmp_path: Path) -> None:
             response = http.post("/v1/workflows.start", json={**body, "priority": bad})
             assert response.status_code == code, response.text
             assert "priority" in response.json()["message"]
+
+
+def test_runs_are_started_with_search_attributes_and_listed_by_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'attrs.db'}"
+    with (
+        serve(url, "--app", str(FLOWS)) as base,
+        httpx.Client(base_url=base, timeout=60) as http,
+    ):
+        body = {"workflow": "http.greet", "args": ["ada"]}
+        acme = call(http, "/v1/workflows.start", **body, attributes={"customer": "acme", "n": 2})
+        call(http, "/v1/workflows.start", **body, attributes={"customer": "globex"})
+        run = call(http, "/v1/runs.get", run_id=acme["run_id"])
+        assert run["attributes"] == {"customer": "acme", "n": 2}
+        listed = call(http, "/v1/runs.list", attributes={"customer": "acme"})["runs"]
+        assert [r["run_id"] for r in listed] == [acme["run_id"]]
+        assert call(http, "/v1/runs.list", attributes={"customer": "acme", "n": "2"})["runs"] == []
+        for bad in [{"n": 1.5}, {"x" * 65: 1}, {"note": "y" * 257}]:
+            for path, sent in [("/v1/workflows.start", body), ("/v1/runs.list", {})]:
+                response = http.post(path, json={**sent, "attributes": bad})
+                assert response.status_code == 400, response.text
+                assert "attributes" in response.json()["message"]
+        assert len(call(http, "/v1/runs.list")["runs"]) == 2  # nothing written by the bad ones

@@ -401,3 +401,34 @@ def test_an_unreachable_postgresql_is_one_line_naming_host_and_port() -> None:
         assert done.returncode == 1, done.stderr
         [line] = done.stderr.strip().splitlines()
         assert "127.0.0.1" in line and "port 1" in line and "refused" in line.lower(), line
+
+
+def test_runs_are_listed_where_they_hold_search_attributes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'where.db'}"
+    with Querator(url) as q:
+        acme = start(q, greet, "ada", attributes={"customer": "acme", "amount": 1999})
+        text = start(q, greet, "bob", attributes={"customer": "acme", "amount": "1999"})
+        start(q, greet, "cy", attributes={"customer": "globex"})
+    both = cli("runs", "list", "--url", url, "--where", "customer=acme")
+    assert both.returncode == 0, both.stderr
+    assert [ln.split()[0] for ln in both.stdout.splitlines()[1:]] == [text.run_id, acme.run_id]
+    where = ["--where", "customer=acme", "--where", "amount=1999"]  # an AND; 1999 an int
+    one = cli("runs", "list", "--url", url, *where)
+    assert [ln.split()[0] for ln in one.stdout.splitlines()[1:]] == [acme.run_id]
+    quoted = cli("runs", "list", "--url", url, "--where", 'amount="1999"', "--json")
+    assert [r["run_id"] for r in json.loads(quoted.stdout)] == [text.run_id]
+    shown = cli("runs", "show", acme.run_id, "--url", url)
+    assert 'attrs:    {"amount": 1999, "customer": "acme"}' in shown.stdout
+    assert cli("runs", "list", "--url", url, "--where", "amount=1.5").stdout.count("\n") == 1
+    bad = cli("runs", "list", "--url", url, "--where", "note=" + "x" * 257)
+    assert bad.returncode != 0 and "--where" in bad.stderr
+    bad = cli("runs", "list", "--url", url, "--where", "customer")
+    assert bad.returncode != 0 and "name=value" in bad.stderr
+    app = ["--app", "tests.workflows.ops_flows", "--url", url]
+    attrs = ["--attr", "customer=initech", "--attr", "amount=5"]
+    started = cli("start", "ops.greet", *app, "--args", '["dee"]', *attrs)
+    assert started.returncode == 0, started.stderr
+    found = cli("runs", "list", "--url", url, "--where", "customer=initech", "--json")
+    [run] = json.loads(found.stdout)
+    assert run["run_id"] == started.stdout.strip()
+    assert run["attributes"] == {"customer": "initech", "amount": 5}

@@ -71,9 +71,14 @@ def _workflow(state: Any, name: str) -> WorkflowFunction[..., Any]:
 async def start(state: Any, body: StartRequest) -> RunReply:
     """Start a run of a workflow by name (with a message in its mailbox: ``signal``)."""
     if body.signal is not None:
-        if body.delay or body.id_reuse_policy is not None or body.priority is not None:
+        if (
+            body.delay
+            or body.id_reuse_policy is not None
+            or body.priority is not None
+            or body.attributes is not None
+        ):
             raise InvalidArgument(
-                "signal", "cannot be combined with delay, id_reuse_policy or priority"
+                "signal", "cannot be combined with delay, id_reuse_policy, priority or attributes"
             )
         signaled = await signal_with_start_async(
             state.aq,
@@ -94,6 +99,7 @@ async def start(state: Any, body: StartRequest) -> RunReply:
         delay=body.delay or 0.0,
         id_reuse_policy=body.id_reuse_policy,
         priority=body.priority,
+        attributes=body.attributes,
         **body.kwargs,
     )
     return RunReply(run_id=handle.run_id)
@@ -113,6 +119,7 @@ async def list_runs(state: Any, body: ListRunsRequest) -> ListRunsReply:
         since=body.since,
         after=body.after,
         limit=body.limit,
+        attributes=body.attributes,
     )
     return ListRunsReply(runs=runs)
 

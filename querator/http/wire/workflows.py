@@ -53,6 +53,9 @@ class StartRequest(WireModel):
     instead). Not with ``delay``, ``id_reuse_policy`` or ``priority``."""
     priority: StrictInt | None = None
     """The run's priority, -32768 to 32767 (default: the workflow's, else 0)."""
+    attributes: dict[str, Any] | None = None
+    """The run's search attributes: names to strings, integers or booleans
+    (``list_runs`` filters on them)."""
 
 
 class RunReply(WireModel):
@@ -103,6 +106,8 @@ class ListRunsRequest(WireModel):
     after: str | None = None
     """The last run id of the previous page."""
     limit: int = 100
+    attributes: dict[str, Any] | None = None
+    """Only runs holding every one of these search attributes (equal values)."""
 
 
 class ListRunsReply(WireModel):

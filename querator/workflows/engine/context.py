@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from querator.clock import SYSTEM, Clock
 from querator.queue.models import Item
+from querator.workflows.attributes import AttributesRecord, AttributeValue, merged, snapshot_key
 from querator.workflows.codec import Codec
 from querator.workflows.engine.child_requests import (
     Child,
@@ -35,6 +36,7 @@ from querator.workflows.errors import NonDeterminism, StepFailed
 from querator.workflows.keys import (
     RECV_STEP,
     RESULTS_QUEUE,
+    SET_ATTRIBUTES_STEP,
     SET_EVENT_STEP,
     SLEEP_STEP,
     WAIT_EVENT_STEP,
@@ -49,6 +51,7 @@ from querator.workflows.stored import (
     StepPayload,
     StepRecord,
     WaitRecord,
+    attribute_items,
     record_item,
     step_item,
     wake_item,
@@ -361,6 +364,10 @@ class RunContext:
     (:meth:`take_published`) into the commit of the body's next move."""
     patches: dict[str, bool] = field(default_factory=dict)
     """What ``patched`` answered, by patch name (the first answer holds)."""
+    attributes: AttributesRecord = field(default_factory=lambda: AttributesRecord(gen=0))
+    """The run's search attributes as the body has set them so far."""
+    started_at: datetime | None = None
+    """The run's start time (its index entries' stamp)."""
 
     def add(self, position: int, record: StepRecord, created: datetime | None = None) -> None:
         """Record the outcome at ``position`` (before resuming the body)."""
@@ -575,6 +582,31 @@ class RunContext:
         self.published.append(record_item(step_key(self.run_id, position), record, self.run_id))
         event = record_item(event_key(self.run_id, key, position), record, self.run_id)
         self.published.append(event)
+
+    def set_attributes(self, changes: Mapping[str, AttributeValue]) -> None:
+        """Change the run's search attributes at the next position: the record
+        (the snapshot after the change; no result when nothing changed), the
+        snapshot and the index entries of the values changed are stored with
+        the body's next commit, once (a replay finds the record). Too many
+        attributes raise before a position is taken (so in a replay too)."""
+        snapshot = merged(self.attributes, changes)
+        position = self._next()
+        record = self._stored(position, SET_ATTRIBUTES_STEP)
+        if record is not None:
+            if record.result is not None:
+                self.attributes = AttributesRecord.model_validate_json(record.result)
+            return
+        text = None if snapshot is None else snapshot.model_dump_json()
+        record = StepRecord(step=SET_ATTRIBUTES_STEP, ok=True, result=text, attempts=1)
+        self.add(position, record)
+        self.published.append(record_item(step_key(self.run_id, position), record, self.run_id))
+        if snapshot is None:
+            return
+        self.attributes = snapshot
+        key = snapshot_key(self.run_id, snapshot.gen)
+        self.published.append(record_item(key, snapshot, self.run_id))
+        assert self.started_at is not None
+        self.published += attribute_items(self.run_id, self.workflow, self.started_at, snapshot)
 
     def write_stream(self, key: str, text: str | None) -> None:
         """Append ``text`` (JSON) to stream ``key`` at the next position (None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from querator.clock import Clock
 from querator.queue.service import AsyncQueueClient
+from querator.workflows.attributes import AttributesRecord
 from querator.workflows.engine.commit import Produce
 from querator.workflows.engine.context import (
     Called,
@@ -69,6 +70,8 @@ def new_live(
         trace=meta.trace,
         workflow=meta.workflow,
         priority=meta.priority,
+        attributes=AttributesRecord(gen=0, values=meta.attributes),
+        started_at=meta.started_at,
     )
     return LiveRun(run_id, wf, meta, ctx, body_fiber(wf, ctx, meta.args))
 
