@@ -26,6 +26,7 @@ from querator.queue.harness.renewal import Kept, Renewer
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
 from querator.tasks import parking
+from querator.tasks.completions import Completions
 from querator.tasks.errors import TaskTimeout
 from querator.tasks.layout import (
     DEAD_SETTINGS,
@@ -67,6 +68,8 @@ class TaskRunner:
         """The tasks' concurrency and rate limits."""
         self._running: dict[str, Kept] = {}
         """The leases of the attempts running now, by item id (see :meth:`release`)."""
+        self.completions = Completions(aq)
+        """Completes the items whose attempt succeeded, together (one statement a bunch)."""
 
     def find(self, name: str) -> TaskSpec[..., Any] | None:
         """The task to run for items named ``name`` (served, or defined here)."""
@@ -182,7 +185,7 @@ class TaskRunner:
         elif isinstance(outcome, BaseException):
             await self._failed(current, fn, attempt, outcome)
         elif not fn.keep_result:
-            await self.aq.complete(current.queue, [current])
+            await self.completions.complete(current)
         else:
             try:
                 text = fn.codec.encode_result(outcome)
@@ -302,6 +305,8 @@ async def _call(fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any) -> A
     """One attempt; :class:`TaskTimeout` when it outlives ``fn.timeout``."""
     timeout = fn.timeout
     if fn.is_async:
+        if timeout is None:  # no cancel scope to pay for
+            return await fn.fn(*args, **kwargs)
         try:
             with anyio.fail_after(timeout):
                 return await fn.fn(*args, **kwargs)
