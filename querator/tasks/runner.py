@@ -292,8 +292,7 @@ def _decode(fn: TaskSpec[..., Any], payload: bytes) -> tuple[tuple[Any, ...], An
     """The call's arguments, checked against the signature; InvalidArgument if
     they do not decode or fit."""
     try:
-        args, kwargs = fn.codec.decode_args(payload.decode())
-        fn.signature.bind(*args, **kwargs)
+        args, kwargs = fn.codec.decode_call(payload.decode())
     except InvalidArgument:
         raise
     except Exception as exc:
