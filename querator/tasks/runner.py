@@ -40,6 +40,7 @@ from querator.tasks.layout import (
 )
 from querator.tasks.layout import TASK_RESULTS_QUEUE as RESULTS
 from querator.tasks.spec import TaskSpec, registered_task
+from querator.tasks.threads import SyncCalls
 from querator.workflows.errors import Defer
 from querator.workflows.retry import RetryDecision
 
@@ -68,8 +69,14 @@ class TaskRunner:
         """The tasks' concurrency and rate limits."""
         self._running: dict[str, Kept] = {}
         """The leases of the attempts running now, by item id (see :meth:`release`)."""
+        self.threads = SyncCalls()
+        """Runs the sync task functions (:meth:`close` ends its threads)."""
         self.completions = Completions(aq)
         """Completes the items whose attempt succeeded, together (one statement a bunch)."""
+
+    def close(self) -> None:
+        """End the threads of the sync tasks (once their calls are done)."""
+        self.threads.close()
 
     def find(self, name: str) -> TaskSpec[..., Any] | None:
         """The task to run for items named ``name`` (served, or defined here)."""
@@ -151,7 +158,7 @@ class TaskRunner:
         self._running[leased.id] = kept
         outcome: Any
         try:
-            outcome = await _call(fn, args, kwargs)
+            outcome = await _call(fn, args, kwargs, self.threads)
         except Exception as exc:
             outcome = exc
         finally:
@@ -300,7 +307,9 @@ def _decode(fn: TaskSpec[..., Any], payload: bytes) -> tuple[tuple[Any, ...], An
     return args, kwargs
 
 
-async def _call(fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
+async def _call(
+    fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any, threads: SyncCalls
+) -> Any:
     """One attempt; :class:`TaskTimeout` when it outlives ``fn.timeout``."""
     timeout = fn.timeout
     if fn.is_async:
@@ -312,7 +321,7 @@ async def _call(fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any) -> A
         except TimeoutError as exc:
             raise TaskTimeout(f"task {fn.name!r} was cancelled after {timeout}s") from exc
     began = time.monotonic()
-    value = await anyio.to_thread.run_sync(functools.partial(fn.fn, *args, **kwargs))
+    value = await threads.run(functools.partial(fn.fn, *args, **kwargs))
     took = time.monotonic() - began
     if timeout is not None and took > timeout:
         raise TaskTimeout(f"task {fn.name!r} took {took:.3f}s, over its {timeout}s timeout")
