@@ -26,6 +26,7 @@ from querator.queue.harness.renewal import Kept, Renewer
 from querator.queue.models import Item, Leased
 from querator.queue.service import AsyncQueueClient
 from querator.tasks import parking
+from querator.tasks.completions import Completions
 from querator.tasks.errors import TaskTimeout
 from querator.tasks.layout import (
     DEAD_SETTINGS,
@@ -39,6 +40,7 @@ from querator.tasks.layout import (
 )
 from querator.tasks.layout import TASK_RESULTS_QUEUE as RESULTS
 from querator.tasks.spec import TaskSpec, registered_task
+from querator.tasks.threads import SyncCalls
 from querator.workflows.errors import Defer
 from querator.workflows.retry import RetryDecision
 
@@ -67,6 +69,14 @@ class TaskRunner:
         """The tasks' concurrency and rate limits."""
         self._running: dict[str, Kept] = {}
         """The leases of the attempts running now, by item id (see :meth:`release`)."""
+        self.threads = SyncCalls()
+        """Runs the sync task functions (:meth:`close` ends its threads)."""
+        self.completions = Completions(aq)
+        """Completes the items whose attempt succeeded, together (one statement a bunch)."""
+
+    def close(self) -> None:
+        """End the threads of the sync tasks (once their calls are done)."""
+        self.threads.close()
 
     def find(self, name: str) -> TaskSpec[..., Any] | None:
         """The task to run for items named ``name`` (served, or defined here)."""
@@ -148,7 +158,7 @@ class TaskRunner:
         self._running[leased.id] = kept
         outcome: Any
         try:
-            outcome = await _call(fn, args, kwargs)
+            outcome = await _call(fn, args, kwargs, self.threads)
         except Exception as exc:
             outcome = exc
         finally:
@@ -182,7 +192,7 @@ class TaskRunner:
         elif isinstance(outcome, BaseException):
             await self._failed(current, fn, attempt, outcome)
         elif not fn.keep_result:
-            await self.aq.complete(current.queue, [current])
+            await self.completions.complete(current)
         else:
             try:
                 text = fn.codec.encode_result(outcome)
@@ -289,8 +299,7 @@ def _decode(fn: TaskSpec[..., Any], payload: bytes) -> tuple[tuple[Any, ...], An
     """The call's arguments, checked against the signature; InvalidArgument if
     they do not decode or fit."""
     try:
-        args, kwargs = fn.codec.decode_args(payload.decode())
-        fn.signature.bind(*args, **kwargs)
+        args, kwargs = fn.codec.decode_call(payload.decode())
     except InvalidArgument:
         raise
     except Exception as exc:
@@ -298,17 +307,21 @@ def _decode(fn: TaskSpec[..., Any], payload: bytes) -> tuple[tuple[Any, ...], An
     return args, kwargs
 
 
-async def _call(fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
+async def _call(
+    fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any, threads: SyncCalls
+) -> Any:
     """One attempt; :class:`TaskTimeout` when it outlives ``fn.timeout``."""
     timeout = fn.timeout
     if fn.is_async:
+        if timeout is None:  # no cancel scope to pay for
+            return await fn.fn(*args, **kwargs)
         try:
             with anyio.fail_after(timeout):
                 return await fn.fn(*args, **kwargs)
         except TimeoutError as exc:
             raise TaskTimeout(f"task {fn.name!r} was cancelled after {timeout}s") from exc
     began = time.monotonic()
-    value = await anyio.to_thread.run_sync(functools.partial(fn.fn, *args, **kwargs))
+    value = await threads.run(functools.partial(fn.fn, *args, **kwargs))
     took = time.monotonic() - began
     if timeout is not None and took > timeout:
         raise TaskTimeout(f"task {fn.name!r} took {took:.3f}s, over its {timeout}s timeout")

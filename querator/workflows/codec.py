@@ -38,6 +38,9 @@ class Codec:
         self._signature = inspect.signature(fn)
         self._params: dict[str, TypeAdapter[Any]] | None = None
         self._result: TypeAdapter[Any] | None = None
+        self._plain: tuple[tuple[str, Any, TypeAdapter[Any]], ...] | None = None
+        """Each parameter's name, annotation and adapter when every one is a plain
+        positional-or-keyword parameter (None: some other kind)."""
         # A forward reference that does not resolve yet is resolved at first use.
         with contextlib.suppress(NameError):
             self._build()
@@ -54,6 +57,11 @@ class Codec:
             params[name] = self._adapter(annotation, f"{self._where} parameter {name!r}")
         self._result = self._adapter(hints.get("return", Any), f"{self._where} return type")
         self._params = params
+        kinds = {param.kind for param in self._signature.parameters.values()}
+        plain = kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD}
+        self._plain = (
+            tuple((name, hints.get(name, Any), params[name]) for name in params) if plain else None
+        )
 
     @staticmethod
     def _adapter(annotation: Any, what: str) -> TypeAdapter[Any]:
@@ -86,8 +94,27 @@ class Codec:
 
     def decode_args(self, text: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Positional and keyword arguments back from :meth:`encode_args` text."""
-        params, _ = self._adapters()
+        return self._decode(json.loads(text))
+
+    def decode_call(self, text: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """:meth:`decode_args`, checked against the signature: TypeError when
+        they do not fit it (a parameter added since without a default)."""
         raw = json.loads(text)
+        args, kwargs = self._decode(raw)
+        if self._plain is None or len(args) != len(self._plain):
+            self._signature.bind(*args, **kwargs)
+        return args, kwargs
+
+    def _decode(self, raw: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        params, _ = self._adapters()
+        plain = self._plain
+        if plain is not None and type(raw) is dict and len(raw) == len(plain):
+            try:  # every parameter given: all positional, in order
+                return tuple(
+                    _validated(raw[name], hint, adapter) for name, hint, adapter in plain
+                ), {}
+            except KeyError:
+                pass  # another name: the general way below
         values = {name: params[name].validate_python(raw[name]) for name in params if name in raw}
         bound = inspect.BoundArguments(self._signature, values)
         return bound.args, bound.kwargs
@@ -116,6 +143,19 @@ class Codec:
             return adapter.dump_python(checked, mode="json", warnings="error")
         except _CODEC_ERRORS as exc:
             raise InvalidArgument(what, f"cannot be serialised: {_explain(exc)}") from exc
+
+
+_EXACT = (str, int, float, bool)
+"""Annotations whose adapter returns a JSON value of exactly that type as it is."""
+
+
+def _validated(value: Any, hint: Any, adapter: TypeAdapter[Any]) -> Any:
+    """``adapter.validate_python(value)``, skipped where it returns ``value`` itself
+    (an ``Any`` parameter; a JSON string, integer, float or boolean under that
+    very annotation)."""
+    if hint is Any or (type(value) is hint and hint in _EXACT):
+        return value
+    return adapter.validate_python(value)
 
 
 NOT_FINITE = "must not hold NaN or an infinity (JSON has no such numbers)"

@@ -117,6 +117,28 @@ def test_codec_round_trips_pydantic_types() -> None:
         Codec(lambda x: x, "lambda").encode_result(object())
 
 
+def test_codec_decodes_plain_parameters_as_pydantic_does() -> None:
+    def fn(a: float, b: str, c: Point, d: int = 0, e=None) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    codec = Codec(fn, "fn")
+    # every parameter given: positional, each validated unless its value is exactly its type
+    text = '{"a": 1, "b": "x", "c": {"x": 1, "y": 2}, "d": 3, "e": [1]}'
+    args, kwargs = codec.decode_call(text)
+    assert (args, kwargs) == ((1.0, "x", Point(1, 2), 3, [1]), {})
+    assert type(args[0]) is float  # an integer under a float annotation is still converted
+    assert codec.decode_args(text) == (args, kwargs)
+    # some left to their defaults: as BoundArguments gives them
+    assert codec.decode_call('{"a": 2.5, "b": "y", "c": {"x": 0, "y": 0}}') == (
+        (2.5, "y", Point(0, 0)),
+        {},
+    )
+    with pytest.raises(TypeError):  # a parameter without a default is missing
+        codec.decode_call('{"a": 1.5, "b": "x", "d": 1, "e": 2, "f": 3}')
+    with pytest.raises(ValidationError):
+        codec.decode_call('{"a": "nan?", "b": "x", "c": {"x": 1, "y": 2}, "d": 3, "e": 1}')
+
+
 class Opaque:
     pass
 

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import EventLoopToken
+from anyio.lowlevel import EventLoopToken, checkpoint
 
 from querator.errors import RequestTimeout, Unavailable
 from querator.queue.harness.renewal import Renewer
@@ -73,7 +73,8 @@ class LeaseWorker(ABC):
         self._name = name
         self._stops = StopRequest()
         self._in_hand = 0
-        self._room = anyio.Condition()
+        self._room: anyio.Event | None = None
+        """Set when an item in hand finishes (None: nobody waits for that)."""
 
     # -- what callers use ------------------------------------------------------
     def stop(self) -> None:
@@ -99,7 +100,7 @@ class LeaseWorker(ABC):
     # -- the lifecycle ---------------------------------------------------------
     async def _serve(self) -> None:
         """Serve until :meth:`stop`, then shut down gracefully (module doc)."""
-        self._room = anyio.Condition()
+        self._room = None
         self._stops.bind()
         try:
             await self._start()
@@ -128,9 +129,8 @@ class LeaseWorker(ABC):
         async with anyio.create_task_group() as waiters:
 
             async def finished() -> None:
-                async with self._room:
-                    while self._in_hand > 0:
-                        await self._room.wait()
+                while self._in_hand > 0:
+                    await self._finish()
                 waiters.cancel_scope.cancel()
 
             async def hurried() -> None:
@@ -163,15 +163,15 @@ class LeaseWorker(ABC):
         outage = Outage(self._log, f"{self._name}: lease from {queue}")
         backoff = Backoff()
         while True:
-            async with self._room:
-                while self._in_hand >= self.concurrency:
-                    await self._room.wait()
+            while self._in_hand >= self.concurrency:
+                await self._finish()
             free = max(1, (self.concurrency - self._in_hand) // share)
             try:
                 batch = await lease(free if most is None else min(free, most))
             except RequestTimeout:
                 outage.back()
                 backoff.reset()
+                await checkpoint()  # a lease that timed out at once never starves the loop
                 continue
             except Unavailable as exc:
                 outage.lost(exc)  # logged once per outage; retried with capped backoff
@@ -192,9 +192,16 @@ class LeaseWorker(ABC):
         try:
             await self._handle(leased)
         finally:
-            async with self._room:
-                self._in_hand -= 1
-                self._room.notify_all()
+            self._in_hand -= 1
+            if self._room is not None:
+                self._room.set()
+                self._room = None
+
+    async def _finish(self) -> None:
+        """Wait until an item in hand finishes (one event shared by every waiter)."""
+        if self._room is None:
+            self._room = anyio.Event()
+        await self._room.wait()
 
     # -- the hooks -------------------------------------------------------------
     async def _start(self) -> None:

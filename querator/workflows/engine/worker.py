@@ -252,6 +252,7 @@ class AsyncWorker(LeaseWorker):
         await self.engine.close()
 
     async def _closed(self) -> None:
+        self.tasks.close()
         await self._close_resources()
 
     async def _close_resources(self) -> None:
