@@ -124,9 +124,12 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     async def run(index: int, call: Awaitable[Any]) -> None:
         results[index] = await call
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(run, 0, first)
-        group.start_soon(run, 1, second)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, 0, first)
+            group.start_soon(run, 1, second)
+    except BaseExceptionGroup as failed:  # the first error as itself, as one call raises it
+        raise failed.exceptions[0] from None
     return results[0], results[1]
 
 
