@@ -1,19 +1,23 @@
 """One-statement transactions (``postgres/fused.py``): which plans take that path,
-and what happens when a dedup key changes hands while the statement runs."""
+what happens when a dedup key changes hands while the statement runs, and how
+a ``depends`` item that changes meanwhile fails the statement."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import psycopg
+import pytest
 from pg_schemas import waiting_on_a_lock
 from polling import wait_for
 
 from querator import Item, Querator
+from querator.errors import Conflict, ConflictReason
 from querator.queue.backends.base import ItemKey, NewItem, RetryOp, TxnPlan
 from querator.queue.backends.postgres.fused import fusable
-from querator.queue.models import QueueInfo, QueueSettings, TransactResult
+from querator.queue.models import QueueInfo, QueueSettings, Ref, TransactResult
 
 
 def _info(name: str, queue_id: int, partitions: int = 1) -> QueueInfo:
@@ -33,6 +37,12 @@ def test_a_step_commit_is_fusable_and_retries_are_not() -> None:
     )
     assert fusable(step_commit)
     assert fusable(TxnPlan(queues, produce=[("results", [NewItem(0, b"meta")])]))
+    fenced_record = TxnPlan(
+        queues, depends=[done], produce=[("results", [NewItem(0, b"read", dedup_key="run/0")])]
+    )
+    assert fusable(fenced_record)
+    stale_queue = ItemKey("work", "9.0.7", 9, 0, 7, 3)
+    assert not fusable(replace(fenced_record, depends=[stale_queue]))
     retried = TxnPlan(queues, retry=[RetryOp(done, None)])
     assert not fusable(retried)
     two_inserts_into_one_table = TxnPlan(
@@ -90,6 +100,74 @@ def test_a_lookup_sees_what_committed_while_the_statement_waited(
             thread.join(timeout=30)
         (result,) = results
         assert result.found["records"]["step-1"].payload == b"record"
+
+
+def test_a_fenced_write_commits_and_keeps_the_item(pg_schema_url: str) -> None:
+    with Querator(pg_schema_url) as q:
+        q.create_queue("src")
+        q.create_queue("records")
+        q.produce("src", [Item(payload=b"wake")])
+        (leased,) = q.lease("src", client_id="c1")
+        result = q.call(
+            q.aio.commit,
+            depends=[leased],
+            produce={"records": [Item(payload=b"read", dedup_key="run/0")]},
+            lookup={"records": ["run/0"]},
+        )
+        assert result.found["records"]["run/0"].payload == b"read"
+        (held,) = q.list_items("src")
+        assert (held.id, held.version, held.client_id) == (leased.id, leased.version, "c1")
+        with pytest.raises(Conflict) as failed:  # a version the item no longer holds
+            q.call(
+                q.aio.commit,
+                depends=[Ref("src", leased.id, leased.version - 1)],
+                produce={"records": [Item(payload=b"late", dedup_key="run/1")]},
+            )
+        assert failed.value.reasons == {leased.id: ConflictReason.STALE}
+        assert [i.payload for i in q.list_items("records")] == [b"read"]
+
+
+def test_a_fenced_write_fails_when_its_item_changes_while_it_waits(
+    pg_schema_url: str, pg_dsn: str, pg_schema: str
+) -> None:
+    with Querator(pg_schema_url) as q:
+        src = q.create_queue("src")
+        q.create_queue("records")
+        q.produce("src", [Item(payload=b"wake")])
+        (leased,) = q.lease("src", client_id="c1")
+        with psycopg.connect(pg_dsn) as other:  # another worker leases it again, uncommitted
+            table = f'"{pg_schema}"."q{src.queue_id}_p0"'
+            other.execute(f"UPDATE {table} SET version = version + 1, client_id = 'c2'")
+            thread, results, errors = _commit_in_thread(
+                q,
+                depends=[leased],
+                produce={"records": [Item(payload=b"read", dedup_key="run/0")]},
+            )
+            wait_for(lambda: waiting_on_a_lock(pg_dsn, f"q{src.queue_id}_p0"), timeout=10)
+            other.commit()
+            thread.join(timeout=30)
+        assert results == []
+        assert isinstance(errors[0], Conflict)
+        assert errors[0].reasons == {leased.id: ConflictReason.STALE}
+        assert q.list_items("records") == []
+
+
+def _commit_in_thread(
+    q: Querator, **kwargs: Any
+) -> tuple[threading.Thread, list[TransactResult], list[BaseException]]:
+    """``commit(**kwargs)`` started in a thread; its result or its error lands in a list."""
+    results: list[TransactResult] = []
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            results.append(q.call(q.aio.commit, **kwargs))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=commit)
+    thread.start()
+    return thread, results, errors
 
 
 def _insert_item(conn: psycopg.Connection[Any], table: str, payload: bytes, key: str) -> int:

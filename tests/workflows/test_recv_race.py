@@ -72,9 +72,13 @@ def gated(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Gate]]:
     real = reading.read_now
 
     async def read_now(
-        aq: AsyncQueueClient, live: LiveRun, request: object, wake: Leased
+        aq: AsyncQueueClient,
+        live: LiveRun,
+        request: object,
+        wake: Leased,
+        ahead: reading.Ahead | None = None,
     ) -> tuple[int, StepRecord] | None:
-        read = await real(aq, live, request, wake)
+        read = await real(aq, live, request, wake, ahead)
         gate = GATES.get(live.run_id)
         if gate is not None and read is not None and read[0] == 0:
             outcome = "timeout" if recv_value(read[1])[0] is None else "message"

@@ -38,9 +38,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Any, TypeVar
+
+import anyio
 
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
@@ -50,9 +53,11 @@ from querator.workflows.engine.commit import Produce, parent_items
 from querator.workflows.engine.committer import Claimed, Committer, Hand
 from querator.workflows.engine.context import (
     Gather,
+    Recv,
     Request,
     Sleep,
     StepCall,
+    WaitEvent,
     starts_runs,
     waited_positions,
 )
@@ -77,7 +82,9 @@ from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
 from querator.workflows.engine.poison import Poison
 from querator.workflows.engine.reading import (
+    Ahead,
     after_read,
+    look_ahead,
     parked_on,
     read_now,
     store_read,
@@ -105,6 +112,25 @@ from querator.workflows.stored import RunRecord, StepPayload, StepRecord, WakePa
 __all__ = ["Engine", "Poison"]  # Poison: re-exported from .poison
 
 log = logging.getLogger("querator.workflows")
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Await two calls at once (two connections: one round trip's wait, not two)."""
+    results: list[Any] = [None, None]
+
+    async def run(index: int, call: Awaitable[Any]) -> None:
+        results[index] = await call
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, 0, first)
+            group.start_soon(run, 1, second)
+    except BaseExceptionGroup as failed:  # the first error as itself, as one call raises it
+        raise failed.exceptions[0] from None
+    return results[0], results[1]
 
 
 class Engine:
@@ -275,7 +301,14 @@ class Engine:
         assert request is not None
         waits = waited_positions(request)
         heads = [result_key(run_id), cancel_key(run_id), compensating_key(run_id)]
-        found = await self.aq.lookup(RESULTS_QUEUE, heads + [step_key(run_id, p) for p in waits])
+        keys = heads + [step_key(run_id, p) for p in waits]
+        ahead: Ahead | None = None
+        if isinstance(request, Recv | WaitEvent):  # what it reads, beside the run's state
+            found, ahead = await _both(
+                self.aq.lookup(RESULTS_QUEUE, keys), look_ahead(self.aq, live, request)
+            )
+        else:
+            found = await self.aq.lookup(RESULTS_QUEUE, keys)
         for position in waits:
             item = found.get(step_key(run_id, position))
             if item is not None and position not in live.ctx.records:
@@ -291,7 +324,7 @@ class Engine:
             if isinstance(request, Sleep):
                 since = request.since or request.until
                 slept(run_id, request.position, since, request.until, live.meta.trace)
-            await self._drive(live, hand)
+            await self._drive(live, hand, ahead=ahead)
         else:
             await self.committer.commit(hand, move)
 
@@ -346,11 +379,16 @@ class Engine:
     # -- driving a body -----------------------------------------------------------
 
     async def _drive(
-        self, live: LiveRun, hand: Hand, message: Request | Finished | None = None
+        self,
+        live: LiveRun,
+        hand: Hand,
+        message: Request | Finished | None = None,
+        ahead: Ahead | None = None,
     ) -> None:
         """Resume ``live`` (unless ``message`` is what it already asked), commit
         its next move with the item in hand, and run the step it hands this
-        worker, until it parks on something else or ends."""
+        worker, until it parks on something else or ends. ``ahead``: a recv's
+        message (event) looked up with the wake (used once, for that wait)."""
         while True:
             answer: Request | Finished | RunRecord | None = message
             message = None
@@ -359,11 +397,13 @@ class Engine:
                 # Past its deadline, the body is not resumed: the run times out.
                 answer = late if late is not None else await resume(self.aq, live)
             hand = with_published(hand, live)  # set_event: stored with the next move
-            read = await read_now(self.aq, live, answer, hand.item)
+            read = await read_now(self.aq, live, answer, hand.item, ahead)
+            ahead = None
             if read is not None:  # stored first: one outcome per recv, whoever reads
-                if not await store_read(self.aq, hand.item, live, *read):
+                stored = await store_read(self.aq, hand.item, live, answer, *read)
+                if stored is None:
                     return await self.live.drop(live)
-                await after_read(self.aq, live.run_id, answer)
+                await after_read(self.aq, live.run_id, answer, stored)
                 continue
             answer = parked_on(answer, hand.item)  # a wait for an event: confirm once
             move = next_move(live, answer, carrying=bool(hand.produce))

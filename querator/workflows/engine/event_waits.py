@@ -48,7 +48,6 @@ __all__ = [
     "emit_wake",
     "event_item",
     "find_event",
-    "forget_wait",
     "forget_waiters",
     "is_event_wake",
     "wait_read",
@@ -170,11 +169,3 @@ async def forget_waiters(aq: AsyncQueueClient, waiters: list[StoredItem]) -> Non
             for item_id in chunk:
                 with contextlib.suppress(Conflict):
                     await aq.delete_items(RESULTS_QUEUE, [item_id])
-
-
-async def forget_wait(aq: AsyncQueueClient, run_id: str, name: str, position: int) -> None:
-    """Delete the waiter record of the wait at ``position`` of ``run_id``, if any."""
-    key = event_waiter_key(name, run_id, position)
-    found = (await aq.lookup(RESULTS_QUEUE, [key])).get(key)
-    if found is not None:
-        await forget_waiters(aq, [found])

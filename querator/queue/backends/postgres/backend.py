@@ -519,10 +519,10 @@ class PostgresBackend:
         1     completes only, all in     one autocommit ``DELETE`` that checks
               one partition: a           versions and leases itself
               ``complete(batch)``        (:func:`.transact.complete_at_once`)
-        2     completes, produces and    one statement of data-modifying CTEs
-              claims only, every queue   (:mod:`.fused`; its ``FUSED_*`` templates
-              known, one insert a table  in :mod:`.fused_sql`), run together with
-                                         concurrent callers' (:mod:`.group_commit`)
+        2     completes, checks          one statement of data-modifying CTEs
+              (depends), produces and    (:mod:`.fused`; its ``FUSED_*`` templates
+              claims only, every queue   in :mod:`.fused_sql`), run together with
+              known, one insert a table  concurrent callers' (:mod:`.group_commit`)
         3     completes only, of the     a transaction of one self-checking
               plan's own queues          ``DELETE`` a table
                                          (``run_transact(..., checked=True)``)

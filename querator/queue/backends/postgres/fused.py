@@ -9,6 +9,10 @@ a plan into a single statement of data-modifying CTEs, so it is one:
   the rows it deletes (as :data:`statements.COMPLETE_CHECKED`); a count short
   of the keys raises ``check_failed()`` before any insert runs (every insert
   reads the ``ok`` row that counts the deletes);
+- one locking no-op ``UPDATE`` per table of ``depends`` items (a fenced write, such
+  as a workflow's ``recv`` record stored while its wake stays held), each
+  counting the items still at the versions named, checked in the same ``ok``
+  row;
 - one ``INSERT`` per item table produced into (``ON CONFLICT DO NOTHING`` on
   dedup keys), or, for claimed items, inserted already leased;
 - for keyed inserts, the items that already hold the keys (``hits``); when an
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -83,6 +87,8 @@ class Shape(NamedTuple):
 
     deletes: tuple[tuple[int, int], ...]
     """(queue_id, partition) of each completed table, in lock order."""
+    checks: tuple[tuple[int, int], ...]
+    """(queue_id, partition) of each table of ``depends`` items, in lock order."""
     inserts: tuple[tuple[int, int, bool, bool], ...]
     """(queue_id, partition, leased, keyed) of each insert."""
     lookups: int
@@ -90,12 +96,12 @@ class Shape(NamedTuple):
 
 
 def fusable(plan: TxnPlan) -> bool:
-    """True when ``plan`` can run as one statement: it completes, produces and
-    claims only (no retry, renew or pure checks), every queue it names is
-    known, and no table receives two inserts."""
-    if plan.retry or plan.renew or plan.depends or plan.delete:
+    """True when ``plan`` can run as one statement: it completes, checks
+    (``depends``), produces and claims only (no retry, renew or delete), every
+    queue it names is known, and no table receives two inserts."""
+    if plan.retry or plan.renew or plan.delete:
         return False
-    if not all(addresses_plan_queue(key, plan) for key in plan.complete):
+    if not all(addresses_plan_queue(key, plan) for key in [*plan.complete, *plan.depends]):
         return False
     tables: set[tuple[int, int]] = set()
     for name, items in [*plan.produce, *plan.claim]:
@@ -125,7 +131,8 @@ class _Compiled:
 
 def _compile(plans: Sequence[TxnPlan], names: stmt.Names, now: datetime | None) -> _Compiled:
     params: dict[str, Any] = {"channel": names.channel, "now": now}
-    deletes = _deletes(plans, params)
+    deletes = _by_table(plans, params, "d", lambda plan: plan.complete)
+    checks = _by_table(plans, params, "c", lambda plan: plan.depends)
     entries: list[Entry] = []
     for number, plan in enumerate(plans):
         entries += [Entry(number, name, items, False) for name, items in plan.produce]
@@ -134,25 +141,32 @@ def _compile(plans: Sequence[TxnPlan], names: stmt.Names, now: datetime | None) 
     lookups = _lookups(plans, names, params)
     shape = Shape(
         tuple(deletes),
+        tuple(checks),
         tuple((i.queue.queue_id, i.partition, i.leased, bool(i.keys)) for i in inserts),
         len(lookups),
     )
     return _Compiled(shape, params, inserts, entries, insert_plans, lookups)
 
 
-def _deletes(plans: Sequence[TxnPlan], params: dict[str, Any]) -> list[tuple[int, int]]:
-    """The tables completed from, in lock order; binds their keys."""
+def _by_table(
+    plans: Sequence[TxnPlan],
+    params: dict[str, Any],
+    prefix: str,
+    keys_of: Callable[[TxnPlan], Sequence[ItemKey]],
+) -> list[tuple[int, int]]:
+    """The tables of the plans' ``keys_of`` items (completed: prefix ``d``;
+    checked: ``c``), in lock order; binds their keys."""
     by_table: dict[tuple[int, int], list[ItemKey]] = {}
     for plan in plans:
-        for key in plan.complete:
+        for key in keys_of(plan):
             by_table.setdefault((key.queue_id, key.partition), []).append(key)
-    deletes = sorted(by_table)
-    for number, table in enumerate(deletes):
+    tables = sorted(by_table)
+    for number, table in enumerate(tables):
         keys = sorted(by_table[table], key=lambda key: key.seq)
-        params[f"d{number}_seqs"] = int_array(key.seq for key in keys)
-        params[f"d{number}_versions"] = int_array(key.version for key in keys)
-        params[f"d{number}_count"] = len(keys)
-    return deletes
+        params[f"{prefix}{number}_seqs"] = int_array(key.seq for key in keys)
+        params[f"{prefix}{number}_versions"] = int_array(key.version for key in keys)
+        params[f"{prefix}{number}_count"] = len(keys)
+    return tables
 
 
 def _inserts(
@@ -364,7 +378,15 @@ def statement_for(names: stmt.Names, shape: Shape) -> Statement:
     for n, (queue_id, partition) in enumerate(shape.deletes):
         ctes.append(fsql.FUSED_DELETE.format(n=n))
         tables[f"d{n}"] = names.partition(queue_id, partition)
-    deleted = " AND ".join(fsql.FUSED_DELETED.format(n=n) for n in range(len(shape.deletes)))
+    for n, (queue_id, partition) in enumerate(shape.checks):
+        ctes.append(fsql.FUSED_DEPEND.format(n=n))
+        tables[f"c{n}"] = names.partition(queue_id, partition)
+    deleted = " AND ".join(
+        [
+            *(fsql.FUSED_DELETED.format(n=n) for n in range(len(shape.deletes))),
+            *(fsql.FUSED_DEPENDED.format(n=n) for n in range(len(shape.checks))),
+        ]
+    )
     ctes.append(fsql.FUSED_OK.format(deleted=deleted) if deleted else fsql.FUSED_OK_UNCHECKED)
     outputs = [fsql.fused_row("-2", "ok", "NULL::text", "ok", typed=True)]
     explained: list[str] = []

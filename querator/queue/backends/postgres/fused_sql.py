@@ -39,14 +39,31 @@ d{n} AS (
 FUSED_DELETED: Final = "(SELECT count(*) FROM d{n}) = %(d{n}_count)s::bigint"
 """True when delete ``n`` found every item it was given."""
 
+FUSED_DEPEND: Final = """
+c{n} AS (
+    UPDATE {{c{n}}} AS t SET version = t.version
+    FROM unnest(%(c{n}_seqs)s::bigint[], %(c{n}_versions)s::integer[]) AS w(seq, version)
+    WHERE t.seq = w.seq AND t.version = w.version
+    RETURNING t.seq
+)"""
+"""Locks the ``depends`` items of one table that still hold the versions named
+(a row changed meanwhile is read again and drops out), changing nothing;
+:data:`FUSED_DEPENDED` checks the count. An ``UPDATE`` rather than ``SELECT …
+FOR UPDATE``: Citus routes a data-modifying CTE with the statement, where it
+plans a locking ``SELECT`` apart (and then misreads its binary parameters)."""
+
+FUSED_DEPENDED: Final = "(SELECT count(*) FROM c{n}) = %(c{n}_count)s::bigint"
+"""True when check ``n`` found every item it was given at its version."""
+
 FUSED_OK: Final = (
     "\nok AS (SELECT CASE WHEN {deleted} THEN 1 ELSE {{schema}}.check_failed() END AS ok)"
 )
-"""One row, or ``check_failed()`` when a delete came short (``{deleted}``: every
-:data:`FUSED_DELETED` joined by AND). Every insert reads it, so none runs first."""
+"""One row, or ``check_failed()`` when a delete or a check came short
+(``{deleted}``: every :data:`FUSED_DELETED` and :data:`FUSED_DEPENDED` joined by
+AND). Every insert reads it, so none runs first."""
 
 FUSED_OK_UNCHECKED: Final = "\nok AS (SELECT 1::bigint AS ok)"
-""":data:`FUSED_OK` of a statement that completes nothing."""
+""":data:`FUSED_OK` of a statement that completes and checks nothing."""
 
 _FUSED_ARRAYS, _FUSED_NAMES = given_arrays("i{n}_")
 _FUSED_PRODUCED = insert_list(produced("i{n}_"))
