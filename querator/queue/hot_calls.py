@@ -24,7 +24,7 @@ from querator.clock import Clock
 from querator.errors import RequestTimeout
 from querator.queue.backends.base import Backend, SyncHotCalls
 from querator.queue.models import Item, Leased, QueueInfo
-from querator.queue.plans import RefLike, change_request, route_items
+from querator.queue.plans import RefLike, one_table_refs, route_items
 from querator.queue.routing import Spreader, lease_order
 from querator.queue.validation import (
     MAX_BATCH,
@@ -35,7 +35,6 @@ from querator.queue.validation import (
     check_sequence,
 )
 from querator.queue.waiting import WakeBoard
-from querator.telemetry.queue_calls import no_trace
 from querator.telemetry.switches import observing
 
 
@@ -116,26 +115,20 @@ class HotPath:
         raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> bool:
-        """:meth:`AsyncQueueClient.complete` of items of one partition; False
-        when not done (the loop path then runs it, and names failed checks)."""
+        """:meth:`AsyncQueueClient.complete` of :class:`Leased` items of one
+        partition (:func:`.plans.one_table_refs`); False when not done (the loop
+        path then runs it, and names what is wrong)."""
         calls = self._calls()
         if calls is None:
             return False
-        request = change_request(queue, "complete", items)
-        queues: dict[str, QueueInfo] = {}
-        for name in request.queue_names():
-            info = self._cached(name)
-            if info is None:
-                return False
-            queues[name] = info
-            dead = info.settings.dead_queue
-            if dead:
-                dead_info = self._cached(dead)
-                if dead_info is None:
-                    return False
-                queues[dead] = dead_info
-        plan = request.plan(queues, self._spreader, no_trace)
-        return calls.complete(plan, self._clock.store_now())
+        check_name("queue", queue)
+        info = self._cached(queue)
+        if info is None:
+            return False
+        refs = one_table_refs(info, check_sequence("items", items, "Leased items"))
+        if refs is None:
+            return False
+        return calls.complete(refs, self._clock.store_now())
 
     def _wake(self, queue: str) -> None:
         """Wake this client's waiting leases of ``queue``, if any, on the loop."""

@@ -88,6 +88,18 @@ class Leases(NamedTuple):
     the lease (the store's clock), the lease-wait metric's observation."""
 
 
+class TableRefs(NamedTuple):
+    """Held items of one partition table of one queue, named by ``seqs`` at
+    ``versions`` (in the caller's order): what a one-table complete or retry
+    changes in one statement (built by :func:`querator.queue.plans.one_table_refs`)."""
+
+    queue: str
+    queue_id: int
+    partition: int
+    seqs: list[int]
+    versions: list[int]
+
+
 class ItemKey(NamedTuple):
     """A resolved reference to one item version (a tuple: built per item, cheaply)."""
 
@@ -241,10 +253,10 @@ class SyncHotCalls(Protocol):
         """:meth:`Backend.lease`."""
         ...
 
-    def complete(self, plan: TxnPlan, now: datetime | None) -> bool:
-        """Run a plan that only completes items of one partition as one
-        statement; False when the plan is another kind or a check failed
-        (nothing changed): then :meth:`Backend.transact` must run it."""
+    def complete(self, refs: TableRefs, now: datetime | None) -> bool:
+        """Complete held items of one partition table in one statement; False
+        when a check failed (nothing changed): then :meth:`Backend.transact`
+        must run the plan, and names the reasons."""
         ...
 
     def insert_unkeyed(

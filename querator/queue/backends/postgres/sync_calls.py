@@ -3,7 +3,7 @@ unkeyed produce, run on the calling thread on a connection that thread holds.
 
 The statements, parameters and row decoding are the async backend's own
 (sans I/O: :meth:`.backend.PostgresBackend.lease_call` with
-:func:`.rows.leases_of`, :func:`.transact.complete_call`,
+:func:`.rows.leases_of`, :func:`.transact.table_complete_call`,
 :class:`.items.UnkeyedInsert`); this module only runs them on a blocking
 psycopg connection, so the sync client's consecutive hot calls cross no
 thread and check nothing out of a pool.
@@ -31,18 +31,14 @@ from psycopg import errors as pg_errors
 from psycopg.rows import TupleRow
 
 from querator.errors import Unavailable
-from querator.queue.backends.base import Kinds, Leases, NewItem, TxnPlan
+from querator.queue.backends.base import Kinds, Leases, NewItem, TableRefs
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import register as register_arrays
 from querator.queue.backends.postgres.deadline import MARGIN, Blocked, lock_timeout
 from querator.queue.backends.postgres.failures import classify
 from querator.queue.backends.postgres.items import UnkeyedInsert
 from querator.queue.backends.postgres.sessions import SESSION_ERRORS, Sessions
-from querator.queue.backends.postgres.transact import (
-    complete_call,
-    failed_check,
-    one_table_complete,
-)
+from querator.queue.backends.postgres.transact import failed_check, table_complete_call
 from querator.queue.models import QueueInfo
 
 SyncConn = psycopg.Connection[TupleRow]
@@ -158,16 +154,12 @@ class SyncCalls:
                 found = self._run(queue.name, statement, params, binary=True, fetch=True)
         return plans.leased_rows(queue, partition, found, by_priority)
 
-    def complete(self, plan: TxnPlan, now: datetime | None) -> bool:
+    def complete(self, refs: TableRefs, now: datetime | None) -> bool:
         """The backend's ``transact`` path 1 (:func:`.transact.complete_at_once`)
-        on this thread's session, for a plan it takes; False when the plan needs
-        another path or a check failed (nothing changed)."""
-        if not plan.durable or plan.wake or not one_table_complete(plan):
-            return False
-        keys = list(plan.complete)
-        statement, args = complete_call(self._names, keys, now)
+        on this thread's session; False when a check failed (nothing changed)."""
+        statement, args = table_complete_call(self._names, refs, now)
         try:
-            self._run(keys[0].queue, statement, args, checked=True)
+            self._run(refs.queue, statement, args, checked=True)
         except _CheckFailed:
             return False
         return True
