@@ -1,10 +1,10 @@
-"""The sync client's hot calls on the calling thread: produce, lease, complete.
+"""The sync client's hot calls on the calling thread: produce, lease, complete, retry.
 
 The sync :class:`~querator.queue.client.QueueClient` runs every call of
 :class:`~querator.queue.service.AsyncQueueClient` on its event loop thread,
 which costs a thread hop and a pool checkout per call. Where the backend has
 hot calls for sync callers (:class:`~.backends.base.SyncHotCalls`; PostgreSQL),
-:class:`HotPath` runs the common cases of these three on the calling thread
+:class:`HotPath` runs the common cases of these four on the calling thread
 instead, with the same checks, the same plans (:mod:`.plans`), the same
 routing and the same statements and row decoding as the async calls; the
 backend's sync shell holds a session per thread. Every other case returns
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 
 from querator.clock import Clock
 from querator.errors import RequestTimeout
@@ -30,8 +31,10 @@ from querator.queue.validation import (
     MAX_BATCH,
     check_count,
     check_duration,
+    check_instant,
     check_kinds,
     check_name,
+    check_reason,
     check_sequence,
 )
 from querator.queue.waiting import WakeBoard
@@ -129,6 +132,35 @@ class HotPath:
         if refs is None:
             return False
         return calls.complete(refs, self._clock.store_now())
+
+    def retry(
+        self,
+        queue: str,
+        items: Sequence[RefLike],
+        retry_at: datetime | None,
+        dead: bool,
+        reason: str | None,
+    ) -> bool:
+        """:meth:`AsyncQueueClient.retry` of :class:`Leased` items of one
+        partition of a queue without an attempts limit, now or to ``retry_at``
+        (a deferral), none ``dead``; False when not done (the loop path then
+        runs it, and names what is wrong)."""
+        calls = self._calls()
+        if calls is None:
+            return False
+        check_reason(reason)  # kept only with dead-lettered items: none here
+        check_name("queue", queue)
+        info = self._cached(queue)
+        if dead or info is None or info.settings.max_attempts != 0:
+            return False
+        refs = one_table_refs(info, check_sequence("items", items, "Leased items"))
+        if refs is None:
+            return False
+        check_instant("retry_at", retry_at)  # after the items, as the loop path checks
+        if not calls.retry(refs, retry_at, self._clock.store_now()):
+            return False
+        self._wake(queue)
+        return True
 
     def _wake(self, queue: str) -> None:
         """Wake this client's waiting leases of ``queue``, if any, on the loop."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -136,3 +137,30 @@ def test_a_complete_the_session_cannot_take_whole_is_checked_as_ever(pg_schema_u
             q.complete("odd", [second, second])
         q.complete("odd", [first, second, (third.id, third.version), fourth])
         assert q.stats("odd").total == 0
+
+
+def test_a_retry_on_the_session_releases_or_defers_and_is_checked(pg_schema_url: str) -> None:
+    """A retry of a batch of one partition (a queue without an attempts limit)
+    runs on the calling thread's session: now, the items are leasable again;
+    to a later instant (a deferral), they are scheduled; a stale version is
+    reported as ever and changes nothing."""
+    with Querator(pg_schema_url) as q:
+        q.create_queue("again", QueueSettings(max_attempts=0))
+        q.produce("again", [Item(payload=str(n).encode()) for n in range(4)])
+        first = q.lease("again", client_id="a", batch_size=2)
+        q.retry("again", first)
+        later = datetime.now(UTC) + timedelta(hours=1)
+        second = q.lease("again", client_id="a", batch_size=4)
+        assert {leased.payload for leased in second} == {b"0", b"1", b"2", b"3"}
+        deferred, kept = second[:2], second[2:]
+        q.retry("again", deferred, retry_at=later)
+        stats = q.stats("again")
+        assert (stats.total, stats.scheduled, stats.leased) == (4, 2, 2)
+        with pytest.raises(Conflict) as err:
+            q.retry("again", [kept[0], deferred[0]])
+        assert err.value.reasons == {deferred[0].id: ConflictReason.STALE}
+        assert q.stats("again").leased == 2  # all or nothing: kept[0] is still held
+        with pytest.raises(InvalidArgument):
+            q.retry("again", kept, retry_at=datetime(2030, 1, 1))  # naive: refused
+        q.complete("again", kept)
+        assert q.stats("again").total == 2

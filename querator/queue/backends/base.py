@@ -259,6 +259,13 @@ class SyncHotCalls(Protocol):
         must run the plan, and names the reasons."""
         ...
 
+    def retry(self, refs: TableRefs, retry_at: datetime | None, now: datetime | None) -> bool:
+        """Retry held items of one partition table of a queue without an
+        attempts limit to ``retry_at`` (None: now) in one statement, waking the
+        queue; False when the store cannot or a check failed (nothing changed):
+        then :meth:`Backend.transact` must run the plan."""
+        ...
+
     def insert_unkeyed(
         self, queue: QueueInfo, items: Sequence[NewItem], now: datetime | None
     ) -> list[str]:

@@ -175,6 +175,7 @@ class PostgresBackend:
                 self,
                 self._sessions,
                 self._blocked,
+                self._citus,
             )
         return sync
 

@@ -1,9 +1,11 @@
 """The sync I/O shell of the PostgreSQL hot calls: lease, one-table complete and
-unkeyed produce, run on the calling thread on a connection that thread holds.
+retry, and unkeyed produce, run on the calling thread on a connection that
+thread holds.
 
 The statements, parameters and row decoding are the async backend's own
 (sans I/O: :meth:`.backend.PostgresBackend.lease_call` with
 :func:`.rows.leases_of`, :func:`.transact.table_complete_call`,
+:func:`.retry_at_once.retry_call`,
 :class:`.items.UnkeyedInsert`); this module only runs them on a blocking
 psycopg connection, so the sync client's consecutive hot calls cross no
 thread and check nothing out of a pool.
@@ -37,6 +39,7 @@ from querator.queue.backends.postgres.array_params import register as register_a
 from querator.queue.backends.postgres.deadline import MARGIN, Blocked, lock_timeout
 from querator.queue.backends.postgres.failures import classify
 from querator.queue.backends.postgres.items import UnkeyedInsert
+from querator.queue.backends.postgres.retry_at_once import retry_call
 from querator.queue.backends.postgres.sessions import SESSION_ERRORS, Sessions
 from querator.queue.backends.postgres.transact import failed_check, table_complete_call
 from querator.queue.models import QueueInfo
@@ -83,7 +86,8 @@ class SyncCalls:
     ``plans`` is the backend's own lease statement builder; ``sessions`` and
     ``blocked`` its session rule and blocked-calls log: while either says the
     store is in trouble, :meth:`usable` is False and the callers take the
-    async path, which handles the episode.
+    async path, which handles the episode. ``citus``: the store is a Citus
+    coordinator (retries take the async path, which runs them in a transaction).
     """
 
     def __init__(
@@ -94,8 +98,10 @@ class SyncCalls:
         plans: LeasePlans,
         sessions: Sessions,
         blocked: Blocked,
+        citus: bool = False,
     ) -> None:
         self._conninfo = conninfo
+        self._citus = citus
         self._names = names
         self._deadline = deadline
         self._plans = plans
@@ -158,6 +164,19 @@ class SyncCalls:
         """The backend's ``transact`` path 1 (:func:`.transact.complete_at_once`)
         on this thread's session; False when a check failed (nothing changed)."""
         statement, args = table_complete_call(self._names, refs, now)
+        try:
+            self._run(refs.queue, statement, args, checked=True)
+        except _CheckFailed:
+            return False
+        return True
+
+    def retry(self, refs: TableRefs, retry_at: datetime | None, now: datetime | None) -> bool:
+        """The backend's ``transact`` path 0 (:mod:`.retry_at_once`) on this
+        thread's session, waking the queue; False when the store cannot run it
+        (Citus) or a check failed (nothing changed)."""
+        if self._citus:
+            return False
+        statement, args = retry_call(self._names, refs, retry_at, (refs.queue,), True, now)
         try:
             self._run(refs.queue, statement, args, checked=True)
         except _CheckFailed:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
@@ -205,7 +204,7 @@ def table_complete_call(
     """The statement and parameters that delete held items of one table at their
     versions, in seq order (sans I/O: the sync shell, :mod:`.sync_calls`, runs
     them too); a failed check raises an error :func:`failed_check` recognizes."""
-    seqs, versions = _in_seq_order(refs)
+    seqs, versions = in_seq_order(refs)
     args = {
         "seqs": int_array(seqs),
         "versions": int_array(versions),
@@ -215,10 +214,10 @@ def table_complete_call(
     return stmt.complete_for(names, refs.queue_id, refs.partition), args
 
 
-def _in_seq_order(refs: TableRefs) -> tuple[list[int], list[int]]:
+def in_seq_order(refs: TableRefs) -> tuple[list[int], list[int]]:
     """``refs``' seqs and versions sorted by seq (the order rows are locked in)."""
     seqs, versions = refs.seqs, refs.versions
-    if all(a < b for a, b in itertools.pairwise(seqs)):
+    if seqs == sorted(seqs):  # seqs are unique
         return seqs, versions
     pairs = sorted(zip(seqs, versions, strict=True))
     return [seq for seq, _ in pairs], [version for _, version in pairs]
