@@ -1,10 +1,11 @@
-"""The sync client's hot calls on the calling thread: produce, lease, complete, retry.
+"""The sync client's hot calls on the calling thread: produce, lease, complete,
+retry and renew.
 
 The sync :class:`~querator.queue.client.QueueClient` runs every call of
 :class:`~querator.queue.service.AsyncQueueClient` on its event loop thread,
 which costs a thread hop and a pool checkout per call. Where the backend has
 hot calls for sync callers (:class:`~.backends.base.SyncHotCalls`; PostgreSQL),
-:class:`HotPath` runs the common cases of these four on the calling thread
+:class:`HotPath` runs the common cases of these on the calling thread
 instead, with the same checks, the same plans (:mod:`.plans`), the same
 routing and the same statements and row decoding as the async calls; the
 backend's sync shell holds a session per thread. Every other case returns
@@ -161,6 +162,27 @@ class HotPath:
             return False
         self._wake(queue)
         return True
+
+    def renew(
+        self, queue: str, items: Sequence[RefLike], extend: float | None
+    ) -> list[Leased] | None:
+        """:meth:`AsyncQueueClient.renew` of :class:`Leased` items of one
+        partition; None when not done (the loop path then runs it, and names
+        what is wrong)."""
+        calls = self._calls()
+        if calls is None:
+            return None
+        check_name("queue", queue)
+        info = self._cached(queue)
+        if info is None:
+            return None
+        refs = one_table_refs(info, check_sequence("items", items, "Leased items"))
+        if refs is None:
+            return None
+        if extend is not None:  # after the items, as the loop path checks
+            check_duration("extend", extend)
+        seconds = extend or info.settings.lease_timeout
+        return calls.renew(info, refs, seconds, self._clock.store_now())
 
     def _wake(self, queue: str) -> None:
         """Wake this client's waiting leases of ``queue``, if any, on the loop."""

@@ -164,3 +164,30 @@ def test_a_retry_on_the_session_releases_or_defers_and_is_checked(pg_schema_url:
             q.retry("again", kept, retry_at=datetime(2030, 1, 1))  # naive: refused
         q.complete("again", kept)
         assert q.stats("again").total == 2
+
+
+def test_a_renew_on_the_session_extends_in_order_and_is_checked(pg_schema_url: str) -> None:
+    """A renew of a batch of one partition runs on the calling thread's session
+    (as the async path's one-statement renew): the items come back in the
+    order given with new versions and later deadlines; a stale version is
+    reported as ever and changes nothing; a bad extension is refused."""
+    with Querator(pg_schema_url) as q:
+        q.create_queue("held", QueueSettings(lease_timeout=30))
+        q.produce("held", [Item(payload=str(n).encode()) for n in range(3)])
+        leased = q.lease("held", client_id="a", batch_size=3)
+        given = [leased[2], leased[0], leased[1]]
+        renewed = q.renew("held", given, extend=600)
+        assert [item.id for item in renewed] == [item.id for item in given]
+        for old, new in zip(given, renewed, strict=True):
+            assert new.version == old.version + 1
+            assert new.lease_deadline > old.lease_deadline + timedelta(seconds=500)
+            assert (new.payload, new.client_id, new.attempts) == (old.payload, "a", 1)
+        with pytest.raises(Conflict) as err:
+            q.renew("held", [renewed[0], given[1]])
+        assert err.value.reasons == {given[1].id: ConflictReason.STALE}
+        with pytest.raises(InvalidArgument):
+            q.renew("held", renewed, extend=-1)
+        again = q.renew("held", renewed)  # the queue's lease_timeout
+        assert [item.version for item in again] == [item.version + 1 for item in renewed]
+        q.complete("held", again)
+        assert q.stats("held").total == 0

@@ -266,6 +266,15 @@ class SyncHotCalls(Protocol):
         then :meth:`Backend.transact` must run the plan."""
         ...
 
+    def renew(
+        self, queue: QueueInfo, refs: TableRefs, extend: float, now: datetime | None
+    ) -> list[Leased] | None:
+        """Extend the leases of held items of one partition table of ``queue`` to
+        now + ``extend`` seconds in one statement: the renewed items in ``refs``'
+        order, or None when the store cannot or a check failed (nothing
+        changed): then :meth:`Backend.transact` must run the plan."""
+        ...
+
     def insert_unkeyed(
         self, queue: QueueInfo, items: Sequence[NewItem], now: datetime | None
     ) -> list[str]:

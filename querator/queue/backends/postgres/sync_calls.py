@@ -1,11 +1,11 @@
-"""The sync I/O shell of the PostgreSQL hot calls: lease, one-table complete and
-retry, and unkeyed produce, run on the calling thread on a connection that
-thread holds.
+"""The sync I/O shell of the PostgreSQL hot calls: lease, one-table complete,
+retry and renew, and unkeyed produce, run on the calling thread on a
+connection that thread holds.
 
 The statements, parameters and row decoding are the async backend's own
 (sans I/O: :meth:`.backend.PostgresBackend.lease_call` with
 :func:`.rows.leases_of`, :func:`.transact.table_complete_call`,
-:func:`.retry_at_once.retry_call`,
+:func:`.retry_at_once.retry_call`, :func:`.renew_at_once.renew_call`,
 :class:`.items.UnkeyedInsert`); this module only runs them on a blocking
 psycopg connection, so the sync client's consecutive hot calls cross no
 thread and check nothing out of a pool.
@@ -39,10 +39,11 @@ from querator.queue.backends.postgres.array_params import register as register_a
 from querator.queue.backends.postgres.deadline import MARGIN, Blocked, lock_timeout
 from querator.queue.backends.postgres.failures import classify
 from querator.queue.backends.postgres.items import UnkeyedInsert
+from querator.queue.backends.postgres.renew_at_once import renew_call, renewed_rows
 from querator.queue.backends.postgres.retry_at_once import retry_call
 from querator.queue.backends.postgres.sessions import SESSION_ERRORS, Sessions
 from querator.queue.backends.postgres.transact import failed_check, table_complete_call
-from querator.queue.models import QueueInfo
+from querator.queue.models import Leased, QueueInfo
 
 SyncConn = psycopg.Connection[TupleRow]
 
@@ -87,7 +88,8 @@ class SyncCalls:
     ``blocked`` its session rule and blocked-calls log: while either says the
     store is in trouble, :meth:`usable` is False and the callers take the
     async path, which handles the episode. ``citus``: the store is a Citus
-    coordinator (retries take the async path, which runs them in a transaction).
+    coordinator (retries and renews take the async path, which runs them in a
+    transaction).
     """
 
     def __init__(
@@ -182,6 +184,21 @@ class SyncCalls:
         except _CheckFailed:
             return False
         return True
+
+    def renew(
+        self, queue: QueueInfo, refs: TableRefs, extend: float, now: datetime | None
+    ) -> list[Leased] | None:
+        """The backend's ``transact`` path r (:mod:`.renew_at_once`) on this
+        thread's session: the renewed items in ``refs``' order, or None when the
+        store cannot run it (Citus) or a check failed (nothing changed)."""
+        if self._citus:
+            return None
+        statement, args = renew_call(self._names, refs, extend, now)
+        try:
+            found = self._run(refs.queue, statement, args, fetch=True, checked=True)
+        except _CheckFailed:
+            return None
+        return renewed_rows(queue, refs, found)
 
     def insert_unkeyed(
         self, queue: QueueInfo, items: Sequence[NewItem], now: datetime | None
