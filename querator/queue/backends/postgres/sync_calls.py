@@ -49,9 +49,11 @@ SyncConn = psycopg.Connection[TupleRow]
 
 
 class _Held(threading.local):
-    """The calling thread's session (None until its first call)."""
+    """The calling thread's session (None until its first call), and the cursor
+    its calls run on (one for all: a cursor per statement costs more)."""
 
     conn: SyncConn | None = None
+    cursor: psycopg.Cursor[TupleRow] | None = None
 
 
 MAX_SESSIONS = 8
@@ -244,6 +246,7 @@ class SyncCalls:
         for old in gone:
             old.close()
         self._held.conn = conn
+        self._held.cursor = conn.cursor()
         return conn
 
     def _run(
@@ -259,9 +262,11 @@ class SyncCalls:
         conn: SyncConn | None = None
         try:
             conn = self._session()
+            cur = self._held.cursor
+            assert cur is not None  # opened with the session
             self._watch.start(conn)
             try:
-                cur = conn.execute(statement, params, binary=binary)
+                cur.execute(statement, params, binary=binary)
                 found = cur.fetchall() if fetch else []
             finally:
                 cut = self._watch.end(conn)
