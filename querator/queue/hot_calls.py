@@ -129,7 +129,7 @@ class HotPath:
         info = self._cached(queue)
         if info is None:
             return False
-        refs = one_table_refs(info, check_sequence("items", items, "Leased items"))
+        refs = one_table_refs(info, items)
         if refs is None:
             return False
         return calls.complete(refs, self._clock.store_now())
@@ -154,7 +154,7 @@ class HotPath:
         info = self._cached(queue)
         if dead or info is None or info.settings.max_attempts != 0:
             return False
-        refs = one_table_refs(info, check_sequence("items", items, "Leased items"))
+        refs = one_table_refs(info, items)
         if refs is None:
             return False
         check_instant("retry_at", retry_at)  # after the items, as the loop path checks
@@ -176,7 +176,7 @@ class HotPath:
         info = self._cached(queue)
         if info is None:
             return None
-        refs = one_table_refs(info, check_sequence("items", items, "Leased items"))
+        refs = one_table_refs(info, items)
         if refs is None:
             return None
         if extend is not None:  # after the items, as the loop path checks

@@ -138,19 +138,19 @@ def item_key(info: QueueInfo, ref: Ref) -> ItemKey:
     return ItemKey(ref.queue, ref.id, info.queue_id, address.partition, address.seq, ref.version)
 
 
-def one_table_refs(info: QueueInfo, items: Sequence[object]) -> TableRefs | None:
-    """The items of a ``complete`` or ``retry`` of ``info``'s queue as one table's
-    seqs and versions, when that is all they are: 1 to MAX_BATCH :class:`Leased`
-    records of the queue, each once, whose ids name one partition of it in the
-    spelling :func:`~querator.queue.ids.format_id` writes. None for anything
-    else: then :func:`change_request` and :meth:`Transaction.plan` decide (and
-    name what is wrong), as for every call.
+def one_table_refs(info: QueueInfo, items: object) -> TableRefs | None:
+    """The items of a ``complete``, ``retry`` or ``renew`` of ``info``'s queue as
+    one table's seqs and versions, when that is all they are: a list (or tuple)
+    of 1 to MAX_BATCH :class:`Leased` records of the queue, each once, whose ids
+    name one partition of it in the spelling :func:`~querator.queue.ids.format_id`
+    writes. None for anything else: then :func:`change_request` and
+    :meth:`Transaction.plan` decide (and name what is wrong), as for every call.
 
     This is the same resolution as :func:`item_key`'s for these items, without
     a record per item: a batch's complete costs a fraction of a plan's.
     """
     address = _first_address(info, items)
-    if address is None:
+    if address is None or not isinstance(items, list | tuple):  # (a list: checked there)
         return None
     name = info.name
     prefix = id_prefix(address.queue_id, address.partition)
@@ -175,10 +175,12 @@ def one_table_refs(info: QueueInfo, items: Sequence[object]) -> TableRefs | None
     return TableRefs(name, address.queue_id, address.partition, seqs, versions)
 
 
-def _first_address(info: QueueInfo, items: Sequence[object]) -> ItemAddress | None:
-    """Where the first of 1 to MAX_BATCH items lives, if it is a :class:`Leased`
-    record whose id names a partition of ``info``'s queue."""
-    first = items[0] if 0 < len(items) <= MAX_BATCH else None
+def _first_address(info: QueueInfo, items: object) -> ItemAddress | None:
+    """Where the first of a list (or tuple) of 1 to MAX_BATCH items lives, if it
+    is a :class:`Leased` record whose id names a partition of ``info``'s queue."""
+    if not isinstance(items, list | tuple) or not 0 < len(items) <= MAX_BATCH:
+        return None
+    first = items[0]
     if type(first) is not Leased:
         return None
     address = parse_id(first.id)

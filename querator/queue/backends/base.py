@@ -315,6 +315,12 @@ class Backend(Protocol):
         call on its event loop thread."""
         ...
 
+    async def complete_table(self, refs: TableRefs) -> bool:
+        """Complete held items of one partition table in one statement; False when
+        the store has no such call or a check failed (nothing changed): then
+        :meth:`transact` must run the plan, and names the reasons."""
+        ...
+
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue and its partition tables; QueueExists if taken."""
 

@@ -28,6 +28,7 @@ from querator.queue.backends.base import (
     Leases,
     NewItem,
     ProduceSteps,
+    TableRefs,
     TxnPlan,
     WakeCallback,
     wake_only,
@@ -67,6 +68,7 @@ from querator.queue.backends.postgres.sync_calls import SyncCalls
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
     complete_at_once,
+    complete_table,
     completes_only,
     one_table_complete,
     run_transact,
@@ -290,6 +292,13 @@ class PostgresBackend:
         )
 
     # -- queues ---------------------------------------------------------------
+
+    async def complete_table(self, refs: TableRefs) -> bool:
+        """:meth:`transact`'s path 1 for items named by their table
+        (:func:`.transact.complete_table`, the sync shell's statement)."""
+        now = self._clock.store_now()
+        async with self._connect(refs.queue) as conn:
+            return await complete_table(conn, self._names, refs, now)
 
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue and its partition tables; QueueExists if taken."""

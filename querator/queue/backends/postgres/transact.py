@@ -174,7 +174,25 @@ async def _complete_checked(
 ) -> None:
     """Delete held items of one table at their versions, all or :class:`ChecksFailed`."""
     statement, args = complete_call(names, keys, now)
-    with driver_errors(keys[0].queue):
+    await _run_checked(conn, keys[0].queue, statement, args)
+
+
+async def complete_table(
+    conn: Conn, names: stmt.Names, refs: TableRefs, now: datetime | None
+) -> bool:
+    """Run :func:`table_complete_call` on ``conn``; False when a check failed
+    (nothing changed)."""
+    statement, args = table_complete_call(names, refs, now)
+    try:
+        await _run_checked(conn, refs.queue, statement, args)
+    except ChecksFailed:
+        return False
+    return True
+
+
+async def _run_checked(conn: Conn, queue: str, statement: bytes, args: dict[str, Any]) -> None:
+    """Run a self-checking statement; a failed check raises :class:`ChecksFailed`."""
+    with driver_errors(queue):
         try:
             await conn.execute(statement, args)
         except psycopg.Error as exc:
