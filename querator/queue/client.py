@@ -306,3 +306,27 @@ class QueueClient(SyncShell[AsyncQueueClient]):
         self._thread_for(self._async.complete)
         if not self._hot.complete(queue, items):
             self._call(self._async.complete, queue, items)
+
+    def retry(
+        self,
+        queue: str,
+        items: Sequence[RefLike],
+        *,
+        retry_at: datetime | None = None,
+        dead: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        """See :meth:`AsyncQueueClient.retry`."""
+        self._thread_for(self._async.retry)
+        if not self._hot.retry(queue, items, retry_at, dead, reason):
+            self._call(self._async.retry, queue, items, retry_at=retry_at, dead=dead, reason=reason)
+
+    def renew(
+        self, queue: str, items: Sequence[RefLike], *, extend: float | None = None
+    ) -> list[Leased]:
+        """See :meth:`AsyncQueueClient.renew`."""
+        self._thread_for(self._async.renew)
+        renewed = self._hot.renew(queue, items, extend)
+        if renewed is not None:
+            return renewed
+        return self._call(self._async.renew, queue, items, extend=extend)

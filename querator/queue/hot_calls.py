@@ -1,10 +1,11 @@
-"""The sync client's hot calls on the calling thread: produce, lease, complete.
+"""The sync client's hot calls on the calling thread: produce, lease, complete,
+retry and renew.
 
 The sync :class:`~querator.queue.client.QueueClient` runs every call of
 :class:`~querator.queue.service.AsyncQueueClient` on its event loop thread,
 which costs a thread hop and a pool checkout per call. Where the backend has
 hot calls for sync callers (:class:`~.backends.base.SyncHotCalls`; PostgreSQL),
-:class:`HotPath` runs the common cases of these three on the calling thread
+:class:`HotPath` runs the common cases of these on the calling thread
 instead, with the same checks, the same plans (:mod:`.plans`), the same
 routing and the same statements and row decoding as the async calls; the
 backend's sync shell holds a session per thread. Every other case returns
@@ -19,23 +20,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 
 from querator.clock import Clock
 from querator.errors import RequestTimeout
 from querator.queue.backends.base import Backend, SyncHotCalls
 from querator.queue.models import Item, Leased, QueueInfo
-from querator.queue.plans import RefLike, change_request, route_items
+from querator.queue.plans import RefLike, one_table_refs, route_items
 from querator.queue.routing import Spreader, lease_order
 from querator.queue.validation import (
     MAX_BATCH,
     check_count,
     check_duration,
+    check_instant,
     check_kinds,
     check_name,
+    check_reason,
     check_sequence,
 )
 from querator.queue.waiting import WakeBoard
-from querator.telemetry.queue_calls import no_trace
 from querator.telemetry.switches import observing
 
 
@@ -116,26 +119,70 @@ class HotPath:
         raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> bool:
-        """:meth:`AsyncQueueClient.complete` of items of one partition; False
-        when not done (the loop path then runs it, and names failed checks)."""
+        """:meth:`AsyncQueueClient.complete` of :class:`Leased` items of one
+        partition (:func:`.plans.one_table_refs`); False when not done (the loop
+        path then runs it, and names what is wrong)."""
         calls = self._calls()
         if calls is None:
             return False
-        request = change_request(queue, "complete", items)
-        queues: dict[str, QueueInfo] = {}
-        for name in request.queue_names():
-            info = self._cached(name)
-            if info is None:
-                return False
-            queues[name] = info
-            dead = info.settings.dead_queue
-            if dead:
-                dead_info = self._cached(dead)
-                if dead_info is None:
-                    return False
-                queues[dead] = dead_info
-        plan = request.plan(queues, self._spreader, no_trace)
-        return calls.complete(plan, self._clock.store_now())
+        check_name("queue", queue)
+        info = self._cached(queue)
+        if info is None:
+            return False
+        refs = one_table_refs(info, items)
+        if refs is None:
+            return False
+        return calls.complete(refs, self._clock.store_now())
+
+    def retry(
+        self,
+        queue: str,
+        items: Sequence[RefLike],
+        retry_at: datetime | None,
+        dead: bool,
+        reason: str | None,
+    ) -> bool:
+        """:meth:`AsyncQueueClient.retry` of :class:`Leased` items of one
+        partition of a queue without an attempts limit, now or to ``retry_at``
+        (a deferral), none ``dead``; False when not done (the loop path then
+        runs it, and names what is wrong)."""
+        calls = self._calls()
+        if calls is None:
+            return False
+        check_reason(reason)  # kept only with dead-lettered items: none here
+        check_name("queue", queue)
+        info = self._cached(queue)
+        if dead or info is None or info.settings.max_attempts != 0:
+            return False
+        refs = one_table_refs(info, items)
+        if refs is None:
+            return False
+        check_instant("retry_at", retry_at)  # after the items, as the loop path checks
+        if not calls.retry(refs, retry_at, self._clock.store_now()):
+            return False
+        self._wake(queue)
+        return True
+
+    def renew(
+        self, queue: str, items: Sequence[RefLike], extend: float | None
+    ) -> list[Leased] | None:
+        """:meth:`AsyncQueueClient.renew` of :class:`Leased` items of one
+        partition; None when not done (the loop path then runs it, and names
+        what is wrong)."""
+        calls = self._calls()
+        if calls is None:
+            return None
+        check_name("queue", queue)
+        info = self._cached(queue)
+        if info is None:
+            return None
+        refs = one_table_refs(info, items)
+        if refs is None:
+            return None
+        if extend is not None:  # after the items, as the loop path checks
+            check_duration("extend", extend)
+        seconds = extend or info.settings.lease_timeout
+        return calls.renew(info, refs, seconds, self._clock.store_now())
 
     def _wake(self, queue: str) -> None:
         """Wake this client's waiting leases of ``queue``, if any, on the loop."""

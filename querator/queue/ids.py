@@ -26,6 +26,12 @@ def format_id(queue_id: int, partition: int, seq: int) -> str:
     return f"{queue_id}.{partition}.{seq}"
 
 
+def id_prefix(queue_id: int, partition: int) -> str:
+    """What the ids of one partition table start with: ``format_id(q, p, seq)``
+    is ``id_prefix(q, p) + str(seq)`` (for the loops that build or read many)."""
+    return f"{queue_id}.{partition}."
+
+
 _ID = re.compile(r"(0|[1-9][0-9]{0,17})\.(0|[1-9][0-9]{0,17})\.(0|[1-9][0-9]{0,17})")
 """The canonical spelling :func:`format_id` writes: ASCII digits, no sign, no
 leading zero, each number below 10**18 (so it fits a PostgreSQL bigint)."""

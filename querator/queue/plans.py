@@ -13,8 +13,15 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from querator.errors import InvalidArgument
-from querator.queue.backends.base import ItemKey, NewItem, RenewOp, RetryOp, TxnPlan
-from querator.queue.ids import parse_id
+from querator.queue.backends.base import (
+    ItemKey,
+    NewItem,
+    RenewOp,
+    RetryOp,
+    TableRefs,
+    TxnPlan,
+)
+from querator.queue.ids import ItemAddress, id_prefix, parse_id
 from querator.queue.models import Item, Leased, QueueInfo, Ref, TransactResult
 from querator.queue.options import TransactOptions
 from querator.queue.routing import Spreader, partition_for_key
@@ -129,6 +136,61 @@ def item_key(info: QueueInfo, ref: Ref) -> ItemKey:
     ):
         return ItemKey(ref.queue, ref.id, info.queue_id, 0, -1, ref.version)
     return ItemKey(ref.queue, ref.id, info.queue_id, address.partition, address.seq, ref.version)
+
+
+def one_table_refs(info: QueueInfo, items: object) -> TableRefs | None:
+    """The items of a ``complete``, ``retry`` or ``renew`` of ``info``'s queue as
+    one table's seqs and versions, when that is all they are: a list (or tuple)
+    of 1 to MAX_BATCH :class:`Leased` records of the queue, each once, whose ids
+    name one partition of it in the spelling :func:`~querator.queue.ids.format_id`
+    writes. None for anything else: then :func:`change_request` and
+    :meth:`Transaction.plan` decide (and name what is wrong), as for every call.
+
+    This is the same resolution as :func:`item_key`'s for these items, without
+    a record per item: a batch's complete costs a fraction of a plan's.
+    """
+    address = _first_address(info, items)
+    if address is None or not isinstance(items, list | tuple):  # (a list: checked there)
+        return None
+    name = info.name
+    prefix = id_prefix(address.queue_id, address.partition)
+    start = len(prefix)
+    seqs: list[int] = []
+    versions: list[int] = []
+    for ref in items:
+        if type(ref) is not Leased or ref.queue != name:
+            return None
+        item_id: object = ref.id
+        if type(item_id) is not str or not item_id.startswith(prefix):
+            return None
+        seq = item_id[start:]  # as format_id spells it: ASCII digits, no leading zero
+        if not (seq.isascii() and seq.isdigit() and len(seq) <= 18) or (
+            seq[0] == "0" and len(seq) > 1
+        ):
+            return None
+        seqs.append(int(seq))
+        versions.append(ref.version)
+    if len(set(seqs)) != len(seqs):
+        return None
+    return TableRefs(name, address.queue_id, address.partition, seqs, versions)
+
+
+def _first_address(info: QueueInfo, items: object) -> ItemAddress | None:
+    """Where the first of a list (or tuple) of 1 to MAX_BATCH items lives, if it
+    is a :class:`Leased` record whose id names a partition of ``info``'s queue."""
+    if not isinstance(items, list | tuple) or not 0 < len(items) <= MAX_BATCH:
+        return None
+    first = items[0]
+    if type(first) is not Leased:
+        return None
+    address = parse_id(first.id)
+    if (
+        address is None
+        or address.queue_id != info.queue_id
+        or address.partition >= info.settings.partitions
+    ):
+        return None
+    return address
 
 
 def refs_of(queue: str | None, refs: Iterable[object], field: str) -> list[Ref]:

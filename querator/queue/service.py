@@ -45,7 +45,13 @@ from querator.queue.options import (
     check_options,
     client_settings,
 )
-from querator.queue.plans import RefLike, change_request, commit_request, route_items
+from querator.queue.plans import (
+    RefLike,
+    change_request,
+    commit_request,
+    one_table_refs,
+    route_items,
+)
 from querator.queue.routing import Spreader
 from querator.queue.transactions import Transactions
 from querator.queue.validation import (
@@ -282,6 +288,11 @@ class AsyncQueueClient:
 
     async def complete(self, queue: str, items: Sequence[RefLike]) -> None:
         """Finish leased items: they leave the queue. All or nothing."""
+        if not observing():  # Leased items of one partition: one statement, no plan
+            info = self._admin.cached(check_name("queue", queue))
+            refs = None if info is None else one_table_refs(info, items)
+            if refs is not None and await self._require_open().complete_table(refs):
+                return
         await self._transactions.apply(change_request(queue, "complete", items))
 
     async def retry(

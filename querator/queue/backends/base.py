@@ -104,6 +104,18 @@ class Leases(NamedTuple):
     the lease (the store's clock), the lease-wait metric's observation."""
 
 
+class TableRefs(NamedTuple):
+    """Held items of one partition table of one queue, named by ``seqs`` at
+    ``versions`` (in the caller's order): what a one-table complete or retry
+    changes in one statement (built by :func:`querator.queue.plans.one_table_refs`)."""
+
+    queue: str
+    queue_id: int
+    partition: int
+    seqs: list[int]
+    versions: list[int]
+
+
 class ItemKey(NamedTuple):
     """A resolved reference to one item version (a tuple: built per item, cheaply)."""
 
@@ -257,10 +269,26 @@ class SyncHotCalls(Protocol):
         """:meth:`Backend.lease`."""
         ...
 
-    def complete(self, plan: TxnPlan, now: datetime | None) -> bool:
-        """Run a plan that only completes items of one partition as one
-        statement; False when the plan is another kind or a check failed
-        (nothing changed): then :meth:`Backend.transact` must run it."""
+    def complete(self, refs: TableRefs, now: datetime | None) -> bool:
+        """Complete held items of one partition table in one statement; False
+        when a check failed (nothing changed): then :meth:`Backend.transact`
+        must run the plan, and names the reasons."""
+        ...
+
+    def retry(self, refs: TableRefs, retry_at: datetime | None, now: datetime | None) -> bool:
+        """Retry held items of one partition table of a queue without an
+        attempts limit to ``retry_at`` (None: now) in one statement, waking the
+        queue; False when the store cannot or a check failed (nothing changed):
+        then :meth:`Backend.transact` must run the plan."""
+        ...
+
+    def renew(
+        self, queue: QueueInfo, refs: TableRefs, extend: float, now: datetime | None
+    ) -> list[Leased] | None:
+        """Extend the leases of held items of one partition table of ``queue`` to
+        now + ``extend`` seconds in one statement: the renewed items in ``refs``'
+        order, or None when the store cannot or a check failed (nothing
+        changed): then :meth:`Backend.transact` must run the plan."""
         ...
 
     def insert_unkeyed(
@@ -301,6 +329,12 @@ class Backend(Protocol):
         """The hot calls for sync callers on their own thread, or None (the
         backend has none, or is not open): the sync client then runs every
         call on its event loop thread."""
+        ...
+
+    async def complete_table(self, refs: TableRefs) -> bool:
+        """Complete held items of one partition table in one statement; False when
+        the store has no such call or a check failed (nothing changed): then
+        :meth:`transact` must run the plan, and names the reasons."""
         ...
 
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:

@@ -33,6 +33,7 @@ from querator.queue.backends.base import (
     NewItem,
     ProduceSteps,
     RetryOp,
+    TableRefs,
     TxnPlan,
     WakeCallback,
     refuse_foreign,
@@ -156,6 +157,10 @@ class MemoryBackend:
     def sync_calls(self) -> None:
         """None: every call of a sync client runs on its event loop thread."""
         return None
+
+    async def complete_table(self, refs: TableRefs) -> bool:
+        """False: a complete runs as a transaction (:meth:`transact`)."""
+        return False
 
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue; QueueExists if taken."""

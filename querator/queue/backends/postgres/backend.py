@@ -28,6 +28,7 @@ from querator.queue.backends.base import (
     Leases,
     NewItem,
     ProduceSteps,
+    TableRefs,
     TxnPlan,
     WakeCallback,
     settings_wake,
@@ -52,6 +53,7 @@ from querator.queue.backends.postgres.items import (
 from querator.queue.backends.postgres.listener import listen_forever
 from querator.queue.backends.postgres.migrations import prepare_schema
 from querator.queue.backends.postgres.pooled import CallParts, PooledCall
+from querator.queue.backends.postgres.renew_at_once import one_table_renew, renew_at_once
 from querator.queue.backends.postgres.replication import Timeline
 from querator.queue.backends.postgres.retry_at_once import one_table_retry, retry_at_once
 from querator.queue.backends.postgres.schema import (
@@ -67,6 +69,7 @@ from querator.queue.backends.postgres.sync_calls import SyncCalls
 from querator.queue.backends.postgres.transact import (
     ChecksFailed,
     complete_at_once,
+    complete_table,
     completes_only,
     one_table_complete,
     run_transact,
@@ -74,6 +77,7 @@ from querator.queue.backends.postgres.transact import (
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.dead_reasons import EXPIRED, exhausted
 from querator.queue.models import (
+    Leased,
     PartitionGauges,
     PartitionStats,
     QueueInfo,
@@ -176,6 +180,7 @@ class PostgresBackend:
                 self,
                 self._sessions,
                 self._blocked,
+                self._citus,
             )
         return sync
 
@@ -288,6 +293,13 @@ class PostgresBackend:
         )
 
     # -- queues ---------------------------------------------------------------
+
+    async def complete_table(self, refs: TableRefs) -> bool:
+        """:meth:`transact`'s path 1 for items named by their table
+        (:func:`.transact.complete_table`, the sync shell's statement)."""
+        now = self._clock.store_now()
+        async with self._connect(refs.queue) as conn:
+            return await complete_table(conn, self._names, refs, now)
 
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue and its partition tables; QueueExists if taken."""
@@ -485,18 +497,24 @@ class PostgresBackend:
             row = await cur.fetchone()
         return None if row is None else _as_datetime(row[0])
 
-    async def _at_once(self, plan: TxnPlan, now: datetime | None) -> bool:
-        """Paths w and 0 of :meth:`transact`: True when ``plan`` was applied by
-        one autocommit statement (a wake-only plan's NOTIFY, or a one-table
-        retry that checked itself)."""
+    async def _at_once(self, plan: TxnPlan, now: datetime | None) -> list[Leased] | None:
+        """Paths w, 0 and r of :meth:`transact`: the renewed items (none but for
+        path r) when ``plan`` was applied by one autocommit statement (a
+        wake-only plan's NOTIFY, or a one-table retry or renew that checked
+        itself); None when it was not."""
         if wake_only(plan):  # nothing to lock or check
             async with self._connect() as conn:
                 await notify(conn, self._names, plan.wake)
-            return True
-        if self._citus or not one_table_retry(plan):
-            return False
-        async with self._connect() as conn:
-            return await retry_at_once(conn, self._names, plan, now)
+            return []
+        if self._citus:
+            return None
+        if one_table_retry(plan):
+            async with self._connect() as conn:
+                return [] if await retry_at_once(conn, self._names, plan, now) else None
+        if one_table_renew(plan):
+            async with self._connect() as conn:
+                return await renew_at_once(conn, self._names, plan, now)
+        return None
 
     async def transact(self, plan: TxnPlan) -> TransactResult:
         """Apply the plan atomically or raise Conflict listing every failed check.
@@ -516,6 +534,10 @@ class PostgresBackend:
                                          to no listener); then a plan
                                          not durable or waking names goes
                                          straight to path 4
+        r     renews only, all in one    one autocommit ``UPDATE`` that checks
+              table (a worker's          versions and leases itself and
+              heartbeat)                 returns the rows (:mod:`.renew_at_once`;
+                                         not on Citus)
         1     completes only, all in     one autocommit ``DELETE`` that checks
               one partition: a           versions and leases itself
               ``complete(batch)``        (:func:`.transact.complete_at_once`)
@@ -532,8 +554,9 @@ class PostgresBackend:
         ====  =========================  ==========================================
         """
         now = self._clock.store_now()
-        if await self._at_once(plan, now):
-            return TransactResult.model_construct(produced={}, renewed=[], leased={}, found={})
+        renewed = await self._at_once(plan, now)
+        if renewed is not None:
+            return TransactResult.model_construct(produced={}, renewed=renewed, leased={}, found={})
         if not plan.durable or plan.wake:  # the general path sets and wakes them
             async with self._transaction() as conn:
                 if not plan.durable:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from querator.queue.backends.base import Leases
 from querator.queue.backends.postgres.schema import ITEM_POSITION
-from querator.queue.ids import format_id
+from querator.queue.ids import id_prefix
 from querator.queue.models import (
     Leased,
     PartitionGauges,
@@ -57,18 +57,21 @@ def settings_params(name: str, settings: QueueSettings) -> dict[str, Any]:
 
 
 def item(cls: type[ItemT], queue: QueueInfo, partition: int, row: Row) -> ItemT:
-    """Map a row of ``statements.ITEM_COLUMNS`` to ``cls`` (StoredItem or Leased).
+    """Map a row of ``statements.ITEM_COLUMNS`` to ``cls`` (StoredItem or Leased)."""
+    values = _values(queue.name, partition, id_prefix(queue.queue_id, partition), row)
+    return _record(cls, values, _plain_fields(cls))
 
-    This runs once per leased item, so it builds the record the way
-    ``model_construct`` does (every field given, trusted values) without its
-    per-field loop; headers arrive as JSON text and ``{}`` skips the parser.
-    """
+
+def _values(name: str, partition: int, prefix: str, row: Row) -> dict[str, Any]:
+    """The fields of an item row of ``name``'s ``partition``, its id ``prefix``
+    (:func:`~querator.queue.ids.id_prefix`) + seq; headers arrive as JSON text
+    and ``{}`` skips the parser."""
     (seq, version, available_at, deadline, client_id, attempts, expire_at, payload, kind,
      encoding, reference, headers, dedup_key, source_id, created_at, priority) = row  # fmt: skip
-    values = {
-        "id": format_id(queue.queue_id, partition, seq),
+    return {
+        "id": prefix + str(seq),
         "version": version,
-        "queue": queue.name,
+        "queue": name,
         "partition": partition,
         "available_at": available_at,
         "lease_deadline": deadline,
@@ -85,7 +88,12 @@ def item(cls: type[ItemT], queue: QueueInfo, partition: int, row: Row) -> ItemT:
         "created_at": created_at,
         "priority": priority,
     }
-    fields_set = _plain_fields(cls)
+
+
+def _record(cls: type[ItemT], values: dict[str, Any], fields_set: set[str] | None) -> ItemT:
+    """``cls`` holding ``values``: built the way ``model_construct`` does (every
+    field given, trusted values) without its per-field loop, when ``fields_set``
+    (:func:`_plain_fields`) says that is all it would do."""
     if fields_set is None:
         return cls.model_construct(**values)
     record = cls.__new__(cls)
@@ -166,9 +174,6 @@ def _priority_order(row: Sequence[Any]) -> tuple[int, datetime, int]:
     return -row[_PRIORITY_AT], row[0], row[1]
 
 
-"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
-
-
 def leases_of(
     queue: QueueInfo, partition: int, found: list[Any], by_priority: bool = False
 ) -> Leases:
@@ -177,9 +182,13 @@ def leases_of(
     waited (sorts ``found`` in place)."""
     found.sort(key=_priority_order if by_priority else _LEASE_ORDER)
     timeout = float(queue.settings.lease_timeout)
+    name = queue.name
+    prefix = id_prefix(queue.queue_id, partition)
+    fields_set = _plain_fields(Leased)
     leases = Leases([], [])
+    items, waited = leases
     for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
-        leased = item(Leased, queue, partition, row[1:])
-        leases.items.append(leased)
-        leases.waited.append((leased.lease_deadline - row[0]).total_seconds() - timeout)
+        values = _values(name, partition, prefix, row[1:])
+        items.append(_record(Leased, values, fields_set))
+        waited.append((values["lease_deadline"] - row[0]).total_seconds() - timeout)
     return leases

@@ -696,26 +696,59 @@ WHERE t.seq = v.seq
 clock fills the array's NULLs: Citus refuses ``coalesce(v.retry_at, now())`` in
 an ``UPDATE``, and crashes on an array of a column and ``now()``)."""
 
+_RENEWED_UNTIL: Final = (
+    "("
+    + NOW
+    + """ AT TIME ZONE 'UTC' + make_interval(secs => w.extend))
+        AT TIME ZONE 'UTC'"""
+)
+"""A renewed lease's end: now + ``w.extend`` seconds, in UTC (see
+:data:`RENEW_ITEMS`)."""
+
 RENEW_ITEMS: Final = sql.SQL(
     """
 UPDATE {table} AS t
-SET version = t.version + 1,
-    lease_deadline = ("""
-    + NOW
-    + """ AT TIME ZONE 'UTC' + make_interval(secs => v.extend))
-        AT TIME ZONE 'UTC',
-    available_at = ("""
-    + NOW
-    + """ AT TIME ZONE 'UTC' + make_interval(secs => v.extend))
-        AT TIME ZONE 'UTC'
-FROM unnest(%(seqs)s::bigint[], %(extend)s::float8[]) AS v(seq, extend)
-WHERE t.seq = v.seq
+SET version = t.version + 1, lease_deadline = """
+    + _RENEWED_UNTIL
+    + """, available_at = """
+    + _RENEWED_UNTIL
+    + """
+FROM unnest(%(seqs)s::bigint[], %(extend)s::float8[]) AS w(seq, extend)
+WHERE t.seq = w.seq
 RETURNING {columns}
 """
 )
 """Extends the leases of locked items; returns the renewed rows. The extension
 is added in UTC (immutable arithmetic): Citus refuses ``timestamptz + interval``
 (a stable operator) of a column in an ``UPDATE``."""
+
+
+RENEW_CHECKED: Final = sql.SQL(
+    """
+WITH renewed AS (
+    UPDATE {table} AS t
+    SET version = t.version + 1, lease_deadline = """
+    + _RENEWED_UNTIL
+    + """, available_at = """
+    + _RENEWED_UNTIL
+    + """
+    FROM unnest(%(seqs)s::bigint[], %(versions)s::integer[], %(extend)s::float8[])
+        AS w(seq, version, extend)
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > """
+    + NOW
+    + """
+    RETURNING {columns}
+),
+checked AS (
+    SELECT CASE WHEN count(*) = %(count)s::bigint THEN count(*) ELSE {schema}.check_failed() END
+    FROM renewed
+)
+SELECT renewed.* FROM checked LEFT JOIN renewed ON true
+"""
+)
+"""Renews held items of one partition in one statement, all or none (as
+:data:`COMPLETE_CHECKED`); returns the renewed rows (:data:`ITEM_COLUMNS`).
+``checked`` is the outer side of the join, so it is always evaluated."""
 
 # -- dead-lettering -----------------------------------------------------------
 
@@ -828,6 +861,14 @@ def retry_for(names: Names, queue_id: int, partition: int) -> bytes:
     """:data:`RETRY_CHECKED` on one partition table."""
     table = names.partition(queue_id, partition)
     return RETRY_CHECKED.format(table=table, schema=names.schema_id).as_bytes(None)
+
+
+@functools.lru_cache(maxsize=4096)
+def renew_for(names: Names, queue_id: int, partition: int) -> bytes:
+    """:data:`RENEW_CHECKED` on one partition table."""
+    table = names.partition(queue_id, partition)
+    statement = RENEW_CHECKED.format(table=table, schema=names.schema_id, columns=ITEM_COLUMNS)
+    return statement.as_bytes(None)
 
 
 def unkeyed_prefix(partition: int) -> str:

@@ -1,9 +1,11 @@
-"""The sync I/O shell of the PostgreSQL hot calls: lease, one-table complete and
-unkeyed produce, run on the calling thread on a connection that thread holds.
+"""The sync I/O shell of the PostgreSQL hot calls: lease, one-table complete,
+retry and renew, and unkeyed produce, run on the calling thread on a
+connection that thread holds.
 
 The statements, parameters and row decoding are the async backend's own
 (sans I/O: :meth:`.backend.PostgresBackend.lease_call` with
-:func:`.rows.leases_of`, :func:`.transact.complete_call`,
+:func:`.rows.leases_of`, :func:`.transact.table_complete_call`,
+:func:`.retry_at_once.retry_call`, :func:`.renew_at_once.renew_call`,
 :class:`.items.UnkeyedInsert`); this module only runs them on a blocking
 psycopg connection, so the sync client's consecutive hot calls cross no
 thread and check nothing out of a pool.
@@ -31,27 +33,27 @@ from psycopg import errors as pg_errors
 from psycopg.rows import TupleRow
 
 from querator.errors import Unavailable
-from querator.queue.backends.base import Kinds, Leases, NewItem, TxnPlan
+from querator.queue.backends.base import Kinds, Leases, NewItem, TableRefs
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import register as register_arrays
 from querator.queue.backends.postgres.deadline import MARGIN, Blocked, lock_timeout
 from querator.queue.backends.postgres.failures import classify
 from querator.queue.backends.postgres.items import UnkeyedInsert
+from querator.queue.backends.postgres.renew_at_once import renew_call, renewed_rows
+from querator.queue.backends.postgres.retry_at_once import retry_call
 from querator.queue.backends.postgres.sessions import SESSION_ERRORS, Sessions
-from querator.queue.backends.postgres.transact import (
-    complete_call,
-    failed_check,
-    one_table_complete,
-)
-from querator.queue.models import QueueInfo
+from querator.queue.backends.postgres.transact import failed_check, table_complete_call
+from querator.queue.models import Leased, QueueInfo
 
 SyncConn = psycopg.Connection[TupleRow]
 
 
 class _Held(threading.local):
-    """The calling thread's session (None until its first call)."""
+    """The calling thread's session (None until its first call), and the cursor
+    its calls run on (one for all: a cursor per statement costs more)."""
 
     conn: SyncConn | None = None
+    cursor: psycopg.Cursor[TupleRow] | None = None
 
 
 MAX_SESSIONS = 8
@@ -87,7 +89,9 @@ class SyncCalls:
     ``plans`` is the backend's own lease statement builder; ``sessions`` and
     ``blocked`` its session rule and blocked-calls log: while either says the
     store is in trouble, :meth:`usable` is False and the callers take the
-    async path, which handles the episode.
+    async path, which handles the episode. ``citus``: the store is a Citus
+    coordinator (retries and renews take the async path, which runs them in a
+    transaction).
     """
 
     def __init__(
@@ -98,8 +102,10 @@ class SyncCalls:
         plans: LeasePlans,
         sessions: Sessions,
         blocked: Blocked,
+        citus: bool = False,
     ) -> None:
         self._conninfo = conninfo
+        self._citus = citus
         self._names = names
         self._deadline = deadline
         self._plans = plans
@@ -158,19 +164,43 @@ class SyncCalls:
                 found = self._run(queue.name, statement, params, binary=True, fetch=True)
         return plans.leased_rows(queue, partition, found, by_priority)
 
-    def complete(self, plan: TxnPlan, now: datetime | None) -> bool:
+    def complete(self, refs: TableRefs, now: datetime | None) -> bool:
         """The backend's ``transact`` path 1 (:func:`.transact.complete_at_once`)
-        on this thread's session, for a plan it takes; False when the plan needs
-        another path or a check failed (nothing changed)."""
-        if not plan.durable or plan.wake or not one_table_complete(plan):
-            return False
-        keys = list(plan.complete)
-        statement, args = complete_call(self._names, keys, now)
+        on this thread's session; False when a check failed (nothing changed)."""
+        statement, args = table_complete_call(self._names, refs, now)
         try:
-            self._run(keys[0].queue, statement, args, checked=True)
+            self._run(refs.queue, statement, args, checked=True)
         except _CheckFailed:
             return False
         return True
+
+    def retry(self, refs: TableRefs, retry_at: datetime | None, now: datetime | None) -> bool:
+        """The backend's ``transact`` path 0 (:mod:`.retry_at_once`) on this
+        thread's session, waking the queue; False when the store cannot run it
+        (Citus) or a check failed (nothing changed)."""
+        if self._citus:
+            return False
+        statement, args = retry_call(self._names, refs, retry_at, (refs.queue,), True, now)
+        try:
+            self._run(refs.queue, statement, args, checked=True)
+        except _CheckFailed:
+            return False
+        return True
+
+    def renew(
+        self, queue: QueueInfo, refs: TableRefs, extend: float, now: datetime | None
+    ) -> list[Leased] | None:
+        """The backend's ``transact`` path r (:mod:`.renew_at_once`) on this
+        thread's session: the renewed items in ``refs``' order, or None when the
+        store cannot run it (Citus) or a check failed (nothing changed)."""
+        if self._citus:
+            return None
+        statement, args = renew_call(self._names, refs, extend, now)
+        try:
+            found = self._run(refs.queue, statement, args, fetch=True, checked=True)
+        except _CheckFailed:
+            return None
+        return renewed_rows(queue, refs, found)
 
     def insert_unkeyed(
         self, queue: QueueInfo, items: Sequence[NewItem], now: datetime | None
@@ -216,6 +246,7 @@ class SyncCalls:
         for old in gone:
             old.close()
         self._held.conn = conn
+        self._held.cursor = conn.cursor()
         return conn
 
     def _run(
@@ -231,9 +262,11 @@ class SyncCalls:
         conn: SyncConn | None = None
         try:
             conn = self._session()
+            cur = self._held.cursor
+            assert cur is not None  # opened with the session
             self._watch.start(conn)
             try:
-                cur = conn.execute(statement, params, binary=binary)
+                cur.execute(statement, params, binary=binary)
                 found = cur.fetchall() if fetch else []
             finally:
                 cut = self._watch.end(conn)

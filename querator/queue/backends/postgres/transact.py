@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
@@ -10,7 +9,7 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 
 from querator.errors import Conflict, ConflictReason, QueueNotFound
-from querator.queue.backends.base import ItemKey, RetryOp, TxnPlan
+from querator.queue.backends.base import ItemKey, RetryOp, TableRefs, TxnPlan
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import int_array, text_array
@@ -187,7 +186,25 @@ async def _complete_checked(
     """Delete held items of one table at their versions, all or :class:`ChecksFailed`;
     returns how long they had been leased (those whose lease start is known)."""
     statement, args = complete_call(names, keys, now)
-    with driver_errors(keys[0].queue):
+    await _run_checked(conn, keys[0].queue, statement, args)
+
+
+async def complete_table(
+    conn: Conn, names: stmt.Names, refs: TableRefs, now: datetime | None
+) -> bool:
+    """Run :func:`table_complete_call` on ``conn``; False when a check failed
+    (nothing changed)."""
+    statement, args = table_complete_call(names, refs, now)
+    try:
+        await _run_checked(conn, refs.queue, statement, args)
+    except ChecksFailed:
+        return False
+    return True
+
+
+async def _run_checked(conn: Conn, queue: str, statement: bytes, args: dict[str, Any]) -> None:
+    """Run a self-checking statement; a failed check raises :class:`ChecksFailed`."""
+    with driver_errors(queue):
         try:
             cur = await conn.execute(statement, args)
         except psycopg.Error as exc:
@@ -201,18 +218,41 @@ async def _complete_checked(
 def complete_call(
     names: stmt.Names, keys: list[ItemKey], now: datetime | None
 ) -> tuple[bytes, dict[str, Any]]:
-    """The statement and parameters that delete held items of one table at their
-    versions (sans I/O: the sync shell, :mod:`.sync_calls`, runs them too); a
-    failed check raises an error :func:`failed_check` recognizes."""
-    keys = sorted(keys, key=_SEQ)
+    """:func:`table_complete_call` for the keys of one table."""
     first = keys[0]
+    refs = TableRefs(
+        first.queue,
+        first.queue_id,
+        first.partition,
+        [key.seq for key in keys],
+        [key.version for key in keys],
+    )
+    return table_complete_call(names, refs, now)
+
+
+def table_complete_call(
+    names: stmt.Names, refs: TableRefs, now: datetime | None
+) -> tuple[bytes, dict[str, Any]]:
+    """The statement and parameters that delete held items of one table at their
+    versions, in seq order (sans I/O: the sync shell, :mod:`.sync_calls`, runs
+    them too); a failed check raises an error :func:`failed_check` recognizes."""
+    seqs, versions = in_seq_order(refs)
     args = {
-        "seqs": int_array([key.seq for key in keys]),
-        "versions": int_array([key.version for key in keys]),
-        "count": len(keys),
+        "seqs": int_array(seqs),
+        "versions": int_array(versions),
+        "count": len(seqs),
         "now": now,
     }
-    return stmt.complete_for(names, first.queue_id, first.partition), args
+    return stmt.complete_for(names, refs.queue_id, refs.partition), args
+
+
+def in_seq_order(refs: TableRefs) -> tuple[list[int], list[int]]:
+    """``refs``' seqs and versions sorted by seq (the order rows are locked in)."""
+    seqs, versions = refs.seqs, refs.versions
+    if seqs == sorted(seqs):  # seqs are unique
+        return seqs, versions
+    pairs = sorted(zip(seqs, versions, strict=True))
+    return [seq for seq, _ in pairs], [version for _, version in pairs]
 
 
 def failed_check(exc: psycopg.Error) -> bool:
@@ -271,10 +311,6 @@ def _addresses(plan: TxnPlan, queue: str, queue_id: int, partition: int) -> bool
     return (
         info is not None and info.queue_id == queue_id and 0 <= partition < info.settings.partitions
     )
-
-
-_SEQ = operator.attrgetter("seq")
-"""An :class:`ItemKey`'s ``seq`` (a sort key without a Python call per key)."""
 
 
 def _by_table(entries: Iterable[T], key_of: Callable[[T], ItemKey]) -> dict[TableKey, list[T]]:

@@ -25,6 +25,7 @@ from querator.queue.backends.base import (
     Leases,
     NewItem,
     ProduceSteps,
+    TableRefs,
     TxnPlan,
     WakeCallback,
     wake_only,
@@ -126,6 +127,10 @@ class SqliteBackend:
     def sync_calls(self) -> None:
         """None: every call of a sync client runs on its event loop thread."""
         return None
+
+    async def complete_table(self, refs: TableRefs) -> bool:
+        """False: a complete runs as a transaction (:meth:`transact`)."""
+        return False
 
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue and its partition tables; QueueExists if taken."""
