@@ -25,6 +25,7 @@ from querator.http.wire import webhooks as wh
 from querator.http.wire import workflows as ww
 from querator.webhooks import Endpoint as HookEndpoint
 from querator.webhooks import Message
+from querator.workflows.checking import ReplayCheck
 from querator.workflows.inspection import RunInfo
 
 B = TypeVar("B", bound=BaseModel)
@@ -110,6 +111,10 @@ WORKFLOW_ENDPOINTS = [
              workflows.fork_run, WRITE, 4 * KB, "Fork a run from a step"),
     Endpoint("/v1/runs.purge", ww.PurgeRunsRequest, ww.CountReply,
              workflows.purge_runs, ADMIN, 4 * KB, "Delete finished runs that ended before a time"),
+    Endpoint("/v1/runs.reindex", wq.Empty, ww.CountReply,
+             workflows.reindex_runs, ADMIN, 512, "Index the runs stored without index entries"),
+    Endpoint("/v1/runs.replay", ww.RunRequest, ReplayCheck,
+             workflows.check_replay, READ, 4 * KB, "Replay a run with the server's workflow code"),
     Endpoint("/v1/runs.result", ww.ResultRequest, ww.ResultReply,
              workflows.result, READ, 4 * KB, "Wait for a run's result (long poll)"),
     Endpoint("/v1/schedules.list", wq.Empty, ww.SchedulesReply,
