@@ -141,6 +141,8 @@ WORKFLOW_ENDPOINTS = [
 """Workflows, schedules and dead letters (querator's own)."""
 
 LOCK_ENDPOINTS = [
+    Endpoint("/v1/locks.create", wl.CreateRequest, wq.Reply,
+             on_queue(locks.create), WRITE, 4 * KB, "Create a semaphore or change its limit"),
     Endpoint("/v1/locks.acquire", wl.AcquireRequest, wl.PermitReply,
              locks.acquire, WRITE, 4 * KB, "Take a permit of a lock or semaphore (long poll)"),
     Endpoint("/v1/locks.renew", wl.HeldRequest, wl.PermitReply,
@@ -153,6 +155,8 @@ LOCK_ENDPOINTS = [
 """Locks and semaphores (querator's own)."""
 
 LIMIT_ENDPOINTS = [
+    Endpoint("/v1/limits.create", wr.CreateRateRequest, wq.Reply,
+             limits.create, WRITE, 4 * KB, "Create a rate limit"),
     Endpoint("/v1/limits.acquire", wr.RateRequest, wr.RateReply,
              limits.acquire, WRITE, 4 * KB, "Count a start under a rate limit (long poll)"),
 ]  # fmt: skip
