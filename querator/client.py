@@ -12,22 +12,25 @@ interface the HTTP clients share (:mod:`querator.interface`).
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Unpack
 
+from querator.errors import InvalidArgument
 from querator.queue import dead_letters as dead
 from querator.queue.client import QueueClient
 from querator.queue.models import StoredItem
 from querator.queue.service import AsyncQueueClient
 from querator.workflows import events, messages, streams
 from querator.workflows.attributes import AttributeValue
+from querator.workflows.checking import ReplayCheck, check_replay, check_replay_async
 from querator.workflows.cron import api as cron
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions, schedule, schedule_async
-from querator.workflows.functions import WorkflowFunction
+from querator.workflows.functions import DurableFunction, WorkflowFunction
 from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
+from querator.workflows.reindex import reindex_runs, reindex_runs_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retention import purge_runs, purge_runs_async
 from querator.workflows.run_models import RunInfo
@@ -37,6 +40,14 @@ from querator.workflows.streams import StreamPage, _check_read
 
 if TYPE_CHECKING:
     from querator.webhooks import AsyncWebhooks, Webhooks
+
+
+def _replay_code(functions: Iterable[DurableFunction] | None) -> list[DurableFunction]:
+    if functions is None:
+        raise InvalidArgument(
+            "functions", "name the workflow code to replay with (the run's workflow among it)"
+        )
+    return list(functions)
 
 
 class AsyncQuerator(AsyncQueueClient):
@@ -133,6 +144,17 @@ class AsyncQuerator(AsyncQueueClient):
         return await purge_runs_async(
             self, before=before, status=status, workflow=workflow, limit=limit
         )
+
+    async def reindex_runs(self) -> int:
+        """See :func:`querator.workflows.reindex.reindex_runs`."""
+        return await reindex_runs_async(self)
+
+    async def check_replay(
+        self, run_id: str, functions: Iterable[DurableFunction] | None = None
+    ) -> ReplayCheck:
+        """See :func:`querator.workflows.check_replay` (``functions``: the code
+        to replay with, the run's workflow among them; required here)."""
+        return await check_replay_async(self, run_id, _replay_code(functions))
 
     async def get_schedule(self, name: str) -> ScheduleInfo:
         """See :func:`querator.workflows.get_schedule`."""
@@ -291,6 +313,16 @@ class Querator(QueueClient):
     ) -> int:
         """See :func:`querator.workflows.purge_runs`."""
         return purge_runs(self, before=before, status=status, workflow=workflow, limit=limit)
+
+    def reindex_runs(self) -> int:
+        """See :func:`querator.workflows.reindex.reindex_runs`."""
+        return reindex_runs(self)
+
+    def check_replay(
+        self, run_id: str, functions: Iterable[DurableFunction] | None = None
+    ) -> ReplayCheck:
+        """See :meth:`AsyncQuerator.check_replay`."""
+        return check_replay(self, run_id, _replay_code(functions))
 
     def get_schedule(self, name: str) -> ScheduleInfo:
         """See :func:`querator.workflows.get_schedule`."""

@@ -39,8 +39,9 @@ from querator.queue.options import TransactOptions
 from querator.queue.plans import RefLike
 from querator.webhooks.api import AsyncWebhooks, Webhooks
 from querator.workflows.attributes import AttributeValue
+from querator.workflows.checking import ReplayCheck
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
-from querator.workflows.functions import WorkflowFunction
+from querator.workflows.functions import DurableFunction, WorkflowFunction
 from querator.workflows.run_models import RunInfo
 from querator.workflows.stored import RunStatus
 from querator.workflows.streams import StreamPage
@@ -148,6 +149,12 @@ class AsyncClient(AsyncQueueApi, Protocol):
         workflow: str | None = None,
         limit: int = 1000,
     ) -> int: ...
+
+    async def reindex_runs(self) -> int: ...
+
+    async def check_replay(
+        self, run_id: str, functions: Iterable[DurableFunction] | None = None
+    ) -> ReplayCheck: ...
 
     async def get_schedule(self, name: str) -> ScheduleInfo: ...
 
@@ -260,6 +267,12 @@ class Client(Protocol):
         workflow: str | None = None,
         limit: int = 1000,
     ) -> int: ...
+
+    def reindex_runs(self) -> int: ...
+
+    def check_replay(
+        self, run_id: str, functions: Iterable[DurableFunction] | None = None
+    ) -> ReplayCheck: ...
 
     def get_schedule(self, name: str) -> ScheduleInfo: ...
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
 import httpx
+from anyio.abc import TaskGroup
 from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Unpack
@@ -39,6 +40,7 @@ from querator.http.dead_calls import AsyncDeadCalls
 from querator.http.durations import format_duration
 from querator.http.encoding import EXTRAS_HEADER, JSON, PROTOBUF, encode, mime, reply_data
 from querator.http.lock_calls import AsyncLockCalls
+from querator.http.lock_permits import ServedPermits
 from querator.http.message_calls import AsyncMessageCalls
 from querator.http.namespaces import NAMESPACE_HEADER
 from querator.http.proto.reply_pb2 import Reply as ReplyMessage
@@ -133,6 +135,8 @@ class AsyncQuerator(
         """The namespace the calls are for (None: the server's own)."""
         self._timeout = check_duration("timeout", timeout)
         self._http: httpx.AsyncClient | None = None
+        self._tasks: TaskGroup | None = None
+        self._permits: ServedPermits | None = None
         self.webhooks = AsyncHttpWebhooks(self)
         """Webhook endpoints, messages and re-drives (``AsyncWebhooks``'s methods)."""
 
@@ -159,12 +163,35 @@ class AsyncQuerator(
         self._http = httpx.AsyncClient(
             base_url=self._url, headers=self._headers, timeout=self._timeout, transport=transport
         )
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+        self._tasks = tasks
 
     async def close(self) -> None:
-        """Close the connection pool."""
+        """Stop the background tasks (the renewal of held lock permits) and
+        close the connection pool."""
+        tasks, self._tasks = self._tasks, None
+        if tasks is not None:
+            tasks.cancel_scope.cancel()
+            await tasks.__aexit__(None, None, None)
         http, self._http = self._http, None
         if http is not None:
             await http.aclose()
+
+    def run_in_background(self, service: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``await service()`` as a background task of this client until it
+        closes (the renewer of lock permits); call it on the client's loop."""
+        if self._tasks is None:
+            raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
+        self._tasks.start_soon(service)
+
+    def permit_source(self) -> ServedPermits:
+        """Where ``Lock(q, name)`` and ``Semaphore(q, name, limit)`` of
+        :mod:`querator.locks` hold their permits when ``q`` is this client:
+        through the server's ``/v1/locks.*`` calls."""
+        if self._permits is None:
+            self._permits = ServedPermits(self)
+        return self._permits
 
     async def _post(self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0) -> M:
         http = self._http

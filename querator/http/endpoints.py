@@ -25,6 +25,7 @@ from querator.http.wire import webhooks as wh
 from querator.http.wire import workflows as ww
 from querator.webhooks import Endpoint as HookEndpoint
 from querator.webhooks import Message
+from querator.workflows.checking import ReplayCheck
 from querator.workflows.inspection import RunInfo
 
 B = TypeVar("B", bound=BaseModel)
@@ -114,6 +115,10 @@ WORKFLOW_ENDPOINTS = [
              workflows.fork_run, WRITE, 4 * KB, "Fork a run from a step"),
     Endpoint("/v1/runs.purge", ww.PurgeRunsRequest, ww.CountReply,
              workflows.purge_runs, ADMIN, 4 * KB, "Delete finished runs that ended before a time"),
+    Endpoint("/v1/runs.reindex", wq.Empty, ww.CountReply,
+             workflows.reindex_runs, ADMIN, 512, "Index the runs stored without index entries"),
+    Endpoint("/v1/runs.replay", ww.RunRequest, ReplayCheck,
+             workflows.check_replay, READ, 4 * KB, "Replay a run with the server's workflow code"),
     Endpoint("/v1/runs.result", ww.ResultRequest, ww.ResultReply,
              workflows.result, READ, 4 * KB, "Wait for a run's result (long poll)"),
     Endpoint("/v1/schedules.list", wq.Empty, ww.SchedulesReply,
@@ -140,6 +145,8 @@ WORKFLOW_ENDPOINTS = [
 """Workflows, schedules and dead letters (querator's own)."""
 
 LOCK_ENDPOINTS = [
+    Endpoint("/v1/locks.create", wl.CreateRequest, wq.Reply,
+             on_queue(locks.create), WRITE, 4 * KB, "Create a semaphore or change its limit"),
     Endpoint("/v1/locks.acquire", wl.AcquireRequest, wl.PermitReply,
              locks.acquire, WRITE, 4 * KB, "Take a permit of a lock or semaphore (long poll)"),
     Endpoint("/v1/locks.renew", wl.HeldRequest, wl.PermitReply,
@@ -152,6 +159,8 @@ LOCK_ENDPOINTS = [
 """Locks and semaphores (querator's own)."""
 
 LIMIT_ENDPOINTS = [
+    Endpoint("/v1/limits.create", wr.CreateRateRequest, wq.Reply,
+             limits.create, WRITE, 4 * KB, "Create a rate limit"),
     Endpoint("/v1/limits.acquire", wr.RateRequest, wr.RateReply,
              limits.acquire, WRITE, 4 * KB, "Count a start under a rate limit (long poll)"),
 ]  # fmt: skip

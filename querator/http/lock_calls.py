@@ -15,7 +15,7 @@ from querator.http.durations import format_duration
 from querator.http.wire import queue as wq
 from querator.http.wire.locks import PermitReply, SemaphoresReply
 from querator.locks.listing import SemaphoreInfo
-from querator.locks.names import DEFAULT_LEASE
+from querator.locks.names import DEFAULT_LEASE, check_lease, check_limit, check_lock_name
 from querator.queue.validation import check_duration
 
 T = TypeVar("T")
@@ -23,6 +23,19 @@ T = TypeVar("T")
 
 class AsyncLockCalls:
     """Locks and semaphores over HTTP (see :mod:`querator.locks`)."""
+
+    async def create_lock(
+        self: Poster, name: str, limit: int = 1, *, lease: float = DEFAULT_LEASE
+    ) -> None:
+        """Create semaphore ``name`` with ``limit`` permits (1: a lock), or bring
+        it to that limit and ``lease`` (idempotent): what
+        ``Semaphore(q, name, limit)`` does first."""
+        body = {
+            "name": check_lock_name(name),
+            "limit": check_limit(limit),
+            "lease": format_duration(check_lease(lease)),
+        }
+        await self._post("/v1/locks.create", body, wq.Reply)
 
     async def acquire_lock(
         self: Poster,
@@ -66,6 +79,12 @@ class AsyncLockCalls:
 
 class LockCalls:
     """The sync twins of :class:`AsyncLockCalls`, run on the client's loop."""
+
+    def create_lock(
+        self: LoopOwner, name: str, limit: int = 1, *, lease: float = DEFAULT_LEASE
+    ) -> None:
+        """See :meth:`AsyncLockCalls.create_lock`."""
+        self.call(self.aio.create_lock, name, limit, lease=lease)
 
     def acquire_lock(
         self: LoopOwner,

@@ -18,6 +18,7 @@ import anyio
 from querator.errors import RequestTimeout
 from querator.http.callers import LoopOwner, Poster
 from querator.http.durations import format_duration
+from querator.http.wire import queue as wq
 from querator.http.wire.limits import RateReply
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.limits.rate import DEFAULT_KEY, RateDecision, RateLimit
@@ -41,6 +42,15 @@ def _body(limit: RateLimit, key: str, client_id: str | None, wait: float) -> dic
 
 class AsyncRateCalls:
     """Rate limits over HTTP (see :class:`querator.limits.AsyncRateLimiter`)."""
+
+    async def create_rate(self: Poster, name: str, n: int, *, per: float = 1.0) -> None:
+        """See :meth:`querator.limits.AsyncRateLimiter.create`, for
+        ``RateLimit(name, n, per=per)``: create the limit (idempotent);
+        :class:`~querator.errors.InvalidArgument` when it exists with another
+        ``n`` or ``per``."""
+        limit = RateLimit(name, n, per=per)
+        body = {"name": limit.name, "n": limit.n, "per": format_duration(limit.per)}
+        await self._post("/v1/limits.create", body, wq.Reply)
 
     async def try_acquire_rate(
         self: Poster,
@@ -90,6 +100,10 @@ class AsyncRateCalls:
 
 class RateCalls:
     """The sync twins of :class:`AsyncRateCalls`, run on the client's loop."""
+
+    def create_rate(self: LoopOwner, name: str, n: int, *, per: float = 1.0) -> None:
+        """See :meth:`AsyncRateCalls.create_rate`."""
+        self.call(self.aio.create_rate, name, n, per=per)
 
     def try_acquire_rate(
         self: LoopOwner,

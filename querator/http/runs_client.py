@@ -10,17 +10,16 @@ the server starts a workflow by its persisted name, so it must know it
 from __future__ import annotations
 
 import json
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import anyio
-from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 from typing_extensions import Unpack
 
 from querator.errors import InvalidArgument, RequestTimeout
+from querator.http.callers import Poster
 from querator.http.durations import format_duration
 from querator.http.wire import queue as wq
 from querator.http.wire import workflows as ww
@@ -28,9 +27,10 @@ from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.options import check_options
 from querator.queue.validation import check_count, check_duration, check_priority
 from querator.workflows.attributes import AttributeValue, check_attributes
+from querator.workflows.checking import ReplayCheck
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
 from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFailed
-from querator.workflows.functions import WorkflowFunction
+from querator.workflows.functions import DurableFunction, WorkflowFunction
 from querator.workflows.idempotency import IdReusePolicy, check_reuse_policy
 from querator.workflows.inspection import RunInfo
 from querator.workflows.messages import _check_signal
@@ -38,16 +38,6 @@ from querator.workflows.retention import _check_statuses
 from querator.workflows.stored import RunStatus
 
 R = TypeVar("R")
-M = TypeVar("M", bound=BaseModel)
-
-
-class Caller(ABC):
-    """What the workflow calls need of the HTTP client: one RPC."""
-
-    @abstractmethod
-    async def _post(self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0) -> M:
-        """POST ``body`` to ``path`` and read the reply as ``answer`` (``wait``: the
-        seconds the server may hold a long poll)."""
 
 
 def _named(fn: WorkflowFunction[..., Any] | str) -> str:
@@ -73,7 +63,7 @@ class AsyncHttpRun(Generic[R]):
     :class:`querator.workflows.AsyncRunHandle`."""
 
     def __init__(
-        self, client: Caller, run_id: str, workflow: WorkflowFunction[..., Any] | None = None
+        self, client: Poster, run_id: str, workflow: WorkflowFunction[..., Any] | None = None
     ) -> None:
         self.client = client
         self.run_id = run_id
@@ -135,7 +125,7 @@ class AsyncHttpRun(Generic[R]):
         return value
 
 
-class WorkflowCalls(Caller):
+class WorkflowCalls(Poster):
     """The workflow, run and schedule methods of the HTTP client."""
 
     async def start(
@@ -258,6 +248,27 @@ class WorkflowCalls(Caller):
         body: dict[str, Any] = {"before": before.isoformat(), "status": statuses}
         body.update(workflow=workflow, limit=check_count("limit", limit, 1, 100_000))
         return (await self._post("/v1/runs.purge", body, ww.CountReply)).count
+
+    async def reindex_runs(self) -> int:
+        """See :func:`querator.workflows.reindex.reindex_runs` (an admin token's
+        call): how many runs were seen."""
+        return (await self._post("/v1/runs.reindex", {}, ww.CountReply)).count
+
+    async def check_replay(
+        self, run_id: str, functions: Iterable[DurableFunction] | None = None
+    ) -> ReplayCheck:
+        """See :func:`querator.workflows.check_replay`: the server replays the
+        run with its own workflow code (``querator serve --app``), so
+        ``functions`` must be None. :class:`~querator.errors.InvalidArgument`
+        (field ``app``) when the server has no workflow code."""
+        if functions is not None:
+            raise InvalidArgument(
+                "functions",
+                "the server replays with its own workflow code (querator serve --app): pass none",
+            )
+        if not isinstance(run_id, str) or not run_id:
+            raise InvalidArgument("run_id", f"must be a run id, got {run_id!r}")
+        return await self._post("/v1/runs.replay", {"run_id": run_id}, ReplayCheck)
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """See :func:`querator.workflows.list_schedules`."""

@@ -7,7 +7,7 @@ given the HTTP async client: there is one implementation of each call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -23,8 +23,9 @@ from querator.http.task_calls import TaskCalls
 from querator.http.webhooks_client import HttpWebhooks
 from querator.queue.client import SyncShell
 from querator.workflows.attributes import AttributeValue
+from querator.workflows.checking import ReplayCheck
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
-from querator.workflows.functions import WorkflowFunction
+from querator.workflows.functions import DurableFunction, WorkflowFunction
 from querator.workflows.idempotency import IdReusePolicy
 from querator.workflows.inspection import RunInfo
 from querator.workflows.stored import RunStatus
@@ -198,6 +199,16 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
         return self._call(
             self._async.purge_runs, before=before, status=status, workflow=workflow, limit=limit
         )
+
+    def reindex_runs(self) -> int:
+        """See :meth:`AsyncQuerator.reindex_runs`."""
+        return self._call(self._async.reindex_runs)
+
+    def check_replay(
+        self, run_id: str, functions: Iterable[DurableFunction] | None = None
+    ) -> ReplayCheck:
+        """See :meth:`AsyncQuerator.check_replay`."""
+        return self._call(self._async.check_replay, run_id, functions)
 
     def list_schedules(self) -> list[ScheduleInfo]:
         """See :func:`querator.workflows.list_schedules`."""

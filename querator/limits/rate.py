@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, UsageError
 from querator.limits.rules import (
@@ -23,7 +23,7 @@ from querator.limits.rules import (
 from querator.locks.semaphore import default_client_id
 from querator.locks.store import check_owner
 from querator.model_bases import View
-from querator.queue.client import QueueClient
+from querator.queue.client import SyncShell
 from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
@@ -70,31 +70,85 @@ class RateDecision(View):
     """When the start was admitted, by the store's clock (None when not allowed)."""
 
 
+@runtime_checkable
+class ServesRates(Protocol):
+    """A client that counts starts through a server (``querator.http.AsyncQuerator``)."""
+
+    async def create_rate(self, name: str, n: int, *, per: float = 1.0) -> None: ...
+
+    async def try_acquire_rate(
+        self,
+        name: str,
+        n: int,
+        *,
+        per: float = 1.0,
+        key: str = DEFAULT_KEY,
+        client_id: str | None = None,
+    ) -> RateDecision: ...
+
+    async def acquire_rate(
+        self,
+        name: str,
+        n: int,
+        *,
+        per: float = 1.0,
+        key: str = DEFAULT_KEY,
+        timeout: float | None = None,
+        client_id: str | None = None,
+    ) -> datetime: ...
+
+
 class AsyncRateLimiter:
     """``limit`` on the store of ``aq``. Each key has ``n`` slots; a start
     takes one for ``per`` seconds (a lease that is never given back), so no
     window of ``per`` seconds holds more than ``n`` starts of a key, by the
     database's clock. A key's slots are spread evenly over the period on its
-    first use: starts are smooth, never a burst of ``n`` at once."""
+    first use: starts are smooth, never a burst of ``n`` at once.
+
+    ``aq`` may be an HTTP client (:class:`querator.http.AsyncQuerator`): the
+    server's limiter counts each start (``/v1/limits.create`` and
+    ``/v1/limits.acquire``; the limit travels with each call)."""
 
     def __init__(
-        self, aq: AsyncQueueClient, limit: RateLimit, *, client_id: str | None = None
+        self,
+        aq: AsyncQueueClient | ServesRates,
+        limit: RateLimit,
+        *,
+        client_id: str | None = None,
     ) -> None:
         if not isinstance(limit, RateLimit):
             raise InvalidArgument("limit", f"must be a RateLimit, got {type(limit).__name__}")
+        if not isinstance(aq, AsyncQueueClient | ServesRates):
+            raise InvalidArgument(
+                "q",
+                "must be a querator.AsyncQuerator or a querator.http.AsyncQuerator"
+                f" (a Querator or a querator.http.Querator in sync code), got {type(aq).__name__}",
+            )
         self.limit = limit
         """What it enforces."""
         self.client_id = check_owner(default_client_id() if client_id is None else client_id)
         """Who starts, as the slots' leases record."""
-        self._aq = aq
+        self._server = aq if isinstance(aq, ServesRates) else None
+        self._aq = aq if isinstance(aq, AsyncQueueClient) else None
         self._queue = queue_of(limit.name)
         self._made: set[str] = set()
+
+    @property
+    def _store(self) -> AsyncQueueClient:
+        """The library client whose store counts the starts."""
+        if self._aq is None:
+            raise UsageError("this rate limiter counts its starts through a server")
+        return self._aq
 
     async def create(self) -> None:
         """Create the limit in the store (idempotent). A limit that exists with
         another ``n`` or ``per`` is :class:`~querator.errors.InvalidArgument`."""
+        if self._server is not None:
+            limit = self.limit
+            await self._server.create_rate(limit.name, limit.n, per=limit.per)
+            return
         settings = settings_for(self.limit.n, self.limit.per)
-        info = await self._aq.create_queue(self._queue, settings, exist_ok=True)
+        info = await self._store.create_queue(self._queue, settings, exist_ok=True)
         stored = limits_of(info.settings.reference)
         if stored != (self.limit.n, self.limit.per):
             raise InvalidArgument(
@@ -104,9 +158,14 @@ class AsyncRateLimiter:
     async def try_acquire(self, key: str = DEFAULT_KEY) -> RateDecision:
         """Count a start of ``key`` if one is admitted now; otherwise say how many
         seconds until one is (nothing is counted then)."""
+        if self._server is not None:
+            limit, who = self.limit, self.client_id
+            return await self._server.try_acquire_rate(
+                limit.name, limit.n, per=limit.per, key=key, client_id=who
+            )
         key = await self._ready(key)
         try:
-            [slot] = await self._aq.lease(self._queue, client_id=self.client_id, kinds=[key])
+            [slot] = await self._store.lease(self._queue, client_id=self.client_id, kinds=[key])
         except RequestTimeout:
             return RateDecision(allowed=False, retry_after=await self._retry_after(key))
         return RateDecision(allowed=True, retry_after=0.0, at=self._admitted(slot))
@@ -117,11 +176,16 @@ class AsyncRateLimiter:
         :class:`~querator.errors.RequestTimeout` after ``timeout`` seconds (None:
         no limit) without one."""
         left = None if timeout is None else check_duration("timeout", timeout, allow_zero=True)
+        if self._server is not None:
+            limit, who = self.limit, self.client_id
+            return await self._server.acquire_rate(
+                limit.name, limit.n, per=limit.per, key=key, timeout=left, client_id=who
+            )
         key = await self._ready(key)
         while True:
             wait = WAIT_CHUNK if left is None else left
             try:
-                [slot] = await self._aq.lease(
+                [slot] = await self._store.lease(
                     self._queue, client_id=self.client_id, kinds=[key], timeout=wait
                 )
             except RequestTimeout:
@@ -140,12 +204,12 @@ class AsyncRateLimiter:
             return key
         if not self._made:
             await self.create()
-        now = self._aq.clock.now()
+        now = self._store.clock.now()
         try:
-            await self._aq.produce(self._queue, slots(key, self.limit.n, self.limit.per, now))
+            await self._store.produce(self._queue, slots(key, self.limit.n, self.limit.per, now))
         except QueueNotFound:
             await self.create()
-            await self._aq.produce(self._queue, slots(key, self.limit.n, self.limit.per, now))
+            await self._store.produce(self._queue, slots(key, self.limit.n, self.limit.per, now))
         self._made.add(key)
         return key
 
@@ -154,18 +218,21 @@ class AsyncRateLimiter:
         return slot.lease_deadline - timedelta(seconds=self.limit.per)
 
     async def _retry_after(self, key: str) -> float:
-        found = await self._aq.lookup(self._queue, slot_keys(key, self.limit.n))
+        found = await self._store.lookup(self._queue, slot_keys(key, self.limit.n))
         if not found:
             return 0.0
-        now = self._aq.clock.now()
+        now = self._store.clock.now()
         due = min(item.available_at for item in found.values())
         return max(0.0, (due - now).total_seconds())
 
 
 class RateLimiter:
-    """:class:`AsyncRateLimiter` for ordinary code, on :class:`~querator.Querator`."""
+    """:class:`AsyncRateLimiter` for ordinary code, on :class:`~querator.Querator`
+    or :class:`querator.http.Querator`."""
 
-    def __init__(self, q: QueueClient, limit: RateLimit, *, client_id: str | None = None) -> None:
+    def __init__(
+        self, q: SyncShell[Any], limit: RateLimit, *, client_id: str | None = None
+    ) -> None:
         self._async = AsyncRateLimiter(q.aio, limit, client_id=client_id)
         self._q = q
         self._call("RateLimiter()", self._async.create)

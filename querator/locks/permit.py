@@ -1,13 +1,30 @@
-"""A held permit: what ``with sem.acquire() as permit`` gives."""
+"""A held permit: what ``with sem.acquire() as permit`` gives, and what its
+source tells of a permit just taken."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from querator.locks.names import index_of, token_of
-from querator.locks.store import holder_of
-from querator.queue.models import Leased
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A permit just taken, as its source tells it."""
+
+    current: Any
+    """What renewing and releasing it name (the source's own record of it)."""
+    index: int
+    """Which permit of the semaphore (0 to limit - 1)."""
+    token: int
+    """Its fencing token."""
+    lease: float
+    """Seconds its lease lasts between renewals."""
+    client_id: str
+    """Its holder."""
+    acquired_at: datetime | None
+    """When it was taken (the holder's clock)."""
 
 
 class Permit:
@@ -21,36 +38,39 @@ class Permit:
     raises :class:`~querator.errors.LockLost`.
     """
 
-    __slots__ = ("_current", "_deadline", "_due", "_lease", "_lost", "_released", "name", "token")
+    __slots__ = (
+        "_current",
+        "_deadline",
+        "_due",
+        "_lease",
+        "_lost",
+        "_released",
+        "acquired_at",
+        "client_id",
+        "index",
+        "name",
+        "token",
+    )
 
-    def __init__(self, name: str, leased: Leased, lease: float, started: float) -> None:
+    def __init__(self, name: str, taken: Taken, started: float) -> None:
         self.name = name
         """The semaphore's name."""
-        self.token = token_of(leased.payload, leased.version)
+        self.token = taken.token
         """The fencing token: the permit item's version when it was leased (plus
         the tokens of the items it replaced, after a year of use)."""
-        self._current = leased
-        self._lease = lease
+        self.index = taken.index
+        """Which of the semaphore's permits this is (0 to limit - 1)."""
+        self.client_id = taken.client_id
+        """The holder's client id."""
+        self.acquired_at: datetime | None = taken.acquired_at
+        """When the permit was taken (the holder's clock)."""
+        self._current: Any = taken.current
+        self._lease = taken.lease
         self._lost = False
         self._released = False
-        self._deadline = started + lease
-        self._due = started + lease / 3
+        self._deadline = started + taken.lease
+        self._due = started + taken.lease / 3
         """When the next renewal is due (``time.monotonic()``)."""
-
-    @property
-    def index(self) -> int:
-        """Which of the semaphore's permits this is (0 to limit - 1)."""
-        return index_of(self._current.dedup_key)
-
-    @property
-    def client_id(self) -> str:
-        """The holder's client id."""
-        return holder_of(self._current.client_id)[0]
-
-    @property
-    def acquired_at(self) -> datetime | None:
-        """When the permit was taken (the holder's clock)."""
-        return holder_of(self._current.client_id)[1]
 
     @property
     def lost(self) -> bool:

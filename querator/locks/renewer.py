@@ -1,5 +1,6 @@
 """Keeping held permits alive: one task per client renews all of its permits,
-in batches (one atomic ``transact`` of every permit due within half a period).
+in batches (for a library client, one atomic ``transact`` of every permit due
+within half a period; for an HTTP client, one ``locks.renew`` call each).
 """
 
 from __future__ import annotations
@@ -8,13 +9,14 @@ import logging
 import math
 import time
 import weakref
+from typing import Any
 
 import anyio
 
 from querator.errors import Conflict, Unavailable
 from querator.locks.permit import Permit
+from querator.locks.sources import PermitSource
 from querator.queue.outage import Outage
-from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import MAX_BATCH
 
 log = logging.getLogger("querator.locks")
@@ -23,27 +25,28 @@ RETRY_AFTER = 0.5
 """Seconds before a renewal that failed for another reason than a lost lease
 (the store unreachable) is tried again."""
 
-_RENEWERS: weakref.WeakKeyDictionary[AsyncQueueClient, PermitRenewer] = weakref.WeakKeyDictionary()
+_RENEWERS: weakref.WeakKeyDictionary[PermitSource, PermitRenewer] = weakref.WeakKeyDictionary()
 
 
-def renewer_of(aq: AsyncQueueClient) -> PermitRenewer:
-    """The renewer of ``aq``'s permits, started on first use (on ``aq``'s loop)."""
-    renewer = _RENEWERS.get(aq)
+def renewer_of(source: PermitSource) -> PermitRenewer:
+    """The renewer of ``source``'s permits, started on first use (on its client's loop)."""
+    renewer = _RENEWERS.get(source)
     if renewer is None:
-        renewer = _RENEWERS[aq] = PermitRenewer(aq)
+        renewer = _RENEWERS[source] = PermitRenewer(source)
     if not renewer.running:  # first use, or the client was closed and opened again
-        aq.run_in_background(renewer.run)
+        source.run_in_background(renewer.run)
         renewer.running = True
     return renewer
 
 
 class PermitRenewer:
     """Renews each held permit a third of its lease after the last renewal,
-    until it is dropped; marks a permit lost when the store refuses it."""
+    until it is dropped; marks a permit lost when the source refuses it."""
 
-    def __init__(self, aq: AsyncQueueClient) -> None:
-        self._aq = aq
+    def __init__(self, source: PermitSource) -> None:
+        self._source = source
         self._held: set[Permit] = set()
+        self._pending: set[Permit] = set()
         self._changed = anyio.Event()
         self._busy = anyio.Lock()
         self._outage = Outage(log, "lock renewals")
@@ -82,36 +85,32 @@ class PermitRenewer:
     async def _renew(self, batch: list[Permit]) -> None:
         async with self._busy:
             with anyio.CancelScope(shield=True):
-                while batch := [p for p in batch if p in self._held]:
-                    started = time.monotonic()
-                    try:
-                        result = await self._aq.transact(renew=[p._current for p in batch])
-                    except Conflict as exc:
-                        refused = [p for p in batch if p._current.id in exc.reasons]
-                        for permit in refused:
-                            self._lose(permit)
-                        if refused:
-                            continue  # renew the others at once
-                        log.warning("querator: renewing permits failed: %s", exc)
-                        self._later(batch)
-                        return
-                    except Unavailable as exc:
-                        self._outage.lost(exc)
-                        self._later(batch)
-                        return
-                    except Exception:
-                        log.exception("querator: renewing %d permit(s) failed", len(batch))
-                        self._later(batch)
-                        return
-                    self._outage.back()
-                    renewed = {item.id: item for item in result.renewed}
-                    for permit in batch:
-                        permit._current = renewed[permit._current.id]
-                        permit._deadline = started + permit._lease
-                        permit._due = started + permit._lease / 3
+                batch = [p for p in batch if p in self._held]
+                if not batch:
                     return
+                self._pending = set(batch)
+                try:
+                    await self._source.renew(batch, self)
+                except Conflict as exc:
+                    log.warning("querator: renewing permits failed: %s", exc)
+                except Unavailable as exc:
+                    self._outage.lost(exc)
+                except Exception:
+                    log.exception("querator: renewing %d permit(s) failed", len(batch))
+                else:
+                    self._outage.back()
+                self._later(self._pending)
 
-    def _lose(self, permit: Permit) -> None:
+    def renewed(self, permit: Permit, current: Any, started: float) -> None:
+        """See :class:`~querator.locks.sources.RenewalSink`."""
+        self._pending.discard(permit)
+        permit._current = current
+        permit._deadline = started + permit._lease
+        permit._due = started + permit._lease / 3
+
+    def lost(self, permit: Permit) -> None:
+        """See :class:`~querator.locks.sources.RenewalSink`."""
+        self._pending.discard(permit)
         log.warning(
             "querator: the permit of %r with token %d was lost (its lease lapsed)",
             permit.name,
@@ -121,7 +120,7 @@ class PermitRenewer:
         self._held.discard(permit)
 
     @staticmethod
-    def _later(batch: list[Permit]) -> None:
+    def _later(batch: set[Permit]) -> None:
         retry_at = time.monotonic() + RETRY_AFTER
         for permit in batch:
             permit._due = retry_at

@@ -1,4 +1,5 @@
-"""Semaphores and locks for ``async`` code, on :class:`~querator.AsyncQuerator`."""
+"""Semaphores and locks for ``async`` code, on :class:`~querator.AsyncQuerator`
+or :class:`querator.http.AsyncQuerator` (permits held through ``querator serve``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from querator.locks import store
 from querator.locks.names import DEFAULT_LEASE, check_lease, check_limit, check_lock_name
 from querator.locks.permit import Permit
 from querator.locks.renewer import renewer_of
+from querator.locks.sources import ServesPermits, source_of
 from querator.queue.service import AsyncQueueClient
 
 
@@ -36,12 +38,14 @@ class AsyncSemaphore:
     ``limit``) by the first acquire, or by :meth:`create`; creating it again is
     a no-op, and a new ``limit`` adds permits or removes them as their holders
     release. ``client_id`` names this holder in listings (default: host, pid
-    and a random suffix).
+    and a random suffix). ``q`` is a library client (the permits are items of
+    its store) or an HTTP client (held through the server's ``/v1/locks.*``,
+    renewed by this client).
     """
 
     def __init__(
         self,
-        q: AsyncQueueClient,
+        q: AsyncQueueClient | ServesPermits,
         name: str,
         limit: int,
         *,
@@ -56,12 +60,12 @@ class AsyncSemaphore:
         """Seconds a permit's lease lasts between renewals."""
         self.client_id = store.check_owner(default_client_id() if client_id is None else client_id)
         """This holder's id, as listings show it."""
-        self._aq = q
+        self._source = source_of(q)
         self._created = False
 
     async def create(self) -> None:
         """Create the semaphore, or bring it to this limit and lease (idempotent)."""
-        await store.ensure(self._aq, self.name, self.limit, self.lease)
+        await self._source.create(self.name, self.limit, self.lease)
         self._created = True
 
     def acquire(self, timeout: float | None = None) -> AsyncAcquire:
@@ -77,12 +81,10 @@ class AsyncSemaphore:
         without the block)."""
         if not self._created:
             await self.create()
-        renewer = renewer_of(self._aq)
+        renewer = renewer_of(self._source)
         started = time.monotonic()
-        leased = await store.acquire(self._aq, self.name, self.client_id, timeout)
-        # the lease the store gave (another process may have set another since)
-        lease = (await self._aq.queue_info(leased.queue)).settings.lease_timeout
-        permit = Permit(self.name, leased, lease, started)
+        taken = await self._source.take(self.name, self.client_id, timeout)
+        permit = Permit(self.name, taken, started)
         renewer.keep(permit)
         return permit
 
@@ -93,12 +95,12 @@ class AsyncSemaphore:
         if permit._released:
             return
         with anyio.CancelScope(shield=True):
-            await renewer_of(self._aq).drop(permit)
+            await renewer_of(self._source).drop(permit)
             lost = permit.lost
             permit._released = True
             if lost:
                 raise LockLost(permit.name, permit.token)
-            await store.release(self._aq, self.name, permit._current, permit.index, permit.token)
+            await self._source.release(permit)
 
 
 class AsyncLock(AsyncSemaphore):
@@ -106,7 +108,7 @@ class AsyncLock(AsyncSemaphore):
 
     def __init__(
         self,
-        q: AsyncQueueClient,
+        q: AsyncQueueClient | ServesPermits,
         name: str,
         *,
         lease: float = DEFAULT_LEASE,

@@ -87,7 +87,7 @@ async def acquire(aq: AsyncQueueClient, name: str, client_id: str, timeout: floa
     if leased is not None:
         return leased
     if left == 0:
-        raise _timed_out(name, timeout)
+        raise timed_out(name, timeout)
     deadline = None if left is None else anyio.current_time() + left
     wake = waiters.new_wake_name()
     watch = aq.watch(wake)
@@ -102,7 +102,7 @@ async def acquire(aq: AsyncQueueClient, name: str, client_id: str, timeout: floa
     if watch.fired():  # a release chose this waiter after it took a permit: pass it on
         await wake_for_free(aq, name, leased)
     if leased is None:
-        raise _timed_out(name, timeout)
+        raise timed_out(name, timeout)
     return leased
 
 
@@ -179,7 +179,8 @@ async def wake_for_free(aq: AsyncQueueClient, name: str, held: Leased | None) ->
         )
 
 
-def _timed_out(name: str, timeout: float | None) -> RequestTimeout:
+def timed_out(name: str, timeout: float | None) -> RequestTimeout:
+    """The error of an acquire that found no free permit of ``name`` in time."""
     return RequestTimeout(f"no permit of {name!r} became free within {timeout}s")
 
 

@@ -1,16 +1,18 @@
-"""Semaphores and locks for ordinary code, on :class:`~querator.Querator`: each
-call runs :class:`~querator.locks.AsyncSemaphore`'s code on the client's loop."""
+"""Semaphores and locks for ordinary code, on :class:`~querator.Querator` or
+:class:`querator.http.Querator`: each call runs
+:class:`~querator.locks.AsyncSemaphore`'s code on the client's loop."""
 
 from __future__ import annotations
 
 import asyncio
 from types import TracebackType
+from typing import Any
 
 from querator.errors import UsageError
 from querator.locks.names import DEFAULT_LEASE
 from querator.locks.permit import Permit
 from querator.locks.semaphore import AsyncAcquire, AsyncSemaphore
-from querator.queue.client import QueueClient
+from querator.queue.client import SyncShell
 
 
 def _outside_loops(call: str, instead: str) -> None:
@@ -25,7 +27,9 @@ def _outside_loops(call: str, instead: str) -> None:
 class Semaphore:
     """A semaphore of ``limit`` permits named ``name``, shared by every client of
     the store (see :class:`~querator.locks.AsyncSemaphore`, whose arguments it
-    takes). It is created, or brought to ``limit``, when constructed.
+    takes; ``q`` is a :class:`~querator.Querator` or a
+    :class:`querator.http.Querator`). It is created, or brought to ``limit``,
+    when constructed.
 
     ``with sem.acquire(timeout=5) as permit:`` holds a permit for the block,
     renewed by the client's loop thread while the block runs.
@@ -33,7 +37,7 @@ class Semaphore:
 
     def __init__(
         self,
-        q: QueueClient,
+        q: SyncShell[Any],
         name: str,
         limit: int,
         *,
@@ -80,7 +84,7 @@ class Lock(Semaphore):
 
     def __init__(
         self,
-        q: QueueClient,
+        q: SyncShell[Any],
         name: str,
         *,
         lease: float = DEFAULT_LEASE,
@@ -93,7 +97,7 @@ class Acquire:
     """What :meth:`Semaphore.acquire` returns: ``with`` it (it runs
     :class:`~querator.locks.AsyncAcquire` on the client's loop)."""
 
-    def __init__(self, q: QueueClient, acquiring: AsyncAcquire) -> None:
+    def __init__(self, q: SyncShell[Any], acquiring: AsyncAcquire) -> None:
         self._q = q
         self._acquiring = acquiring
 

@@ -155,3 +155,38 @@ def test_finished_runs_are_purged_over_http_as_over_the_store(
     with HttpQuerator(base) as q:
         _purge(q, "http")
     _purge(library, "lib")
+
+
+def test_runs_are_replayed_with_the_servers_code_and_reindexed(
+    served: tuple[str, Querator],
+) -> None:
+    base, q = served
+    with HttpQuerator(base) as http:
+        run = http.start(greet, "eve")
+        assert run.result(timeout=30) == "HELLO, EVE!"
+        check = http.check_replay(run.run_id)
+        assert (check.ok, check.workflow, check.replayed, check.ended) == (
+            True,
+            "http.greet",
+            1,
+            True,
+        )
+        assert check == q.check_replay(run.run_id, [greet])  # the library's answer
+        with pytest.raises(RunNotFound):
+            http.check_replay("run-never-started")
+        with pytest.raises(InvalidArgument, match="functions"):
+            http.check_replay(run.run_id, [greet])  # the server's code replays, not ours
+        with pytest.raises(InvalidArgument, match="functions"):
+            q.check_replay(run.run_id)
+        assert http.reindex_runs() == q.reindex_runs() == 1
+
+
+def test_a_server_without_workflow_code_refuses_a_replay(server: str) -> None:
+    async def main() -> None:
+        async with AsyncHttpQuerator(server) as aq:
+            with pytest.raises(InvalidArgument) as refused:
+                await aq.check_replay("run-any")
+            assert refused.value.field == "app" and "--app" in refused.value.rule
+            assert await aq.reindex_runs() == 0
+
+    anyio.run(main)

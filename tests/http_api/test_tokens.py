@@ -64,6 +64,8 @@ def test_tokens_guard_the_api_by_scope(tokens: tuple[str, dict[str, str]]) -> No
         assert denied.status_code == 403
         assert denied.json()["message"].startswith("access denied; ")
         assert post("/v1/queues.list", made["read"]).status_code == 200
+        assert post("/v1/runs.reindex", made["write"]).status_code == 403  # an operator's call
+        assert post("/v1/runs.reindex", made["admin"]).json() == {"count": 0}
         produce = {"queue_name": "jobs", "request_timeout": "5s", "items": [{"utf8": "x"}]}
         assert post("/v1/queue.produce", made["read"], **produce).status_code == 403
         assert post("/v1/queue.produce", made["write"], **produce).status_code == 200

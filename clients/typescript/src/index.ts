@@ -127,7 +127,19 @@ export interface StartOptions {
   delay?: number;
 }
 
+/** A page of a run's stream: {@link Querator.readStreamPage}. */
+export interface StreamPage<T = unknown> {
+  /** The values from the offset asked for, in stream order (empty when none came in time). */
+  values: T[];
+  /** The offset to ask for next. */
+  nextOffset: number;
+  /** True when no value comes after these (the stream is closed or its run ended). */
+  ended: boolean;
+}
+
 const LONG_POLL_MAX = 15 * 60;
+/** The long poll of each page while {@link Querator.readStream} follows a stream. */
+const STREAM_WAIT = 60;
 const LONG_POLL_MIN = 0.011;
 
 /** Seconds as a Go duration string, as DUH-RPC bodies write them (`"1.5s"`). */
@@ -380,4 +392,75 @@ export class Querator {
   async cancel(runId: string, reason = ""): Promise<boolean> {
     return (await this.call<{ changed: boolean }>("runs.cancel", { run_id: runId, reason })).changed;
   }
+
+  // -- talking to a run ---------------------------------------------------------
+
+  /**
+   * Send `value` (any JSON value) to a run's mailbox under `topic`, read by
+   * the run's `recv(topic)`; sending again with the same `idempotencyKey`
+   * (same run and topic) is a no-op. 453 `RunNotFound` / `RunFinished`.
+   */
+  async send(runId: string, topic: string, value: unknown, idempotencyKey?: string): Promise<void> {
+    const body: Wire = { run_id: runId, topic, value: value ?? null };
+    if (idempotencyKey !== undefined) body.idempotency_key = idempotencyKey;
+    await this.call("runs.send", body);
+  }
+
+  /**
+   * Emit an event by name: every run waiting in `wait_for_event(name)` wakes,
+   * later waits see it too. True when this emit stored it (the first of the
+   * name); false when the name was emitted before (its first payload stands).
+   */
+  async emitEvent(name: string, payload: unknown): Promise<boolean> {
+    return (await this.call<{ first: boolean }>("events.emit", { name, payload: payload ?? null })).first;
+  }
+
+  /**
+   * The latest value a run published under `key` (`set_event`), waiting up to
+   * `timeout` seconds (at most 15 minutes) for the first one; null when none
+   * came in time.
+   */
+  async getEvent<T = unknown>(runId: string, key: string, timeout = 0): Promise<T | null> {
+    const wait = pollWait(timeout);
+    const body: Wire = { run_id: runId, key };
+    if (wait) body.request_timeout = duration(wait);
+    return ((await this.call<{ value?: T | null }>("runs.get_event", body, wait)).value ?? null) as T | null;
+  }
+
+  /**
+   * A run's stream `key` from `offset`, waiting up to `timeout` seconds (at
+   * most 15 minutes) for the first value.
+   */
+  async readStreamPage<T = unknown>(runId: string, key: string, offset = 0, timeout = 0): Promise<StreamPage<T>> {
+    const wait = pollWait(timeout);
+    const body: Wire = { run_id: runId, key, offset };
+    if (wait) body.request_timeout = duration(wait);
+    const reply = await this.call<{ values: T[]; next_offset: number; ended: boolean }>("runs.read_stream", body, wait);
+    return { values: reply.values, nextOffset: reply.next_offset, ended: reply.ended };
+  }
+
+  /**
+   * Every value of a run's stream `key` from `offset`, as they come (long
+   * polls), until the stream is closed or its run ends:
+   * `for await (const line of q.readStream(runId, "log")) ...`.
+   */
+  async *readStream<T = unknown>(runId: string, key: string, offset = 0): AsyncGenerator<T, void, undefined> {
+    for (;;) {
+      const page = await this.readStreamPage<T>(runId, key, offset, STREAM_WAIT);
+      yield* page.values;
+      if (page.ended) return;
+      offset = page.nextOffset;
+    }
+  }
+}
+
+/** A long poll's seconds for a wait of `timeout` (0: answer at once). */
+function pollWait(timeout: number): number {
+  if (!Number.isFinite(timeout) || timeout < 0) {
+    throw new QueratorError(400, `timeout is invalid; ${timeout} is not a non-negative number of seconds`, {
+      type: "InvalidArgument",
+      field: "timeout",
+    });
+  }
+  return timeout ? Math.min(Math.max(timeout, LONG_POLL_MIN), LONG_POLL_MAX) : 0;
 }

@@ -150,3 +150,39 @@ describe("workflow runs", () => {
     assert.equal(run.type, "RunNotFound");
   });
 });
+
+describe("talking to a run", () => {
+  it("sends messages, emits events, reads published state and streams", async () => {
+    const runId = await q.start("ts.chat", { args: ["ada"] });
+    assert.deepEqual(await q.getEvent(runId, "status", 60), { waiting_for: "reply" });
+    const first = await q.readStreamPage(runId, "log", 0, 60);
+    assert.deepEqual(first.values, ["hello ada"]);
+    assert.equal(first.nextOffset, 1);
+    assert.equal(first.ended, false);
+    assert.equal(await q.getEvent(runId, "never-published"), null); // no wait: answered at once
+    await q.send(runId, "reply", "yes", "ts-reply-1");
+    await q.send(runId, "reply", "a second reply, dropped", "ts-reply-1"); // same key: a no-op
+    assert.equal(await q.emitEvent("ts.go.ada", { go: true }), true);
+    assert.equal(await q.emitEvent("ts.go.ada", { go: false }), false); // the first payload stands
+    const lines = [];
+    for await (const line of q.readStream(runId, "log")) lines.push(line);
+    assert.deepEqual(lines, ["hello ada", "yes", { go: true }]);
+    const done = await q.result(runId, 60);
+    assert.equal(done.status, "completed");
+    assert.deepEqual(done.result, { answer: "yes", event: { go: true } });
+    assert.deepEqual(await q.getEvent(runId, "status"), { waiting_for: "event" });
+    const tail = await q.readStreamPage(runId, "log", 3);
+    assert.deepEqual(tail, { values: [], nextOffset: 3, ended: true });
+    const finished = await refused(q.send(runId, "reply", "too late"));
+    assert.equal(finished.type, "RunFinished");
+  });
+
+  it("refuses an unknown run and bad input", async () => {
+    const missing = await refused(q.send("no-such-run", "reply", 1));
+    assert.equal(missing.type, "RunNotFound");
+    const badName = await refused(q.emitEvent("bad name!", 1));
+    assert.equal(badName.type, "InvalidArgument");
+    const badWait = await refused(q.getEvent("no-such-run", "status", -1));
+    assert.equal(badWait.details.field, "timeout");
+  });
+});

@@ -12,7 +12,8 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-from querator.http.wire.limits import RateReply, RateRequest
+from querator.http.wire.limits import CreateRateRequest, RateReply, RateRequest
+from querator.http.wire.queue import Reply
 from querator.limits.rate import AsyncRateLimiter, RateDecision, RateLimit
 from querator.queue.service import AsyncQueueClient
 
@@ -20,25 +21,34 @@ KEPT = 1_024
 """Limiters kept per store client (one per name, n, per and client id)."""
 
 _Key = tuple[str, int, float, str | None]
+_Limit = CreateRateRequest | RateRequest
 _limiters: weakref.WeakKeyDictionary[AsyncQueueClient, OrderedDict[_Key, AsyncRateLimiter]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _limiter(aq: AsyncQueueClient, body: RateRequest) -> AsyncRateLimiter:
+def _limiter(aq: AsyncQueueClient, body: _Limit) -> AsyncRateLimiter:
     """The kept limiter of ``body``'s limit, else a new one (checked, kept)."""
     kept = _limiters.setdefault(aq, OrderedDict())
-    key = (body.name, body.n, body.per, body.client_id)
+    client_id = body.client_id if isinstance(body, RateRequest) else None
+    key = (body.name, body.n, body.per, client_id)
     limiter = kept.get(key)
     if limiter is not None:
         kept.move_to_end(key)
         return limiter
     limit = RateLimit(body.name, body.n, per=body.per)
-    limiter = AsyncRateLimiter(aq, limit, client_id=body.client_id)
+    limiter = AsyncRateLimiter(aq, limit, client_id=client_id)
     while len(kept) >= KEPT:
         kept.popitem(last=False)
     kept[key] = limiter
     return limiter
+
+
+async def create(state: Any, body: CreateRateRequest) -> Reply:
+    """Create a rate limit in the store (idempotent; 400 when it exists with
+    another ``n`` or ``per``)."""
+    await _limiter(state.aq, body).create()
+    return Reply()
 
 
 async def acquire(state: Any, body: RateRequest) -> RateReply:

@@ -9,6 +9,7 @@ from typing import Any
 from querator.errors import QueueNotFound
 from querator.http.wire.locks import (
     AcquireRequest,
+    CreateRequest,
     HeldRequest,
     PermitReply,
     SemaphoresReply,
@@ -19,6 +20,17 @@ from querator.locks.listing import list_semaphores_async
 from querator.locks.names import index_of, queue_of, token_of
 from querator.queue.models import Ref
 from querator.queue.service import AsyncQueueClient
+
+
+async def create(aq: AsyncQueueClient, body: CreateRequest) -> Reply:
+    """Create a semaphore, or bring it to a limit and lease (idempotent)."""
+    await store.ensure(aq, body.name, body.limit, body.lease)
+    return Reply()
+
+
+async def _lease(aq: AsyncQueueClient, name: str) -> float:
+    """The lease duration of semaphore ``name``'s permits."""
+    return (await aq.queue_info(queue_of(name))).settings.lease_timeout
 
 
 async def acquire(state: Any, body: AcquireRequest) -> PermitReply:
@@ -35,14 +47,16 @@ async def acquire(state: Any, body: AcquireRequest) -> PermitReply:
         lambda: store.acquire(aq, body.name, body.client_id, body.request_timeout)
     )
     token = token_of(leased.payload, leased.version)
-    return PermitReply.of(body.name, index_of(leased.dedup_key), leased, token)
+    lease = await _lease(aq, body.name)
+    return PermitReply.of(body.name, index_of(leased.dedup_key), leased, token, lease)
 
 
 async def renew(aq: AsyncQueueClient, body: HeldRequest) -> PermitReply:
     """Extend a held permit's lease (409 LockLost when it was lost)."""
     renewed = await store.renew(aq, body.name, body.id, body.version)
     token = body.version if body.token is None else body.token
-    return PermitReply.of(body.name, body.permit, renewed, token)
+    lease = await _lease(aq, body.name)
+    return PermitReply.of(body.name, body.permit, renewed, token, lease)
 
 
 async def release(aq: AsyncQueueClient, body: HeldRequest) -> Reply:

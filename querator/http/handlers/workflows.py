@@ -38,6 +38,7 @@ from querator.queue.dead_letters import (
     purge_async,
     requeue_async,
 )
+from querator.workflows.checking import ReplayCheck, check_replay_async
 from querator.workflows.cron.api import (
     delete_schedule_async,
     list_schedules_async,
@@ -50,6 +51,7 @@ from querator.workflows.errors import SagaFailed, WorkflowCancelled, WorkflowFai
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.inspection import RunInfo, get_run_async, list_runs_async
 from querator.workflows.messages import signal_with_start_async
+from querator.workflows.reindex import reindex_runs_async
 from querator.workflows.rerun import fork_async, resume_async
 from querator.workflows.retention import purge_runs_async
 from querator.workflows.runs import AsyncRunHandle, start_async
@@ -238,3 +240,26 @@ async def fork_run(state: Any, body: ForkRequest) -> RunReply:
     """Start a new run of a run's workflow and arguments, keeping the results
     of the steps before ``from_step``."""
     return RunReply(run_id=(await fork_async(state.aq, body.run_id, body.from_step)).run_id)
+
+
+async def reindex_runs(state: Any, body: Empty) -> CountReply:
+    """Write the run-index entries of runs stored without them (how many runs
+    were seen); ``querator runs reindex``."""
+    return CountReply(count=await reindex_runs_async(state.aq))
+
+
+async def check_replay(state: Any, body: RunRequest) -> ReplayCheck:
+    """Replay a stored run with the server's workflow code (``--app``),
+    dispatching nothing: does the code still make the calls its history holds?"""
+    functions = list(state.functions.values())
+    if not any(isinstance(fn, WorkflowFunction) for fn in functions):
+        raise InvalidArgument(
+            "app",
+            "this server has no workflow code to replay with: serve with --app MODULE",
+        )
+    try:
+        return await check_replay_async(state.aq, body.run_id, functions)
+    except InvalidArgument as exc:
+        if exc.field != "functions":
+            raise
+        raise InvalidArgument("run_id", f"{exc.rule} (not in this server's --app)") from None

@@ -9,6 +9,18 @@ from querator.http.wire.types import Duration, Instant, WireModel
 from querator.limits.rate import DEFAULT_KEY, RateDecision
 
 
+class CreateRateRequest(WireModel):
+    """``/v1/limits.create``: create rate limit ``name`` (idempotent; one that
+    exists with another ``n`` or ``per`` is refused, 400)."""
+
+    name: str
+    """The limit's name: every client that names it shares it."""
+    n: int
+    """Starts admitted per period and key."""
+    per: Duration = 1.0
+    """The period."""
+
+
 class RateRequest(WireModel):
     """``/v1/limits.acquire``: a start of ``key`` under rate limit ``name``."""
 

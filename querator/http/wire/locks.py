@@ -11,6 +11,19 @@ from querator.locks.names import DEFAULT_LEASE
 from querator.queue.models import Leased
 
 
+class CreateRequest(WireModel):
+    """``/v1/locks.create``: create semaphore ``name``, or bring it to ``limit``
+    and ``lease`` (idempotent; a lowered limit removes permits as their
+    holders release them)."""
+
+    name: str
+    """The semaphore (or lock) name."""
+    limit: int = 1
+    """How many holders it admits at once (1: a lock)."""
+    lease: Duration = DEFAULT_LEASE
+    """How long a permit's lease lasts between renewals."""
+
+
 class AcquireRequest(WireModel):
     """``/v1/locks.acquire``: take a permit of semaphore ``name``."""
 
@@ -50,9 +63,14 @@ class PermitReply(WireModel):
     """The fencing token: grows with every acquisition of this permit."""
     lease_deadline: Instant
     """When the permit comes back unless renewed first."""
+    lease: Duration | None = None
+    """How long each renewal extends the lease (the semaphore's lease): renew
+    well before ``lease_deadline``, every third of it."""
 
     @classmethod
-    def of(cls, name: str, permit: int, leased: Leased, token: int) -> PermitReply:
+    def of(
+        cls, name: str, permit: int, leased: Leased, token: int, lease: float | None = None
+    ) -> PermitReply:
         """The reply for ``leased`` (a permit item, just leased or renewed)."""
         return cls(
             name=name,
@@ -61,6 +79,7 @@ class PermitReply(WireModel):
             version=leased.version,
             token=token,
             lease_deadline=leased.lease_deadline,
+            lease=lease,
         )
 
 
