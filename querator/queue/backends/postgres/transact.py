@@ -186,7 +186,7 @@ async def _complete_checked(
     """Delete held items of one table at their versions, all or :class:`ChecksFailed`;
     returns how long they had been leased (those whose lease start is known)."""
     statement, args = complete_call(names, keys, now)
-    await _run_checked(conn, keys[0].queue, statement, args)
+    return await _run_checked(conn, keys[0].queue, statement, args)
 
 
 async def complete_table(
@@ -202,8 +202,11 @@ async def complete_table(
     return True
 
 
-async def _run_checked(conn: Conn, queue: str, statement: bytes, args: dict[str, Any]) -> None:
-    """Run a self-checking statement; a failed check raises :class:`ChecksFailed`."""
+async def _run_checked(
+    conn: Conn, queue: str, statement: bytes, args: dict[str, Any]
+) -> list[float]:
+    """Run a self-checking complete; a failed check raises :class:`ChecksFailed`.
+    Returns how long the items had been leased (those whose lease start is known)."""
     with driver_errors(queue):
         try:
             cur = await conn.execute(statement, args)
