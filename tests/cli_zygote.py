@@ -1,0 +1,64 @@
+"""Forks ``python -m querator.cli`` processes for the tests, from one process that
+has imported querator once (a command then costs a fork, not a fresh
+interpreter's 1-2 s of imports). Run as a script, not collected; the client is
+tests/cli_forks.py.
+
+It reads JSON lines ``{"args", "cwd", "env", "path", "stdin", "out"}`` on stdin.
+For each it forks a child that becomes ``python -m querator.cli ARGS`` run in
+``cwd`` with the environment ``env`` and ``sys.path`` ``[cwd, *path, <site>]``,
+stdin from the file ``stdin``, stdout and stderr in ``out`` and ``out.err``; it
+answers ``{"pid": N}`` at once and ``{"code": C}`` (the exit status as
+``subprocess`` reports it) when the child has ended. One command at a time; the
+zygote ends when stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import querator.queue.backends.postgres.backend
+import querator.queue.backends.sqlite.backend  # noqa: F401  (loaded once, for every child)
+from querator import cli
+
+BASE_PATH = [p for p in sys.path[1:] if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+"""The interpreter's own ``sys.path`` (site-packages …), without this script's
+directory and the zygote's ``PYTHONPATH``: a child puts its own in front."""
+
+
+def child(request: dict[str, Any]) -> None:
+    """The forked process: set up as a fresh ``python -m querator.cli`` would be, then
+    run the command. It ends as a script does (SystemExit, atexit handlers)."""
+    os.setsid()  # its own process group: a timed-out command is killed whole
+    cwd = str(request["cwd"])
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[:] = [cwd, *request["path"], *BASE_PATH]
+    out = str(request["out"])
+    with open(str(request["stdin"]), "rb") as stdin, open(out, "wb") as stdout:
+        os.dup2(stdin.fileno(), 0)
+        os.dup2(stdout.fileno(), 1)
+    with open(out + ".err", "wb") as stderr:
+        os.dup2(stderr.fileno(), 2)
+    sys.argv = [str(cli.__file__).replace("__init__.py", "__main__.py"), *request["args"]]
+    cli.app(prog_name="python -m querator.cli")
+    sys.exit(0)
+
+
+def main() -> None:
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            child(request)  # never returns: raises SystemExit up to the interpreter
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
