@@ -77,6 +77,8 @@ def _slow_first(items: list[pytest.Item]) -> None:
     root = Path(__file__).parent
 
     def rank(item: pytest.Item) -> int:
+        if not item.path.is_relative_to(root):
+            return 1
         _, _, name = item.nodeid.partition("::")
         node = f"{item.path.relative_to(root).as_posix()}::{name}"
         return 0 if node.startswith(SLOW_FIRST) else 1
