@@ -51,9 +51,45 @@ def _citus_by_default(path: Path) -> bool:
     return any(relative == named or relative.startswith(f"{named}/") for named in CITUS_BY_DEFAULT)
 
 
+SLOW_FIRST: tuple[str, ...] = (
+    "spark/",  # a JVM per module, worker processes with their own JVMs, spark-submit
+    "test_docs_blocks.py::test_block_runs_as_written[docs/spark.md",  # a JVM per block
+    "http_api/test_openapi.py::test_fuzzed",  # ~30 s of generated requests
+    "test_benchmarks_smoke.py",
+    "webhooks/test_cli.py",
+    "workflows/test_ops_cli.py",
+    "workflows/test_two_apps_processes.py",
+    "workflows/test_live_bodies.py",
+    "workflows/test_continue_as_new.py",
+    "tasks/test_task_processes.py",
+    "tasks/test_tasks_cli.py",
+)
+"""Tests (node id prefixes, under tests/) that take 15-40 s each on an idle
+machine: they run first. ``pytest -n 2`` hands tests out in collection order,
+so a long test collected last keeps one worker busy while the other idles; run
+first, they are spread over the workers and the run ends on short tests. (Not
+tests/faults: their recovery bounds are measured beside ordinary tests, not
+beside the Spark JVMs.)"""
+
+
+def _slow_first(items: list[pytest.Item]) -> None:
+    """Move the items of :data:`SLOW_FIRST` to the front (each group in its order)."""
+    root = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> int:
+        if not item.path.is_relative_to(root):
+            return 1
+        _, _, name = item.nodeid.partition("::")
+        node = f"{item.path.relative_to(root).as_posix()}::{name}"
+        return 0 if node.startswith(SLOW_FIRST) else 1
+
+    items.sort(key=rank)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the ``citus`` instances outside :data:`CITUS_BY_DEFAULT` unless
-    ``QUERATOR_TEST_CITUS=1``."""
+    ``QUERATOR_TEST_CITUS=1``; run :data:`SLOW_FIRST` first."""
+    _slow_first(items)
     if os.environ.get("QUERATOR_TEST_CITUS") == "1":
         return
     dropped: list[pytest.Item] = []

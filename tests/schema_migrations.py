@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from cli_forks import run_cli
 from polling import wait_for
 
 from querator import Item, Querator, QueueSettings
@@ -156,13 +157,5 @@ def finish_openers(openers: list[Opener]) -> list[str]:
 
 
 def migrate_cli(url: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """Run ``querator migrate --url URL OPTIONS`` as a real command."""
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", "migrate", "--url", url, *options],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ),
-        check=False,
-    )
+    """Run ``querator migrate --url URL OPTIONS`` as a real command (a forked process)."""
+    return run_cli("migrate", "--url", url, *options)

@@ -4,13 +4,11 @@ fires is refused at creation."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from cli_forks import run_cli
 from http_server import serve
 
 from querator import Querator
@@ -44,10 +42,7 @@ def test_a_broken_schedule_is_listed_as_broken(tmp_path: Path) -> None:
         by_name = {s["name"]: s for s in listed.json()["schedules"]}
     assert sorted(by_name) == ["feb30", "ok"]
     assert "never fires" in by_name["feb30"]["broken"] and by_name["ok"]["broken"] is None
-    done = subprocess.run(
-        [sys.executable, "-m", "querator.cli", "schedules", "list", "--url", url],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, env=os.environ.copy(), check=False,
-    )  # fmt: skip
+    done = run_cli("schedules", "list", "--url", url, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     [line] = [ln for ln in done.stdout.splitlines() if ln.startswith("feb30")]
     assert "BROKEN" in line

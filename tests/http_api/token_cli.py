@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
+from pathlib import Path
 
+from cli_forks import run_cli
 from http_server import ROOT
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run ``querator ARGS`` and return it (output captured)."""
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
+    """Run ``querator ARGS`` (a forked process) and return it (output captured)."""
+    return run_cli(
+        *args, cwd=Path.cwd(), env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=timeout
     )
 
 

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_forks import run_cli
 
 from querator import Querator
 from querator.locks import Lock, Semaphore
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ),
-        check=False,
-    )
+    return run_cli(*args)
 
 
 def test_locks_list_shows_holders(tmp_path: Path) -> None:

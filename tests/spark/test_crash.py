@@ -1,4 +1,8 @@
-"""Worker processes killed with SIGKILL during a Spark stage; the example runs as written."""
+"""Worker processes killed with SIGKILL during a Spark stage; the example runs as written.
+
+The crash test is also the instrumented pipeline's end-to-end check (result,
+report, commit markers): a run without a crash would start the same three
+stages on the same data for no more proof."""
 
 from __future__ import annotations
 
@@ -10,10 +14,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from example_runs import EXAMPLES, run_example
 
 from querator import Querator
-from querator.spark import is_committed
+from querator.spark import is_committed, read_marker, storage_for
 from querator.workflows import start
 
 from .flows import counts, example, t_pipeline
@@ -74,14 +79,22 @@ def test_sigkill_during_stage_two_resumes_at_stage_two(tmp_path: Path) -> None:
     assert counts(root, "ingest") == 1  # stage 1 never re-ran
     assert counts(root, "clean") == 2  # stage 2 ran again, in the new process
     assert counts(root, "aggregate") == 1
-    assert result["report_rows"] == len(expected_report())
-    assert result["clean_rows"] == sum(r[2] for r in expected_report())
-    assert not (root / "silver._staging").exists()
+    assert result == {
+        "raw_rows": len(example.generate_events()),
+        "clean_rows": sum(r[2] for r in expected_report()),
+        "report_rows": len(expected_report()),
+    }
+    for name in ("bronze", "silver", "report"):  # every output committed by this run
+        assert is_committed(str(root / name))
+        assert not (root / f"{name}._staging").exists()
+        marker = read_marker(storage_for(str(root / name)), str(root / name))
+        assert marker is not None and marker.run_id == run.run_id
     pids = {line.split()[0] for line in (root / "counts" / "clean.log").read_text().splitlines()}
     assert len(pids) == 2
     got = _read_report(root / "report")
     want = expected_report()
     assert [r[:4] for r in got] == [r[:4] for r in want]
+    assert [r[4] for r in got] == pytest.approx([r[4] for r in want], abs=0.011)
 
 
 def _read_report(path: Path) -> list[tuple[str, str, int, int, float]]:

@@ -29,14 +29,12 @@ from querator.workflows.inspection import get_run
 from .conftest import RunWorker
 from .flows import (
     NUMBERS,
-    PIPELINE,
     SAGA,
     counts,
     example,
     t_flaky,
     t_flaky_flow,
     t_numbers_flow,
-    t_pipeline,
     t_publish_saga,
     t_slow,
     t_slow_flow,
@@ -60,36 +58,6 @@ def expected_report() -> list[tuple[str, str, int, int, float]]:
         (day, kind, len(es), len({e["user"] for e in es}), round(sum(e["amount"] for e in es), 2))
         for (day, kind), es in sorted(groups.items())
     ]
-
-
-def check_report(spark_resource: SparkResource, path: str) -> None:
-    got = example.read_report(spark_resource.session(), path)
-    want = expected_report()
-    assert [r[:4] for r in got] == [r[:4] for r in want]
-    assert [r[4] for r in got] == pytest.approx([r[4] for r in want], abs=0.011)
-
-
-def test_pipeline_output_is_correct_and_committed(
-    sq: Querator, spark_worker: RunWorker, spark_resource: SparkResource, tmp_path: Path
-) -> None:
-    example.write_raw(tmp_path / "raw", example.generate_events())
-    root = str(tmp_path / "out")
-    with spark_worker(PIPELINE):
-        run = start(sq, t_pipeline, str(tmp_path / "raw"), root)
-        result = run.result(timeout=120)
-    raw_total = len(example.generate_events())
-    assert result == {
-        "raw_rows": raw_total,
-        "clean_rows": sum(r[2] for r in expected_report()),
-        "report_rows": len(expected_report()),
-    }
-    check_report(spark_resource, f"{root}/report")
-    for name in ("bronze", "silver", "report"):
-        assert is_committed(f"{root}/{name}")
-        assert not Path(f"{root}/{name}._staging").exists()
-        marker = read_marker(storage_for(f"{root}/{name}"), f"{root}/{name}")
-        assert marker is not None and marker.run_id == run.run_id
-    assert [counts(root, s) for s in ("ingest", "clean", "aggregate")] == [1, 1, 1]
 
 
 def test_failing_stage_is_retried_per_its_policy(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_forks import run_cli
 from polling import wait_for
 from workflows.ops_procs import WorkerProc
 
@@ -20,15 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m querator.cli ARGS`` from the repository root."""
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """``python -m querator.cli ARGS`` from the repository root (a forked process)."""
+    return run_cli(*args)
 
 
 def spawn_cli_worker(url: str, tmp_path: Path, log: Path) -> WorkerProc:

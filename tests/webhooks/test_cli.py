@@ -9,17 +9,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_forks import run_cli
 from polling import wait_for
 
 from querator import Querator
 from querator.webhooks import Webhooks
-from webhooks.helpers import ROOT, check_signed, run_python
+from webhooks.helpers import ROOT, check_signed
 from webhooks.http_receiver import Receiver
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m querator.cli webhooks ARGS``."""
-    return run_python(["-m", "querator.cli", "webhooks", *args])
+    """``python -m querator.cli webhooks ARGS`` (a forked process)."""
+    return run_cli("webhooks", *args, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
 
 
 def test_the_cli_manages_endpoints_sends_and_redrives(tmp_path: Path, receiver: Receiver) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_forks import run_cli
 from polling import wait_for
 
 from querator import Querator
@@ -18,11 +19,10 @@ from webhooks.helpers import ROOT, run_python
 
 
 def send(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``querator webhooks send ARGS`` (``stdin`` piped in)."""
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", "webhooks", "send", *args],
-        cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    """``querator webhooks send ARGS`` (``stdin`` piped in; a forked process)."""
+    return run_cli(
+        "webhooks", "send", *args, stdin=stdin or "", timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
 
 

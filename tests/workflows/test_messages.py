@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from cli_forks import run_cli
 from polling import wait_for
 from worker_threads import serving
 
@@ -211,15 +212,8 @@ def test_recv_outside_a_workflow_is_a_usage_error() -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m querator.cli ARGS`` from the repository root."""
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", *args],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """``python -m querator.cli ARGS`` from the repository root (a forked process)."""
+    return run_cli(*args)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

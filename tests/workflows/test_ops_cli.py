@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_forks import run_cli
 from polling import wait_for
 from worker_threads import serving
 
@@ -33,16 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m querator.cli ARGS`` from the repository root."""
-    return subprocess.run(
-        [sys.executable, "-m", "querator.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    """``python -m querator.cli ARGS`` from the repository root (a forked process)."""
+    return run_cli(*args, env={**os.environ, **(env or {})})
 
 
 def spawn_cli_worker(url: str, tmp_path: Path) -> WorkerProc:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import anyio
 import pytest
+from cli_forks import run_cli
 from polling import wait_for
 
 from querator import Querator
@@ -20,7 +18,6 @@ from querator.workflows.inspection import RunInfo, get_run
 
 from .conftest import RunWorker
 
-ROOT = Path(__file__).resolve().parents[2]
 GATES: dict[str, threading.Event] = {}
 
 
@@ -82,10 +79,7 @@ def test_progress_is_visible_while_the_step_runs_and_kept_after(
         assert all(p["of"] == 3 and 1 <= p["done"] <= 3 for p in seen)
         if backend_url != "memory://":  # the CLI is another process
             command = ["runs", "show", run.run_id, "--url", backend_url]
-            out = subprocess.run(
-                [sys.executable, "-m", "querator.cli", *command],
-                cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-            )  # fmt: skip
+            out = run_cli(*command)
             assert "pending:" in out.stdout and "in progress" not in out.stdout, out.stderr
             assert '{"done":3,"of":3}' in out.stdout
         GATES["k1"].set()

@@ -4,13 +4,12 @@ compensations with their outcomes — on every backend."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cli_forks import run_cli
 from polling import wait_for
 from worker_threads import serving
 
@@ -137,12 +136,6 @@ def test_runs_show_prints_timers_running_steps_and_compensations(tmp_path: Path)
 
 
 def _show(url: str, run_id: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "querator.cli", "runs", "show", run_id, "--url", url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_cli("runs", "show", run_id, "--url", url, cwd=Path.cwd())
     assert done.returncode == 0, done.stderr
     return done.stdout
