@@ -598,14 +598,18 @@ LOCK_ITEMS: Final = sql.SQL(
     """
 SELECT seq, version, coalesce(lease_deadline > """
     + NOW
-    + """, false), attempts
+    + """, false), attempts,
+       extract(epoch FROM """
+    + NOW
+    + """ - leased_at)::float8
 FROM {table}
 WHERE seq = ANY(%(seqs)s::bigint[])
 ORDER BY seq
 FOR UPDATE
 """
 )
-"""Locks items of one partition in seq order; returns (seq, version, held, attempts)."""
+"""Locks items of one partition in seq order; returns (seq, version, held,
+attempts, seconds since the lease began)."""
 
 CHECK_FAILED_STATE: Final = "QR409"
 """SQLSTATE raised by ``{schema}.check_failed()``: a one-statement change found a
@@ -673,14 +677,7 @@ own transaction, read when it commits). ``ats`` is an array of NULLs, one per
 item, that the clock fills (as in :data:`RETRY_ITEMS`, for Citus)."""
 
 DELETE_SEQS: Final = sql.SQL("DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])")
-"""Deletes locked items (delete; dead-letter without a dead queue)."""
-
-COMPLETE_SEQS: Final = sql.SQL(
-    "DELETE FROM {table} WHERE seq = ANY(%(seqs)s::bigint[])"
-    " RETURNING extract(epoch FROM " + NOW + " - leased_at)::float8"
-)
-"""Completes locked items; returns how long each had been leased (NULL for an
-item leased before the store recorded when)."""
+"""Deletes locked items (complete, delete; dead-letter without a dead queue)."""
 
 RETRY_ITEMS: Final = sql.SQL(
     """

@@ -36,6 +36,10 @@ class Locked(NamedTuple):
     version: int
     held: bool
     attempts: int
+    held_for: float | None
+    """Seconds since its lease began (None: not leased, or leased before the
+    store recorded when). Read here, not in the delete's RETURNING: Citus
+    refuses a non-immutable function there."""
 
 
 def one_table_complete(plan: TxnPlan) -> bool:
@@ -103,10 +107,9 @@ async def run_transact(
         for (queue_id, partition), keys in _by_table(plan.complete, lambda key: key).items():
             with driver_errors(keys[0].queue):
                 table = names.partition(queue_id, partition)
-                statement = stmt.COMPLETE_SEQS.format(table=table)
-                cur = await conn.execute(statement, {"seqs": _seqs(keys), "now": now})
-                took = [seconds for (seconds,) in await cur.fetchall() if seconds is not None]
-            held_for.setdefault(keys[0].queue, []).extend(took)
+                await conn.execute(stmt.DELETE_SEQS.format(table=table), {"seqs": _seqs(keys)})
+            seconds = (locked[key.id].held_for for key in keys)
+            held_for.setdefault(keys[0].queue, []).extend(s for s in seconds if s is not None)
         for (queue_id, partition), keys in _by_table(plan.delete, lambda key: key).items():
             with driver_errors(keys[0].queue):
                 table = names.partition(queue_id, partition)
