@@ -44,7 +44,7 @@ class PermitRenewer:
     until it is dropped; marks a permit lost when the source refuses it."""
 
     def __init__(self, source: PermitSource) -> None:
-        self._source = source
+        self._source = weakref.ref(source)  # strong, it would keep its client alive
         self._held: set[Permit] = set()
         self._pending: set[Permit] = set()
         self._changed = anyio.Event()
@@ -86,11 +86,12 @@ class PermitRenewer:
         async with self._busy:
             with anyio.CancelScope(shield=True):
                 batch = [p for p in batch if p in self._held]
-                if not batch:
+                source = self._source()
+                if not batch or source is None:
                     return
                 self._pending = set(batch)
                 try:
-                    await self._source.renew(batch, self)
+                    await source.renew(batch, self)
                 except Conflict as exc:
                     log.warning("querator: renewing permits failed: %s", exc)
                 except Unavailable as exc:

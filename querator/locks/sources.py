@@ -7,7 +7,6 @@ and the renewer are written once against :class:`PermitSource`."""
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,6 +15,7 @@ from querator.locks import store
 from querator.locks.names import index_of, token_of
 from querator.locks.permit import Permit, Taken
 from querator.queue.models import Leased
+from querator.queue.per_client import per_client
 from querator.queue.service import AsyncQueueClient
 
 
@@ -114,17 +114,11 @@ class StorePermits:
         self._aq.run_in_background(service)
 
 
-_STORES: weakref.WeakKeyDictionary[AsyncQueueClient, StorePermits] = weakref.WeakKeyDictionary()
-
-
 def source_of(q: object) -> PermitSource:
     """The permit source of client ``q``: a library client's store, or an HTTP
     client's server."""
     if isinstance(q, AsyncQueueClient):
-        found = _STORES.get(q)
-        if found is None:
-            found = _STORES[q] = StorePermits(q)
-        return found
+        return per_client(q, "permits", lambda: StorePermits(q))
     if isinstance(q, ServesPermits):
         return q.permit_source()
     raise InvalidArgument(

@@ -107,6 +107,7 @@ class AsyncQueueClient:
             self._require_open, self._admin.queue_info, self._spreader, self._calls, self._board
         )
         self._gauges = queue_gauges.GaugeSource(self)
+        self._per_client: dict[str, object] = {}  # see querator.queue.per_client
         self._background = ClientTasks(
             backend,
             self._board,

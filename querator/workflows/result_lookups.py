@@ -9,12 +9,12 @@ covered reads that round's answer without a statement of its own.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 
 import anyio
 
 from querator.queue.models import StoredItem
+from querator.queue.per_client import per_client
 from querator.queue.service import AsyncQueueClient
 from querator.workflows.keys import RESULTS_QUEUE
 
@@ -49,12 +49,6 @@ class SharedLookups:
             del self._wanted[ticket]
 
 
-_BY_CLIENT: weakref.WeakKeyDictionary[AsyncQueueClient, SharedLookups] = weakref.WeakKeyDictionary()
-
-
 def shared_lookups(aq: AsyncQueueClient) -> SharedLookups:
     """The shared look-up rounds of client ``aq`` (call on its event loop)."""
-    lookups = _BY_CLIENT.get(aq)
-    if lookups is None:
-        lookups = _BY_CLIENT[aq] = SharedLookups(aq)
-    return lookups
+    return per_client(aq, "result-lookups", lambda: SharedLookups(aq))

@@ -8,13 +8,13 @@ seen costs one lease, not a queue check and a produce of the key's slots too.
 
 from __future__ import annotations
 
-import weakref
 from collections import OrderedDict
 from typing import Any
 
 from querator.http.wire.limits import CreateRateRequest, RateReply, RateRequest
 from querator.http.wire.queue import Reply
 from querator.limits.rate import AsyncRateLimiter, RateDecision, RateLimit
+from querator.queue.per_client import per_client
 from querator.queue.service import AsyncQueueClient
 
 KEPT = 1_024
@@ -22,14 +22,11 @@ KEPT = 1_024
 
 _Key = tuple[str, int, float, str | None]
 _Limit = CreateRateRequest | RateRequest
-_limiters: weakref.WeakKeyDictionary[AsyncQueueClient, OrderedDict[_Key, AsyncRateLimiter]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _limiter(aq: AsyncQueueClient, body: _Limit) -> AsyncRateLimiter:
     """The kept limiter of ``body``'s limit, else a new one (checked, kept)."""
-    kept = _limiters.setdefault(aq, OrderedDict())
+    kept: OrderedDict[_Key, AsyncRateLimiter] = per_client(aq, "rate-limiters", OrderedDict)
     client_id = body.client_id if isinstance(body, RateRequest) else None
     key = (body.name, body.n, body.per, client_id)
     limiter = kept.get(key)
