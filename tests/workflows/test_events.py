@@ -218,7 +218,9 @@ def test_a_run_waiting_for_an_event_survives_sigkilled_workers(
 ) -> None:
     log = tmp_path / "steps.log"
     with Querator(durable_url) as q:
-        q.create_queue(WORK_QUEUE, QueueSettings(lease_timeout=0.5, expire_timeout=3600.0))
+        q.create_queue(
+            WORK_QUEUE, QueueSettings(lease_timeout=2.0, expire_timeout=3600.0)
+        )  # renewed in time at any load
         run = start(q, awaiting, "k")
         first = spawn_worker(durable_url, "w1", log)
         try:

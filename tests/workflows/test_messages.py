@@ -227,7 +227,9 @@ def test_a_run_waiting_in_recv_survives_a_sigkilled_worker(
 ) -> None:
     log = tmp_path / "steps.log"
     with Querator(durable_url) as q:
-        q.create_queue(WORK_QUEUE, QueueSettings(lease_timeout=0.5, expire_timeout=3600.0))
+        q.create_queue(
+            WORK_QUEUE, QueueSettings(lease_timeout=2.0, expire_timeout=3600.0)
+        )  # renewed in time at any load
         run = start(q, mailbox, "k")
         send(q, run.run_id, "m", "one")
         first = spawn_worker(durable_url, "w1", log)
@@ -407,7 +409,9 @@ def test_a_worker_killed_between_reading_a_message_and_its_next_step(
 ) -> None:
     log = tmp_path / "steps.log"
     with Querator(durable_url) as q:
-        q.create_queue(WORK_QUEUE, QueueSettings(lease_timeout=0.5, expire_timeout=3600.0))
+        q.create_queue(
+            WORK_QUEUE, QueueSettings(lease_timeout=2.0, expire_timeout=3600.0)
+        )  # renewed in time at any load
         run = start(q, mailbox, "kb")
         send(q, run.run_id, "m", "one")
         first = spawn_worker(durable_url, "w1", log, env={"OPS_WORK_SECONDS": "60"})
