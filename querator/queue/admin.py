@@ -2,9 +2,11 @@
 
 The cache keeps each queue's info for ``cache_ttl`` seconds so the hot path
 does not read settings on every call. Changes made through this client
-invalidate it at once; changes made by other processes are seen within
-``cache_ttl`` (partition growth included), but a pause or resume, which every
-client listening for wakeups is told at once (:meth:`QueueAdmin.forget`).
+invalidate it at once. A change made by another client (an update, a pause
+or resume, a delete) is told at its commit to every client listening for
+wakeups (:meth:`QueueAdmin.forget`); a client that does not listen
+(``notifications=False``, or one that has not waited on the store yet) sees
+it within ``cache_ttl``.
 """
 
 from __future__ import annotations

@@ -315,7 +315,8 @@ class PostgresBackend:
         return info
 
     async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
-        """Store new settings, creating added partitions; QueueNotFound if absent."""
+        """Store new settings, creating added partitions, and notify every client
+        of the schema at commit; QueueNotFound if absent."""
         async with self._transaction() as conn:
             cur = await conn.execute(self._fill(stmt.LOCK_QUEUE), {"name": name})
             row = await cur.fetchone()
@@ -330,6 +331,7 @@ class PostgresBackend:
             )
             info = rows.queue_info(_one(await cur.fetchone()))
             await self._create_partitions(conn, info.queue_id, range(old, settings.partitions))
+            await notify(conn, self._names, [settings_wake(name)])
         return info
 
     async def pause_queue(self, name: str, paused: bool) -> QueueInfo:
@@ -363,6 +365,7 @@ class PostgresBackend:
                 if found:
                     raise QueueNotEmpty(name, found)
             await conn.execute(DROP_TABLES.format(tables=joined))
+            await notify(conn, self._names, [settings_wake(name)])
 
     async def get_queue(self, name: str) -> QueueInfo:
         """The queue's info; QueueNotFound if absent."""
