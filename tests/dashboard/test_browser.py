@@ -160,6 +160,7 @@ def test_a_run_page_shows_what_the_run_waits_for_and_its_steps_progress(
 
     wait_for(reported, timeout=30, message="the step's progress shown")
     expect(page.locator("#waiting-for [data-wait=step]")).to_contain_text("demo.wait_for_file")
+    shot(site, page, "run-waits")
     open_gate(gate_file, "progress seen")
     wait_for(functools.partial(ended, site, run.run_id), timeout=30)
     page.context.close()
