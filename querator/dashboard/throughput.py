@@ -136,13 +136,16 @@ class Sampler:
         self._samples: dict[str, deque[Sample]] = {}
 
     async def run(self) -> None:
-        """Sample every :attr:`interval` seconds until cancelled; a store that
-        fails a round is logged, and the next round tries again."""
+        """Sample every :attr:`interval` seconds until cancelled; a round that
+        fails is logged, and the next round tries again (it runs in the
+        server's lifespan: an error here must not stop the server)."""
         while True:
             try:
                 await self.sample()
             except QueratorError as exc:
                 log.warning("throughput: sampling the queues failed: %s", exc)
+            except Exception:  # a sparkline never takes the server down with it
+                log.exception("throughput: sampling the queues failed")
             await anyio.sleep(self.interval)
 
     async def sample(self) -> None:
