@@ -1,6 +1,8 @@
 """The Queues pages: every queue with its gauges (depth, leased, scheduled,
-oldest age, dead-letter depth), and one queue with its dead letters, which a
-write token may requeue or purge, and which it may pause or resume.
+oldest age, dead-letter depth) and throughput sparklines (from the server's
+sampler, :mod:`querator.dashboard.throughput`: memory, not the store), and
+one queue with its dead letters, which a write token may requeue or purge,
+and which it may pause or resume.
 
 Gauges come from ``AsyncQuerator.gauges`` (bounded probes and estimates,
 never a count of the table); dead letters from :mod:`querator.queue.dead_letters`.
@@ -17,6 +19,7 @@ from starlette.responses import RedirectResponse, Response
 
 from querator.dashboard.render import link, page
 from querator.dashboard.session import Viewer
+from querator.dashboard.throughput import Line
 from querator.errors import InvalidArgument, QueueNotFound
 from querator.queue.dead_letters import dead_letters_async, purge_async, requeue_async
 from querator.queue.models import QueueGauges, QueueInfo
@@ -36,10 +39,14 @@ ITEMS_SHOWN = 50
 class Row:
     """One queue as the list shows it."""
 
-    def __init__(self, info: QueueInfo, gauges: QueueGauges, dead: QueueGauges | None) -> None:
+    def __init__(
+        self, info: QueueInfo, gauges: QueueGauges, dead: QueueGauges | None, line: Line | None
+    ) -> None:
         self.info = info
         self.gauges = gauges
         self.dead = dead
+        self.line = line
+        """Its throughput, from the server's sampler (None before two samples)."""
 
 
 async def _row(state: Served, info: QueueInfo) -> Row:
@@ -47,7 +54,8 @@ async def _row(state: Served, info: QueueInfo) -> Row:
     if info.settings.dead_queue:
         with contextlib.suppress(QueueNotFound):
             dead = await state.aq.gauges(info.settings.dead_queue)
-    return Row(info, await state.aq.gauges(info.name), dead)
+    line = state.throughput.line(info.name) if state.throughput else None
+    return Row(info, await state.aq.gauges(info.name), dead, line)
 
 
 async def listing(request: Request, state: Served, viewer: Viewer) -> Response:

@@ -11,6 +11,7 @@ of the records' keys, by id.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast, get_args
@@ -122,6 +123,12 @@ class Filters:
         """The query string of these filters and ``more``."""
         return urlencode([*self.text, *((k, v) for k, v in more.items() if v)])
 
+    def by_status(self, status: str) -> str:
+        """The query string of the runs of ``status`` under these filters' workflow
+        and search attributes (what the counts count)."""
+        kept = [(k, v) for k, v in self.text if k in ("workflow", WHERE)]
+        return urlencode([("status", status), *kept])
+
     def matches(self, info: RunInfo) -> bool:
         """Whether ``info`` passes every filter (for runs found by id)."""
         return (
@@ -208,21 +215,43 @@ def _indexed_as(info: RunInfo) -> str:
     return "running" if info.status in PENDING else info.status
 
 
-async def counts(aq: AsyncQueueClient, workflow: str | None) -> dict[str, str]:
+async def counts(
+    aq: AsyncQueueClient,
+    workflow: str | None,
+    where: tuple[tuple[str, AttributeValue], ...] = (),
+) -> dict[str, str]:
     """Runs by status, from the index: at most :data:`COUNT_CAP` entries each
     (``N+`` when there are more), the statuses read at once. Entries of a
     status a run may leave (``running``, ``failed``, ``cancelled``) are checked
     against the runs' records, so a run is counted under its current status
-    only. Nothing is written (a listing of that status prunes the stale entries)."""
+    only. With search attributes (``where``), the newest :data:`COUNT_CAP`
+    runs that hold them are counted instead (:func:`_counts_by_attributes`).
+    Nothing is written (a listing prunes the stale entries)."""
     shown: dict[str, str] = {}
     try:
         await aq.get_queue(RESULTS_QUEUE)
     except QueueNotFound:
         return {}
+    if where:
+        return await _counts_by_attributes(aq, workflow, where)
     async with anyio.create_task_group() as group:
         for status in INDEXED:
             group.start_soon(_count, aq, workflow, status, shown)
     return {status: shown[status] for status in INDEXED if status in shown}
+
+
+async def _counts_by_attributes(
+    aq: AsyncQueueClient, workflow: str | None, where: tuple[tuple[str, AttributeValue], ...]
+) -> dict[str, str]:
+    """Runs by status among the newest :data:`COUNT_CAP` runs (of ``workflow``)
+    that hold the attributes ``where``: the scan of the attribute index a
+    listing makes, each run under its current status (``N+`` for every status
+    when that many were found: older runs are not counted)."""
+    query = AttributeQuery(dict(where), workflow, None, None, None, COUNT_CAP)
+    runs, _stale = await scan_by_attributes_async(aq, run_heads_async, query)
+    tally = Counter(_indexed_as(info) for info in runs)
+    more = "+" if len(runs) >= COUNT_CAP else ""
+    return {status: f"{tally[status]}{more}" for status in INDEXED}
 
 
 async def _count(

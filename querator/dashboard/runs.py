@@ -64,7 +64,7 @@ async def listing(request: Request, state: Served, viewer: Viewer) -> Response:
         filters=filters,
         after=after,
         more=more,
-        counts=await counts(state.aq, filters.workflow),
+        counts=await counts(state.aq, filters.workflow, filters.where),
         statuses=get_args(RunStatus),
         done=_done(request),
     )

@@ -7,6 +7,7 @@ from typing import Protocol
 
 import anyio
 
+from querator.dashboard.throughput import Sampler
 from querator.http.auth import TokenCheck
 from querator.queue.service import AsyncQueueClient
 
@@ -18,6 +19,8 @@ class Served(Protocol):
 
     aq: AsyncQueueClient
     tokens: TokenCheck
+    throughput: Sampler | None
+    """The queues' throughput sampler (None: no sparklines)."""
 
     @property
     def waits(self) -> set[anyio.CancelScope]:

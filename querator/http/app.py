@@ -26,6 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from querator.dashboard import dashboard
+from querator.dashboard.throughput import Sampler, interval_from_env
 from querator.errors import QueratorError, Unavailable
 from querator.http import internal, status
 from querator.http.auth import AuthMode, TokenCheck
@@ -87,6 +88,9 @@ class ServerState:
     """Workflow functions by persisted name."""
     shutdown: Shutdown = field(default_factory=Shutdown)
     """The server's shutdown, shared by the states of every namespace it serves."""
+    throughput: Sampler | None = None
+    """The sampler of the queues' throughput (the dashboard's; the server's own
+    namespace only)."""
 
     @property
     def stopping(self) -> bool:
@@ -260,15 +264,22 @@ def create_app(
             tokens = TokenCheck(aq, auth, split_namespace(url)[1])
             await tokens.start()
             hooks = AsyncWebhooks(aq, webhook_settings)
-            state = api.state = ServerState(aq, tokens, hooks, dict(functions or {}))
+            sampler = Sampler(aq, interval_from_env())
+            state = api.state = ServerState(
+                aq, tokens, hooks, dict(functions or {}), throughput=sampler
+            )
 
             def derive(other: AsyncQueueClient) -> ServerState:
                 """The state of another namespace: its client, the server's tokens."""
-                return replace(state, aq=other, webhooks=AsyncWebhooks(other, webhook_settings))
+                hooks = AsyncWebhooks(other, webhook_settings)
+                return replace(state, aq=other, webhooks=hooks, throughput=None)
 
             api.namespaces = Namespaces(url, state, derive, others, client_options, namespaces)
             _stop_on_signals(state, asyncio.get_running_loop())
-            yield
+            async with anyio.create_task_group() as background:
+                background.start_soon(sampler.run)
+                yield
+                background.cancel_scope.cancel()
 
     routes = [
         Mount("/ui", dashboard(lambda: api.state)),

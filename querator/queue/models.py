@@ -291,6 +291,11 @@ class PartitionGauges(View):
     lease order); None when nothing is leasable."""
     exact: bool
     """True when no probe reached the limit: every count above is exact."""
+    produced: int | None = None
+    """Items ever produced into the partition (the seqs it handed out, a counter
+    that completes and deletes never lower; dead-lettered arrivals included):
+    sampled twice, it gives what went in between. None when the store does not
+    say (a server older than this field)."""
 
 
 class QueueGauges(View):
@@ -324,6 +329,13 @@ class QueueGauges(View):
     def exact(self) -> bool:
         """True when every partition's counts are exact."""
         return all(p.exact for p in self.partitions)
+
+    @property
+    def produced(self) -> int | None:
+        """Items ever produced into the queue (see :attr:`PartitionGauges.produced`);
+        None when a partition does not say."""
+        counts = [p.produced for p in self.partitions]
+        return None if None in counts else sum(c for c in counts if c is not None)
 
 
 class TransactResult(View):

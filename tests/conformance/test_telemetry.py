@@ -163,6 +163,22 @@ def test_gauges_count_depth_leased_scheduled_and_the_head_age(q: Querator, qname
     assert [p.partition for p in gauges.partitions] == [0, 1]
 
 
+def test_gauges_count_what_was_produced_whatever_left_since(q: Querator, qname: str) -> None:
+    """``produced`` counts every item ever produced into the queue: completes
+    never lower it (the dashboard's throughput is its growth between samples)."""
+    make_queue(q, qname, partitions=2)
+    assert q.gauges(qname).produced == 0
+    q.produce(qname, [Item(payload=bytes([i])) for i in range(5)])
+    leased = q.lease(qname, client_id="w1", batch_size=3)
+    assert leased
+    q.complete(qname, leased)
+    gauges = q.gauges(qname)
+    assert (gauges.produced, gauges.depth) == (5, 5 - len(leased))
+    assert sum(p.produced or 0 for p in gauges.partitions) == 5
+    q.produce(qname, [Item(payload=b"more")])
+    assert q.gauges(qname).produced == 6
+
+
 def test_gauges_past_the_limit_stay_within_their_bound(q: Querator, qname: str) -> None:
     """Past ``limit`` rows a probe stops counting: depth becomes the store's
     estimate (never below the limit) and leased/scheduled saturate at it."""

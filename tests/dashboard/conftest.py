@@ -20,6 +20,7 @@ from worker_threads import serving
 from dashboard.demo_app import create_queues, worker
 from dashboard.sites import CHROMIUM, CHROMIUM_ARGS, TRACE_URL, Site
 from querator import AsyncQuerator, Querator
+from querator.dashboard.throughput import INTERVAL_ENV
 from querator.dashboard.traces import TRACE_URL_ENV
 from querator.http.auth import create_token
 
@@ -52,7 +53,8 @@ def _opened(stack: ExitStack, backend: str, store: str, scratch: Path) -> Site:
     q = stack.enter_context(Querator(store))
     create_queues(q)
     tokens = anyio.run(_tokens, store)
-    url = stack.enter_context(serve(store, env={TRACE_URL_ENV: TRACE_URL}))
+    env = {TRACE_URL_ENV: TRACE_URL, INTERVAL_ENV: "1"}  # throughput sampled every second
+    url = stack.enter_context(serve(store, env=env))
     stack.enter_context(serving(worker(q)))
     return Site(backend, url, store, q, tokens, scratch)
 

@@ -21,6 +21,7 @@ from querator.workflows import (
     Worker,
     close_stream,
     recv,
+    report_progress,
     saga,
     set_event,
     sleep,
@@ -64,6 +65,7 @@ def hello_example() -> ModuleType:
 @step(name="demo.wait_for_file")
 def wait_for_file(path: str) -> str:
     """Return once ``path`` exists (the test opens the gate by creating it)."""
+    report_progress({"waiting_for": Path(path).name})
     deadline = time.monotonic() + GATE_SECONDS
     while not Path(path).exists():
         if time.monotonic() > deadline:
@@ -97,6 +99,12 @@ def two_gates(first: str, second: str) -> list[str]:
 def nap(note: str) -> str:
     """A run that sleeps (a durable timer) for an hour."""
     sleep(3600)
+    return note
+
+
+@workflow(name="demo.unserved")
+def unserved(note: str) -> str:
+    """A workflow no worker of the site serves: its schedule is an orphan."""
     return note
 
 

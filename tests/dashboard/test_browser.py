@@ -35,9 +35,11 @@ from dashboard.demo_app import (
     order_example,
     publisher,
     transfer,
+    unserved,
 )
 from dashboard.sites import IMAGES, TRACE_URL, Site, reloaded, shot
 from querator import Item, QueueSettings
+from querator.dashboard.session import CSRF_COOKIE, SESSION_COOKIE
 from querator.limits import RateLimit, RateLimiter
 from querator.locks import Semaphore
 from querator.workflows import get_event, get_run, get_schedule, schedule, send, start
@@ -79,11 +81,20 @@ def test_pages_show_the_shop_with_steps_and_compensations(site: Site, browser: B
     dead_depth = page.locator(f"tr[data-queue='{MAILS}'] td.dead a").inner_text()
     assert int(dead_depth.rstrip("~")) >= 3, dead_depth  # the three bounced mails at least
     expect(page.locator(f"tr[data-queue='{MAILS}-dead'] td.dead")).to_have_text("\u2013")
+    wait_for(lambda: _went_in(page, MAILS) >= 3, timeout=30, message="the mails drawn")
     shot(site, page, "queues")
     page.goto(f"/ui/queues/{MAILS}")
     expect(page.locator("table.dead")).to_contain_text("mail.receipt")
     shot(site, page, "dead-letters")
     page.context.close()
+
+
+def _went_in(page: Page, queue: str) -> int:
+    """The queues page, loaded anew: how many items went into ``queue`` in its
+    sparkline's span (-1 while it is sampling)."""
+    page.goto("/ui/queues")
+    drawn = page.locator(f"tr[data-queue='{queue}'] [data-throughput=in]")
+    return int(drawn.inner_text()) if drawn.count() else -1
 
 
 def test_a_run_page_goes_from_running_to_completed_without_reload(
@@ -136,10 +147,30 @@ def test_the_runs_page_draws_runs_per_hour_by_outcome(site: Site, browser: Brows
     page.context.close()
 
 
+def test_a_run_page_shows_what_the_run_waits_for_and_its_steps_progress(
+    site: Site, browser: Browser
+) -> None:
+    gate_file = site.scratch / f"progress-{site.backend}"
+    run = site.do(start, site.q, gate, str(gate_file))
+    page = site.sign_in(browser, "read")
+
+    def reported() -> bool:
+        page.goto(f"/ui/runs/{run.run_id}")
+        return page.locator("table.pending td.progress", has_text=gate_file.name).count() == 1
+
+    wait_for(reported, timeout=30, message="the step's progress shown")
+    expect(page.locator("#waiting-for [data-wait=step]")).to_contain_text("demo.wait_for_file")
+    shot(site, page, "run-waits")
+    open_gate(gate_file, "progress seen")
+    wait_for(functools.partial(ended, site, run.run_id), timeout=30)
+    page.context.close()
+
+
 def test_cancelling_a_run_from_its_page(site: Site, browser: Browser) -> None:
     run = site.do(start, site.q, nap, "to be cancelled")
     page = site.sign_in(browser, "write")
     page.goto(f"/ui/runs/{run.run_id}")
+    expect(page.locator("#waiting-for [data-wait=timer]")).to_contain_text("a timer")
     page.click("button[data-action=Cancel]")
     expect(page.locator("h1 .badge")).to_have_text("cancelled")
     assert site.do(get_run, site.q, run.run_id).status == "cancelled"
@@ -322,6 +353,21 @@ def test_an_example_run_shows_what_it_published_and_was_sent(site: Site, browser
     page.context.close()
 
 
+def test_the_session_cookies_and_headers_are_strict(site: Site, browser: Browser) -> None:
+    page = site.sign_in(browser, "read")
+    answer = page.goto("/ui/runs")
+    assert answer is not None
+    policy = answer.headers["content-security-policy"]
+    for rule in ("default-src 'none'", "script-src 'self'", "frame-ancestors 'none'"):
+        assert rule in policy, policy
+    cookies = {c["name"]: c for c in page.context.cookies()}
+    for name in (SESSION_COOKIE, CSRF_COOKIE):
+        cookie = cookies[name]
+        assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/ui")
+        assert cookie["secure"] is False  # plain http here: Secure only over https
+    page.context.close()
+
+
 def test_a_wrong_token_is_refused_at_sign_in(site: Site, browser: Browser) -> None:
     context = browser.new_context(base_url=site.url)
     page = context.new_page()
@@ -378,6 +424,12 @@ def test_schedules_are_paused_resumed_and_triggered(site: Site, browser: Browser
     expect(page.locator("#args")).to_contain_text("nightly")
     page.goto("/ui/schedules")
     expect(row.locator(".badge.running")).to_be_visible()
+    expect(row.locator(".badge", has_text="orphan")).to_have_count(0)
+    orphan = f"nobody-serves-{site.backend}"
+    site.do(schedule, site.q, orphan, unserved, cron="0 4 1 1 *", args=("lost",))
+    page.goto("/ui/schedules")
+    orphan_row = page.locator(f"tr[data-schedule='{orphan}']")
+    expect(orphan_row.locator(".badge", has_text="orphan")).to_be_visible()
     shot(site, page, "schedules")
     page.context.close()
 
@@ -475,13 +527,22 @@ def test_runs_are_filtered_by_time_and_id(site: Site, browser: Browser) -> None:
 def test_runs_are_filtered_by_search_attributes(site: Site, browser: Browser) -> None:
     acme = site.do(start, site.q, nap, "attrs acme", attributes={"customer": "acme", "n": 7})
     globex = site.do(start, site.q, nap, "attrs globex", attributes={"customer": "globex"})
+    labelled = site.do(start, site.q, label, "attrs acme", attributes={"customer": "acme"})
+    wait_for(lambda: ended(site, labelled.run_id), timeout=60, message="the label run ended")
     page = site.sign_in(browser, "read")
-    page.goto("/ui/runs?workflow=demo.nap")
+    page.goto("/ui/runs")
     page.locator("input[name=where]").last.fill("customer=acme")
     page.get_by_role("button", name="Filter").click()
     expect(page.locator(f"tr[data-run='{acme.run_id}']")).to_be_visible()
+    expect(page.locator(f"tr[data-run='{labelled.run_id}']")).to_be_visible()
     expect(page.locator(f"tr[data-run='{globex.run_id}']")).to_have_count(0)
     assert "where=customer%3Dacme" in page.url  # the filter is in the URL
+    # the counts are those of the runs holding the attribute, and link with it
+    expect(page.locator("[data-count=running]")).to_have_text("1")
+    expect(page.locator("[data-count=completed]")).to_have_text("1")
+    running = page.locator("ul.counts a", has=page.locator("[data-count=running]"))
+    expect(running).to_have_attribute("href", re.compile("where=customer%3Dacme"))
+    shot(site, page, "runs-attributes")
     page.goto("/ui/runs?where=customer%3Dacme&where=n%3D8")  # an AND: none holds both
     expect(page.locator(f"tr[data-run='{acme.run_id}']")).to_have_count(0)
     page.goto("/ui/runs?where=customer%3Dacme&where=n%3D7")

@@ -176,3 +176,35 @@ def test_a_read_only_token_cannot_pause_a_queue(site: Site, browser: Browser) ->
     assert answer.status == 403
     assert not site.do(site.q.get_queue, name).paused
     page.context.close()
+
+
+def _churn(site: Site, name: str) -> int:
+    """Produce five items into ``name`` and complete three: how many were completed."""
+    site.q.produce(name, [Item(payload=f"job {n}".encode()) for n in range(5)])
+    leased = site.q.lease(name, client_id="churner", batch_size=3, timeout=10)
+    site.q.complete(name, leased)
+    return len(leased)
+
+
+def test_the_queues_page_draws_what_went_in_and_out(site: Site, browser: Browser) -> None:
+    name = f"throughput-{site.backend}"
+    site.do(site.q.create_queue, name, exist_ok=True)
+    page = site.sign_in(browser, "read")
+    row = page.locator(f"tr[data-queue='{name}']")
+
+    def drawn(went_in: str, went_out: str) -> bool:
+        page.goto("/ui/queues")
+        shown = row.locator("[data-throughput=in]")
+        if not shown.count():
+            return False  # sampled fewer than twice yet
+        out = row.locator("[data-throughput=out]").inner_text()
+        return shown.inner_text() == went_in and out == went_out
+
+    wait_for(lambda: drawn("0", "0"), timeout=30, message="the queue sampled")
+    completed = site.do(_churn, site, name)
+    wait_for(lambda: drawn("5", str(completed)), timeout=30, message="5 in, 3 out drawn")
+    expect(row.locator("svg.throughput rect.in").first).to_be_visible()
+    expect(row.locator("svg.throughput rect.out").first).to_be_visible()
+    page.goto(f"/ui/queues/{name}")
+    expect(page.locator("dd.throughput [data-throughput=in]")).to_have_text("5")
+    page.context.close()

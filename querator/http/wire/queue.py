@@ -295,6 +295,8 @@ class PartitionGauges(WireModel):
     scheduled: int
     oldest_age: Duration | None
     exact: bool
+    produced: int | None = None
+    """Items ever produced into the partition (None from an older server)."""
 
 
 class GaugesReply(WireModel):
@@ -323,6 +325,7 @@ class GaugesReply(WireModel):
                     scheduled=p.scheduled,
                     oldest_age=p.oldest_age,
                     exact=p.exact,
+                    produced=p.produced,
                 )
                 for p in self.partitions
             ],

@@ -89,9 +89,15 @@ class _Partition:
     rows: dict[int, _Row] = field(default_factory=dict)
     heap: list[tuple[float, int]] = field(default_factory=list)
     dedup: dict[str, int] = field(default_factory=dict)
-    seqs: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    last_seq: int = 0
+    """The last seq handed out (items ever produced into the partition)."""
     prioritized: int = 0
     """Rows whose priority is not 0 (while none, a lease follows the heap alone)."""
+
+    def next_seq(self) -> int:
+        """A new seq, one past the last."""
+        self.last_seq += 1
+        return self.last_seq
 
     def push(self, row: _Row) -> None:
         heapq.heappush(self.heap, (row.available_at, row.seq))
@@ -242,7 +248,7 @@ class MemoryBackend:
                 continue
             available = new.available_at.timestamp() if new.available_at else now
             row = _Row(
-                seq=next(part.seqs),
+                seq=part.next_seq(),
                 version=1,
                 available_at=available,
                 lease_deadline=None,
@@ -481,7 +487,7 @@ class MemoryBackend:
         target = dead_parts[partition % len(dead_parts)]
         moved = replace(
             row,
-            seq=next(target.seqs),
+            seq=target.next_seq(),
             version=1,
             available_at=now,
             lease_deadline=None,
@@ -560,6 +566,7 @@ class MemoryBackend:
                     scheduled=min(len(waiting), limit) - held,
                     oldest_age=max(0.0, now - min(heads)) if heads else None,
                     exact=len(rows) < limit and len(waiting) < limit,
+                    produced=part.last_seq,
                 )
             )
         return out

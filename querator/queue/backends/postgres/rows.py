@@ -136,7 +136,7 @@ ITEM_FIELDS = frozenset(
 def partition_gauges(row: Row, limit: int) -> PartitionGauges:
     """Map a row of ``statements.GAUGES_BRANCH``: past ``limit`` items the depth is
     the planner's estimate (never below the count; the count when there is none)."""
-    partition, counted, waiting, held, oldest_age, estimate = row
+    partition, counted, waiting, held, oldest_age, estimate, produced = row
     full = counted >= limit or waiting >= limit
     depth = counted if counted < limit else max(counted, round(estimate or 0))
     return PartitionGauges.model_construct(
@@ -146,6 +146,7 @@ def partition_gauges(row: Row, limit: int) -> PartitionGauges:
         scheduled=waiting - held,
         oldest_age=None if oldest_age is None else max(0.0, oldest_age),
         exact=not full,
+        produced=produced,
     )
 
 

@@ -517,7 +517,8 @@ SELECT {partition}::integer, c.n, w.total, w.held,
                     ELSE p.reltuples / p.relpages
                          * (pg_relation_size(p.oid) / current_setting('block_size')::float8)
                END
-        FROM pg_class AS p WHERE p.oid = to_regclass({regclass}))
+        FROM pg_class AS p WHERE p.oid = to_regclass({regclass})),
+       coalesce(pg_sequence_last_value(pg_get_serial_sequence({regclass}, 'seq')::regclass), 0)
 FROM (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT %(limit)s) AS s) AS c,
      (SELECT count(*) AS total, count(s.lease_deadline) AS held
       FROM (SELECT lease_deadline FROM {table} WHERE available_at > """
@@ -539,9 +540,10 @@ FROM (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT %(limit)s) AS s) AS
 """Bounded probes of one partition (branches join by UNION ALL): items counted up
 to the limit; how many of the first ``limit`` items not yet available there are,
 and how many of them are held (the available index's range above now); the
-head of the lease order; and the planner's row estimate (``reltuples`` per page
+head of the lease order; the planner's row estimate (``reltuples`` per page
 times the table's current pages, as the planner scales it; NULL before the
-table was first analyzed)."""
+table was first analyzed); and the last seq the table's identity handed out
+(items ever produced into it: its sequence's last value, read in O(1))."""
 
 LIST_ITEMS: Final = sql.SQL(
     """

@@ -269,7 +269,7 @@ def gauges(txn: Txn, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
     for partition in range(queue.settings.partitions):
         query = stmt.gauges(queue.queue_id, partition)
         row = txn.conn.execute(query, (limit, now, limit, now, now, bound)).fetchone()
-        counted, span, waiting, held, head = row
+        counted, span, waiting, held, head, produced = row
         full = counted >= limit or waiting >= limit
         result.append(
             PartitionGauges.model_construct(
@@ -279,6 +279,7 @@ def gauges(txn: Txn, queue: QueueInfo, limit: int) -> list[PartitionGauges]:
                 scheduled=waiting - held,
                 oldest_age=None if head is None else max(0.0, (now - head) / 1e6),
                 exact=not full,
+                produced=produced,
             )
         )
     return result

@@ -279,10 +279,13 @@ def gauges(queue_id: int, partition: int) -> str:
     """Bounded probes of one partition: items counted up to ``?``; the seq span;
     how many of the first ``?`` items not yet available (now) there are, and how
     many of them are held; the ``available_at`` of the first leasable item (now,
-    now, attempts bound). Parameters: limit, now, limit, now, now, bound."""
+    now, attempts bound); the last seq handed out (``sqlite_sequence``: the
+    tables are AUTOINCREMENT, so seqs never go back). Parameters: limit, now,
+    limit, now, now, bound."""
     table = table_name(queue_id, partition)
     return (
-        "SELECT c.n, s.span, w.total, w.held, h.head FROM"
+        "SELECT c.n, s.span, w.total, w.held, h.head,"
+        f" (SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '{table}') FROM"
         f" (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT ?)) AS c,"
         f" (SELECT max(seq) - min(seq) + 1 AS span FROM {table}) AS s,"
         " (SELECT count(*) AS total, coalesce(sum(lease_deadline IS NOT NULL), 0) AS held"
