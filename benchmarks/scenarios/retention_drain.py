@@ -12,8 +12,8 @@ drain), in rounds that alternate:
 - purging: a thread purges the finished runs beside it as a worker's
   heartbeat does under a backlog: retention sweep after retention sweep
   (:func:`~querator.workflows.retention.sweep_retention_async`, a batch of
-  ``SWEEP_BATCH`` runs each, with a retention of one second),
-  ``SWEEP_PAUSE`` apart (:mod:`querator.workflows.engine.heartbeat`).
+  ``SWEEP_BATCH`` runs each, with a retention of one second), each followed
+  by the heartbeat's pause (:func:`~querator.workflows.engine.heartbeat.sweep_pause`).
 
 It reports each kind's median items/s, their ratio (the issue's bound: the
 purging drain within 10% of the quiet one), the runs purged a second while
@@ -39,7 +39,7 @@ from benchmarks.scenarios.drain import drain_queue
 from benchmarks.systems import QUERATOR
 from querator import AsyncQuerator, Item, Querator, QueueSettings
 from querator.workflows.attributes import AttributesRecord
-from querator.workflows.engine.heartbeat import SWEEP_PAUSE
+from querator.workflows.engine.heartbeat import sweep_pause
 from querator.workflows.keys import RESULTS_QUEUE, RESULTS_SETTINGS, meta_key, result_key, step_key
 from querator.workflows.retention import sweep_retention_async
 from querator.workflows.stored import (
@@ -115,11 +115,12 @@ class Purger:
         began = time.monotonic()
         with Querator(self.url) as q:
             while not self._stop.is_set():
+                swept = time.monotonic()
                 purged = q.call(sweep_retention_async, q.aio, {WORKFLOW: 1.0})
                 self.purged += purged
                 if not purged:
                     break  # the store is purged
-                self._stop.wait(SWEEP_PAUSE)
+                self._stop.wait(sweep_pause(time.monotonic() - swept))
         self.seconds = time.monotonic() - began
 
 

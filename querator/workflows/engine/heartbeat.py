@@ -11,8 +11,9 @@ seconds while no live worker serves them (routing leaves them in the queue:
 see :mod:`querator.workflows.engine.served`), and deletes the entries of
 workers gone for :data:`~querator.workflows.pollers.POLLERS_KEPT` seconds, and
 purges the finished runs of its workflows past their ``retention`` (a batch per
-workflow a sweep; while more are due, sweep after sweep between beats,
-:data:`SWEEP_PAUSE` apart: see :mod:`querator.workflows.retention`),
+workflow a sweep; while more are due, sweep after sweep between beats, each
+followed by a pause four times as long as it took: see
+:mod:`querator.workflows.retention`),
 and prunes the messages of runs that ended more than ``MESSAGE_RETENTION`` ago
 (a bounded sweep of the mailbox marks).
 """
@@ -42,7 +43,7 @@ from querator.workflows.pollers import (
 )
 from querator.workflows.retention import MessageSweep, sweep_retention_async
 
-__all__ = ["Heartbeat"]
+__all__ = ["SWEEP_PAUSE", "SWEEP_REST", "Heartbeat", "sweep_pause"]
 
 log = logging.getLogger("querator.worker")
 
@@ -51,11 +52,22 @@ WARN_EVERY = 3
 PROBE = 100
 """Items read from the head of each partition by such a look."""
 SWEEP_PAUSE = 0.05
-"""Seconds between two retention sweeps while finished runs are due: a backlog
-is purged batch after batch between beats, the store left to others meanwhile."""
+"""Seconds at least between two retention sweeps while finished runs are due: a
+backlog is purged batch after batch between beats."""
+SWEEP_REST = 4.0
+"""While finished runs are due, a sweep that took ``t`` seconds is followed by a
+pause of ``SWEEP_REST * t`` (at least :data:`SWEEP_PAUSE`): the store and the
+worker's loop are left to others 80% of the time (``docs/benchmarks.md``,
+*Retention beside a drain*: a drain beside it keeps its rate)."""
 RELEASE_TIMEOUT = 1.0
 """Seconds a stopping worker gives the release of its registry entry (a blocked
 store must not hold up its exit: the entry's lease ends by itself)."""
+
+
+def sweep_pause(took: float) -> float:
+    """Seconds to wait after a retention sweep that took ``took`` seconds and
+    found runs due, before the next (see :data:`SWEEP_REST`)."""
+    return max(SWEEP_PAUSE, SWEEP_REST * took)
 
 
 class Heartbeat:
@@ -101,13 +113,16 @@ class Heartbeat:
     async def _until(self, beat_at: float) -> None:
         """Wait for the next beat; while more finished runs are due, purge them
         meanwhile, a batch at a time, :data:`SWEEP_PAUSE` apart."""
-        while self._backlog and anyio.current_time() + SWEEP_PAUSE < beat_at:
-            await anyio.sleep(SWEEP_PAUSE)
+        pause = SWEEP_PAUSE
+        while self._backlog and anyio.current_time() + pause < beat_at:
+            await anyio.sleep(pause)
+            began = anyio.current_time()
             try:
                 await self._purge_due()
             except QueratorError as exc:  # the store away: the next sweep tries again
                 log.debug("worker %s: retention sweep failed: %s", self.client_id, exc)
                 break
+            pause = sweep_pause(anyio.current_time() - began)
         await anyio.sleep(max(0.0, beat_at - anyio.current_time()))
 
     async def _beat(self) -> None:
