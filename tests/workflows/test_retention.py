@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import anyio
 import pytest
 from polling import wait_for
 from worker_threads import serving
@@ -11,6 +12,7 @@ from worker_threads import serving
 from querator import Item, Querator
 from querator.clock import ManualClock
 from querator.errors import InvalidArgument
+from querator.queue.service import AsyncQueueClient
 from querator.workflows import (
     RunNotFound,
     Worker,
@@ -31,7 +33,12 @@ from querator.workflows.keys import (
     meta_key,
     result_key,
 )
-from querator.workflows.retention import SWEEP_BATCH, purge_runs, sweep_retention_async
+from querator.workflows.retention import (
+    SWEEP_BATCH,
+    purge_runs,
+    purge_runs_async,
+    sweep_retention_async,
+)
 from querator.workflows.stored import RunMeta, RunRecord, index_items, record_item
 
 from .conftest import RunWorker
@@ -175,6 +182,31 @@ def test_a_worker_purges_a_backlog_of_batches_before_its_next_beat(
                 timeout=15,
                 message="the backlog purged between two beats",
             )
+
+
+def test_two_purges_at_once_purge_each_run_once(q: Querator) -> None:
+    count = 60
+    items = [i for n in range(count) for i in _finished_run(n, START - timedelta(hours=2))]
+    q.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+    for first in range(0, len(items), 1000):
+        q.produce(RESULTS_QUEUE, items[first : first + 1000])
+
+    async def both(aq: AsyncQueueClient) -> list[int]:
+        counts: list[int] = []
+
+        async def one() -> None:
+            counts.append(await purge_runs_async(aq, before=START, limit=count))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one)
+            group.start_soon(one)
+        return counts
+
+    counts = q.call(both, q.aio)
+    assert sum(counts) <= count and max(counts) > 0  # a run taken by the other is not counted
+    assert list_runs(q, limit=1000) == []
+    assert q.scan_keys(RESULTS_QUEUE, "run-backlog", limit=10) == []
+    assert q.scan_keys(RESULTS_QUEUE, "index/", limit=10) == []
 
 
 def test_bad_input_is_refused_before_anything_is_purged(q: Querator) -> None:
