@@ -80,6 +80,8 @@ class Profile:
     """Runs stored when the ``run_listing`` pages are timed (the first is the base)."""
     attribute_sizes: tuple[int, ...] = (10_000, 1_000_000)
     """Runs stored when the ``attribute_search`` pages are timed (the first is the base)."""
+    retention_runs: int = 200_000
+    """Finished runs past retention stored (and purged) in the ``retention_drain`` scenario."""
     lock_seconds: float = 3.0
     """Length of each acquire + release window of the ``locks`` scenario."""
     recv_samples: int = 200
@@ -121,6 +123,7 @@ QUICK = Profile(
     step_loop_sizes=(10, 100, 1_000),
     listing_sizes=(1_000, 10_000),
     attribute_sizes=(1_000, 10_000),
+    retention_runs=20_000,
     recv_samples=100,
     recv_window=10.0,
 )
@@ -149,6 +152,7 @@ TINY = Profile(
     parked_timeout=60.0,
     listing_sizes=(50, 200),
     attribute_sizes=(200, 1_000),
+    retention_runs=300,
     lock_seconds=0.5,
     lock_contenders=3,
     recv_samples=5,

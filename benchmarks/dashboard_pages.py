@@ -35,19 +35,17 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
-import psycopg
-from anyio.streams.memory import MemoryObjectReceiveStream
-from psycopg import sql
 
+from benchmarks.bulk_fill import analyze, bulk_produce
 from benchmarks.http_api import server
 from benchmarks.pg import throwaway_database, transactions
 from querator import AsyncQuerator, Item, QueueSettings
@@ -57,9 +55,6 @@ from querator.workflows.stored import RunMeta, RunRecord, index_items, record_it
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-BATCH = 1_000
-PARALLEL = 4
-"""Produce calls in flight while filling."""
 WORKFLOW = "bench.orders"
 RARE = "bench.rare"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -103,37 +98,6 @@ async def _filled(aq: AsyncQuerator, key: str) -> int:
     return int(found[key].payload) if key in found else 0
 
 
-async def _bulk(
-    aq: AsyncQuerator, queue: str, make: Callable[[int], list[Item]], start: int, size: int
-) -> None:
-    """Produce ``make(n)`` for ``n`` in ``start .. size-1`` into ``queue``, 1,000
-    items a call, :data:`PARALLEL` calls in flight."""
-    began = time.monotonic()
-    send, receive = anyio.create_memory_object_stream[list[Item]](PARALLEL)
-
-    async def producer(batches: MemoryObjectReceiveStream[list[Item]]) -> None:
-        async with batches:
-            async for items in batches:
-                await aq.produce(queue, items)
-
-    async with anyio.create_task_group() as group:
-        for _ in range(PARALLEL):
-            group.start_soon(producer, receive.clone())
-        receive.close()
-        async with send:
-            pending: list[Item] = []
-            for n in range(start, size):
-                pending += make(n)
-                if len(pending) > BATCH - 10:
-                    await send.send(pending)
-                    pending = []
-                if n % 100_000 == 0 and n:
-                    took = time.monotonic() - began
-                    print(f"  {queue}: {n:,} ({took:.0f} s)", file=sys.stderr)
-            if pending:
-                await send.send(pending)
-
-
 async def _mark(aq: AsyncQuerator, key: str, size: int) -> None:
     counter = await aq.lookup(RESULTS_QUEUE, [key])
     if key in counter:
@@ -153,11 +117,11 @@ async def fill(url: str, size: int, items: int = 0) -> float:
     began = time.monotonic()
     async with AsyncQuerator(url) as aq:
         await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
-        await _bulk(aq, RESULTS_QUEUE, run_items, await _filled(aq, COUNT_KEY), size)
+        await bulk_produce(aq, RESULTS_QUEUE, run_items, await _filled(aq, COUNT_KEY), size)
         await _mark(aq, COUNT_KEY, size)
         if items:
             await aq.create_queue(WORK_QUEUE, WORK_SETTINGS, exist_ok=True)
-            await _bulk(aq, WORK_QUEUE, queued_item, await _filled(aq, ITEMS_KEY), items)
+            await bulk_produce(aq, WORK_QUEUE, queued_item, await _filled(aq, ITEMS_KEY), items)
             await _mark(aq, ITEMS_KEY, items)
     return time.monotonic() - began
 
@@ -214,22 +178,6 @@ def time_pages(url: str, size: int, items: int, looks: int) -> dict[str, dict[st
                 "p95": times[min(len(times) - 1, round(0.95 * (len(times) - 1)))],
             }
     return figures
-
-
-def analyze(url: str) -> None:
-    """``ANALYZE`` the store's tables, as autovacuum soon does after a bulk load
-    (before it, the planner has no statistics and the gauges no estimate)."""
-    parts = urlsplit(url)
-    schema = dict(parse_qsl(parts.query)).get("schema", "public")
-    dsn = urlunsplit(parts._replace(query=""))
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        tables = conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
-        ).fetchall()
-        for (table,) in tables:
-            conn.execute(
-                sql.SQL("ANALYZE {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
-            )
 
 
 @contextmanager

@@ -12,6 +12,7 @@ import json
 import secrets
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from psycopg import sql
@@ -76,20 +77,36 @@ def test_clean_drops_only_the_databases_of_runs_that_are_gone(bench_pg: ModuleTy
     assert bench_pg.throwaway_databases() == []
 
 
-def test_the_tasks_scenario_runs_querator_tasks(bench_pg: ModuleType, tmp_path: Path) -> None:
+def _tiny_run(results: Path, scenario: str, system: str) -> dict[str, Any]:
+    """One scenario of the tiny profile for one system (no peers installed)."""
     runner = importlib.import_module("benchmarks.runner")
-    document = runner.run(
+    document: dict[str, Any] = runner.run(
         runner.Options(
             profile="tiny",
-            scenarios=("tasks",),
-            systems=("querator-tasks",),
+            scenarios=(scenario,),
+            systems=(system,),
             install=False,
-            results_dir=tmp_path,
+            results_dir=results,
             update_docs=False,
             command="smoke test",
         )
     )
+    return document
+
+
+def test_the_tasks_scenario_runs_querator_tasks(bench_pg: ModuleType, tmp_path: Path) -> None:
+    document = _tiny_run(tmp_path, "tasks", "querator-tasks")
     cases = {(m["case"], m["metric"]) for m in document["measurements"]}
     assert ("defer, batch=100", "tasks/s") in cases
     assert ("run: 2 workers x concurrency 8", "client CPU µs/task") in cases
+    assert not [n for n in document["notes"] if "FAILED" in n]
+
+
+def test_the_retention_drain_scenario_drains_beside_a_purge(
+    bench_pg: ModuleType, tmp_path: Path
+) -> None:
+    document = _tiny_run(tmp_path, "retention_drain", "querator")
+    found = {m["metric"]: m for m in document["measurements"]}
+    assert {"items/s", "ratio", "runs/s"} <= set(found)
+    assert found["ratio"]["detail"]["purged"] > 0
     assert not [n for n in document["notes"] if "FAILED" in n]

@@ -34,6 +34,13 @@ def drain_once(
     """
     queue = bench.queue_name()
     fleet.call_one("reset", queue=queue, partitions=extra.pop("partitions", 1))
+    return drain_queue(fleet, bench, queue, count, batch, method, **extra)
+
+
+def drain_queue(
+    fleet: Fleet, bench: Bench, queue: str, count: int, batch: int, method: str, **extra: int
+) -> tuple[float, float]:
+    """:func:`drain_once` in ``queue``, created empty (the store's other queues kept)."""
     fleet.call_one("produce", queue=queue, count=count, batch=FILL_BATCH)
     before = sum(fleet.call("cpu"))
     spans: list[Span] = fleet.call(method, None, queue=queue, batch=batch, **extra)

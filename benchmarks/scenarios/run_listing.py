@@ -3,7 +3,7 @@
 Runs of a workflow nobody serves (they stay ``running``) are started one by one
 with ``start()`` until the store holds each size of ``profile.listing_sizes``;
 five runs of a rare workflow are started first, so they are the oldest. At each
-size the harness times ``list_runs`` pages (median of ``LOOKS`` calls):
+size the harness times ``list_runs`` pages (median of 15 calls):
 
 - the newest 50 runs;
 - the newest 50 ``running`` runs of the common workflow;
@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
-from typing import Any
 
 from benchmarks.context import Bench
+from benchmarks.page_times import add_page_rows, median_ms
 from benchmarks.results import Measurement
 from benchmarks.systems import QUERATOR
 from querator import Querator
@@ -32,8 +31,6 @@ from querator.workflows import stored, workflow
 from querator.workflows.inspection import list_runs
 
 SCENARIO = "run_listing"
-LOOKS = 15
-"""Calls timed per page kind and size (the median is reported)."""
 AB_ROUNDS = 3
 AB_STARTS = 300
 PAGE = 50
@@ -59,15 +56,6 @@ def run(bench: Bench) -> None:
     bench.guarded("run_listing/start", lambda: _start_cost(bench))
 
 
-def _median_ms(call: Callable[[], Any]) -> float:
-    times = []
-    for _ in range(LOOKS):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times) * 1000
-
-
 def _pages(bench: Bench) -> None:
     sizes = bench.profile.listing_sizes
     rows: dict[str, list[float]] = {"newest": [], "running of one workflow": [], "rare": []}
@@ -82,23 +70,14 @@ def _pages(bench: Bench) -> None:
                 stored += 1
             bench.log(f"  run_listing: {size:,} runs stored ({time.monotonic() - began:.1f} s)")
             assert len(list_runs(q, workflow="bench.rare")) == 5
-            rows["newest"].append(_median_ms(lambda: list_runs(q, limit=PAGE)))
+            rows["newest"].append(median_ms(lambda: list_runs(q, limit=PAGE)))
             rows["running of one workflow"].append(
-                _median_ms(
+                median_ms(
                     lambda: list_runs(q, status="running", workflow="bench.listed", limit=PAGE)
                 )
             )
-            rows["rare"].append(_median_ms(lambda: list_runs(q, workflow="bench.rare")))
-    detail = {"sizes": list(sizes), "page": PAGE, "looks": LOOKS}
-    for kind, values in rows.items():
-        detail[f"ms_{kind}"] = [round(v, 3) for v in values]
-    for kind, values in rows.items():
-        for size, value in zip(sizes, values, strict=True):
-            case = f"list_runs page ({kind}), {size:,} runs stored"
-            bench.add(Measurement(SCENARIO, case, QUERATOR.name, "ms", "lower", [value], detail))
-        growth = values[-1] / values[0] if values[0] else float("nan")
-        case = f"list_runs page ({kind}): time at {sizes[-1]:,} / at {sizes[0]:,} runs"
-        bench.add(Measurement(SCENARIO, case, QUERATOR.name, "ratio", "lower", [growth], detail))
+            rows["rare"].append(median_ms(lambda: list_runs(q, workflow="bench.rare")))
+    add_page_rows(bench, SCENARIO, sizes, PAGE, rows)
 
 
 def _start_ms(bench: Bench) -> float:

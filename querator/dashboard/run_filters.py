@@ -167,7 +167,7 @@ async def page_of_runs(
 async def _page_by_attributes(
     aq: AsyncQueueClient, filters: Filters, after: str | None, limit: int
 ) -> list[RunInfo]:
-    """:func:`page_of_runs` through the index of the first attribute filtered on."""
+    """:func:`page_of_runs` through the index of the rarest attribute filtered on."""
     query = AttributeQuery(
         dict(filters.where),
         filters.workflow,

@@ -57,6 +57,7 @@ __all__ = [
     "run_position",
     "same_value",
     "snapshot_key",
+    "start_entry_key",
 ]
 
 AttributeValue = str | int | bool
@@ -208,6 +209,12 @@ def run_position(prefix: str, run_id: str, started_at: datetime) -> str:
     """Keys under ``prefix`` past this one are the entries after run ``run_id``'s
     (a page cursor)."""
     return f"{prefix}{stamp(started_at)}/{run_id}/~"
+
+
+def start_entry_key(prefix: str, tail: str) -> str:
+    """The key under ``prefix`` of the start's entry (generation 0) of the run
+    whose entry under another prefix ends in ``tail`` (``{t}/{run}/{gen}``)."""
+    return f"{prefix}{tail.rpartition('/')[0]}/{0:06d}"
 
 
 def parse_attribute_entry(key: str) -> tuple[str, int] | None:

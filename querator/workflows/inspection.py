@@ -205,7 +205,7 @@ async def list_runs_async(
     ``start(attributes=...)``'s, :class:`~querator.errors.InvalidArgument`).
 
     A page reads the run index (:mod:`querator.workflows.run_index`), or with
-    ``attributes`` the index of the first one
+    ``attributes`` the index of the rarest one
     (:mod:`querator.workflows.attribute_listing`): its cost does not grow with
     the number of runs stored.
     """

@@ -13,8 +13,12 @@ it ended before the cut-off and nothing still needs it: a child run whose parent
 has not ended (the parent reads its result) is kept. A run's records are deleted
 from its history's end: its step records first, then, in one transaction, its
 meta, result and index entries, so a purge cut short leaves either the whole run
-or a run the next purge finishes. Each transaction deletes at most 1,000 items
-of the results queue, which no worker leases: purging never holds up leasing.
+or a run the next purge finishes. The runs of a batch are deleted together
+(after a scan of each run's items): all their histories, then their heads and
+entries, a run never split between two transactions; so a batch of 100 runs
+costs about one round trip per run, not four. Each transaction deletes at most
+1,000 items of the results queue, which no worker leases: purging never holds
+up leasing.
 
 Messages (:mod:`querator.workflows.engine.mailbox`) are pruned sooner than
 their run: a worker's sweep deletes the messages of a run that ended more than
@@ -165,12 +169,69 @@ async def _purge_status(
             and info.finished_at < before
             and (workflow is None or info.workflow == workflow)
         ]
-        for info in await _unreferenced(aq, due):
-            if purged == limit:
-                break
-            if await _purge_run(aq, info):
-                purged += 1
+        purged += await _purge_batch(aq, (await _unreferenced(aq, due))[: limit - purged])
     return purged
+
+
+async def _purge_batch(aq: AsyncQueueClient, infos: list[RunInfo]) -> int:
+    """Purge these runs; how many this call purged. A run whose items one scan
+    reads is purged with the others such (:func:`_purge_together`), a larger
+    one on its own (:func:`_purge_run`)."""
+    small: list[tuple[RunInfo, list[StoredItem]]] = []
+    purged = 0
+    for info in infos:
+        page = await aq.scan_keys(RESULTS_QUEUE, f"{info.run_id}/", limit=_PAGE)
+        if not page:
+            continue  # another purge took it
+        if len(page) < _PAGE:
+            small.append((info, page))
+        elif await _purge_run(aq, info):
+            purged += 1
+    return purged + (await _purge_together(aq, small) if small else 0)
+
+
+async def _purge_together(
+    aq: AsyncQueueClient, runs: list[tuple[RunInfo, list[StoredItem]]]
+) -> int:
+    """Purge runs whose items were read (``runs``: each with all of its own), in
+    a few transactions for them all: every run's history first, then each run's
+    head, snapshots and index entries in one transaction (a run never split
+    between two). When another purge took one of them meanwhile (a delete
+    refused), they are purged one by one. Returns how many this call purged."""
+    history: list[str] = []
+    helds: list[list[StoredItem]] = []
+    wanted: list[list[str]] = []
+    for info, page in runs:
+        held = _head_items(info, page)
+        history += [item.id for item in page if item not in held]
+        helds.append(held)
+        wanted.append(_entry_keys(info, held))
+    every = [key for keys in wanted for key in keys]
+    found: dict[str, StoredItem] = {}
+    for start in range(0, len(every), _PAGE):
+        found |= await aq.lookup(RESULTS_QUEUE, every[start : start + _PAGE])
+    lasts = [
+        [item.id for item in held] + [found[k].id for k in keys if k in found]
+        for held, keys in zip(helds, wanted, strict=True)
+    ]
+    try:
+        for start in range(0, len(history), _PAGE):
+            await aq.delete_items(RESULTS_QUEUE, history[start : start + _PAGE])
+        chunk: list[str] = []
+        for last in lasts:
+            if chunk and len(chunk) + len(last) > _PAGE:
+                await aq.delete_items(RESULTS_QUEUE, chunk)
+                chunk = []
+            if len(last) > _PAGE:  # many snapshots: as _purge_run deletes them
+                for start in range(0, len(last), _PAGE):
+                    await aq.delete_items(RESULTS_QUEUE, last[start : start + _PAGE])
+            else:
+                chunk += last
+        if chunk:
+            await aq.delete_items(RESULTS_QUEUE, chunk)
+    except Conflict:  # another purge took some: the rest one by one
+        return sum([await _purge_run(aq, info) for info, _ in runs])
+    return len(runs)
 
 
 async def _unreferenced(aq: AsyncQueueClient, infos: list[RunInfo]) -> list[RunInfo]:
@@ -189,8 +250,6 @@ async def _unreferenced(aq: AsyncQueueClient, infos: list[RunInfo]) -> list[RunI
 async def _purge_run(aq: AsyncQueueClient, info: RunInfo) -> bool:
     """Delete one run's items: its history first, its head, attribute snapshots
     and index entries last, together. False when another purge took it first."""
-    head = {meta_key(info.run_id), result_key(info.run_id)}
-    snapshots = attributes_prefix(info.run_id)
     last: list[str] = []
     held: list[StoredItem] = []
     after: str | None = None
@@ -200,20 +259,13 @@ async def _purge_run(aq: AsyncQueueClient, info: RunInfo) -> bool:
             if not page:
                 break
             after = page[-1].dedup_key
-            kept = [i for i in page if i.dedup_key in head or _startswith(i, snapshots)]
+            kept = _head_items(info, page)
             held += kept
             body = [item.id for item in page if item not in kept]
             if body:
                 await aq.delete_items(RESULTS_QUEUE, body)
         last += [item.id for item in held]
-        keys = [
-            key
-            for status in _INDEXED
-            for key in entry_keys(
-                info.run_id, info.workflow, info.started_at, status, new=status == "running"
-            )
-        ]
-        keys += _attribute_entries(info, held)
+        keys = _entry_keys(info, held)
         for start in range(0, len(keys), 1000):
             entries = await aq.lookup(RESULTS_QUEUE, keys[start : start + 1000])
             last += [item.id for item in entries.values()]
@@ -226,8 +278,25 @@ async def _purge_run(aq: AsyncQueueClient, info: RunInfo) -> bool:
     return True
 
 
-def _startswith(item: StoredItem, prefix: str) -> bool:
-    return (item.dedup_key or "").startswith(prefix)
+def _entry_keys(info: RunInfo, held: Sequence[StoredItem]) -> list[str]:
+    """The keys of every index and attribute entry the run may have (``held``: its
+    meta, result and snapshots)."""
+    keys = [
+        key
+        for status in _INDEXED
+        for key in entry_keys(
+            info.run_id, info.workflow, info.started_at, status, new=status == "running"
+        )
+    ]
+    return keys + _attribute_entries(info, held)
+
+
+def _head_items(info: RunInfo, page: Sequence[StoredItem]) -> list[StoredItem]:
+    """The items of ``page`` deleted last with the run's index entries: its meta,
+    its result and its attribute snapshots."""
+    head = {meta_key(info.run_id), result_key(info.run_id)}
+    snapshots = attributes_prefix(info.run_id)
+    return [i for i in page if i.dedup_key in head or (i.dedup_key or "").startswith(snapshots)]
 
 
 def _attribute_entries(info: RunInfo, held: Sequence[StoredItem]) -> list[str]:

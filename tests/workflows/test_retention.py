@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import anyio
 import pytest
 from polling import wait_for
 from worker_threads import serving
 
-from querator import Querator
+from querator import Item, Querator
 from querator.clock import ManualClock
 from querator.errors import InvalidArgument
+from querator.queue.service import AsyncQueueClient
 from querator.workflows import (
     RunNotFound,
     Worker,
@@ -23,8 +25,21 @@ from querator.workflows import (
     step,
     workflow,
 )
-from querator.workflows.keys import RESULTS_QUEUE
-from querator.workflows.retention import purge_runs, sweep_retention_async
+from querator.workflows.engine import heartbeat
+from querator.workflows.keys import (
+    RESULTS_QUEUE,
+    RESULTS_SETTINGS,
+    WORKFLOW_QUEUE,
+    meta_key,
+    result_key,
+)
+from querator.workflows.retention import (
+    SWEEP_BATCH,
+    purge_runs,
+    purge_runs_async,
+    sweep_retention_async,
+)
+from querator.workflows.stored import RunMeta, RunRecord, index_items, record_item
 
 from .conftest import RunWorker
 from .flows import Order, charge, checkout, flaky, flaky_flow, reserve, ship
@@ -132,6 +147,66 @@ def test_the_sweep_purges_runs_past_their_workflows_retention(backend_url: str) 
         clock.advance(2)
         assert cq.call(sweep_retention_async, cq.aio, retention) == 1
         assert list_runs(cq) == [] and _stored_keys(cq, run.run_id) == []
+
+
+def _finished_run(n: int, ended: datetime) -> list[Item]:
+    """What a run of ``kept`` that ended at ``ended`` leaves: its meta, its
+    result and its index entries."""
+    run_id = f"run-backlog{n:06d}"
+    started = ended - timedelta(seconds=n + 1)
+    meta = RunMeta(workflow="t.ret.kept", args=f"[{n}]", queue=WORKFLOW_QUEUE, started_at=started)
+    record = RunRecord(ok=True, result=str(2 * n), error=None, cancelled=False, finished_at=ended)
+    return [
+        record_item(meta_key(run_id), meta, run_id),
+        record_item(result_key(run_id), record, run_id),
+        *index_items(run_id, meta, "completed", new=True),
+    ]
+
+
+def test_a_worker_purges_a_backlog_of_batches_before_its_next_beat(
+    backend_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(heartbeat, "WARN_EVERY", 1)  # the first beat sweeps
+    with Querator(backend_url, clock=ManualClock(START)) as cq:
+        cq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+        count = 2 * SWEEP_BATCH + 50  # three sweeps' worth
+        items = [i for n in range(count) for i in _finished_run(n, START - timedelta(hours=2))]
+        for first in range(0, len(items), 1000):
+            cq.produce(RESULTS_QUEUE, items[first : first + 1000])
+        assert len(list_runs(cq, workflow="t.ret.kept", limit=1000)) == count
+        with serving(Worker(cq, [kept, double], poll_timeout=1.0), join_timeout=15):
+            # the next beat is HEARTBEAT (20 s) after the first: the batches after
+            # the first one's are purged before it, sweep after sweep
+            wait_for(
+                lambda: list_runs(cq, workflow="t.ret.kept") == [],
+                timeout=15,
+                message="the backlog purged between two beats",
+            )
+
+
+def test_two_purges_at_once_purge_each_run_once(q: Querator) -> None:
+    count = 60
+    items = [i for n in range(count) for i in _finished_run(n, START - timedelta(hours=2))]
+    q.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
+    for first in range(0, len(items), 1000):
+        q.produce(RESULTS_QUEUE, items[first : first + 1000])
+
+    async def both(aq: AsyncQueueClient) -> list[int]:
+        counts: list[int] = []
+
+        async def one() -> None:
+            counts.append(await purge_runs_async(aq, before=START, limit=count))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one)
+            group.start_soon(one)
+        return counts
+
+    counts = q.call(both, q.aio)
+    assert sum(counts) <= count and max(counts) > 0  # a run taken by the other is not counted
+    assert list_runs(q, limit=1000) == []
+    assert q.scan_keys(RESULTS_QUEUE, "run-backlog", limit=10) == []
+    assert q.scan_keys(RESULTS_QUEUE, "index/", limit=10) == []
 
 
 def test_bad_input_is_refused_before_anything_is_purged(q: Querator) -> None:

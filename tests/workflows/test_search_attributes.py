@@ -118,6 +118,24 @@ def test_runs_are_listed_by_their_start_attributes(q: Querator) -> None:
     assert list_runs(q, attributes={"note": "a/b c"}) == []
 
 
+def test_an_and_lists_the_same_pages_whichever_attribute_is_named_first(q: Querator) -> None:
+    runs = [
+        start(q, idle, n, attributes={"tier": "gold", **({"customer": "acme"} if n % 4 else {})})
+        for n in range(14)
+    ]
+    start(q, idle, 99, attributes={"customer": "acme"})  # acme, not gold: never listed
+    expected = [r.run_id for n, r in reversed(list(enumerate(runs))) if n % 4]
+    for wanted in ({"tier": "gold", "customer": "acme"}, {"customer": "acme", "tier": "gold"}):
+        listed: list[str] = []
+        while page := list_runs(
+            q, attributes=wanted, limit=3, after=listed[-1] if listed else None
+        ):
+            listed += _ids(page)
+        assert listed == expected
+    rare: dict[str, str | bool] = {"customer": "acme", "tier": "gold", "vip": True}
+    assert list_runs(q, attributes=rare) == []
+
+
 @pytest.mark.parametrize(
     ("attributes", "rule"),
     [

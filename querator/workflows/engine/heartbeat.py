@@ -11,7 +11,9 @@ seconds while no live worker serves them (routing leaves them in the queue:
 see :mod:`querator.workflows.engine.served`), and deletes the entries of
 workers gone for :data:`~querator.workflows.pollers.POLLERS_KEPT` seconds, and
 purges the finished runs of its workflows past their ``retention`` (a batch per
-workflow; each beat while more are due: see :mod:`querator.workflows.retention`),
+workflow a sweep; while more are due, sweep after sweep between beats, each
+followed by a pause four times as long as it took: see
+:mod:`querator.workflows.retention`),
 and prunes the messages of runs that ended more than ``MESSAGE_RETENTION`` ago
 (a bounded sweep of the mailbox marks).
 """
@@ -41,7 +43,7 @@ from querator.workflows.pollers import (
 )
 from querator.workflows.retention import MessageSweep, sweep_retention_async
 
-__all__ = ["Heartbeat"]
+__all__ = ["SWEEP_PAUSE", "SWEEP_REST", "Heartbeat", "sweep_pause"]
 
 log = logging.getLogger("querator.worker")
 
@@ -49,9 +51,23 @@ WARN_EVERY = 3
 """Beats between two looks for items nobody serves (one a minute)."""
 PROBE = 100
 """Items read from the head of each partition by such a look."""
+SWEEP_PAUSE = 0.05
+"""Seconds at least between two retention sweeps while finished runs are due: a
+backlog is purged batch after batch between beats."""
+SWEEP_REST = 4.0
+"""While finished runs are due, a sweep that took ``t`` seconds is followed by a
+pause of ``SWEEP_REST * t`` (at least :data:`SWEEP_PAUSE`): the store and the
+worker's loop are left to others 80% of the time (``docs/benchmarks.md``,
+*Retention beside a drain*: a drain beside it keeps its rate)."""
 RELEASE_TIMEOUT = 1.0
 """Seconds a stopping worker gives the release of its registry entry (a blocked
 store must not hold up its exit: the entry's lease ends by itself)."""
+
+
+def sweep_pause(took: float) -> float:
+    """Seconds to wait after a retention sweep that took ``took`` seconds and
+    found runs due, before the next (see :data:`SWEEP_REST`)."""
+    return max(SWEEP_PAUSE, SWEEP_REST * took)
 
 
 class Heartbeat:
@@ -75,7 +91,7 @@ class Heartbeat:
         self._retention = dict(retention or {})
         """Seconds each workflow served keeps its finished runs (those with a retention)."""
         self._backlog = False
-        """The last sweep purged a full batch: sweep again at the next beat."""
+        """The last sweep purged runs: sweep again, until one purges none."""
         self.messages = MessageSweep()
         """Prunes the messages of ended runs (its ``retention``: seconds after the end)."""
 
@@ -89,12 +105,25 @@ class Heartbeat:
                     await self._warn()
                     await self._prune()
                     await self._sweep()
-                elif self._backlog:
-                    await self._sweep()
             except QueratorError as exc:  # the store away: the next beat tries again
                 log.debug("worker %s: registry heartbeat failed: %s", self.client_id, exc)
             beats += 1
-            await anyio.sleep(HEARTBEAT)
+            await self._until(anyio.current_time() + HEARTBEAT)
+
+    async def _until(self, beat_at: float) -> None:
+        """Wait for the next beat; while more finished runs are due, purge them
+        meanwhile, a batch at a time, :data:`SWEEP_PAUSE` apart."""
+        pause = SWEEP_PAUSE
+        while self._backlog and anyio.current_time() + pause < beat_at:
+            await anyio.sleep(pause)
+            began = anyio.current_time()
+            try:
+                await self._purge_due()
+            except QueratorError as exc:  # the store away: the next sweep tries again
+                log.debug("worker %s: retention sweep failed: %s", self.client_id, exc)
+                break
+            pause = sweep_pause(anyio.current_time() - began)
+        await anyio.sleep(max(0.0, beat_at - anyio.current_time()))
 
     async def _beat(self) -> None:
         if self._held is not None:
@@ -136,14 +165,18 @@ class Heartbeat:
     async def _sweep(self) -> None:
         """Purge finished runs past their workflow's retention, a batch at a time,
         and prune the messages of runs ended long enough ago."""
+        await self._purge_due()
+        pruned = await self.messages.sweep(self.aq)
+        if pruned:
+            log.debug("worker %s: pruned the messages of %d ended run(s)", self.client_id, pruned)
+
+    async def _purge_due(self) -> None:
+        """One retention sweep: a batch of each workflow's runs past retention."""
         if self._retention:
             purged = await sweep_retention_async(self.aq, self._retention)
             self._backlog = purged > 0
             if purged:
                 log.debug("worker %s: purged %d finished run(s)", self.client_id, purged)
-        pruned = await self.messages.sweep(self.aq)
-        if pruned:
-            log.debug("worker %s: pruned the messages of %d ended run(s)", self.client_id, pruned)
 
     async def _warn(self) -> None:
         for unserved in await unserved_items(self.aq, self._queues, limit=PROBE):
