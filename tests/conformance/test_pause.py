@@ -1,6 +1,7 @@
 """Pausing a queue: its items are not leased (a lease waits as if it were
 empty) while produce still adds them; resuming wakes the leases that wait, in
-this client and in every other client of the store."""
+this client and in every other client of the store (as any change of a
+queue's entry reaches every client that listens for wakeups)."""
 
 from __future__ import annotations
 
@@ -93,6 +94,25 @@ def test_a_pause_by_another_client_reaches_a_client_that_cached_the_queue(
         q.resume_queue(qname)
         [item] = worker.lease(qname, client_id="w", timeout=10)
         assert item.payload == b"second"
+
+
+def test_an_update_by_another_client_reaches_a_listening_client_that_cached_the_queue(
+    q: Querator, qname: str, backend_name: str, backend_url: str
+) -> None:
+    """Not by its cache expiring (an hour here): the update wakes it."""
+    if backend_name == "memory" or backend_name in HTTP_BACKENDS:
+        pytest.skip("one client (memory), or the library client is the server's (http)")
+    make_queue(q, qname)
+    with Querator(backend_url, cache_ttl=3600) as worker:
+        with pytest.raises(RequestTimeout):  # cached, and listening from now on
+            worker.lease(qname, client_id="w", timeout=0.5)
+        settings = q.get_queue(qname).settings.model_copy(update={"lease_timeout": 77.0})
+        q.update_queue(qname, settings)
+
+        def updated() -> bool:
+            return worker.call(worker.aio.queue_info, qname).settings.lease_timeout == 77.0
+
+        wait_for(updated, timeout=10)
 
 
 def test_pausing_a_missing_queue_is_queue_not_found(q: Querator, qname: str) -> None:

@@ -57,7 +57,8 @@ def create_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
 
 
 def update_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
-    """Store new settings and create added partitions; partitions may only grow."""
+    """Store new settings and create added partitions (partitions may only grow);
+    every client is told after the commit."""
     old = _row(txn, name)
     if settings.partitions < old.partitions:
         raise InvalidArgument(
@@ -67,6 +68,7 @@ def update_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
     params = (*_settings_values(settings), old.id)
     row = QueueRow(*txn.conn.execute(stmt.UPDATE_QUEUE, params).fetchone())
     create_partitions(txn.conn, row.id, range(old.partitions, settings.partitions))
+    txn.wake.add(settings_wake(name))
     return queue_info(row)
 
 
@@ -81,7 +83,8 @@ def pause_queue(txn: Txn, name: str, paused: bool) -> QueueInfo:
 
 def delete_queue(txn: Txn, name: str, force: bool) -> None:
     """Drop the queue's tables and its row; QueueNotFound if absent, QueueNotEmpty
-    if it holds items and not ``force`` (counted in the write transaction)."""
+    if it holds items and not ``force`` (counted in the write transaction); every
+    client is told after the commit."""
     row = _row(txn, name)
     if not force:
         count = sum(
@@ -92,6 +95,7 @@ def delete_queue(txn: Txn, name: str, force: bool) -> None:
             raise QueueNotEmpty(name, count)
     drop_partitions(txn.conn, row.id, range(row.partitions))
     txn.conn.execute(stmt.DELETE_QUEUE, (row.id,))
+    txn.wake.add(settings_wake(name))
 
 
 def get_queue(txn: Txn, name: str) -> QueueInfo:
