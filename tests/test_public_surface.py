@@ -129,7 +129,16 @@ def test_sync_and_async_clients_offer_the_same_methods() -> None:
     # watch: waiting on wakeups is an async affair; commit: the engine's transact;
     # run_in_background: a service's task (the lock renewer) on the client's loop;
     # produce_steps: statements querator.queue.foreign runs on the application's connection
-    async_only = {"open", "close", "watch", "commit", "run_in_background", "produce_steps"}
+    # on_wakeup: a hook called on the client's loop (the worker's reads ahead)
+    async_only = {
+        "open",
+        "close",
+        "watch",
+        "on_wakeup",
+        "commit",
+        "run_in_background",
+        "produce_steps",
+    }
     assert public(querator.Querator) - sync_only == public(querator.AsyncQuerator) - async_only
 
 

@@ -2,11 +2,12 @@
 
 The cache keeps each queue's info for ``cache_ttl`` seconds so the hot path
 does not read settings on every call. Changes made through this client
-invalidate it at once. A change made by another client (an update, a pause
-or resume, a delete) is told at its commit to every client listening for
-wakeups (:meth:`QueueAdmin.forget`); a client that does not listen
-(``notifications=False``, or one that has not waited on the store yet) sees
-it within ``cache_ttl``.
+invalidate it at once; changes made by other processes are seen within
+``cache_ttl`` (partition growth included). Every change of a queue's catalog
+entry (pause, resume, update, delete) wakes every client listening for
+wakeups, which drops its info at once (:meth:`QueueAdmin.forget`): a client
+that listens keeps the info for up to :data:`LISTENING_TTL` instead, so that
+a worker woken after a quiet while leases without reading settings first.
 """
 
 from __future__ import annotations
@@ -21,15 +22,27 @@ from querator.queue.backends.base import Backend
 from querator.queue.models import QueueInfo, QueueSettings
 from querator.queue.validation import check_count, check_name
 
+LISTENING_TTL = 60.0
+"""Seconds a client keeps a queue's info cached while its wakeup listener is
+in place (each change is then told to it), ``cache_ttl`` if longer."""
+
 
 class QueueAdmin:
     """Queue management of one client (a part of
     :class:`~querator.queue.service.AsyncQueueClient`, which documents each
     call); ``opened`` returns the backend, or raises when the client is closed."""
 
-    def __init__(self, opened: Callable[[], Backend], *, cache_ttl: float) -> None:
+    def __init__(
+        self,
+        opened: Callable[[], Backend],
+        *,
+        cache_ttl: float,
+        listening: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._require_open = opened
         self._cache_ttl = cache_ttl
+        self._listening = listening
+        """Whether the client's wakeup listener is in place now."""
         self._cache: dict[str, tuple[QueueInfo, float]] = {}
         self._fetching: dict[str, anyio.Event] = {}
         """Queue -> set when the look-up of its info under way ends (one at a time)."""
@@ -42,7 +55,7 @@ class QueueAdmin:
         """
         while True:
             hit = self._cache.get(name)
-            if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
+            if hit is not None and self._fresh(hit[1]):
                 return hit[0]
             fetching = self._fetching.get(name)
             if fetching is None:
@@ -71,9 +84,14 @@ class QueueAdmin:
         """The queue's info if the cache holds it fresh, else None (no look-up;
         safe from any thread)."""
         hit = self._cache.get(name)
-        if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
+        if hit is not None and self._fresh(hit[1]):
             return hit[0]
         return None
+
+    def _fresh(self, since: float) -> bool:
+        """Whether info cached at ``since`` (``time.monotonic()``) may serve a call."""
+        age = time.monotonic() - since
+        return age < self._cache_ttl or (age < LISTENING_TTL and self._listening())
 
     def forget(self, name: str | None) -> None:
         """Drop the cached info of ``name`` (None: of every queue); the next

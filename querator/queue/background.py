@@ -65,6 +65,9 @@ class ClientTasks:
         """Between :meth:`open` and :meth:`close` (an attribute: every call reads it)."""
         self._unsubscribe: Callable[[], None] | None = None
         self._listening = False
+        self.listening = False
+        """True while the wakeup listener is in place: every change of a queue's
+        catalog entry reaches this client then (its cached info may be kept longer)."""
 
     async def open(self) -> None:
         """Open the store, then start maintenance, the gauges and the clock's wakeups."""
@@ -160,6 +163,7 @@ class ClientTasks:
             outage.back()
             backoff.reset()
             self._forget(None)  # a pause sent while not listening was missed
+            self.listening = True
             ready()
 
         while True:
@@ -169,6 +173,8 @@ class ClientTasks:
                 outage.lost(exc)
             except Exception:
                 log.exception("querator: wakeup listener failed; retrying")
+            finally:
+                self.listening = False
             self._board.wake_all()
             await anyio.sleep(backoff.next())
 

@@ -97,7 +97,11 @@ class AsyncQueueClient:
         self.clock = clock
         """The clock every decision of this client (and the workflows on it) reads."""
         self._backend = backend
-        self._admin = QueueAdmin(self._require_open, cache_ttl=settings.cache_ttl)
+        self._admin = QueueAdmin(
+            self._require_open,
+            cache_ttl=settings.cache_ttl,
+            listening=lambda: self._background.listening,
+        )
         self._items = ItemAdmin(self._require_open, self._admin.queue_info)
         notified = settings.notifications and backend.supports_notify
         self._board = WakeBoard()
@@ -286,6 +290,17 @@ class AsyncQueueClient:
         watch = Watch(self._board, check_name("queue", queue), self._poll.wait_cap)
         self._background.listen()
         return watch
+
+    def on_wakeup(self, prefix: str, call: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``call(name)`` for each wakeup whose name starts with ``prefix``
+        (names a commit's ``wake`` carries, from any client of the store) until
+        the function returned is called. ``call`` runs on this client's event
+        loop, between its tasks: it must neither block nor raise (start a task
+        for anything that waits). Starts the wakeup listener."""
+        self._require_open()
+        unhook = self._board.hook(prefix, call)
+        self._background.listen()
+        return unhook
 
     async def complete(self, queue: str, items: Sequence[RefLike]) -> None:
         """Finish leased items: they leave the queue. All or nothing."""

@@ -6,7 +6,12 @@ wakeup that arrives between the look and the wait is never lost.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
+
+WakeHook = Callable[[str], None]
+"""Called with the name of a wakeup (see :meth:`WakeBoard.hook`)."""
 
 
 class WakeBoard:
@@ -14,6 +19,20 @@ class WakeBoard:
 
     def __init__(self) -> None:
         self._events: dict[str, anyio.Event] = {}
+        self._hooks: dict[str, WakeHook] = {}
+        """Name prefix -> what each wakeup of a name under it calls."""
+
+    def hook(self, prefix: str, call: WakeHook) -> Callable[[], None]:
+        """Call ``call(name)`` at each wakeup of a name starting with ``prefix``
+        (on the client's event loop: it must neither block nor raise), until the
+        function returned is called."""
+        self._hooks[prefix] = call
+
+        def unhook() -> None:
+            if self._hooks.get(prefix) is call:
+                del self._hooks[prefix]
+
+        return unhook
 
     def ticket(self, queue: str) -> anyio.Event:
         """The event the next wakeup of ``queue`` will set."""
@@ -33,6 +52,10 @@ class WakeBoard:
         event = self._events.pop(queue, None)
         if event is not None:
             event.set()
+        if self._hooks:
+            for prefix, call in list(self._hooks.items()):
+                if queue.startswith(prefix):
+                    call(queue)
 
     def wake_all(self) -> None:
         """Wake every waiter of every queue (after a reconnect, say)."""

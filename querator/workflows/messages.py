@@ -23,7 +23,7 @@ from querator.queue.service import AsyncQueueClient
 from querator.queue.validation import check_duration
 from querator.telemetry import runs as runs_telemetry
 from querator.workflows.engine.context import CURRENT
-from querator.workflows.engine.mailbox import mailbox_mark, message_item, recv_value
+from querator.workflows.engine.mailbox import mailbox_mark, message_item, recv_value, sent_wake
 from querator.workflows.errors import RunFinished, RunNotFound
 from querator.workflows.functions import WorkflowFunction
 from querator.workflows.keys import RESULTS_QUEUE, event_prefix, meta_key, result_key
@@ -115,13 +115,15 @@ async def send_async(
     if result_key(run_id) in found:
         raise RunFinished(run_id)
     meta = RunMeta.model_validate_json(stored.payload)
-    wake = wake_item(run_id, f"msg-{uuid.uuid4().hex}", trace=meta.trace, workflow=meta.workflow)
+    tag = f"msg-{uuid.uuid4().hex}"
+    wake = wake_item(run_id, tag, trace=meta.trace, workflow=meta.workflow)
     await aq.commit(
         produce={
             RESULTS_QUEUE: [message, mailbox_mark(run_id)],
             meta.queue: [wake],
         },
         silent=(RESULTS_QUEUE,),
+        wake=sent_wake(run_id, tag),  # the worker keeping the body reads while it leases
     )
 
 

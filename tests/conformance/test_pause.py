@@ -1,6 +1,7 @@
 """Pausing a queue: its items are not leased (a lease waits as if it were
 empty) while produce still adds them; resuming wakes the leases that wait, in
-this client and in every other client of the store."""
+this client and in every other client of the store (as any change of a
+queue's entry reaches every client that listens for wakeups)."""
 
 from __future__ import annotations
 
@@ -75,24 +76,50 @@ def test_a_lease_waiting_on_a_paused_queue_gets_its_items_when_another_client_re
     assert [item.payload for item in got] == [b"held back"]
 
 
-def test_a_pause_by_another_client_reaches_a_client_that_cached_the_queue(
+@pytest.fixture
+def caching_client(
     q: Querator, qname: str, backend_name: str, backend_url: str
-) -> None:
-    """Not by its cache expiring: the worker keeps queue info for an hour here."""
+) -> Iterator[Querator]:
+    """Another client of the store that keeps queue info for an hour (so only a
+    wakeup can tell it of a change), with ``qname`` made."""
     if backend_name == "memory" or backend_name in HTTP_BACKENDS:
         pytest.skip("one client (memory), or the library client is the server's (http)")
     make_queue(q, qname)
-    with Querator(backend_url, cache_ttl=3600) as worker:
-        q.produce(qname, [Item(payload=b"first")])
-        worker.lease(qname, client_id="w", timeout=5)  # cached, and listening from now on
-        q.pause_queue(qname)
-        wait_for(lambda: worker.call(worker.aio.queue_info, qname).paused, timeout=10)
-        q.produce(qname, [Item(payload=b"second")])
-        with pytest.raises(RequestTimeout):
-            worker.lease(qname, client_id="w", timeout=0.2)
-        q.resume_queue(qname)
-        [item] = worker.lease(qname, client_id="w", timeout=10)
-        assert item.payload == b"second"
+    with Querator(backend_url, cache_ttl=3600) as client:
+        yield client
+
+
+def test_a_pause_by_another_client_reaches_a_client_that_cached_the_queue(
+    q: Querator, qname: str, caching_client: Querator
+) -> None:
+    """Not by its cache expiring: the worker keeps queue info for an hour here."""
+    worker = caching_client
+    q.produce(qname, [Item(payload=b"first")])
+    worker.lease(qname, client_id="w", timeout=5)  # cached, and listening from now on
+    q.pause_queue(qname)
+    wait_for(lambda: worker.call(worker.aio.queue_info, qname).paused, timeout=10)
+    q.produce(qname, [Item(payload=b"second")])
+    with pytest.raises(RequestTimeout):
+        worker.lease(qname, client_id="w", timeout=0.2)
+    q.resume_queue(qname)
+    [item] = worker.lease(qname, client_id="w", timeout=10)
+    assert item.payload == b"second"
+
+
+def test_an_update_by_another_client_reaches_a_listening_client_that_cached_the_queue(
+    q: Querator, qname: str, caching_client: Querator
+) -> None:
+    """Not by its cache expiring (an hour here): the update wakes it."""
+    worker = caching_client
+    with pytest.raises(RequestTimeout):  # cached, and listening from now on
+        worker.lease(qname, client_id="w", timeout=0.5)
+    settings = q.get_queue(qname).settings.model_copy(update={"lease_timeout": 77.0})
+    q.update_queue(qname, settings)
+
+    def updated() -> bool:
+        return worker.call(worker.aio.queue_info, qname).settings.lease_timeout == 77.0
+
+    wait_for(updated, timeout=10)
 
 
 def test_pausing_a_missing_queue_is_queue_not_found(q: Querator, qname: str) -> None:

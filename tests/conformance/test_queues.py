@@ -18,7 +18,6 @@ from querator.errors import (
     RequestTimeout,
 )
 
-from .conftest import HTTP_BACKENDS
 from .helpers import (
     drain,
     ids_of,
@@ -276,20 +275,3 @@ def test_deleted_items_cannot_be_leased(q: Querator, qname: str) -> None:
         q.lease(qname, client_id="c1")
     assert drain(q, qname) == []
 
-
-def test_an_update_by_another_client_reaches_a_client_that_cached_the_queue(
-    q: Querator, qname: str, backend_name: str, backend_url: str
-) -> None:
-    """At the update's commit, not when its cache expires: the worker keeps
-    queue info for an hour here."""
-    if backend_name == "memory" or backend_name in HTTP_BACKENDS:
-        pytest.skip("one client (memory), or the library client is the server's (http)")
-    make_queue(q, qname)
-    with Querator(backend_url, cache_ttl=3600) as worker:
-        q.produce(qname, [Item(payload=b"first")])
-        worker.lease(qname, client_id="w", timeout=5)  # cached, and listening from now on
-        q.update_queue(qname, QueueSettings(lease_timeout=123.0))
-        wait_for(
-            lambda: worker.call(worker.aio.queue_info, qname).settings.lease_timeout == 123.0,
-            timeout=10,
-        )

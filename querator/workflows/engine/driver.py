@@ -81,6 +81,7 @@ from querator.workflows.engine.fiber import Finished
 from querator.workflows.engine.history import History, load_history, started
 from querator.workflows.engine.live import LiveRun, LiveRuns
 from querator.workflows.engine.poison import Poison
+from querator.workflows.engine.read_ahead import ReadAheads, State
 from querator.workflows.engine.reading import (
     Ahead,
     after_read,
@@ -133,6 +134,18 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     return results[0], results[1]
 
 
+def _heads(run_id: str) -> list[str]:
+    """The records that stop a parked body from resuming (the run ended, was
+    cancelled or compensates)."""
+    return [result_key(run_id), cancel_key(run_id), compensating_key(run_id)]
+
+
+def _state_keys(run_id: str, request: Request) -> list[str]:
+    """What a wake of a body parked on ``request`` looks up: :func:`_heads` and
+    the records of the positions it waits for."""
+    return _heads(run_id) + [step_key(run_id, p) for p in waited_positions(request)]
+
+
 class Engine:
     """Advances the runs of one worker (see the module doc)."""
 
@@ -157,6 +170,9 @@ class Engine:
         self.committer = Committer(aq, self.live, served, client_id, active, moved)
         """Where every move is committed."""
         self.counts: Counter[str] = Counter()
+        self.ahead = ReadAheads(aq, self.live, self._look_ahead)
+        """Reads of bodies parked on ``recv`` started by a send's wakeup (see
+        :mod:`.read_ahead`; served by the worker)."""
         self._held = held
         """The worker's items in hand (released on shutdown); steps this engine hands
         itself are added while they run."""
@@ -300,15 +316,15 @@ class Engine:
         run_id, request = live.run_id, live.request
         assert request is not None
         waits = waited_positions(request)
-        heads = [result_key(run_id), cancel_key(run_id), compensating_key(run_id)]
-        keys = heads + [step_key(run_id, p) for p in waits]
+        heads = _heads(run_id)
         ahead: Ahead | None = None
         if isinstance(request, Recv | WaitEvent):  # what it reads, beside the run's state
-            found, ahead = await _both(
-                self.aq.lookup(RESULTS_QUEUE, keys), look_ahead(self.aq, live, request)
-            )
+            state = await self.ahead.take(live, request, hand.item)
+            if state is not None:
+                self.counts["read_ahead"] += 1
+            found, ahead = state or await self._look_ahead(live, request)
         else:
-            found = await self.aq.lookup(RESULTS_QUEUE, keys)
+            found = await self.aq.lookup(RESULTS_QUEUE, _state_keys(run_id, request))
         for position in waits:
             item = found.get(step_key(run_id, position))
             if item is not None and position not in live.ctx.records:
@@ -327,6 +343,12 @@ class Engine:
             await self._drive(live, hand, ahead=ahead)
         else:
             await self.committer.commit(hand, move)
+
+    async def _look_ahead(self, live: LiveRun, request: Recv | WaitEvent) -> State:
+        """The run's state (:func:`_state_keys`) and what the body parked on
+        ``request`` would read, looked up at once."""
+        keys = _state_keys(live.run_id, request)
+        return await _both(self.aq.lookup(RESULTS_QUEUE, keys), look_ahead(self.aq, live, request))
 
     async def _wake_miss(self, hand: Hand, payload: WakePayload) -> None:
         run_id, meta, wake = payload.run_id, payload.meta, hand.item

@@ -105,6 +105,11 @@ class LiveRuns:
             self._runs.move_to_end(run_id)
         return live
 
+    def peek(self, run_id: str) -> LiveRun | None:
+        """The run's live body, if any, left where it is in the eviction order
+        (to look at what it is parked on; no lock needed)."""
+        return self._runs.get(run_id)
+
     def keep(self, live: LiveRun) -> None:
         """Keep ``live`` (parked on a committed request; the caller holds its lock)."""
         self._runs[live.run_id] = live

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 from querator.queue.ids import parse_id
 from querator.queue.models import Item, StoredItem
 from querator.queue.service import AsyncQueueClient
+from querator.queue.validation import NAME_PATTERN
 from querator.workflows.keys import (
     ENCODING,
     RECORD_KIND,
@@ -44,6 +46,8 @@ __all__ = [
     "oldest_unread",
     "recv_record",
     "recv_value",
+    "sent_wake",
+    "sent_wake_of",
 ]
 
 MESSAGE_KIND = "querator.message"
@@ -74,6 +78,29 @@ def message_item(run_id: str, topic: str, text: str, idempotency_key: str | None
         dedup_key=message_prefix(run_id, topic) + tag,
         partition_key=run_id,
     )
+
+
+SENT_WAKE = "querator.sent."
+"""The prefix of the wakeup a send's commit carries besides its wake task's
+queue: ``{SENT_WAKE}{run}.{tag}``, the run and its wake task's tag, so that a
+worker keeping the run's body parked on ``recv`` looks up what it will read
+while the wake task is being leased (:meth:`~.driver.Engine.sent`)."""
+_WAKE_NAME = re.compile(NAME_PATTERN)
+
+
+def sent_wake(run_id: str, tag: str) -> list[str]:
+    """The wakeup of a send to ``run_id`` whose wake task has ``tag`` (none for a
+    run id that cannot be part of a wakeup's name)."""
+    name = f"{SENT_WAKE}{run_id}.{tag}"
+    return [name] if _WAKE_NAME.fullmatch(name) else []
+
+
+def sent_wake_of(name: str) -> tuple[str, str] | None:
+    """(run id, dedup key of its wake task) a :func:`sent_wake` names, else None."""
+    if not name.startswith(SENT_WAKE):
+        return None
+    run_id, _, tag = name[len(SENT_WAKE) :].rpartition(".")
+    return (run_id, f"{run_id}/wake/{tag}") if run_id and tag else None
 
 
 def mailbox_mark(run_id: str) -> Item:

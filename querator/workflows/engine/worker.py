@@ -187,7 +187,9 @@ class AsyncWorker(LeaseWorker):
         """Since this worker was made: ``leased`` items from its queues;
         ``handed_over``: step items it produced leased to itself and ran at once;
         ``looked_up``: runs whose history it loaded; ``replayed``: bodies it replayed
-        from their history (misses); ``resumed``: live bodies a wake resumed."""
+        from their history (misses); ``resumed``: live bodies a wake resumed;
+        ``read_ahead``: wakes of a send that found its message read already
+        (:mod:`querator.workflows.engine.read_ahead`)."""
 
     def stop(self) -> None:
         """Stop leasing; :meth:`arun` returns once the items in hand are finished
@@ -223,6 +225,7 @@ class AsyncWorker(LeaseWorker):
         group.start_soon(self.beacon.run)  # live run pages
         if self.scheduler is not None:
             group.start_soon(self.scheduler.arun)
+        self.engine.ahead.serve(items)  # recv's reads started by a send's wakeup
         if self.served.workflow_queues:  # debounced starts (workflows/debounce.py)
             group.start_soon(run_debouncer, self.aq, self.client_id, self.poll_timeout)
 
@@ -246,12 +249,14 @@ class AsyncWorker(LeaseWorker):
         self._held[leased.id] = leased
 
     async def _stopped_polling(self) -> None:
+        self.engine.ahead.stop()
         await self._heartbeat.release()
 
     async def _drained(self) -> None:
         await self.engine.close()
 
     async def _closed(self) -> None:
+        self.engine.ahead.stop()  # already, unless polling failed
         self.tasks.close()
         await self._close_resources()
 

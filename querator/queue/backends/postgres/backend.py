@@ -315,8 +315,8 @@ class PostgresBackend:
         return info
 
     async def update_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
-        """Store new settings, creating added partitions, and notify every client
-        of the schema at commit; QueueNotFound if absent."""
+        """Store new settings, creating added partitions, and notify every client of
+        the schema at commit; QueueNotFound if absent."""
         async with self._transaction() as conn:
             cur = await conn.execute(self._fill(stmt.LOCK_QUEUE), {"name": name})
             row = await cur.fetchone()
@@ -348,7 +348,8 @@ class PostgresBackend:
     async def delete_queue(self, name: str, force: bool) -> None:
         """Drop the queue and its tables; QueueNotFound if absent, QueueNotEmpty if
         it holds items and not ``force`` (counted with its tables locked against
-        writers, so no item produced meanwhile is dropped unseen)."""
+        writers, so no item produced meanwhile is dropped unseen); every client of
+        the schema is notified at commit."""
         async with self._transaction() as conn:
             cur = await conn.execute(self._fill(stmt.DELETE_QUEUE), {"name": name})
             row = await cur.fetchone()
@@ -560,12 +561,13 @@ class PostgresBackend:
         renewed = await self._at_once(plan, now)
         if renewed is not None:
             return TransactResult.model_construct(produced={}, renewed=renewed, leased={}, found={})
-        if not plan.durable or plan.wake:  # the general path sets and wakes them
+        if not plan.durable or (plan.wake and not fusable(plan)):  # the general path sets,
+            # and wakes them (the one statement of path 2 wakes them too)
             async with self._transaction() as conn:
                 if not plan.durable:
                     await conn.execute(stmt.ASYNC_COMMIT)
                 return await run_transact(conn, self._names, plan, now=now)
-        if one_table_complete(plan):
+        if one_table_complete(plan) and not plan.wake:
             async with self._connect() as conn:
                 done = await complete_at_once(conn, self._names, plan, now)
             if done is not None:

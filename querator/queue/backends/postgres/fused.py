@@ -19,7 +19,7 @@ a plan into a single statement of data-modifying CTEs, so it is one:
   insert came back short of what its inserts and hits explain (a key taken by
   a transaction that committed after the statement began), ``check_failed()``
   undoes the whole statement;
-- one ``pg_notify`` per produced queue.
+- one ``pg_notify`` per produced queue and per name the plans wake.
 
 Several plans compile into one statement of the same shape (their items of
 one table go into one ``INSERT``): :mod:`group_commit` runs concurrent
@@ -203,6 +203,8 @@ def _inserts(
             params[f"i{number}_client_id"] = text_array(
                 plans[entries[entry].plan].client_id for entry, _ in insert.slots
             )
+    for plan in plans:
+        notify |= plan.wake
     params["notify"] = text_array(sorted(notify))
     return inserts, insert_plans
 

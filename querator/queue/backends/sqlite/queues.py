@@ -57,8 +57,8 @@ def create_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
 
 
 def update_queue(txn: Txn, name: str, settings: QueueSettings) -> QueueInfo:
-    """Store new settings and create added partitions; partitions may only grow.
-    Every client is told after the commit."""
+    """Store new settings and create added partitions (partitions may only grow);
+    every client is told after the commit."""
     old = _row(txn, name)
     if settings.partitions < old.partitions:
         raise InvalidArgument(
@@ -83,7 +83,8 @@ def pause_queue(txn: Txn, name: str, paused: bool) -> QueueInfo:
 
 def delete_queue(txn: Txn, name: str, force: bool) -> None:
     """Drop the queue's tables and its row; QueueNotFound if absent, QueueNotEmpty
-    if it holds items and not ``force`` (counted in the write transaction)."""
+    if it holds items and not ``force`` (counted in the write transaction); every
+    client is told after the commit."""
     row = _row(txn, name)
     if not force:
         count = sum(
