@@ -127,3 +127,19 @@ def slow_flow(key: str) -> str:
 @workflow(name="t.unregistered")
 def unregistered(key: str) -> str:
     return key
+
+
+OTHER_QUEUE = "t.other"
+"""The queue of :func:`elsewhere`: a pool other than its workflow's."""
+
+
+@step(name="t.elsewhere", queue=OTHER_QUEUE)
+def elsewhere(key: str) -> str:
+    _count(CALLS, f"elsewhere:{key}")
+    return f"elsewhere:{key}"
+
+
+@workflow(name="t.hop")
+def hop(key: str) -> list[str]:
+    """A step of the workflow's queue, one of :data:`OTHER_QUEUE`, one of its own again."""
+    return [step_a(key), elsewhere(key), step_b(key)]
