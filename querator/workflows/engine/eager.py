@@ -22,10 +22,12 @@ engine a worker uses (:class:`~.driver.Engine`), and nothing else changes:
 - A caller that dies holds only leases: they expire (a step item's lease is
   the step queue's short one) and a worker leases the item and goes on.
   Nothing it completed is lost, since each step committed with its record.
-  An item produced leased wakes nobody, so the commit that stores the run
-  wakes its queue's workers: their next look sees the caller's lease and
-  when it ends (each look then sees the next one), so an idle worker is not
-  left waiting out its wait cap (60 s) when the caller dies.
+  An item produced leased wakes nobody, so once the run is stored the caller
+  wakes its queue's workers (a notification sent beside the first step, not
+  in the commit: a waking commit takes PostgreSQL's slow path): their next
+  look sees the caller's lease and when it ends (each look then sees the
+  next one), so an idle worker is not left waiting out its wait cap (60 s)
+  when the caller dies.
 
 A failure after the run was stored (a lost lease, the store going away) does
 not fail the start: it is logged, and the workers go on once the leases
@@ -40,6 +42,7 @@ import secrets
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from anyio.lowlevel import current_token
 
 from querator.queue.harness import Renewer
@@ -90,14 +93,20 @@ async def run_eagerly(
         {},
         ended=endings.__setitem__,
     )
-    stored = [False]
     failed: Exception | None = None
+    renewing = anyio.CancelScope()
+
+    async def renew() -> None:
+        with renewing:
+            await renewer.run()
+
     async with anyio.create_task_group() as group:  # the renewer runs beside the run
-        group.start_soon(renewer.run)
+        group.start_soon(renew)
+        stored = _Stored(aq, group, meta.queue)
         try:
             await _drive(aq, engine, fn, run_id, meta, stored)
         except Exception as exc:
-            if not stored[0]:
+            if not stored.done:
                 failed = exc  # raised as itself, not in the group's ExceptionGroup
             else:
                 log.exception(
@@ -107,10 +116,32 @@ async def run_eagerly(
         finally:
             with anyio.CancelScope(shield=True):
                 await engine.close()
-            group.cancel_scope.cancel()
+            renewing.cancel()  # the workers' wakeup, if started, is sent still
     if failed is not None:
         raise failed
     return endings.get(run_id)
+
+
+class _Stored:
+    """Whether the run is stored yet; once it is, its queue's workers are woken
+    (see the module doc), beside the run, by a task of ``group``."""
+
+    def __init__(self, aq: AsyncQueueClient, group: TaskGroup, queue: str) -> None:
+        self.done = False
+        self._aq = aq
+        self._group = group
+        self._queue = queue
+
+    def now(self) -> None:
+        """The run was just stored."""
+        self.done = True
+        self._group.start_soon(self._wake)
+
+    async def _wake(self) -> None:
+        try:
+            await self._aq.commit(wake=[self._queue])
+        except Exception as exc:  # the leases still end: workers look within their wait cap
+            log.warning("could not wake the workers of %r: %s", self._queue, exc)
 
 
 async def _drive(
@@ -119,7 +150,7 @@ async def _drive(
     fn: WorkflowFunction[..., Any],
     run_id: str,
     meta: RunMeta,
-    stored: list[bool],
+    stored: _Stored,
 ) -> None:
     """Run the body to its first request, store the run with it, and go on."""
     live = new_live(run_id, fn, started(meta), aq.clock)
@@ -138,17 +169,15 @@ async def _drive(
             await engine.go_on(live, claimed)
         return
     await live.close()  # the caller handles its start wake, as a worker would
-    result = await transact_creating(
-        aq, [], start, {meta.queue: wakes[:1]}, CALLER_ID, wake=[meta.queue]
-    )
-    stored[0] = True
+    result = await transact_creating(aq, [], start, {meta.queue: wakes[:1]}, CALLER_ID)
+    stored.now()
     [wake] = result.leased.get(meta.queue, [None])
     if wake is not None:
         await engine.wake(wake, decode(WakePayload, wake))
 
 
 async def _store_with_step(
-    engine: Engine, live: LiveRun, request: StepCall, start: Produce, stored: list[bool]
+    engine: Engine, live: LiveRun, request: StepCall, start: Produce, stored: _Stored
 ) -> Claimed | None:
     """Commit the run's start records with its first step's item (leased to the
     caller when it runs that step); the body is then kept, parked on the step.
@@ -166,12 +195,12 @@ async def _store_with_step(
             lookup = {RESULTS_QUEUE: claim.payload.start_keys()}
             claims = {claim.queue: [claim.item]}
             result = await transact_creating(
-                engine.aq, [], produce, claims, CALLER_ID, lookup=lookup, wake=[claim.queue]
+                engine.aq, [], produce, claims, CALLER_ID, lookup=lookup
             )
     except BaseException:
         await live.close()
         raise
-    stored[0] = True
+    stored.now()
     if claim is None:
         await live.close()
         return None
