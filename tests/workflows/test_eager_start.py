@@ -10,6 +10,7 @@ import pytest
 
 from querator import AsyncQuerator, Querator
 from querator.errors import InvalidArgument, RequestTimeout
+from querator.workflows import SagaFailed
 from querator.workflows.engine.eager import CALLER_ID
 from querator.workflows.keys import RESULTS_QUEUE, step_key
 from querator.workflows.stored import StepRecord
@@ -23,6 +24,7 @@ from .flows import (
     elsewhere,
     flaky_flow,
     hop,
+    trip,
     unregistered,
 )
 
@@ -72,6 +74,17 @@ def test_eager_is_ignored_by_a_start_with_an_idempotency_key(
     assert Counter() == CALLS
     with run_worker([checkout]):
         assert run.result(timeout=20)["charged"] == 1
+
+
+def test_an_eager_saga_that_fails_is_compensated_by_the_workers(
+    q: Querator, run_worker: RunWorker
+) -> None:
+    run = q.start(trip, "s", eager=True)
+    assert Counter({"book:s": 1}) == CALLS  # the caller booked; payment failed for good
+    with run_worker([trip]), pytest.raises(SagaFailed) as failed:
+        run.result(timeout=20)
+    assert failed.value.status == "compensated"
+    assert Counter({"book:s": 1, "unbook:s": 1}) == CALLS
 
 
 def test_eager_must_be_true_or_false(q: Querator) -> None:
