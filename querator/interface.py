@@ -97,6 +97,7 @@ class AsyncClient(AsyncQueueApi, Protocol):
         idempotency_key: str | None = None,
         queue: str | None = None,
         delay: float = 0.0,
+        eager: bool = False,
         **kwargs: Any,
     ) -> AsyncRun[Any]: ...
 
@@ -215,6 +216,7 @@ class Client(Protocol):
         idempotency_key: str | None = None,
         queue: str | None = None,
         delay: float = 0.0,
+        eager: bool = False,
         **kwargs: Any,
     ) -> Run[Any]: ...
 

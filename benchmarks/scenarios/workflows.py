@@ -7,11 +7,14 @@ caller agent starts them: from 1 and 4 caller threads waiting for each result
 (DBOS's rows), and N runs started at once then every result awaited, with 1
 and 2 worker processes (time from the first start to the last result). It also
 times enqueue -> first step on an idle, waiting worker, one run at a time.
+Last, the callers start their runs eagerly (``start(..., eager=True)``): each
+runs its own run's steps, as DBOS's callers do, the workers idle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from benchmarks.context import Bench
 from benchmarks.results import Measurement
@@ -155,3 +158,6 @@ def _measure_querator(bench: Bench) -> None:
                 workers=WORKERS,
                 concurrency=CONCURRENCY,
             )
+        for threads in _callers(bench):  # the callers run their runs (DBOS's way)
+            count, values = _timed(bench, partial(call, eager=True), threads)
+            _add(bench, f"{CASE}, {threads} caller threads, eager start", name, count, values)

@@ -160,29 +160,29 @@ class QueratorAgent(Agent):
         self._worker_thread.join(timeout=30)
         self._worker = self._worker_thread = None
 
-    def workflows(self, count: int, threads: int) -> Span:
+    def workflows(self, count: int, threads: int, eager: bool = False) -> Span:
         """Run ``count`` workflows to completion on the worker processes.
 
         ``threads`` = 0: start all ``count`` runs, then wait for every result
         (time from the first start to the last result). ``threads`` >= 1: that
         many caller threads, each starting one run and waiting for its result
-        before the next (as DBOS's callers do)."""
+        before the next (as DBOS's callers do). ``eager``: each caller runs its
+        runs itself (``start(..., eager=True)``, as DBOS's direct execution)."""
         start = time.monotonic()
+
+        def one(_: object = None) -> None:
+            self.q.start(three_steps, eager=eager).result(timeout=RESULT_TIMEOUT)
+
         if threads == 0:
-            runs = [self.q.start(three_steps) for _ in range(count)]
+            runs = [self.q.start(three_steps, eager=eager) for _ in range(count)]
             for run in runs:
                 run.result(timeout=RESULT_TIMEOUT)
         elif threads == 1:
             for _ in range(count):
-                self.q.start(three_steps).result(timeout=RESULT_TIMEOUT)
+                one()
         else:
             with ThreadPoolExecutor(threads) as pool:
-                list(
-                    pool.map(
-                        lambda _: self.q.start(three_steps).result(timeout=RESULT_TIMEOUT),
-                        range(count),
-                    )
-                )
+                list(pool.map(one, range(count)))
         return Span(start, time.monotonic(), count)
 
     def workflow_latency(self, samples: int, pause: float) -> list[tuple[float, float]]:

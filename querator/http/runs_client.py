@@ -25,7 +25,7 @@ from querator.http.wire import queue as wq
 from querator.http.wire import workflows as ww
 from querator.http.wire.types import LONG_POLL_MAX, LONG_POLL_MIN
 from querator.queue.options import check_options
-from querator.queue.validation import check_count, check_duration, check_priority
+from querator.queue.validation import check_count, check_duration, check_flag, check_priority
 from querator.workflows.attributes import AttributeValue, check_attributes
 from querator.workflows.checking import ReplayCheck
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions
@@ -139,10 +139,14 @@ class WorkflowCalls(Poster):
         id_reuse_policy: IdReusePolicy | None = None,
         priority: int | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
+        eager: bool = False,
         **kwargs: Any,
     ) -> AsyncHttpRun[Any]:
         """See :func:`querator.workflows.start`; ``fn`` may also be the
-        workflow's persisted name (its arguments are then sent as plain JSON)."""
+        workflow's persisted name (its arguments are then sent as plain JSON).
+        ``eager`` is checked and ignored: over HTTP the caller holds no
+        leases, so the run starts on the workers."""
+        check_flag("eager", eager)
         body: dict[str, Any] = {"workflow": _named(fn), **_arguments(fn, args, kwargs)}
         body.update(idempotency_key=idempotency_key, queue=queue)
         if id_reuse_policy is not None:

@@ -100,6 +100,7 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
         id_reuse_policy: IdReusePolicy | None = None,
         priority: int | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
+        eager: bool = False,
         **kwargs: Any,
     ) -> HttpRun[Any]:
         """See :meth:`AsyncQuerator.start`."""
@@ -113,6 +114,7 @@ class Querator(MessageCalls, LockCalls, RateCalls, TaskCalls, DeadCalls, SyncShe
             id_reuse_policy=id_reuse_policy,
             priority=priority,
             attributes=attributes,
+            eager=eager,
             **kwargs,
         )
         return HttpRun(self, run)

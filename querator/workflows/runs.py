@@ -12,15 +12,17 @@ from typing import Any, Generic, overload
 import anyio
 from typing_extensions import TypeVar
 
+from querator.clock import using
 from querator.errors import InvalidArgument, QueueNotFound, RequestTimeout, Unavailable
 from querator.queue.client import QueueClient
 from querator.queue.outage import Backoff, Outage
 from querator.queue.service import AsyncQueueClient
-from querator.queue.validation import check_duration, check_name, check_priority
+from querator.queue.validation import check_duration, check_flag, check_name, check_priority
 from querator.telemetry import runs as runs_telemetry
 from querator.workflows.attributes import AttributeValue, check_attributes
 from querator.workflows.debounce import Debounce, debounced_start
 from querator.workflows.engine.commit import Produce, merge_items, transact_creating
+from querator.workflows.engine.eager import run_eagerly
 from querator.workflows.errors import (
     IdempotencyConflict,
     RunExists,
@@ -82,6 +84,9 @@ class AsyncRunHandle(Generic[R]):
         self.run_id = run_id
         """The run's id (derived from the idempotency key when one was given)."""
         self.workflow = workflow
+        self.ended: RunRecord | None = None
+        """The run's result record, when the handle comes from an eager start
+        that ended the run (:meth:`result` then needs no look-up)."""
         self.debounced = False
         """Whether the handle comes from a debounced start: its :meth:`result`
         then waits for the run to be stored (until then :meth:`status` raises
@@ -186,7 +191,7 @@ class AsyncRunHandle(Generic[R]):
         deadline = None if timeout is None else anyio.current_time() + timeout
         handle: AsyncRunHandle[R] = self
         while True:  # along a chain of runs that continued as new, to its last
-            record = await handle._ended(deadline, timeout)
+            record = handle.ended or await handle._ended(deadline, timeout)
             if record.continued_as is None:
                 break
             handle = AsyncRunHandle(self.aq, record.continued_as, self.workflow)
@@ -281,6 +286,7 @@ async def start_async(
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
     attributes: Mapping[str, AttributeValue] | None = None,
+    eager: bool = False,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -298,6 +304,7 @@ async def start_async(
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
     attributes: Mapping[str, AttributeValue] | None = None,
+    eager: bool = False,
     **kwargs: Any,
 ) -> AsyncRunHandle[T]: ...
 
@@ -314,6 +321,7 @@ async def start_async(
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
     attributes: Mapping[str, AttributeValue] | None = None,
+    eager: bool = False,
     **kwargs: Any,
 ) -> AsyncRunHandle[Any]:
     """Start a run of workflow ``fn`` with these arguments; see :func:`start`."""
@@ -321,6 +329,7 @@ async def start_async(
     policy = check_reuse_policy(id_reuse_policy)
     level = run_priority(fn, priority)
     values = run_attributes(attributes)
+    eager = check_flag("eager", eager)
     with runs_telemetry.starting(fn.name, wf_queue) as started:
         made = await create_run(
             aq,
@@ -335,6 +344,7 @@ async def start_async(
             id_reuse_policy=policy,
             priority=level,
             attributes=values,
+            eager=eager,
         )
     return made[0]
 
@@ -386,6 +396,7 @@ async def create_run(
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
     attributes: dict[str, AttributeValue] | None = None,
+    eager: bool = False,
 ) -> tuple[AsyncRunHandle[Any], bool]:
     """Store a new run (unless ``idempotency_key`` names one its reuse policy
     keeps: ``id_reuse_policy``, else the workflow's), traced by ``started``,
@@ -393,7 +404,9 @@ async def create_run(
     ``then``'s items were written (False: the run existed). With ``debounce``,
     record the call in its window (:mod:`querator.workflows.debounce`).
     ``priority``: the run's (None: the workflow's); ``attributes``: its search
-    attributes, checked."""
+    attributes, checked. ``eager``: run it here as far as this caller can
+    (:mod:`querator.workflows.engine.eager`) when it has no idempotency key,
+    delay, debounce nor ``then``."""
     args_text = fn.codec.encode_args(args, kwargs)
     level = fn.priority if priority is None else priority
     if debounce is not None:
@@ -405,6 +418,8 @@ async def create_run(
         pending.debounced = True
         return pending, True
     meta = _meta(fn, args_text, wf_queue, aq.clock.now(), delay, started, level, attributes)
+    if eager and idempotency_key is None and not delay and then is None:
+        return await _eager_start(aq, fn, meta, started), True
     if idempotency_key is None:
         run_id = new_run_id(None)
         # One transaction; the queues are created the first time only (a fresh
@@ -415,6 +430,24 @@ async def create_run(
         return AsyncRunHandle(aq, run_id, fn), True
     policy = id_reuse_policy or fn.id_reuse_policy or "use_existing"
     return await _keyed_start(aq, fn, idempotency_key, policy, meta, delay, started, then)
+
+
+async def _eager_start(
+    aq: AsyncQueueClient,
+    fn: WorkflowFunction[..., Any],
+    meta: RunMeta,
+    started: runs_telemetry.Started,
+) -> AsyncRunHandle[Any]:
+    """:func:`create_run` run eagerly: stored and driven here (see
+    :mod:`querator.workflows.engine.eager`); the handle knows the run's end
+    when it ended here."""
+    run_id = new_run_id(None)
+    with using(aq.clock):
+        final = await run_eagerly(aq, fn, run_id, meta)
+    started.created(run_id, fn.name, existing=False)
+    handle: AsyncRunHandle[Any] = AsyncRunHandle(aq, run_id, fn)
+    handle.ended = final
+    return handle
 
 
 async def _keyed_start(
@@ -499,6 +532,7 @@ def start(
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
     attributes: Mapping[str, AttributeValue] | None = None,
+    eager: bool = False,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -516,6 +550,7 @@ def start(
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
     attributes: Mapping[str, AttributeValue] | None = None,
+    eager: bool = False,
     **kwargs: Any,
 ) -> RunHandle[T]: ...
 
@@ -532,6 +567,7 @@ def start(
     id_reuse_policy: IdReusePolicy | None = None,
     priority: int | None = None,
     attributes: Mapping[str, AttributeValue] | None = None,
+    eager: bool = False,
     **kwargs: Any,
 ) -> RunHandle[Any]:
     """Start a run of workflow ``fn(*args, **kwargs)``; returns its handle at once.
@@ -564,11 +600,22 @@ def start(
     joins the burst of calls with the same workflow and key: one run starts
     ``delay`` after the burst's last call with that call's arguments, and every
     call of the burst returns a handle to that one run (see docs/flow-control.md).
+
+    With ``eager=True`` the caller runs the run's first steps itself, as a
+    worker would, before returning: it stores the run with its first step's
+    item leased to itself, runs that step, and goes on until the run ends (the
+    handle then has its result at once) or waits for something the caller does
+    not run (a timer, a message, a fan-out, a child run, a step of another
+    queue, a retry), which the workers then take over. A caller that dies
+    holds only leases: they expire and workers go on (docs/workflows.md, "Eager
+    start"). ``eager`` is a request: a start with ``idempotency_key``,
+    ``delay`` or ``debounce`` ignores it, and so does the HTTP client.
     """
     wf_queue = check_start(fn, idempotency_key, queue, delay, debounce)
     policy = check_reuse_policy(id_reuse_policy)
     level = run_priority(fn, priority)
     values = run_attributes(attributes)
+    eager = check_flag("eager", eager)
     # The span is opened here, in the caller's thread, so its parent is the
     # caller's current span (the client's event loop runs in another thread).
     with runs_telemetry.starting(fn.name, wf_queue) as started:
@@ -587,7 +634,9 @@ def start(
             policy,
             level,
             values,
+            eager,
         )
     run: RunHandle[Any] = RunHandle(q, handle.run_id, fn)
     run._async.debounced = handle.debounced
+    run._async.ended = handle.ended
     return run

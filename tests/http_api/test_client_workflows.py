@@ -55,6 +55,8 @@ def drive(q: Client) -> None:
     info = q.get_run(run.run_id)
     assert (info.workflow, [s.step for s in info.steps]) == ("http.greet", ["http.shout"])
     assert [r.run_id for r in q.list_runs(workflow="http.greet")] == [run.run_id]
+    # eager: the library client runs it itself; over HTTP it is ignored (workers run it)
+    assert q.start(greet, "bob", eager=True).result(timeout=30) == "HELLO, BOB!"
     with pytest.raises(WorkflowFailed) as failed:
         q.start(doomed, "no").result(timeout=30)
     assert failed.value.error_type == "StepFailed"

@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-from querator.workflows import RetryPolicy, step, workflow
+from querator.workflows import RetryPolicy, saga, step, workflow
 
 CALLS: Counter[str] = Counter()
 """How many times each step function body ran, by ``step:argument``."""
@@ -127,3 +127,42 @@ def slow_flow(key: str) -> str:
 @workflow(name="t.unregistered")
 def unregistered(key: str) -> str:
     return key
+
+
+OTHER_QUEUE = "t.other"
+"""The queue of :func:`elsewhere`: a pool other than its workflow's."""
+
+
+@step(name="t.elsewhere", queue=OTHER_QUEUE)
+def elsewhere(key: str) -> str:
+    _count(CALLS, f"elsewhere:{key}")
+    return f"elsewhere:{key}"
+
+
+@workflow(name="t.hop")
+def hop(key: str) -> list[str]:
+    """A step of the workflow's queue, one of :data:`OTHER_QUEUE`, one of its own again."""
+    return [step_a(key), elsewhere(key), step_b(key)]
+
+
+@step(name="t.book")
+def book(key: str) -> str:
+    _count(CALLS, f"book:{key}")
+    return f"booked {key}"
+
+
+@book.compensate
+def unbook(key: str, booking: str | None) -> None:
+    _count(CALLS, f"unbook:{key}")
+
+
+@step(name="t.pay", retry=None)
+def pay(key: str) -> str:
+    raise RuntimeError(f"card of {key} declined")
+
+
+@saga(name="t.trip")
+def trip(key: str) -> str:
+    """Books, then fails to pay: the booking is compensated."""
+    book(key)
+    return pay(key)

@@ -4,7 +4,7 @@ and produces what comes next, and the step item a worker may hand itself."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -183,21 +183,24 @@ async def commit_final(
     run_id: str,
     meta: RunMeta,
     final: RunRecord,
-) -> None:
+) -> bool:
     """End the run with ``final``: its final items (and ``produce``) committed
     with ``held`` completed, its running children closed by their policies
     (:mod:`.parent_close`); logged, and counted once committed. While a child
     with the ``wait`` policy runs, the run does not end yet: ``held`` is
-    completed with ``produce`` only, and that child's end wakes the run."""
+    completed with ``produce`` only, and that child's end wakes the run.
+    True when the run ended (committed)."""
     closed, wait = await closing(aq, run_id, final)
     if wait:
         log.info("run %s ends once its children with parent_close_policy 'wait' end", run_id)
         await commit_held(aq, held, merge_items(produce, closed))
-        return
+        return False
     log_final(run_id, final)
     ended = merge_items(produce, closed, final_items(run_id, meta, final))
-    if await commit_held(aq, held, ended):
-        workflow_metrics.run_ended(meta.workflow, final.final_status())
+    if not await commit_held(aq, held, ended):
+        return False
+    workflow_metrics.run_ended(meta.workflow, final.final_status())
+    return True
 
 
 def not_colliding(held: Leased, produce: Produce) -> Produce:
@@ -234,9 +237,11 @@ async def transact_creating(
     client_id: str | None = None,
     lookup: dict[str, list[str]] | None = None,
     delete: list[Ref] | None = None,
+    wake: Collection[str] = (),
 ) -> TransactResult:
     """Complete and produce at once (and ``delete`` those item versions), creating
-    missing target queues first (``lookup``: see :meth:`AsyncQueueClient.transact`).
+    missing target queues first (``lookup``, ``wake``: see
+    :meth:`AsyncQueueClient.commit`).
 
     Step records nobody waits for do not wake the results queue's watchers
     (``result()`` calls): only a run's end and a saga's compensation do.
@@ -267,6 +272,7 @@ async def transact_creating(
                 lookup=lookup,
                 silent=silent,
                 delete=delete or [],
+                wake=wake,
             )
         except QueueNotFound as exc:
             attempt += 1

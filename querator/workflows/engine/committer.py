@@ -46,7 +46,7 @@ from querator.workflows.engine.replay import evaluate
 from querator.workflows.engine.served import Served
 from querator.workflows.keys import RESULTS_QUEUE
 from querator.workflows.sagas.advance import saga_advance
-from querator.workflows.stored import StepPayload, StepRecord, record_item
+from querator.workflows.stored import RunRecord, StepPayload, StepRecord, record_item
 
 __all__ = ["Claimed", "Committer", "Hand", "record_items"]
 
@@ -82,10 +82,13 @@ class Committer:
         client_id: str,
         active: Callable[[], bool],
         moved: Callable[[str], None] = lambda run_id: None,
+        ended: Callable[[str, RunRecord], None] = lambda run_id, final: None,
     ) -> None:
         self.aq = aq
         self.moved = moved
         """Told the run's id after each commit (the progress beacon's poke)."""
+        self.ended = ended
+        """Told the run's id and final record once a commit ended the run."""
         self.live = live
         self.served = served
         self.client_id = client_id
@@ -115,7 +118,10 @@ class Committer:
             if live is not None:
                 await _settle(live, move, committed)
         elif isinstance(move, End):
-            await commit_final(self.aq, hand.item, hand.produce, move.run_id, move.meta, move.final)
+            if await commit_final(
+                self.aq, hand.item, hand.produce, move.run_id, move.meta, move.final
+            ):
+                self.ended(move.run_id, move.final)
         else:
             await self._saga(hand, move)
         return None

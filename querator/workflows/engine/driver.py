@@ -159,6 +159,7 @@ class Engine:
         active: Callable[[], bool],
         held: dict[str, Leased],
         moved: Callable[[str], None] = lambda run_id: None,
+        ended: Callable[[str, RunRecord], None] = lambda run_id, final: None,
     ) -> None:
         self.aq = aq
         self.served = served
@@ -167,7 +168,7 @@ class Engine:
         self.live = LiveRuns(max_live_runs)
         self.active = active
         """False once the worker is stopping: it then hands itself nothing new."""
-        self.committer = Committer(aq, self.live, served, client_id, active, moved)
+        self.committer = Committer(aq, self.live, served, client_id, active, moved, ended)
         """Where every move is committed."""
         self.counts: Counter[str] = Counter()
         self.ahead = ReadAheads(aq, self.live, self._look_ahead)
@@ -434,20 +435,37 @@ class Engine:
             claimed = await self.committer.commit(hand, move, live)
             if claimed is None:
                 return
-            ran = await self._run_claimed(claimed)
-            if ran is None:
+            went_on = await self._after_claim(live, claimed)
+            if went_on is None:
                 return
-            hand, payload, record = ran
-            if self.live.limit == 0:  # no live bodies: every step is a miss (a replay)
-                await self.live.drop(live)
-            body, after = await self._with_record(
-                live if self.live.limit else None, payload, record
-            )
-            if isinstance(after, WakeRun):
-                await self.committer.commit(hand, after, body)
-                return
-            assert body is not None  # resumed
-            live = body
+            live, hand = went_on
+
+    async def _after_claim(self, live: LiveRun, claimed: Claimed) -> tuple[LiveRun, Hand] | None:
+        """Run the step a commit handed this worker and resume ``live`` with its
+        record: the body and what its next commit completes (None: the run goes
+        on from a wake, or from the step item's retry)."""
+        ran = await self._run_claimed(claimed)
+        if ran is None:
+            return None
+        hand, payload, record = ran
+        if self.live.limit == 0:  # no live bodies: every step is a miss (a replay)
+            await self.live.drop(live)
+        body, after = await self._with_record(live if self.live.limit else None, payload, record)
+        if isinstance(after, WakeRun):
+            await self.committer.commit(hand, after, body)
+            return None
+        assert body is not None  # resumed
+        return body, hand
+
+    async def go_on(self, live: LiveRun, claimed: Claimed) -> None:
+        """Advance a run whose first step a commit made outside this engine handed
+        it (``claimed``; ``live``: the body parked on that step, kept here), as far
+        as this engine can (:mod:`.eager`)."""
+        with log_fields(run_id=live.run_id):
+            async with self.live.hold(live.run_id):
+                went_on = await self._after_claim(live, claimed)
+                if went_on is not None:
+                    await self._drive(*went_on)
 
     async def _run_claimed(self, claimed: Claimed) -> tuple[Hand, StepPayload, StepRecord] | None:
         """Run the step item this worker handed itself: what to commit with it, and
