@@ -274,4 +274,3 @@ def test_deleted_items_cannot_be_leased(q: Querator, qname: str) -> None:
     with pytest.raises(RequestTimeout):
         q.lease(qname, client_id="c1")
     assert drain(q, qname) == []
-
