@@ -61,10 +61,11 @@ MIN_SCAN = 10
 """Index entries read per call at least: a scan reads as many entries as the
 page still needs at the rate they were listed so far (every one it reads costs
 a lookup of its run), no fewer."""
-AND_RATE = 4
+AND_RATE = 2
 """An AND's first pages read this many entries of each attribute per run the
 page wants (at most :data:`INDEX_PAGE`): its runs pass the others' check at a
-rate not yet known, and an entry read costs a key lookup, not a run's records."""
+rate not yet known, and an entry read costs a key lookup, not a run's records;
+4 cost more than a second page where half pass (``docs/benchmarks.md``)."""
 LOOKUP_KEYS = 1000
 """Keys a ``lookup`` call takes at most."""
 

@@ -58,7 +58,7 @@ SWEEP_REST = 4.0
 """While finished runs are due, a sweep that took ``t`` seconds is followed by a
 pause of ``SWEEP_REST * t`` (at least :data:`SWEEP_PAUSE`): the store and the
 worker's loop are left to others 80% of the time (``docs/benchmarks.md``,
-*Retention beside a drain*: a drain beside it keeps its rate)."""
+*Retention beside a drain*: a drain beside it kept 0.87-0.99 of its rate)."""
 RELEASE_TIMEOUT = 1.0
 """Seconds a stopping worker gives the release of its registry entry (a blocked
 store must not hold up its exit: the entry's lease ends by itself)."""
