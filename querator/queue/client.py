@@ -292,13 +292,8 @@ class QueueClient(SyncShell[AsyncQueueClient]):
         leased = self._hot.lease(queue, client_id, batch_size, timeout, kinds)
         if leased is not None:
             return leased
-        return self._call(
-            self._async.lease,
-            queue,
-            client_id=client_id,
-            batch_size=batch_size,
-            timeout=timeout,
-            kinds=kinds,
+        return super().lease(
+            queue, client_id=client_id, batch_size=batch_size, timeout=timeout, kinds=kinds
         )
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> None:

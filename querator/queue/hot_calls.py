@@ -24,7 +24,7 @@ from datetime import datetime
 
 from querator.clock import Clock
 from querator.errors import RequestTimeout
-from querator.queue.backends.base import Backend, SyncHotCalls
+from querator.queue.backends.base import Backend, SyncHotCalls, TableRefs
 from querator.queue.models import Item, Leased, QueueInfo
 from querator.queue.plans import RefLike, one_table_refs, route_items
 from querator.queue.routing import Spreader, lease_order
@@ -122,16 +122,10 @@ class HotPath:
         """:meth:`AsyncQueueClient.complete` of :class:`Leased` items of one
         partition (:func:`.plans.one_table_refs`); False when not done (the loop
         path then runs it, and names what is wrong)."""
-        calls = self._calls()
-        if calls is None:
+        found = self._one_table(queue, items)
+        if found is None:
             return False
-        check_name("queue", queue)
-        info = self._cached(queue)
-        if info is None:
-            return False
-        refs = one_table_refs(info, items)
-        if refs is None:
-            return False
+        calls, _, refs = found
         return calls.complete(refs, self._clock.store_now())
 
     def retry(
@@ -169,6 +163,21 @@ class HotPath:
         """:meth:`AsyncQueueClient.renew` of :class:`Leased` items of one
         partition; None when not done (the loop path then runs it, and names
         what is wrong)."""
+        found = self._one_table(queue, items)
+        if found is None:
+            return None
+        calls, info, refs = found
+        if extend is not None:  # after the items, as the loop path checks
+            check_duration("extend", extend)
+        seconds = extend or info.settings.lease_timeout
+        return calls.renew(info, refs, seconds, self._clock.store_now())
+
+    def _one_table(
+        self, queue: str, items: Sequence[RefLike]
+    ) -> tuple[SyncHotCalls, QueueInfo, TableRefs] | None:
+        """The hot calls, ``queue``'s cached settings and ``items`` as the refs
+        of one partition table (:func:`.plans.one_table_refs`), or None when
+        the loop path must run the call."""
         calls = self._calls()
         if calls is None:
             return None
@@ -177,12 +186,7 @@ class HotPath:
         if info is None:
             return None
         refs = one_table_refs(info, items)
-        if refs is None:
-            return None
-        if extend is not None:  # after the items, as the loop path checks
-            check_duration("extend", extend)
-        seconds = extend or info.settings.lease_timeout
-        return calls.renew(info, refs, seconds, self._clock.store_now())
+        return None if refs is None else (calls, info, refs)
 
     def _wake(self, queue: str) -> None:
         """Wake this client's waiting leases of ``queue``, if any, on the loop."""
