@@ -92,12 +92,16 @@ class HotPath:
         batch_size: int,
         timeout: float,
         kinds: Iterable[str] | None,
-    ) -> list[Leased] | None:
-        """:meth:`AsyncQueueClient.lease`'s first look, or None: nothing found
-        while it may wait (``timeout`` > 0), or the loop path is needed."""
+        complete: Sequence[RefLike],
+    ) -> tuple[list[Leased] | None, Sequence[RefLike]]:
+        """:meth:`AsyncQueueClient.lease`'s first look, and what of ``complete``
+        is still to do (all of it, or nothing once done here). The items are
+        None when nothing was found while it may wait (``timeout`` > 0), or
+        when the loop path is needed. ``complete`` of one partition goes with
+        the first partition's lease statement (one round trip)."""
         calls = self._calls()
         if calls is None:
-            return None
+            return None, complete
         check_name("queue", queue)
         check_name("client_id", client_id)
         check_count("batch_size", batch_size, 1, MAX_BATCH)
@@ -105,17 +109,23 @@ class HotPath:
         wanted = check_kinds(kinds)
         info = self._cached(queue)
         if info is None or info.paused:  # the loop path waits while it is paused
-            return None
+            return None, complete
+        done = one_table_refs(info, complete) if complete else None
+        if complete and done is None:
+            return None, complete
         items: list[Leased] = []
         for partition in lease_order(info.settings.partitions):
-            got = calls.lease(info, partition, client_id, batch_size - len(items), wanted)
+            got = calls.lease(info, partition, client_id, batch_size - len(items), wanted, done)
+            if got is None:  # a check of the complete failed: the loop path names it
+                return None, complete
+            done = None
             items.extend(got.items)
             if len(items) >= batch_size:
                 break
         if items:
-            return items
+            return items, ()
         if timeout > 0:
-            return None
+            return None, ()
         raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> bool:

@@ -241,13 +241,20 @@ def table_refs(keys: Sequence[ItemKey]) -> TableRefs:
 
 
 async def run_self_checked(
-    conn: Conn, queue: str, statement: bytes, args: dict[str, Any], *, fetch: bool = False
+    conn: Conn,
+    queue: str,
+    statement: bytes,
+    args: dict[str, Any],
+    *,
+    fetch: bool = False,
+    binary: bool = False,
 ) -> list[Any] | None:
     """Run a self-checking autocommit statement: the rows it returned (none
-    unless ``fetch``), or None when a check failed (nothing changed)."""
+    unless ``fetch``; in binary with ``binary``), or None when a check failed
+    (nothing changed)."""
     with driver_errors(queue):
         try:
-            cur = await conn.execute(statement, args)
+            cur = await conn.execute(statement, args, binary=binary)
             return await cur.fetchall() if fetch else []
         except psycopg.Error as exc:
             if failed_check(exc):
