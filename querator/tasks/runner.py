@@ -21,7 +21,6 @@ from typing import Any, NamedTuple, cast
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import checkpoint
 
 from querator.errors import Conflict, InvalidArgument
 from querator.limits.admission import Entry, Limited, Limits
@@ -62,11 +61,10 @@ class Hands:
     """Handles one item in a task of its own (the general path)."""
     finished: Callable[[Leased], None]
     """Called for each item handled by ``run_batch`` once it is."""
-    more: Callable[[list[Leased]], Awaitable[list[Leased]]] | None = None
-    """Completes the items given and leases as many more (in hand once
-    returned; none: stopping, or nothing leasable now); raises
-    :class:`~querator.errors.Conflict` when a lease of them was lost (nothing
-    changed then). None: the worker leases on its own only."""
+    more: Callable[[int], Awaitable[list[Leased]]] | None = None
+    """Leases up to ``n`` more items, in hand once returned (none: stopping,
+    nothing leasable now, or the store away). None: the worker leases on its
+    own only."""
 
 
 class TaskRunner:
@@ -145,14 +143,16 @@ class TaskRunner:
     ) -> None:
         """Run a leased batch of task items, from one task: each async attempt
         starts at once (:mod:`querator.tasks.eager`), and the attempts that
-        finish in that first step are completed together at the end (with the
-        lease of as many more, run the same way, when ``hands.more`` can). An
+        finish in that first step are completed together at the end (while
+        as many more are leased with ``hands.more``, if given, and run the
+        same way: one complete in flight a batch, at most). An
         item that needs more goes on elsewhere: ``hands.alone`` in a task of
         ``hands.group`` (sync tasks, timeouts, limits, anything to
         dead-letter), or a task of its own for its outcome; an attempt that
         suspends goes on in this task and the batch's other items in a new
         one (``done``: items finished already, completed with this batch's)."""
         done = [] if done is None else done
+        completing: anyio.Event | None = None
         while True:
             suspended = self._start_each(batch, hands, done)
             if suspended is not None:
@@ -162,15 +162,21 @@ class TaskRunner:
                 return
             if not done:
                 return
-            batch, done = await self._complete_and_lease(done, hands), []
-            if not batch:
+            if hands.more is None:
+                await self._complete(done, hands.finished)
                 return
-            try:
-                await checkpoint()  # a store that never suspends (memory) starves nobody
+            try:  # one complete in flight a batch, at most
+                if completing is not None:
+                    await completing.wait()
             except BaseException:
-                for item in batch:
+                for item in done:
                     hands.finished(item)
                 raise
+            completing = anyio.Event()
+            hands.group.start_soon(self._complete, done, hands.finished, completing)
+            batch, done = await hands.more(len(done)), []
+            if not batch:
+                return
 
     def _start_each(
         self, batch: Sequence[Leased], hands: Hands, done: list[Leased]
@@ -202,29 +208,6 @@ class TaskRunner:
                 hands.finished(left)
             raise
         return None
-
-    async def _complete_and_lease(self, done: list[Leased], hands: Hands) -> list[Leased]:
-        """Complete ``done`` and lease as many more items with ``hands.more``
-        (one call), or complete them alone; the items leased."""
-        if hands.more is None:
-            await self._complete(done, hands.finished)
-            return []
-        try:
-            leased = await hands.more(done)
-        except Conflict:  # a lease of them was lost: nothing changed; each alone
-            await self._complete(done, hands.finished)
-            return []
-        except Exception:
-            log.debug("completing with a lease failed; completing alone", exc_info=True)
-            await self._complete(done, hands.finished)
-            return []
-        except BaseException:
-            for item in done:
-                hands.finished(item)
-            raise
-        for item in done:
-            hands.finished(item)
-        return leased
 
     def _eager_call(self, leased: Leased) -> tuple[TaskSpec[..., Any], tuple[Any, ...], Any] | None:
         """The task of ``leased`` and its arguments when its attempt may start at
@@ -290,15 +273,21 @@ class TaskRunner:
             if finished is not None:
                 finished(current)
 
-    async def _complete(self, done: list[Leased], finished: Callable[[Leased], None]) -> None:
-        """Complete the items whose attempts finished at once, together."""
-        if not done:
-            return
+    async def _complete(
+        self,
+        done: list[Leased],
+        finished: Callable[[Leased], None],
+        ended: anyio.Event | None = None,
+    ) -> None:
+        """Complete the items whose attempts finished at once, together (``ended``:
+        set after)."""
         try:
             errors = await self.completions.complete_many(done)
         finally:
             for leased in done:
                 finished(leased)
+            if ended is not None:
+                ended.set()
         for leased, error in zip(done, errors, strict=True):
             if isinstance(error, Conflict):
                 log.warning("task %s lost its lease: outcome dropped (%s)", leased.id, error)

@@ -262,20 +262,19 @@ class AsyncWorker(LeaseWorker):
         self._held.pop(leased.id, None)
         self._handled()
 
-    def _more(self, queue: str) -> Callable[[list[Leased]], Awaitable[list[Leased]]]:
-        """How a batch of tasks of ``queue`` that finished completes its items
-        and leases as many more (:class:`Hands`'s ``more``). Only for a worker
-        that leases from one queue: its slots go on serving that queue, and no
-        other queue's lease loop waits for them."""
+    def _more(self, queue: str) -> Callable[[int], Awaitable[list[Leased]]]:
+        """How a batch of tasks of ``queue`` that finished leases as many more
+        while its items are completed (:class:`Hands`'s ``more``). Only for a
+        worker that leases from one queue: its slots go on serving that queue,
+        and no other queue's lease loop waits for them."""
         kinds = self.served.kinds(queue)
 
-        async def more(done: list[Leased]) -> list[Leased]:
-            await self.aq.complete(queue, done)
+        async def more(count: int) -> list[Leased]:
             if self.stop_requested:
                 return []
             try:
                 leased = await self.aq.lease(
-                    queue, client_id=self.client_id, batch_size=len(done), kinds=kinds
+                    queue, client_id=self.client_id, batch_size=count, kinds=kinds
                 )
             except Exception:  # nothing leasable now (RequestTimeout), or the store
                 return []  # away: the lease loop leases next, riding an outage
