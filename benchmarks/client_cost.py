@@ -4,7 +4,8 @@
 queue untimed, then drains it with lease + complete at each batch size and
 prints, per client, the CPU time of the whole process (every thread: the sync
 client's loop thread counts) divided by the items drained, in µs, and the
-ratio to the plain loop of the same kind: the sync ``Querator`` against a
+ratio to the plain loop of the same kind (``fused_*``: each lease completes
+the previous batch, ``lease(..., complete=...)``): the sync ``Querator`` against a
 plain sync psycopg ``FOR UPDATE SKIP LOCKED`` loop on one connection, the
 ``AsyncQuerator`` against the same loop on one async psycopg connection. The
 plain loop's SQL is :mod:`benchmarks.systems.plain`'s. CPU time, not wall time:
@@ -27,7 +28,7 @@ import psycopg
 from psycopg import sql
 
 from benchmarks.systems.plain import COMPLETE, INSERT, LEASE
-from querator import AsyncQuerator, Item, Querator
+from querator import AsyncQuerator, Item, Leased, Querator
 
 DSN = os.environ.get("QUERATOR_BENCH_DSN", "postgresql://root@127.0.0.1:5432/test")
 
@@ -97,8 +98,9 @@ async def plain_async(dsn: str, items: int, batch: int) -> float:
     return out["us"]
 
 
-def querator_sync(dsn: str, items: int, batch: int) -> float:
-    """µs of CPU per item of ``Querator`` (its loop thread included)."""
+def querator_sync(dsn: str, items: int, batch: int, fused: bool = False) -> float:
+    """µs of CPU per item of ``Querator`` (its loop thread included); ``fused``:
+    each lease completes the previous batch (``lease(..., complete=...)``)."""
     out: dict[str, float] = {}
     queue = f"cc-{uuid.uuid4().hex[:8]}"
     with Querator(dsn) as q:
@@ -107,21 +109,24 @@ def querator_sync(dsn: str, items: int, batch: int) -> float:
             for start in range(0, items, 1000):
                 q.produce(queue, [Item(payload=b"x" * 64)] * min(1000, items - start))
             done = 0
+            leased: list[Leased] = []
             with _cpu(out, "us", lambda: done):
                 while True:
+                    held = leased if fused else []
                     try:
-                        leased = q.lease(queue, client_id="cc", batch_size=batch)
+                        leased = q.lease(queue, client_id="cc", batch_size=batch, complete=held)
                     except Exception:  # RequestTimeout: drained
                         break
-                    q.complete(queue, leased)
+                    if not fused:
+                        q.complete(queue, leased)
                     done += len(leased)
         finally:
             q.delete_queue(queue, force=True)
     return out["us"]
 
 
-async def querator_async(dsn: str, items: int, batch: int) -> float:
-    """µs of CPU per item of ``AsyncQuerator``."""
+async def querator_async(dsn: str, items: int, batch: int, fused: bool = False) -> float:
+    """µs of CPU per item of ``AsyncQuerator`` (``fused``: as :func:`querator_sync`)."""
     out: dict[str, float] = {}
     queue = f"cc-{uuid.uuid4().hex[:8]}"
     async with AsyncQuerator(dsn) as q:
@@ -130,13 +135,18 @@ async def querator_async(dsn: str, items: int, batch: int) -> float:
             for start in range(0, items, 1000):
                 await q.produce(queue, [Item(payload=b"x" * 64)] * min(1000, items - start))
             done = 0
+            leased: list[Leased] = []
             with _cpu(out, "us", lambda: done):
                 while True:
+                    held = leased if fused else []
                     try:
-                        leased = await q.lease(queue, client_id="cc", batch_size=batch)
+                        leased = await q.lease(
+                            queue, client_id="cc", batch_size=batch, complete=held
+                        )
                     except Exception:  # RequestTimeout: drained
                         break
-                    await q.complete(queue, leased)
+                    if not fused:
+                        await q.complete(queue, leased)
                     done += len(leased)
         finally:
             await q.delete_queue(queue, force=True)
@@ -153,8 +163,12 @@ def measure(dsn: str, items: int, batches: list[int]) -> list[dict[str, Any]]:
         row["querator_sync"] = querator_sync(dsn, count, batch)
         row["plain_async"] = asyncio.run(plain_async(dsn, count, batch))
         row["querator_async"] = asyncio.run(querator_async(dsn, count, batch))
-        row["sync_ratio"] = round(row["querator_sync"] / row["plain_sync"], 2)
-        row["async_ratio"] = round(row["querator_async"] / row["plain_async"], 2)
+        row["fused_sync"] = querator_sync(dsn, count, batch, fused=True)
+        row["fused_async"] = asyncio.run(querator_async(dsn, count, batch, fused=True))
+        for kind in ("sync", "async"):
+            plain = row[f"plain_{kind}"]
+            row[f"{kind}_ratio"] = round(row[f"querator_{kind}"] / plain, 2)
+            row[f"fused_{kind}_ratio"] = round(row[f"fused_{kind}"] / plain, 2)
         table.append(row)
     return table
 

@@ -29,7 +29,7 @@ from querator.workflows.checking import ReplayCheck, check_replay, check_replay_
 from querator.workflows.cron import api as cron
 from querator.workflows.cron.api import ScheduleInfo, ScheduleOptions, schedule, schedule_async
 from querator.workflows.functions import DurableFunction, WorkflowFunction
-from querator.workflows.inspection import get_run, get_run_async, list_runs, list_runs_async
+from querator.workflows.inspection import get_run, get_run_async, list_runs_in_order
 from querator.workflows.reindex import reindex_runs, reindex_runs_async
 from querator.workflows.rerun import fork, fork_async, resume, resume_async
 from querator.workflows.retention import purge_runs, purge_runs_async
@@ -99,15 +99,7 @@ class AsyncQuerator(AsyncQueueClient):
         attributes: Mapping[str, AttributeValue] | None = None,
     ) -> list[RunInfo]:
         """See :func:`querator.workflows.list_runs`."""
-        return await list_runs_async(
-            self,
-            status=status,
-            workflow=workflow,
-            since=since,
-            after=after,
-            limit=limit,
-            attributes=attributes,
-        )
+        return await list_runs_in_order(self, status, workflow, since, after, limit, attributes)
 
     async def resume(self, run_id: str) -> bool:
         """See :func:`querator.workflows.resume`."""
@@ -270,14 +262,8 @@ class Querator(QueueClient):
         attributes: Mapping[str, AttributeValue] | None = None,
     ) -> list[RunInfo]:
         """See :func:`querator.workflows.list_runs`."""
-        return list_runs(
-            self,
-            status=status,
-            workflow=workflow,
-            since=since,
-            after=after,
-            limit=limit,
-            attributes=attributes,
+        return self.call(
+            list_runs_in_order, self.aio, status, workflow, since, after, limit, attributes
         )
 
     def resume(self, run_id: str) -> bool:

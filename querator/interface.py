@@ -310,6 +310,7 @@ class Client(Protocol):
         batch_size: int = 1,
         timeout: float = 0.0,
         kinds: Iterable[str] | None = None,
+        complete: Sequence[RefLike] = (),
     ) -> list[Leased]: ...
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> None: ...

@@ -1,7 +1,8 @@
 """querator as a user runs it: one sync ``Querator`` client per process.
 
 Each consumer process leases with ``q.lease(...)`` and completes with
-``q.complete(...)``, exactly as the README shows; waiting consumers long-poll
+``q.complete(...)``, exactly as the README shows (a drain passes each batch to
+the next lease, ``lease(..., complete=batch)``: one round trip a batch); waiting consumers long-poll
 (``timeout``) and are woken by LISTEN/NOTIFY.
 """
 
@@ -14,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.systems.base import Agent, Deadline, Received, Span, age_of, stamp
-from querator import Item, Querator, QueueSettings, Worker, step, workflow
+from querator import Item, Leased, Querator, QueueSettings, Worker, step, workflow
 from querator.errors import QueueNotFound, RequestTimeout
 
 WAIT = 30.0
@@ -86,12 +87,14 @@ class QueratorAgent(Agent):
     def drain(self, queue: str, batch: int) -> Span:
         start = time.monotonic()
         done = 0
-        while True:
+        leased: list[Leased] = []
+        while True:  # each lease completes the previous batch (one round trip)
             try:
-                leased = self.q.lease(queue, client_id=self.client_id, batch_size=batch)
+                leased = self.q.lease(
+                    queue, client_id=self.client_id, batch_size=batch, complete=leased
+                )
             except RequestTimeout:
                 break
-            self.q.complete(queue, leased)
             done += len(leased)
         return Span(start, time.monotonic(), done)
 

@@ -11,7 +11,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from benchmarks.systems.base import Agent, Deadline, Span, stamp
-from querator import AsyncQuerator, Item, QueueSettings
+from querator import AsyncQuerator, Item, Leased, QueueSettings
 from querator.errors import QueueNotFound, RequestTimeout
 
 T = TypeVar("T")
@@ -86,12 +86,14 @@ class QueratorAsyncAgent(Agent):
     async def _drain(self, queue: str, batch: int) -> Span:
         start = time.monotonic()
         done = 0
-        while True:
+        leased: list[Leased] = []
+        while True:  # each lease completes the previous batch (one round trip)
             try:
-                leased = await self.q.lease(queue, client_id=self.client_id, batch_size=batch)
+                leased = await self.q.lease(
+                    queue, client_id=self.client_id, batch_size=batch, complete=leased
+                )
             except RequestTimeout:
                 break
-            await self.q.complete(queue, leased)
             done += len(leased)
         return Span(start, time.monotonic(), done)
 

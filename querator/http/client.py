@@ -193,13 +193,22 @@ class AsyncQuerator(
             self._permits = ServedPermits(self)
         return self._permits
 
-    async def _post(self, path: str, body: dict[str, Any], answer: type[M], wait: float = 0.0) -> M:
+    async def _post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        answer: type[M],
+        wait: float = 0.0,
+        json_only: bool = False,
+    ) -> M:
+        """POST ``body`` to ``path``, in protobuf when the client sends it and
+        the call has messages (``json_only``: a field only JSON carries)."""
         http = self._http
         if http is None:
             raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
         headers: dict[str, str] = {}
         inject(headers)  # the server's spans join the caller's trace
-        messages = QUERATOR_CALLS.get(path) if self._protobuf else None
+        messages = QUERATOR_CALLS.get(path) if self._protobuf and not json_only else None
         if messages is not None:
             headers |= {"Content-Type": PROTOBUF, "Accept": PROTOBUF}
             content = encode(body, messages.request)
@@ -292,14 +301,17 @@ class AsyncQuerator(
         batch_size: int = 1,
         timeout: float = 0.0,
         kinds: Iterable[str] | None = None,
+        complete: Sequence[RefLike] = (),
     ) -> list[Leased]:
         """See :meth:`querator.AsyncQuerator.lease`. Waits longer than the
-        server's 15-minute cap are made of several long polls."""
+        server's 15-minute cap are made of several long polls; ``complete``
+        goes with the first (one request)."""
         check_name("queue", queue)
         check_name("client_id", client_id)
         check_count("batch_size", batch_size, 1, MAX_BATCH)
         check_duration("timeout", timeout, allow_zero=True)
         wanted = check_kinds(kinds)
+        done = self._batch(queue, complete) if complete else []
         deadline = anyio.current_time() + timeout
         while True:
             started = messaging.now_ns()
@@ -312,8 +324,11 @@ class AsyncQuerator(
             }
             if wanted is not None:
                 body["kinds"] = list(wanted)
+            sent, done = done, []  # the first poll completes them, even if it times out
+            if sent:
+                body["complete"] = sent
             try:
-                reply = await self._post("/v1/queue.lease", body, wq.LeaseReply, wait)
+                reply = await self._post("/v1/queue.lease", body, wq.LeaseReply, wait, bool(sent))
             except RequestTimeout:
                 if anyio.current_time() + LONG_POLL_MIN >= deadline:
                     raise

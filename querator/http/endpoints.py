@@ -50,7 +50,7 @@ _QUEUE_ENDPOINTS = [
     Endpoint("/v1/queue.produce", wq.ProduceRequest, wq.ProduceReply,
              on_queue(queue.produce), WRITE, 5 * MB, "Produce items"),
     Endpoint("/v1/queue.lease", wq.LeaseRequest, wq.LeaseReply,
-             queue.lease, WRITE, 512, "Lease items (long poll)"),
+             queue.lease, WRITE, 256 * KB, "Lease items (long poll)"),
     Endpoint("/v1/queue.complete", wq.CompleteRequest, wq.Reply,
              on_queue(queue.complete), WRITE, 256 * KB, "Complete leased items"),
     Endpoint("/v1/queue.retry", wq.RetryRequest, wq.Reply,

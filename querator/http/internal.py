@@ -34,8 +34,8 @@ def queues_named(body: BaseModel) -> set[str]:
     """Every queue a request body names: the queue it acts on, the queues of
     its item references and produces, a run's queue, a dead queue it would set."""
     named = {getattr(body, name, None) for name in ("queue_name", "queue", "dead_queue")}
-    for group in ("complete", "retry", "renew", "depends", "delete"):
-        named |= {ref.queue_name for ref in getattr(body, group, ())}
+    for group in ("complete", "retry", "renew", "depends", "delete"):  # a lease's: its queue's
+        named |= {getattr(ref, "queue_name", None) for ref in getattr(body, group, ())}
     for group in ("produce", "produce_leased", "lookup"):
         named |= set(getattr(body, group, {}) or {})
     named |= set(getattr(body, "silent", ()) or ())

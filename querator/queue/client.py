@@ -157,8 +157,12 @@ class SyncShell(Generic[A_co]):
         batch_size: int = 1,
         timeout: float = 0.0,
         kinds: Iterable[str] | None = None,
+        complete: Sequence[RefLike] = (),
     ) -> list[Leased]:
         """See :meth:`AsyncQueueClient.lease`."""
+        leased, complete = self._lease_here(queue, client_id, batch_size, timeout, kinds, complete)
+        if leased is not None:
+            return leased
         return self._call(
             self._async.lease,
             queue,
@@ -166,7 +170,14 @@ class SyncShell(Generic[A_co]):
             batch_size=batch_size,
             timeout=timeout,
             kinds=kinds,
+            complete=complete,
         )
+
+    def _lease_here(self, *call: Any) -> tuple[list[Leased] | None, Sequence[RefLike]]:
+        """:meth:`lease` on the calling thread, where the shell can (``call``: its
+        arguments in order): the items, or None for the loop to lease; and what
+        of ``complete`` (the last argument) is left to do. Here: nothing is done."""
+        return None, call[-1]
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> None:
         """See :meth:`AsyncQueueClient.complete`."""
@@ -278,28 +289,10 @@ class QueueClient(SyncShell[AsyncQueueClient]):
         ids = self._hot.produce(queue, items)
         return ids if ids is not None else self._call(self._async.produce, queue, items)
 
-    def lease(
-        self,
-        queue: str,
-        *,
-        client_id: str,
-        batch_size: int = 1,
-        timeout: float = 0.0,
-        kinds: Iterable[str] | None = None,
-    ) -> list[Leased]:
-        """See :meth:`AsyncQueueClient.lease`."""
+    def _lease_here(self, *call: Any) -> tuple[list[Leased] | None, Sequence[RefLike]]:
+        """:meth:`lease` on the calling thread (:meth:`.hot_calls.HotPath.lease`)."""
         self._thread_for(self._async.lease)
-        leased = self._hot.lease(queue, client_id, batch_size, timeout, kinds)
-        if leased is not None:
-            return leased
-        return self._call(
-            self._async.lease,
-            queue,
-            client_id=client_id,
-            batch_size=batch_size,
-            timeout=timeout,
-            kinds=kinds,
-        )
+        return self._hot.lease(*call)
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> None:
         """See :meth:`AsyncQueueClient.complete`."""

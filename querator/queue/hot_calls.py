@@ -24,7 +24,7 @@ from datetime import datetime
 
 from querator.clock import Clock
 from querator.errors import RequestTimeout
-from querator.queue.backends.base import Backend, SyncHotCalls
+from querator.queue.backends.base import Backend, SyncHotCalls, TableRefs
 from querator.queue.models import Item, Leased, QueueInfo
 from querator.queue.plans import RefLike, one_table_refs, route_items
 from querator.queue.routing import Spreader, lease_order
@@ -92,12 +92,16 @@ class HotPath:
         batch_size: int,
         timeout: float,
         kinds: Iterable[str] | None,
-    ) -> list[Leased] | None:
-        """:meth:`AsyncQueueClient.lease`'s first look, or None: nothing found
-        while it may wait (``timeout`` > 0), or the loop path is needed."""
+        complete: Sequence[RefLike],
+    ) -> tuple[list[Leased] | None, Sequence[RefLike]]:
+        """:meth:`AsyncQueueClient.lease`'s first look, and what of ``complete``
+        is still to do (all of it, or nothing once done here). The items are
+        None when nothing was found while it may wait (``timeout`` > 0), or
+        when the loop path is needed. ``complete`` of one partition goes with
+        the first partition's lease statement (one round trip)."""
         calls = self._calls()
         if calls is None:
-            return None
+            return None, complete
         check_name("queue", queue)
         check_name("client_id", client_id)
         check_count("batch_size", batch_size, 1, MAX_BATCH)
@@ -105,33 +109,33 @@ class HotPath:
         wanted = check_kinds(kinds)
         info = self._cached(queue)
         if info is None or info.paused:  # the loop path waits while it is paused
-            return None
+            return None, complete
+        done = one_table_refs(info, complete) if complete else None
+        if complete and done is None:
+            return None, complete
         items: list[Leased] = []
         for partition in lease_order(info.settings.partitions):
-            got = calls.lease(info, partition, client_id, batch_size - len(items), wanted)
+            got = calls.lease(info, partition, client_id, batch_size - len(items), wanted, done)
+            if got is None:  # a check of the complete failed: the loop path names it
+                return None, complete
+            done = None
             items.extend(got.items)
             if len(items) >= batch_size:
                 break
         if items:
-            return items
+            return items, ()
         if timeout > 0:
-            return None
+            return None, ()
         raise RequestTimeout(f"no item became available in {queue!r} within {timeout}s")
 
     def complete(self, queue: str, items: Sequence[RefLike]) -> bool:
         """:meth:`AsyncQueueClient.complete` of :class:`Leased` items of one
         partition (:func:`.plans.one_table_refs`); False when not done (the loop
         path then runs it, and names what is wrong)."""
-        calls = self._calls()
-        if calls is None:
+        found = self._one_table(queue, items)
+        if found is None:
             return False
-        check_name("queue", queue)
-        info = self._cached(queue)
-        if info is None:
-            return False
-        refs = one_table_refs(info, items)
-        if refs is None:
-            return False
+        calls, _, refs = found
         return calls.complete(refs, self._clock.store_now())
 
     def retry(
@@ -169,6 +173,21 @@ class HotPath:
         """:meth:`AsyncQueueClient.renew` of :class:`Leased` items of one
         partition; None when not done (the loop path then runs it, and names
         what is wrong)."""
+        found = self._one_table(queue, items)
+        if found is None:
+            return None
+        calls, info, refs = found
+        if extend is not None:  # after the items, as the loop path checks
+            check_duration("extend", extend)
+        seconds = extend or info.settings.lease_timeout
+        return calls.renew(info, refs, seconds, self._clock.store_now())
+
+    def _one_table(
+        self, queue: str, items: Sequence[RefLike]
+    ) -> tuple[SyncHotCalls, QueueInfo, TableRefs] | None:
+        """The hot calls, ``queue``'s cached settings and ``items`` as the refs
+        of one partition table (:func:`.plans.one_table_refs`), or None when
+        the loop path must run the call."""
         calls = self._calls()
         if calls is None:
             return None
@@ -177,12 +196,7 @@ class HotPath:
         if info is None:
             return None
         refs = one_table_refs(info, items)
-        if refs is None:
-            return None
-        if extend is not None:  # after the items, as the loop path checks
-            check_duration("extend", extend)
-        seconds = extend or info.settings.lease_timeout
-        return calls.renew(info, refs, seconds, self._clock.store_now())
+        return None if refs is None else (calls, info, refs)
 
     def _wake(self, queue: str) -> None:
         """Wake this client's waiting leases of ``queue``, if any, on the loop."""

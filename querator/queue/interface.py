@@ -74,6 +74,7 @@ class AsyncQueueApi(Protocol):
         batch_size: int = 1,
         timeout: float = 0.0,
         kinds: Iterable[str] | None = None,
+        complete: Sequence[RefLike] = (),
     ) -> list[Leased]: ...
 
     async def complete(self, queue: str, items: Sequence[RefLike]) -> None: ...

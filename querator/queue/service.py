@@ -21,7 +21,7 @@ from typing_extensions import Unpack
 from querator.errors import UsageError
 from querator.queue.admin import QueueAdmin
 from querator.queue.backends import open_backend
-from querator.queue.backends.base import Backend, ProduceSteps
+from querator.queue.backends.base import Backend, Kinds, ProduceSteps
 from querator.queue.backends.schema_versions import SchemaReport
 from querator.queue.background import ClientTasks
 from querator.queue.hot_calls import HotPath
@@ -52,7 +52,7 @@ from querator.queue.plans import (
     one_table_refs,
     route_items,
 )
-from querator.queue.routing import Spreader
+from querator.queue.routing import Spreader, lease_order
 from querator.queue.transactions import Transactions
 from querator.queue.validation import (
     MAX_BATCH,
@@ -250,6 +250,7 @@ class AsyncQueueClient:
         batch_size: int = 1,
         timeout: float = 0.0,
         kinds: Iterable[str] | None = None,
+        complete: Sequence[RefLike] = (),
     ) -> list[Leased]:
         """Lease up to ``batch_size`` items, waiting up to ``timeout`` seconds for one.
 
@@ -259,6 +260,12 @@ class AsyncQueueClient:
         ``kinds``, only items whose ``kind`` is one of them are leased (and
         waited for); the others keep their place for the clients that take
         them, untouched.
+
+        ``complete``: leased items of ``queue`` to complete first, as
+        :meth:`complete` does (all or nothing; a failed check raises before
+        anything is leased): a consumer that loops passes its previous batch,
+        and the store does both in one round trip where it can. They stay
+        completed when the lease then times out.
         """
         backend = self._require_open()
         check_name("queue", queue)
@@ -266,12 +273,42 @@ class AsyncQueueClient:
         check_count("batch_size", batch_size, 1, MAX_BATCH)
         check_duration("timeout", timeout, allow_zero=True)
         wanted = check_kinds(kinds)
+        if complete:
+            first = await self._lease_completing(
+                backend, queue, client_id, batch_size, wanted, complete
+            )
+            if first:
+                return first
+            if first is None:  # not done: the plan's path completes them, or names what is wrong
+                await self.complete(queue, complete)
         leased, started = await self._poll.lease(
             backend, self._admin.queue_info, queue, client_id, batch_size, timeout, wanted
         )
         if observing():
             return self._calls.took(queue, client_id, leased, started)
         return leased.items
+
+    async def _lease_completing(
+        self,
+        backend: Backend,
+        queue: str,
+        client_id: str,
+        batch_size: int,
+        wanted: Kinds,
+        complete: Sequence[RefLike],
+    ) -> list[Leased] | None:
+        """Complete ``complete`` (held items of one partition) and lease from one
+        partition in one round trip (:meth:`.backends.base.Backend.lease_completing`):
+        what that leased, or None when it did not run (nothing changed)."""
+        info = None if observing() else self._admin.cached(queue)
+        if info is None or info.paused:
+            return None
+        done = one_table_refs(info, complete)
+        if done is None:
+            return None
+        partition = lease_order(info.settings.partitions)[0]
+        got = await backend.lease_completing(info, partition, client_id, batch_size, wanted, done)
+        return None if got is None else got.items
 
     def watch(self, queue: str) -> Watch:
         """A watch on ``queue``'s wakeups (a produce, a retry or a dead-letter

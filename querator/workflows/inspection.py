@@ -475,9 +475,22 @@ def list_runs(
 ) -> list[RunInfo]:
     """See :func:`list_runs_async` (``name`` is the deprecated old name of ``workflow``)."""
     workflow = _renamed_workflow(workflow, name)
-    return q.call(
-        list_runs_async,
-        q.aio,
+    return q.call(list_runs_in_order, q.aio, status, workflow, since, after, limit, attributes)
+
+
+async def list_runs_in_order(
+    aq: AsyncQueueClient,
+    status: RunStatus | None,
+    workflow: str | None,
+    since: datetime | None,
+    after: str | None,
+    limit: int,
+    attributes: Mapping[str, AttributeValue] | None,
+) -> list[RunInfo]:
+    """:func:`list_runs_async` with every filter given, in order (what the
+    clients' ``list_runs`` forward)."""
+    return await list_runs_async(
+        aq,
         status=status,
         workflow=workflow,
         since=since,

@@ -84,7 +84,7 @@ def _drain(q: Querator, wanted: set[bytes]) -> set[bytes]:
     return delivered
 
 
-@pytest.mark.parametrize("call", ["lease", "complete", "produce"])
+@pytest.mark.parametrize("call", ["lease", "complete", "produce", "lease_completing"])
 def test_a_session_the_server_terminates_loses_no_item(
     call: str, pg_schema_url: str, pg_dsn: str
 ) -> None:
@@ -101,8 +101,10 @@ def test_a_session_the_server_terminates_loses_no_item(
         delivered: set[bytes] = set()
         admin.execute("SELECT pg_terminate_backend(%s)", (_session_pid(q),))
         try:
-            if call == "lease":
-                more = q.lease("cut", client_id="a", batch_size=3)
+            if call in ("lease", "lease_completing"):
+                done = held if call == "lease_completing" else []
+                delivered |= {leased.payload for leased in done}  # leased once: delivered
+                more = q.lease("cut", client_id="a", batch_size=3, complete=done)
                 q.complete("cut", more)
                 delivered |= {leased.payload for leased in more}
             elif call == "complete":

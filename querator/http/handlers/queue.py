@@ -45,6 +45,7 @@ async def produce(aq: AsyncQueueClient, body: ProduceRequest) -> ProduceReply:
 async def lease(state: Any, body: LeaseRequest) -> LeaseReply:
     """Long-poll for up to ``batch_size`` items (454 when none came)."""
     aq: AsyncQueueClient = state.aq
+    done = await refs(aq, body.queue_name, [], body.complete) if body.complete else ()
     leased = await state.unless_stopping(
         lambda: aq.lease(
             body.queue_name,
@@ -52,6 +53,7 @@ async def lease(state: Any, body: LeaseRequest) -> LeaseReply:
             batch_size=body.batch_size,
             timeout=min(body.request_timeout, LONG_POLL_MAX),
             kinds=body.kinds,
+            complete=done,
         )
     )
     return LeaseReply(

@@ -67,6 +67,9 @@ class LeaseRequest(WireModel):
     request_timeout: RequestTimeout = Field(default=0.0, validate_default=True)
     kinds: list[str] | None = None
     """querator's extension: lease only items of these kinds (JSON only)."""
+    complete: list[ItemRef] = Field(default_factory=list)
+    """querator's extension: leased items with versions to complete first, all
+    or nothing, before the lease looks (JSON only)."""
 
     @field_validator("client_id")
     @classmethod

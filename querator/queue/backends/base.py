@@ -264,9 +264,17 @@ class SyncHotCalls(Protocol):
         ...
 
     def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds
-    ) -> Leases:
-        """:meth:`Backend.lease`."""
+        self,
+        queue: QueueInfo,
+        partition: int,
+        client_id: str,
+        limit: int,
+        kinds: Kinds,
+        done: TableRefs | None = None,
+    ) -> Leases | None:
+        """:meth:`Backend.lease`, completing the held items ``done`` first (as
+        :meth:`complete`, in the same round trip where the store can); None
+        when a check of ``done`` failed: nothing changed, nothing leased."""
         ...
 
     def complete(self, refs: TableRefs, now: datetime | None) -> bool:
@@ -296,6 +304,33 @@ class SyncHotCalls(Protocol):
     ) -> list[str]:
         """:meth:`Backend.produce` of items without dedup keys."""
         ...
+
+
+class LocalCalls:
+    """The calls of :class:`Backend` that only a store across a network has:
+    a local store (memory, SQLite) has no round trips to save, so its sync
+    client runs every call on its event loop thread and its completes run as
+    transactions (:meth:`Backend.transact`)."""
+
+    def sync_calls(self) -> None:
+        """None: every call of a sync client runs on its event loop thread."""
+        return None
+
+    async def complete_table(self, refs: TableRefs) -> bool:
+        """False: a complete runs as a transaction (:meth:`Backend.transact`)."""
+        return False
+
+    async def lease_completing(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        client_id: str,
+        limit: int,
+        kinds: Kinds,
+        done: TableRefs,
+    ) -> Leases | None:
+        """None: a complete then a lease, apart (a local store has no round trips)."""
+        return None
 
 
 class Backend(Protocol):
@@ -335,6 +370,22 @@ class Backend(Protocol):
         """Complete held items of one partition table in one statement; False when
         the store has no such call or a check failed (nothing changed): then
         :meth:`transact` must run the plan, and names the reasons."""
+        ...
+
+    async def lease_completing(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        client_id: str,
+        limit: int,
+        kinds: Kinds,
+        done: TableRefs,
+    ) -> Leases | None:
+        """Complete the held items ``done`` (of one partition table of
+        ``queue``) and :meth:`lease` from ``partition`` in one round trip; None
+        when the store has no such call or a check failed (nothing changed,
+        nothing leased): then the caller completes apart, which names the
+        reasons."""
         ...
 
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:

@@ -30,10 +30,10 @@ from querator.queue.backends.base import (
     ItemKey,
     Kinds,
     Leases,
+    LocalCalls,
     NewItem,
     ProduceSteps,
     RetryOp,
-    TableRefs,
     TxnPlan,
     WakeCallback,
     refuse_foreign,
@@ -120,7 +120,7 @@ def _leasable(row: _Row, settings: QueueSettings, now: float) -> bool:
     return row.available_at <= now and not exhausted and row.expire_at > now
 
 
-class MemoryBackend:
+class MemoryBackend(LocalCalls):
     """A store that lives in this process's memory and vanishes with it."""
 
     supports_notify = True
@@ -154,14 +154,6 @@ class MemoryBackend:
         await anyio.sleep_forever()
 
     # -- queues -------------------------------------------------------------
-    def sync_calls(self) -> None:
-        """None: every call of a sync client runs on its event loop thread."""
-        return None
-
-    async def complete_table(self, refs: TableRefs) -> bool:
-        """False: a complete runs as a transaction (:meth:`transact`)."""
-        return False
-
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue; QueueExists if taken."""
         if name in self._queues:

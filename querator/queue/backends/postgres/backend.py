@@ -36,7 +36,7 @@ from querator.queue.backends.base import (
 )
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
-from querator.queue.backends.postgres.array_params import text_array
+from querator.queue.backends.postgres.array_params import int_array, text_array
 from querator.queue.backends.postgres.deadline import MARGIN, Blocked, Cutoffs
 from querator.queue.backends.postgres.dsn import split_dsn
 from querator.queue.backends.postgres.failures import driver_errors, refuse_bad_dsn
@@ -71,7 +71,9 @@ from querator.queue.backends.postgres.transact import (
     complete_at_once,
     complete_table,
     completes_only,
+    in_seq_order,
     one_table_complete,
+    run_self_checked,
     run_transact,
 )
 from querator.queue.backends.schema_versions import SchemaReport
@@ -432,7 +434,31 @@ class PostgresBackend:
                     )
                     cur = await conn.execute(statement, params, binary=True)
                     found = await cur.fetchall()
-        return self.leased_rows(queue, partition, found, by_priority)
+        return self.leased_rows(queue, partition, found, client_id, by_priority)
+
+    async def lease_completing(
+        self,
+        queue: QueueInfo,
+        partition: int,
+        client_id: str,
+        limit: int,
+        kinds: Kinds,
+        done: TableRefs,
+    ) -> Leases | None:
+        """Complete the held items ``done`` (of one partition of ``queue``) and
+        lease from ``partition`` in one statement (:meth:`lease_call`); None when
+        a check failed (nothing changed), or on Citus or a partition leased by
+        priority, where the caller completes apart."""
+        if self._citus or self.prioritized(queue, partition):
+            return None
+        statement, params = self.lease_call(queue, partition, client_id, limit, kinds, done=done)
+        async with self._connect(queue.name) as conn:
+            found = await run_self_checked(
+                conn, queue.name, statement, params, fetch=True, binary=True
+            )
+        if found is None:
+            return None
+        return self.leased_rows(queue, partition, found, client_id, False)
 
     def prioritized(self, queue: QueueInfo, partition: int) -> bool:
         """Whether ``partition`` is leased by priority now (see :meth:`lease`)."""
@@ -455,11 +481,14 @@ class PostgresBackend:
         limit: int,
         kinds: Kinds = None,
         by_priority: bool = False,
+        done: TableRefs | None = None,
     ) -> tuple[bytes, dict[str, Any]]:
         """The statement and parameters of :meth:`lease` (sans I/O: the sync
         shell, :mod:`.sync_calls`, runs them too); run them with ``binary=True``
-        and decode the rows with :meth:`leased_rows`."""
-        statement = stmt.lease_for(self._names, queue.queue_id, partition, by_priority)
+        and decode the rows with :meth:`leased_rows`. With ``done`` (held items
+        of one partition of ``queue``; not ``by_priority``) the statement
+        completes them first (:data:`~.statements.LEASE_COMPLETING`), and a
+        failed check raises an error :func:`.transact.failed_check` recognizes."""
         params = {
             "kinds": None if kinds is None else list(kinds),
             "max_attempts": queue.settings.max_attempts,
@@ -468,18 +497,25 @@ class PostgresBackend:
             "client_id": client_id,
             "now": self._clock.store_now(),
         }
-        return statement, params
+        if done is None:
+            return stmt.lease_for(self._names, queue.queue_id, partition, by_priority), params
+        assert not by_priority, "a priority lease completes apart"
+        seqs, versions = in_seq_order(done)
+        params |= {"seqs": int_array(seqs), "versions": int_array(versions), "count": len(seqs)}
+        names = self._names
+        return stmt.lease_completing_for(names, queue.queue_id, partition, done.partition), params
 
     def leased_rows(
-        self, queue: QueueInfo, partition: int, found: list[Any], by_priority: bool
+        self, queue: QueueInfo, partition: int, found: list[Any], client_id: str, by_priority: bool
     ) -> Leases:
         """The rows of :meth:`lease_call`'s statement as leased records in lease
         order (a priority lease that found no item of another priority left
         returns the partition to the plain lease)."""
-        if by_priority and found and found[-1][0] is None:  # no item of another priority left
-            self._prioritized.discard((queue.queue_id, partition))
+        if found and found[-1][0] is None:  # a marker: nothing leased, or no priority left
+            if by_priority:
+                self._prioritized.discard((queue.queue_id, partition))
             found = [row for row in found if row[0] is not None]
-        return rows.leases_of(queue, partition, found, by_priority)
+        return rows.leases_of(queue, partition, found, client_id, by_priority)
 
     async def next_available_at(self, queue: QueueInfo, kinds: Kinds = None) -> datetime | None:
         """Earliest ``available_at`` of any item (of ``kinds``) that could become

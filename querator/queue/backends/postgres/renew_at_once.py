@@ -15,18 +15,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import psycopg
-
 from querator.queue.backends.base import TableRefs, TxnPlan
 from querator.queue.backends.postgres import rows
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import int_array
-from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import Conn
 from querator.queue.backends.postgres.transact import (
     addresses_plan_queue,
-    failed_check,
     in_seq_order,
+    run_self_checked,
+    table_refs,
 )
 from querator.queue.ids import id_prefix
 from querator.queue.models import Leased, QueueInfo
@@ -82,22 +80,7 @@ async def renew_at_once(
 ) -> list[Leased] | None:
     """Run a :func:`one_table_renew` plan as one autocommit statement: the renewed
     items in the plan's order, or None when some check failed (nothing changed)."""
-    keys = [op.key for op in plan.renew]
-    first = keys[0]
-    refs = TableRefs(
-        first.queue,
-        first.queue_id,
-        first.partition,
-        [key.seq for key in keys],
-        [key.version for key in keys],
-    )
+    refs = table_refs([op.key for op in plan.renew])
     statement, args = renew_call(names, refs, plan.renew[0].extend, now)
-    with driver_errors(first.queue):
-        try:
-            cur = await conn.execute(statement, args)
-            found = await cur.fetchall()
-        except psycopg.Error as exc:
-            if failed_check(exc):
-                return None
-            raise
-    return renewed_rows(plan.queues[first.queue], refs, found)
+    found = await run_self_checked(conn, refs.queue, statement, args, fetch=True)
+    return None if found is None else renewed_rows(plan.queues[refs.queue], refs, found)

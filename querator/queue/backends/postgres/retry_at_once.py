@@ -17,17 +17,15 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-import psycopg
-
 from querator.queue.backends.base import TableRefs, TxnPlan
 from querator.queue.backends.postgres import statements as stmt
 from querator.queue.backends.postgres.array_params import int_array, text_array
-from querator.queue.backends.postgres.failures import driver_errors
 from querator.queue.backends.postgres.items import Conn
 from querator.queue.backends.postgres.transact import (
     addresses_plan_queue,
-    failed_check,
     in_seq_order,
+    run_self_checked,
+    table_refs,
 )
 
 
@@ -80,22 +78,7 @@ def retry_call(
 async def retry_at_once(conn: Conn, names: stmt.Names, plan: TxnPlan, now: datetime | None) -> bool:
     """Run a :func:`one_table_retry` plan as one autocommit statement. False when
     some check failed: then nothing changed."""
-    keys = [op.key for op in plan.retry]
-    first = keys[0]
-    refs = TableRefs(
-        first.queue,
-        first.queue_id,
-        first.partition,
-        [key.seq for key in keys],
-        [key.version for key in keys],
-    )
-    woken = ({first.queue} - plan.silent) | plan.wake
+    refs = table_refs([op.key for op in plan.retry])
+    woken = ({refs.queue} - plan.silent) | plan.wake
     statement, args = retry_call(names, refs, plan.retry[0].retry_at, woken, plan.durable, now)
-    with driver_errors(first.queue):
-        try:
-            await conn.execute(statement, args)
-        except psycopg.Error as exc:
-            if failed_check(exc):
-                return False
-            raise
-    return True
+    return await run_self_checked(conn, refs.queue, statement, args) is not None

@@ -175,11 +175,12 @@ def _priority_order(row: Sequence[Any]) -> tuple[int, datetime, int]:
 
 
 def leases_of(
-    queue: QueueInfo, partition: int, found: list[Any], by_priority: bool = False
+    queue: QueueInfo, partition: int, found: list[Any], client_id: str, by_priority: bool = False
 ) -> Leases:
-    """The rows a lease statement of ``partition`` returned, as leased records in
-    lease order (``by_priority``: higher priorities first) with how long each
-    waited (sorts ``found`` in place)."""
+    """The rows a lease statement of ``partition`` by ``client_id`` returned
+    (:data:`~.statements.LEASED_COLUMNS`), as leased records in lease order
+    (``by_priority``: higher priorities first) with how long each waited (sorts
+    ``found`` in place)."""
     found.sort(key=_priority_order if by_priority else _LEASE_ORDER)
     timeout = float(queue.settings.lease_timeout)
     name = queue.name
@@ -189,6 +190,8 @@ def leases_of(
     items, waited = leases
     for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
         values = _values(name, partition, prefix, row[1:])
+        deadline = values["available_at"] = values["lease_deadline"]
+        values["client_id"] = client_id
         items.append(_record(Leased, values, fields_set))
-        waited.append((values["lease_deadline"] - row[0]).total_seconds() - timeout)
+        waited.append((deadline - row[0]).total_seconds() - timeout)
     return leases

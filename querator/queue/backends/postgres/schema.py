@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -144,9 +144,16 @@ MOVED: Final = ("payload", "kind", "encoding", "reference", "headers", "priority
 """The columns a dead-lettered item carries into its dead queue."""
 
 
-def item_select(alias: str) -> str:
-    """Every item column of the table aliased ``alias``, in table order, as read."""
-    return ", ".join(f"{alias}.{c.name}" + (f"::{c.read_as}" if c.read_as else "") for c in READ)
+def item_select(alias: str, derived: Collection[str] = ()) -> str:
+    """Every item column of the table aliased ``alias``, in table order, as read;
+    those named in ``derived`` (the reader knows them) as typed NULLs, which
+    cost nothing to decode."""
+    return ", ".join(
+        f"NULL::{c.read_type}"
+        if c.name in derived
+        else f"{alias}.{c.name}" + (f"::{c.read_as}" if c.read_as else "")
+        for c in READ
+    )
 
 
 def item_row(values: Mapping[str, str], typed: bool = False) -> str:

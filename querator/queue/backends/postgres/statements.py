@@ -165,6 +165,14 @@ ITEM_COLUMNS: Final = sql.SQL(item_select("t"))
 """The item columns :func:`rows.item` maps, in order; the table is aliased ``t``
 (:data:`~.schema.ITEM_TABLE`)."""
 
+DERIVED_ON_LEASE: Final = ("available_at", "client_id")
+"""The item columns a lease does not return: after a lease ``available_at`` is
+``lease_deadline`` and ``client_id`` the leasing client's
+(:func:`~.rows.leases_of` fills them in)."""
+
+LEASED_COLUMNS: Final = sql.SQL(item_select("t", DERIVED_ON_LEASE))
+""":data:`ITEM_COLUMNS` as a lease returns them (:data:`DERIVED_ON_LEASE` NULL)."""
+
 UNKEYED: Final = tuple(c for c in GIVEN if c.name != "dedup_key")
 """The per-item arrays of an insert of items without dedup keys."""
 
@@ -349,9 +357,8 @@ _MARKER: Final = "\nUNION ALL SELECT NULL::timestamptz, " + item_row({}, typed=T
 """A row shaped like a leased one whose ``lease_order`` is NULL: what
 :data:`LEASE_BY_PRIORITY` adds when no item has a priority other than 0 any more."""
 
-LEASE: Final = sql.SQL(
+_PICK: Final = (
     """
-WITH picked AS (
     SELECT seq, available_at AS lease_order
     FROM {table}
     WHERE """
@@ -361,14 +368,23 @@ WITH picked AS (
     ORDER BY available_at, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+"""
 )
-UPDATE {table} AS t"""
+"""The first leasable items of a partition whose items all have priority 0
+(see :data:`LEASE`), locked: the CTE ``picked``."""
+
+_TAKE: Final = (
+    """UPDATE {table} AS t"""
     + _LEASE_SET
     + """FROM picked
 WHERE t.seq = picked.seq
 RETURNING picked.lease_order, {columns}
 """
 )
+"""Leases the rows of ``picked``, returning each with its ``available_at``
+before the lease."""
+
+LEASE: Final = sql.SQL("\nWITH picked AS (" + _PICK + ")\n" + _TAKE)
 """Leases the first leasable items of a partition (of the given kinds, unless
 ``kinds`` is NULL) by ``(available_at, seq)``; rows another client locks are
 skipped. The lease of a partition whose items all have priority 0: a queue that
@@ -376,6 +392,45 @@ never uses priorities pays one probe of an empty index (the partial priority
 index, :data:`.schema.CREATE_PRIORITY_INDEX`) for it. While some item has
 another priority it leases nothing; the caller then finds that with
 :data:`PRIORITIZED` and leases with :data:`LEASE_BY_PRIORITY`."""
+
+_GONE: Final = (
+    """
+gone AS (
+    DELETE FROM {done} AS t
+    USING unnest(%(seqs)s::bigint[], %(versions)s::integer[]) AS w(seq, version)
+    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > """
+    + NOW
+    + """
+    RETURNING t.seq, t.leased_at
+)"""
+)
+"""Deletes the held items of one partition table (``done``) whose (seq, version)
+match and whose lease holds: the CTE ``gone`` of :data:`COMPLETE_CHECKED` and
+:data:`LEASE_COMPLETING`."""
+
+_CHECKED: Final = (
+    "SELECT CASE WHEN count(*) = %(count)s::bigint THEN count(*) ELSE {schema}.check_failed() END"
+)
+"""The count of ``gone``, or ``check_failed()`` when it is not ``count``."""
+
+LEASE_COMPLETING: Final = sql.SQL(
+    "WITH"
+    + _GONE
+    + ",\nchecked AS ("
+    + _CHECKED
+    + " FROM gone),\npicked AS ("
+    + _PICK
+    + "),\nleased AS (\n"
+    + _TAKE
+    + ")\nSELECT leased.* FROM checked LEFT JOIN leased ON true\n"
+)
+"""Completes held items of one partition table (``done``) as
+:data:`COMPLETE_CHECKED` does, all or none, and leases as :data:`LEASE` in the
+same statement: a looping consumer's one round trip. ``checked`` is the outer
+side of the join, so it is always evaluated; when nothing was leased the one
+row is all NULL (a NULL ``lease_order``, like :data:`LEASE_BY_PRIORITY`'s
+marker). The completed rows are held, so never leasable: no row is touched
+twice."""
 
 
 def _levels(name: str, sign: str) -> str:
@@ -616,16 +671,11 @@ CHECK_FAILED_STATE: Final = "QR409"
 stale, missing or unleased item and changed nothing."""
 
 COMPLETE_CHECKED: Final = sql.SQL(
-    """
-WITH gone AS (
-    DELETE FROM {table} AS t
-    USING unnest(%(seqs)s::bigint[], %(versions)s::integer[]) AS w(seq, version)
-    WHERE t.seq = w.seq AND t.version = w.version AND t.lease_deadline > """
-    + NOW
-    + """
-    RETURNING t.seq, t.leased_at
-)
-SELECT CASE WHEN count(*) = %(count)s::bigint THEN count(*) ELSE {schema}.check_failed() END,
+    "WITH"
+    + _GONE
+    + "\n"
+    + _CHECKED
+    + """,
        array_agg(extract(epoch FROM """
     + NOW
     + """ - leased_at)::float8) FILTER (WHERE leased_at IS NOT NULL)
@@ -843,14 +893,27 @@ def lease_for(names: Names, queue_id: int, partition: int, by_priority: bool = F
     """:data:`LEASE` (or :data:`LEASE_BY_PRIORITY`) on one partition table."""
     table = names.partition(queue_id, partition)
     statement = LEASE_BY_PRIORITY if by_priority else LEASE
-    return statement.format(table=table, columns=ITEM_COLUMNS).as_bytes(None)
+    return statement.format(table=table, columns=LEASED_COLUMNS).as_bytes(None)
+
+
+@functools.lru_cache(maxsize=4096)
+def lease_completing_for(names: Names, queue_id: int, partition: int, done: int) -> bytes:
+    """:data:`LEASE_COMPLETING` leasing from one partition table of a queue and
+    completing in its partition ``done``."""
+    statement = LEASE_COMPLETING.format(
+        table=names.partition(queue_id, partition),
+        done=names.partition(queue_id, done),
+        schema=names.schema_id,
+        columns=LEASED_COLUMNS,
+    )
+    return statement.as_bytes(None)
 
 
 @functools.lru_cache(maxsize=4096)
 def complete_for(names: Names, queue_id: int, partition: int) -> bytes:
     """:data:`COMPLETE_CHECKED` on one partition table."""
     table = names.partition(queue_id, partition)
-    return COMPLETE_CHECKED.format(table=table, schema=names.schema_id).as_bytes(None)
+    return COMPLETE_CHECKED.format(done=table, schema=names.schema_id).as_bytes(None)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -77,9 +77,10 @@ class LeasePlans(Protocol):
         limit: int,
         kinds: Kinds = None,
         by_priority: bool = False,
+        done: TableRefs | None = None,
     ) -> tuple[bytes, dict[str, Any]]: ...
     def leased_rows(
-        self, queue: QueueInfo, partition: int, found: list[Any], by_priority: bool
+        self, queue: QueueInfo, partition: int, found: list[Any], client_id: str, by_priority: bool
     ) -> Leases: ...
 
 
@@ -147,13 +148,36 @@ class SyncCalls:
             return sum(1 for c in self._all if not c.closed)
 
     def lease(
-        self, queue: QueueInfo, partition: int, client_id: str, limit: int, kinds: Kinds
-    ) -> Leases:
-        """:meth:`.backend.PostgresBackend.lease`, on this thread's session."""
+        self,
+        queue: QueueInfo,
+        partition: int,
+        client_id: str,
+        limit: int,
+        kinds: Kinds,
+        done: TableRefs | None = None,
+    ) -> Leases | None:
+        """:meth:`.backend.PostgresBackend.lease`, on this thread's session,
+        completing ``done`` first in the same statement (apart on Citus or in a
+        partition leased by priority); None when a check of ``done`` failed
+        (nothing changed)."""
         plans = self._plans
         by_priority = plans.prioritized(queue, partition)
-        statement, params = plans.lease_call(queue, partition, client_id, limit, kinds, by_priority)
-        found = self._run(queue.name, statement, params, binary=True, fetch=True)
+        apart = by_priority or self._citus
+        statement, params = plans.lease_call(
+            queue, partition, client_id, limit, kinds, by_priority, None if apart else done
+        )
+        if done is not None and apart:
+            if not self.complete(done, params["now"]):
+                return None
+            done = None
+        try:
+            found = self._run(
+                queue.name, statement, params, binary=True, fetch=True, checked=done is not None
+            )
+        except _CheckFailed:
+            return None
+        if done is not None:  # LEASE_COMPLETING's all-NULL row when it leased nothing
+            found = [row for row in found if row[0] is not None]
         if not found and not by_priority:
             probe = self._run(queue.name, plans.probe_call(queue, partition), {}, fetch=True)
             if probe and probe[0][0]:
@@ -162,7 +186,7 @@ class SyncCalls:
                     queue, partition, client_id, limit, kinds, by_priority
                 )
                 found = self._run(queue.name, statement, params, binary=True, fetch=True)
-        return plans.leased_rows(queue, partition, found, by_priority)
+        return plans.leased_rows(queue, partition, found, client_id, by_priority)
 
     def complete(self, refs: TableRefs, now: datetime | None) -> bool:
         """The backend's ``transact`` path 1 (:func:`.transact.complete_at_once`)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
@@ -225,15 +225,41 @@ def complete_call(
     names: stmt.Names, keys: list[ItemKey], now: datetime | None
 ) -> tuple[bytes, dict[str, Any]]:
     """:func:`table_complete_call` for the keys of one table."""
+    return table_complete_call(names, table_refs(keys), now)
+
+
+def table_refs(keys: Sequence[ItemKey]) -> TableRefs:
+    """The keys of items of one table (the first key's) as :class:`TableRefs`."""
     first = keys[0]
-    refs = TableRefs(
+    return TableRefs(
         first.queue,
         first.queue_id,
         first.partition,
         [key.seq for key in keys],
         [key.version for key in keys],
     )
-    return table_complete_call(names, refs, now)
+
+
+async def run_self_checked(
+    conn: Conn,
+    queue: str,
+    statement: bytes,
+    args: dict[str, Any],
+    *,
+    fetch: bool = False,
+    binary: bool = False,
+) -> list[Any] | None:
+    """Run a self-checking autocommit statement: the rows it returned (none
+    unless ``fetch``; in binary with ``binary``), or None when a check failed
+    (nothing changed)."""
+    with driver_errors(queue):
+        try:
+            cur = await conn.execute(statement, args, binary=binary)
+            return await cur.fetchall() if fetch else []
+        except psycopg.Error as exc:
+            if failed_check(exc):
+                return None
+            raise
 
 
 def table_complete_call(

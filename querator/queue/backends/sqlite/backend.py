@@ -23,9 +23,9 @@ from querator.errors import Unavailable
 from querator.queue.backends.base import (
     Kinds,
     Leases,
+    LocalCalls,
     NewItem,
     ProduceSteps,
-    TableRefs,
     TxnPlan,
     WakeCallback,
     wake_only,
@@ -53,7 +53,7 @@ __all__ = ["SqliteBackend"]
 T = TypeVar("T")
 
 
-class SqliteBackend:
+class SqliteBackend(LocalCalls):
     """A :class:`~querator.queue.backends.base.Backend` on one SQLite database file."""
 
     supports_notify: bool
@@ -124,14 +124,6 @@ class SqliteBackend:
         await self._wakeup.listen(on_wake, on_ready)
 
     # -- queues -------------------------------------------------------------
-    def sync_calls(self) -> None:
-        """None: every call of a sync client runs on its event loop thread."""
-        return None
-
-    async def complete_table(self, refs: TableRefs) -> bool:
-        """False: a complete runs as a transaction (:meth:`transact`)."""
-        return False
-
     async def create_queue(self, name: str, settings: QueueSettings) -> QueueInfo:
         """Create the queue and its partition tables; QueueExists if taken."""
         return await self._call(
