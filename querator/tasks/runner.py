@@ -61,10 +61,12 @@ class Hands:
     """Handles one item in a task of its own (the general path)."""
     finished: Callable[[Leased], None]
     """Called for each item handled by ``run_batch`` once it is."""
-    more: Callable[[int], Awaitable[list[Leased]]] | None = None
-    """Leases up to ``n`` more items, in hand once returned (none: stopping,
-    nothing leasable now, or the store away). None: the worker leases on its
-    own only."""
+    more: Callable[[int, list[Leased]], Awaitable[list[Leased]]] | None = None
+    """Completes the items given and leases up to ``n`` more in one call (in
+    hand once returned; none: stopping, nothing leasable now, or the store
+    away after the complete); raises :class:`~querator.errors.Conflict` when
+    a lease of them was lost (nothing changed then), or what the complete
+    raised. None: the worker leases on its own only."""
 
 
 class TaskRunner:
@@ -143,16 +145,14 @@ class TaskRunner:
     ) -> None:
         """Run a leased batch of task items, from one task: each async attempt
         starts at once (:mod:`querator.tasks.eager`), and the attempts that
-        finish in that first step are completed together at the end (while
-        as many more are leased with ``hands.more``, if given, and run the
-        same way: one complete in flight a batch, at most). An
-        item that needs more goes on elsewhere: ``hands.alone`` in a task of
+        finish in that first step are completed together at the end (with
+        the lease of as many more in one call, ``hands.more``, if given, run
+        the same way). An item that needs more goes on elsewhere: ``hands.alone`` in a task of
         ``hands.group`` (sync tasks, timeouts, limits, anything to
         dead-letter), or a task of its own for its outcome; an attempt that
         suspends goes on in this task and the batch's other items in a new
         one (``done``: items finished already, completed with this batch's)."""
         done = [] if done is None else done
-        completing: anyio.Event | None = None
         while True:
             suspended = self._start_each(batch, hands, done)
             if suspended is not None:
@@ -165,16 +165,22 @@ class TaskRunner:
             if hands.more is None:
                 await self._complete(done, hands.finished)
                 return
-            try:  # one complete in flight a batch, at most
-                if completing is not None:
-                    await completing.wait()
+            try:  # complete them and lease as many more, in one call
+                batch = await hands.more(len(done), done)
+            except Conflict:  # a lease of them was lost: nothing changed; each alone
+                await self._complete(done, hands.finished)
+                return
+            except Exception:  # the store away: complete them on their own (riding it)
+                log.debug("complete with a lease failed; completing alone", exc_info=True)
+                await self._complete(done, hands.finished)
+                return
             except BaseException:
                 for item in done:
                     hands.finished(item)
                 raise
-            completing = anyio.Event()
-            hands.group.start_soon(self._complete, done, hands.finished, completing)
-            batch, done = await hands.more(len(done)), []
+            for item in done:
+                hands.finished(item)
+            done = []
             if not batch:
                 return
 
@@ -273,21 +279,13 @@ class TaskRunner:
             if finished is not None:
                 finished(current)
 
-    async def _complete(
-        self,
-        done: list[Leased],
-        finished: Callable[[Leased], None],
-        ended: anyio.Event | None = None,
-    ) -> None:
-        """Complete the items whose attempts finished at once, together (``ended``:
-        set after)."""
+    async def _complete(self, done: list[Leased], finished: Callable[[Leased], None]) -> None:
+        """Complete the items whose attempts finished at once, together."""
         try:
             errors = await self.completions.complete_many(done)
         finally:
             for leased in done:
                 finished(leased)
-            if ended is not None:
-                ended.set()
         for leased, error in zip(done, errors, strict=True):
             if isinstance(error, Conflict):
                 log.warning("task %s lost its lease: outcome dropped (%s)", leased.id, error)

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from querator import AsyncQuerator
+from querator.queue.models import Leased
 from querator.tasks import task
 from querator.tasks.eager import start
 from querator.workflows.engine.worker import AsyncWorker
@@ -106,13 +107,26 @@ async def test_a_worker_runs_a_batch_of_quick_and_suspending_attempts_each_once(
 
 async def test_quick_attempts_are_completed_a_batch_at_a_time(aq: AsyncQuerator) -> None:
     sizes: list[int] = []
-    complete = aq.complete
+    complete, lease = aq.complete, aq.lease
+
+    leasing_now: list[bool] = []
 
     async def counted(queue: str, items: Any) -> None:
-        sizes.append(len(items))
+        if not leasing_now:  # a store that completes before a lease calls this
+            sizes.append(len(items))
         await complete(queue, items)
 
+    async def leasing(queue: str, **options: Any) -> list[Leased]:
+        if options.get("complete"):
+            sizes.append(len(options["complete"]))
+        leasing_now.append(True)
+        try:
+            return await lease(queue, **options)
+        finally:
+            leasing_now.pop()
+
     aq.complete = counted  # type: ignore[method-assign]
+    aq.lease = leasing  # type: ignore[method-assign]
     await _drain(aq, [((f"k{i}", False), {}) for i in range(40)])
     assert sum(sizes) == 40
     assert len(sizes) <= 10  # batches of the leases' size (8), not one call per item

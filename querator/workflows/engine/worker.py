@@ -15,7 +15,7 @@ from anyio.abc import TaskGroup
 from typing_extensions import Unpack
 
 from querator.clock import using
-from querator.errors import Conflict
+from querator.errors import Conflict, RequestTimeout
 from querator.queue.client import QueueClient
 from querator.queue.harness import RELEASE_WITHIN, LeaseWorker, run_sync
 from querator.queue.models import Leased
@@ -262,22 +262,23 @@ class AsyncWorker(LeaseWorker):
         self._held.pop(leased.id, None)
         self._handled()
 
-    def _more(self, queue: str) -> Callable[[int], Awaitable[list[Leased]]]:
-        """How a batch of tasks of ``queue`` that finished leases as many more
-        while its items are completed (:class:`Hands`'s ``more``). Only for a
+    def _more(self, queue: str) -> Callable[[int, list[Leased]], Awaitable[list[Leased]]]:
+        """How a batch of tasks of ``queue`` that finished completes its items
+        and leases as many more in one call (:class:`Hands`'s ``more``). Only for a
         worker that leases from one queue: its slots go on serving that queue,
         and no other queue's lease loop waits for them."""
         kinds = self.served.kinds(queue)
 
-        async def more(count: int) -> list[Leased]:
+        async def more(count: int, done: list[Leased]) -> list[Leased]:
             if self.stop_requested:
+                await self.aq.complete(queue, done)
                 return []
             try:
                 leased = await self.aq.lease(
-                    queue, client_id=self.client_id, batch_size=count, kinds=kinds
+                    queue, client_id=self.client_id, batch_size=count, kinds=kinds, complete=done
                 )
-            except Exception:  # nothing leasable now (RequestTimeout), or the store
-                return []  # away: the lease loop leases next, riding an outage
+            except RequestTimeout:  # nothing leasable now: the items stay completed
+                return []
             for item in leased:
                 self._took_in_hand(item)
             return leased
