@@ -22,6 +22,7 @@ connection breaks mid-commit).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -66,25 +67,36 @@ class Completions:
         """Complete ``leased`` (with the items finishing about now); raises what
         its own complete would (:class:`~querator.errors.Conflict` when its
         lease was lost)."""
-        queue = self._queues.get(leased.queue)
+        [error] = await self.complete_many([leased])
+        if error is not None:
+            raise error
+
+    async def complete_many(self, items: Sequence[Leased]) -> list[BaseException | None]:
+        """Complete ``items`` (of one queue) with the items finishing about now;
+        what each one's own complete would raise, in order (None: completed)."""
+        queue = self._queues.get(items[0].queue)
         if queue is None:
-            queue = self._queues[leased.queue] = _Queue()
-        me = _Finished(leased)
-        queue.waiting.append(me)
+            queue = self._queues[items[0].queue] = _Queue()
+        mine = [_Finished(leased) for leased in items]
+        queue.waiting.extend(mine)
         try:
-            while not me.done:
+            while not all(me.done for me in mine):
                 if queue.running is None:
                     await self._lead(queue)
                 else:
                     await queue.running.wait()
         except BaseException:
-            if me in queue.waiting:
-                queue.waiting.remove(me)
+            queue.waiting = [other for other in queue.waiting if other not in mine]
             raise
-        if me.error is not None:
-            raise me.error
-        if me.alone:
-            await self._aq.complete(leased.queue, [leased])
+        errors: list[BaseException | None] = []
+        for me in mine:
+            if me.alone and me.error is None:
+                try:
+                    await self._aq.complete(me.leased.queue, [me.leased])
+                except Exception as exc:
+                    me.error = exc
+            errors.append(me.error)
+        return errors
 
     async def _lead(self, queue: _Queue) -> None:
         running = queue.running = anyio.Event()

@@ -1,5 +1,8 @@
 """Running task items in a worker: one attempt under a kept lease, then one
-statement for its outcome (complete; retry later; defer; dead-letter).
+statement for its outcome (:mod:`querator.tasks.outcomes`: complete; retry
+later; defer; dead-letter). A leased batch of async tasks runs from one task
+of the event loop (:meth:`TaskRunner.run_batch`), each attempt started at
+once (:mod:`querator.tasks.eager`).
 
 A task item is never dropped: what cannot run (arguments that no longer fit,
 a task this worker does not know, attempts used up by workers that died
@@ -12,44 +15,58 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import traceback
-from collections.abc import Mapping
-from datetime import timedelta
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, cast
 
 import anyio
+from anyio.abc import TaskGroup
 
-from querator.errors import Conflict, InvalidArgument, QueueNotFound
+from querator.errors import Conflict, InvalidArgument
 from querator.limits.admission import Entry, Limited, Limits
-from querator.queue.dead_reasons import MAX_REASON, marked
 from querator.queue.harness.renewal import Kept, Renewer
-from querator.queue.models import Item, Leased
+from querator.queue.models import Leased
 from querator.queue.service import AsyncQueueClient
-from querator.tasks import parking
+from querator.tasks import eager, parking
 from querator.tasks.completions import Completions
 from querator.tasks.errors import TaskTimeout
-from querator.tasks.layout import (
-    DEAD_SETTINGS,
-    PRIOR_HEADER,
-    RESULTS_SETTINGS,
-    TASK_DEAD_QUEUE,
-    TaskRecord,
-    prior_attempts,
-    record_item,
-    task_name,
-)
-from querator.tasks.layout import TASK_RESULTS_QUEUE as RESULTS
+from querator.tasks.layout import PRIOR_HEADER, TASK_LEASE, prior_attempts, task_name
+from querator.tasks.outcomes import Outcomes
 from querator.tasks.spec import TaskSpec, registered_task
 from querator.tasks.threads import SyncCalls
 from querator.workflows.errors import Defer
-from querator.workflows.retry import RetryDecision
 
-__all__ = ["TaskRunner"]
+__all__ = ["Hands", "TaskRunner"]
 
 log = logging.getLogger("querator.tasks")
 
-TRACEBACK_LIMIT = 8192
-"""Characters of a failure's traceback kept in its result record (the end)."""
+
+class _Suspended(NamedTuple):
+    """An attempt of a batch that suspended in its first step, and the items after it."""
+
+    leased: Leased
+    fn: TaskSpec[..., Any]
+    attempt: int
+    started: eager.Started
+    rest: Sequence[Leased]
+
+
+@dataclass(frozen=True, slots=True)
+class Hands:
+    """What a worker lends :meth:`TaskRunner.run_batch`."""
+
+    group: TaskGroup
+    """Where items that take longer go on (the worker's items)."""
+    alone: Callable[[Leased], Coroutine[Any, Any, None]]
+    """Handles one item in a task of its own (the general path)."""
+    finished: Callable[[Leased], None]
+    """Called for each item handled by ``run_batch`` once it is."""
+    more: Callable[[int, list[Leased]], Awaitable[list[Leased]]] | None = None
+    """Completes the items given and leases up to ``n`` more in one call (in
+    hand once returned; none: stopping, nothing leasable now, or the store
+    away after the complete); raises :class:`~querator.errors.Conflict` when
+    a lease of them was lost (nothing changed then), or what the complete
+    raised. None: the worker leases on its own only."""
 
 
 class TaskRunner:
@@ -73,6 +90,8 @@ class TaskRunner:
         """Runs the sync task functions (:meth:`close` ends its threads)."""
         self.completions = Completions(aq)
         """Completes the items whose attempt succeeded, together (one statement a bunch)."""
+        self.outcomes = Outcomes(aq, self.completions)
+        """Stores the attempts' outcomes."""
 
     def close(self) -> None:
         """End the threads of the sync tasks (once their calls are done)."""
@@ -87,7 +106,9 @@ class TaskRunner:
         name = task_name(leased.kind)
         fn = self.find(name)
         if fn is None:
-            await self._dead(leased, f"no task {name!r} is defined in the worker that leased it")
+            await self.outcomes.dead(
+                leased, f"no task {name!r} is defined in the worker that leased it"
+            )
             return
         attempt = prior_attempts(leased.headers) + leased.attempts
         limit = fn.retry.max_attempts
@@ -96,18 +117,18 @@ class TaskRunner:
                 f"attempt {attempt} of task {name!r}, which allows {limit}: an earlier"
                 " attempt's worker stopped without finishing (its lease expired)"
             )
-            await self._dead(leased, reason)
+            await self.outcomes.dead(leased, reason)
             return
         try:
             args, kwargs = _decode(fn, leased.payload)
         except InvalidArgument as exc:
-            await self._dead(leased, f"task {name!r}: {exc}")
+            await self.outcomes.dead(leased, f"task {name!r}: {exc}")
             return
         entry = await self._enter(leased, fn, args, kwargs)
         if entry is None:
             return
         if entry.defer is not None:
-            await self._defer(leased, attempt, Defer(entry.defer))
+            await self.outcomes.defer(leased, attempt, Defer(entry.defer))
             return
         log.debug("task %s %s: attempt %d", name, leased.reference, attempt)
         try:
@@ -115,9 +136,163 @@ class TaskRunner:
         finally:
             await self.limits.leave(entry)
         try:
-            await self._store(current, fn, attempt, outcome)
+            await self.outcomes.store(current, fn, attempt, outcome)
         except Conflict as exc:
             log.warning("task %s %s lost its lease: outcome dropped (%s)", name, leased.id, exc)
+
+    async def run_batch(
+        self, batch: Sequence[Leased], hands: Hands, done: list[Leased] | None = None
+    ) -> None:
+        """Run a leased batch of task items, from one task: each async attempt
+        starts at once (:mod:`querator.tasks.eager`), and the attempts that
+        finish in that first step are completed together at the end (with
+        the lease of as many more in one call, ``hands.more``, if given, run
+        the same way). An item that needs more goes on elsewhere: ``hands.alone`` in a task of
+        ``hands.group`` (sync tasks, timeouts, limits, anything to
+        dead-letter), or a task of its own for its outcome; an attempt that
+        suspends goes on in this task and the batch's other items in a new
+        one (``done``: items finished already, completed with this batch's)."""
+        done = [] if done is None else done
+        while True:
+            suspended = self._start_each(batch, hands, done)
+            if suspended is not None:
+                if suspended.rest or done:
+                    hands.group.start_soon(self.run_batch, suspended.rest, hands, done)
+                await self._go_on(suspended, hands.finished)
+                return
+            if not done:
+                return
+            if hands.more is None:
+                await self._complete(done, hands.finished)
+                return
+            try:  # complete them and lease as many more, in one call
+                batch = await hands.more(len(done), done)
+            except Conflict:  # a lease of them was lost: nothing changed; each alone
+                await self._complete(done, hands.finished)
+                return
+            except Exception:  # the store away: complete them on their own (riding it)
+                log.debug("complete with a lease failed; completing alone", exc_info=True)
+                await self._complete(done, hands.finished)
+                return
+            except BaseException:
+                for item in done:
+                    hands.finished(item)
+                raise
+            for item in done:
+                hands.finished(item)
+            done = []
+            if not batch:
+                return
+
+    def _start_each(
+        self, batch: Sequence[Leased], hands: Hands, done: list[Leased]
+    ) -> _Suspended | None:
+        """Start the attempts of ``batch`` in turn (see :meth:`run_batch`) until
+        one suspends: that one and the items after it, returned."""
+        index = 0
+        try:
+            for index, leased in enumerate(batch):
+                call = self._eager_call(leased)
+                if call is None:
+                    hands.group.start_soon(hands.alone, leased)
+                    continue
+                fn, args, kwargs = call
+                attempt = prior_attempts(leased.headers) + leased.attempts
+                log.debug("task %s %s: attempt %d", fn.name, leased.reference, attempt)
+                started = eager.start(fn.fn, args, kwargs)
+                if not started.done:
+                    return _Suspended(leased, fn, attempt, started, batch[index + 1 :])
+                if fn.keep_result or isinstance(started.outcome, (BaseException, Defer)):
+                    outcome = started.outcome
+                    hands.group.start_soon(
+                        self._outcome, leased, fn, attempt, outcome, hands.finished
+                    )
+                else:
+                    done.append(leased)
+        except BaseException:  # KeyboardInterrupt in a task: what is left is not in hand
+            for left in [*done, *batch[index:]]:
+                hands.finished(left)
+            raise
+        return None
+
+    def _eager_call(self, leased: Leased) -> tuple[TaskSpec[..., Any], tuple[Any, ...], Any] | None:
+        """The task of ``leased`` and its arguments when its attempt may start at
+        once (async, no timeout, lease timeout or limits; not past its attempts;
+        arguments that decode), else None."""
+        fn = self.find(task_name(leased.kind))
+        if (
+            fn is None
+            or not fn.is_async
+            or fn.timeout is not None
+            or fn.lease_timeout is not None
+            or fn.concurrency is not None
+            or fn.rate_limit is not None
+        ):
+            return None
+        limit = fn.retry.max_attempts
+        if limit and prior_attempts(leased.headers) + leased.attempts > limit:
+            return None
+        try:
+            args, kwargs = _decode(fn, leased.payload)
+        except InvalidArgument:
+            return None
+        return fn, args, kwargs
+
+    async def _go_on(self, suspended: _Suspended, finished: Callable[[Leased], None]) -> None:
+        """The rest of an attempt that suspended, under a kept lease, and its outcome."""
+        leased, fn, attempt, started, _ = suspended
+        try:
+            try:
+                extend = (await self.aq.queue_info(leased.queue)).settings.lease_timeout
+            except Exception:  # the store away: the attempt goes on, renewed by the default
+                extend = TASK_LEASE
+            kept = self.renewer.keep(leased, extend, extend / 3)
+            self._running[leased.id] = kept
+            outcome: Any
+            try:
+                outcome = await cast(Awaitable[Any], started.rest)
+            except Exception as exc:
+                outcome = exc
+            finally:
+                self._running.pop(leased.id, None)
+                current = await self.renewer.release(kept)
+            await self._outcome(current, fn, attempt, outcome, None)
+        finally:
+            finished(leased)
+
+    async def _outcome(
+        self,
+        current: Leased,
+        fn: TaskSpec[..., Any],
+        attempt: int,
+        outcome: Any,
+        finished: Callable[[Leased], None] | None,
+    ) -> None:
+        """Store an attempt's outcome (``finished``: called after)."""
+        try:
+            await self.outcomes.store(current, fn, attempt, outcome)
+        except Conflict as exc:
+            log.warning("task %s %s lost its lease: outcome dropped (%s)", fn.name, current.id, exc)
+        except Exception:
+            log.exception("task item %s failed; its lease will expire", current.id)
+        finally:
+            if finished is not None:
+                finished(current)
+
+    async def _complete(self, done: list[Leased], finished: Callable[[Leased], None]) -> None:
+        """Complete the items whose attempts finished at once, together."""
+        try:
+            errors = await self.completions.complete_many(done)
+        finally:
+            for leased in done:
+                finished(leased)
+        for leased, error in zip(done, errors, strict=True):
+            if isinstance(error, Conflict):
+                log.warning("task %s lost its lease: outcome dropped (%s)", leased.id, error)
+            elif error is not None:
+                log.error(
+                    "task item %s not completed (%r); its lease will expire", leased.id, error
+                )
 
     async def _enter(
         self, leased: Leased, fn: TaskSpec[..., Any], args: tuple[Any, ...], kwargs: Any
@@ -128,7 +303,7 @@ class TaskRunner:
         try:
             concurrency_key, rate_key = fn.limit_keys(args, kwargs)
         except InvalidArgument as exc:
-            await self._dead(leased, f"task {fn.name!r}: {exc}")
+            await self.outcomes.dead(leased, f"task {fn.name!r}: {exc}")
             return None
         limited = Limited(
             owner=fn.name,
@@ -182,117 +357,6 @@ class TaskRunner:
             return False
         log.info("task item %s (%s) released", item_id, kept.current.kind)
         return True
-
-    async def _store(
-        self, current: Leased, fn: TaskSpec[..., Any], attempt: int, outcome: Any
-    ) -> None:
-        """One statement for the attempt's outcome."""
-        if isinstance(outcome, Defer):
-            await self._defer(current, attempt, outcome)
-        elif isinstance(outcome, BaseException):
-            await self._failed(current, fn, attempt, outcome)
-        elif not fn.keep_result:
-            await self.completions.complete(current)
-        else:
-            try:
-                text = fn.codec.encode_result(outcome)
-            except InvalidArgument as exc:
-                await self._failed(current, fn, attempt, exc, retry=False)
-                return
-            record = TaskRecord(task=fn.name, ok=True, result=text, attempts=attempt)
-            items = [record_item(current.reference, record)]
-            await self._transact(current, {RESULTS: items})
-
-    async def _defer(self, current: Leased, attempt: int, defer: Defer) -> None:
-        """Complete the item and produce its next one, due later (the deferring
-        attempt does not count against the retry policy)."""
-        later = Item(
-            payload=current.payload,
-            kind=current.kind,
-            encoding=current.encoding,
-            reference=current.reference,
-            headers={**current.headers, PRIOR_HEADER: str(attempt - 1)},
-            enqueue_at=self.aq.clock.now() + timedelta(seconds=defer.seconds),
-            priority=current.priority,
-        )
-        log.info("task %s %s deferred by %.3fs", current.kind, current.reference, defer.seconds)
-        await self._transact(current, {current.queue: [later]})
-
-    async def _failed(
-        self,
-        current: Leased,
-        fn: TaskSpec[..., Any],
-        attempt: int,
-        error: BaseException,
-        retry: bool = True,
-    ) -> None:
-        decision = fn.retry.decide(error, attempt) if retry else RetryDecision(retry=False)
-        log.log(
-            logging.WARNING if decision.retry else logging.ERROR,
-            "task %s %s attempt %d failed (%r); %s",
-            fn.name,
-            current.reference,
-            attempt,
-            error,
-            f"retry in {decision.delay:.3f}s" if decision.retry else "giving up",
-            exc_info=error,
-        )
-        if decision.retry:
-            retry_at = self.aq.clock.now() + timedelta(seconds=decision.delay)
-            await self.aq.retry(current.queue, [current], retry_at=retry_at)
-            return
-        text = "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
-        head = f"{type(error).__qualname__}: {error} (attempt {attempt}, giving up)\n"
-        reason = head + text[-max(0, MAX_REASON - len(head)) :]
-        extra: dict[str, list[Item]] = {}
-        if fn.keep_result:
-            record = TaskRecord(
-                task=fn.name,
-                ok=False,
-                error_type=type(error).__qualname__,
-                message=str(error),
-                traceback=text,
-                attempts=attempt,
-            )
-            extra[RESULTS] = [record_item(current.reference, record)]
-        await self._dead(current, reason, extra)
-
-    async def _dead(
-        self, current: Leased, reason: str, extra: dict[str, list[Item]] | None = None
-    ) -> None:
-        """Complete the item and put its dead letter in its queue's dead queue
-        (``extra``: more to produce in the same transaction)."""
-        dead = (await self.aq.queue_info(current.queue)).settings.dead_queue or TASK_DEAD_QUEUE
-        letter = Item(
-            payload=current.payload,
-            kind=current.kind,
-            encoding=current.encoding,
-            reference=current.reference,
-            headers=marked(
-                {k: v for k, v in current.headers.items() if k != PRIOR_HEADER},
-                prior_attempts(current.headers) + current.attempts,
-                reason[:MAX_REASON],
-                current.queue,
-            ),
-        )
-        log.error(
-            "task item %s of %s dead-lettered to %s: %s",
-            current.id,
-            current.queue,
-            dead,
-            reason.splitlines()[0],
-        )
-        await self._transact(current, {dead: [letter], **(extra or {})})
-
-    async def _transact(self, current: Leased, produce: dict[str, list[Item]]) -> None:
-        """Complete ``current`` and produce, in one transaction (creating the
-        results or dead queue first if someone deleted it)."""
-        try:
-            await self.aq.transact(complete=[current], produce=produce)
-        except QueueNotFound:
-            await self.aq.create_queue(RESULTS, RESULTS_SETTINGS, exist_ok=True)
-            await self.aq.create_queue(TASK_DEAD_QUEUE, DEAD_SETTINGS, exist_ok=True)
-            await self.aq.transact(complete=[current], produce=produce)
 
 
 def _decode(fn: TaskSpec[..., Any], payload: bytes) -> tuple[tuple[Any, ...], Any]:

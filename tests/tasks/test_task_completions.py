@@ -77,3 +77,26 @@ async def test_a_lost_lease_fails_its_item_alone_and_the_others_complete(
     [left] = await aq.lease(qname, client_id="c", batch_size=10, timeout=5)
     assert left.id == lost.id  # the released item is still there, the others are gone
     assert (await aq.stats(qname)).partitions[0].total == 1
+
+
+async def test_complete_many_says_which_item_lost_its_lease_and_joins_the_others(
+    aq: AsyncQuerator, qname: str
+) -> None:
+    held = await _leased(aq, qname, 5)
+    await aq.retry(qname, [held[1]])  # released meanwhile: this worker's version is stale
+    calls: list[int] = []
+    _count_completes(aq, calls)
+    completions = Completions(aq)
+    results: list[list[BaseException | None]] = []
+
+    async def many(items: list[Leased]) -> None:
+        results.append(await completions.complete_many(items))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(many, held[:3])
+        group.start_soon(completions.complete, held[3])
+        group.start_soon(many, held[4:])
+    first = next(r for r in results if len(r) == 3)
+    assert [type(error) for error in first] == [type(None), Conflict, type(None)]
+    assert calls[0] == 5  # one call for all, then each item of it alone
+    assert (await aq.stats(qname)).partitions[0].total == 1

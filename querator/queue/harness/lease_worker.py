@@ -45,9 +45,10 @@ its lease, which expires: another worker takes it then, nothing is lost."""
 
 
 class LeaseWorker(ABC):
-    """A service that leases items and handles each in a task of its own (see
-    the module doc); subclasses write :meth:`_poll`, :meth:`_handle` and
-    :meth:`_release_held`, and the other hooks they need.
+    """A service that leases items and handles each in a task of its own, or
+    a batch in fewer (:meth:`_hand_over`; see the module doc); subclasses write
+    :meth:`_poll`, :meth:`_handle` and :meth:`_release_held`, and the other
+    hooks they need.
 
     ``name`` starts its log lines (``worker w-1``); ``concurrency`` bounds the
     items in hand; ``shutdown_grace`` is how long they may finish after
@@ -153,7 +154,7 @@ class LeaseWorker(ABC):
         most: int | None = None,
     ) -> None:
         """Lease from ``queue`` (``lease(n)`` asks for up to ``n`` items) while
-        there is room, forever; each item is handled in a task of ``items``.
+        there is room, forever; each batch is handed to :meth:`_hand_over`.
 
         ``share``: the loops sharing the room (each asks for its share of it);
         ``most``: the largest batch asked for. A store outage is logged once
@@ -184,18 +185,32 @@ class LeaseWorker(ABC):
             outage.back()
             backoff.reset()
             for leased in batch:
-                self._in_hand += 1
-                self._took(leased)
-                items.start_soon(self._handle_one, leased)
+                self._took_in_hand(leased)
+            self._hand_over(batch, items)
+
+    def _took_in_hand(self, leased: Leased) -> None:
+        """``leased`` is in hand now (until :meth:`_handled`)."""
+        self._in_hand += 1
+        self._took(leased)
+
+    def _hand_over(self, batch: list[Leased], items: TaskGroup) -> None:
+        """Start handling a leased batch in tasks of ``items`` (by default one
+        task per item, :meth:`_handle_one`); each item ends with :meth:`_handled`."""
+        for leased in batch:
+            items.start_soon(self._handle_one, leased)
 
     async def _handle_one(self, leased: Leased) -> None:
         try:
             await self._handle(leased)
         finally:
-            self._in_hand -= 1
-            if self._room is not None:
-                self._room.set()
-                self._room = None
+            self._handled()
+
+    def _handled(self) -> None:
+        """One item in hand is finished (its room goes to the lease loops)."""
+        self._in_hand -= 1
+        if self._room is not None:
+            self._room.set()
+            self._room = None
 
     async def _finish(self) -> None:
         """Wait until an item in hand finishes (one event shared by every waiter)."""

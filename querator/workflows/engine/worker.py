@@ -15,7 +15,7 @@ from anyio.abc import TaskGroup
 from typing_extensions import Unpack
 
 from querator.clock import using
-from querator.errors import Conflict
+from querator.errors import Conflict, RequestTimeout
 from querator.queue.client import QueueClient
 from querator.queue.harness import RELEASE_WITHIN, LeaseWorker, run_sync
 from querator.queue.models import Leased
@@ -25,7 +25,7 @@ from querator.queue.validation import check_count, check_duration, check_flag, c
 from querator.tasks.deferring import ensure_task_queue
 from querator.tasks.functions import TaskFunction
 from querator.tasks.layout import is_task
-from querator.tasks.runner import TaskRunner
+from querator.tasks.runner import Hands, TaskRunner
 from querator.workflows.cron.scheduler import AsyncScheduler
 from querator.workflows.debounce import run_debouncer
 from querator.workflows.engine.beacon import Beacon
@@ -158,6 +158,8 @@ class AsyncWorker(LeaseWorker):
         """Seconds each workflow served (with a ``retention``) keeps its finished runs:
         this worker's heartbeat purges them after (:mod:`querator.workflows.retention`)."""
         self._held: dict[str, Leased] = {}
+        self._hands: dict[str, Hands] = {}
+        """What this worker lends the task runner, by queue (see :meth:`_hand_over`)."""
         self.beacon = Beacon(aq)
         """Wakes the live run pages after this worker's runs moved."""
         runner = StepRunner(aq, self.renewer, self.resources, lambda: self.token, self.client_id)
@@ -243,6 +245,48 @@ class AsyncWorker(LeaseWorker):
             )
 
         return lease
+
+    def _hand_over(self, batch: list[Leased], items: TaskGroup) -> None:
+        tasks = [leased for leased in batch if is_task(leased.kind)]
+        if tasks:  # one task for the batch's task items (see TaskRunner.run_batch)
+            queue = tasks[0].queue
+            hands = self._hands.get(queue)
+            if hands is None or hands.group is not items:
+                more = self._more(queue) if len(self.queues) == 1 else None
+                hands = self._hands[queue] = Hands(items, self._handle_one, self._ran, more)
+            items.start_soon(self.tasks.run_batch, tasks, hands)
+        if len(tasks) < len(batch):
+            for leased in batch:
+                if not is_task(leased.kind):
+                    items.start_soon(self._handle_one, leased)
+
+    def _ran(self, leased: Leased) -> None:
+        """A task item that :meth:`TaskRunner.run_batch` handled is finished."""
+        self._held.pop(leased.id, None)
+        self._handled()
+
+    def _more(self, queue: str) -> Callable[[int, list[Leased]], Awaitable[list[Leased]]]:
+        """How a batch of tasks of ``queue`` that finished completes its items
+        and leases as many more in one call (:class:`Hands`'s ``more``). Only for a
+        worker that leases from one queue: its slots go on serving that queue,
+        and no other queue's lease loop waits for them."""
+        kinds = self.served.kinds(queue)
+
+        async def more(count: int, done: list[Leased]) -> list[Leased]:
+            if self.stop_requested:
+                await self.aq.complete(queue, done)
+                return []
+            try:
+                leased = await self.aq.lease(
+                    queue, client_id=self.client_id, batch_size=count, kinds=kinds, complete=done
+                )
+            except RequestTimeout:  # nothing leasable now: the items stay completed
+                return []
+            for item in leased:
+                self._took_in_hand(item)
+            return leased
+
+        return more
 
     def _took(self, leased: Leased) -> None:
         self.counts["leased"] += 1
