@@ -152,12 +152,18 @@ def test_unserialisable_annotation_fails_at_decoration() -> None:
 
 
 def test_worker_refuses_two_functions_with_one_name(q: Querator) -> None:
-    @step(name="t.a")
+    # a name of its own: the process-wide registry keeps the last step defined
+    # under a name, which eager starts and workers of other tests resolve
+    @step(name="t.twin")
+    def one(key: str) -> str:
+        return key
+
+    @step(name="t.twin")
     def impostor(key: str) -> str:
         return key
 
     with pytest.raises(InvalidArgument, match="share the name"):
-        Worker(q, [step_a, impostor])
+        Worker(q, [one, impostor])
 
 
 def test_payloads_and_records_from_a_newer_version_are_read() -> None:
