@@ -67,7 +67,13 @@ class _Zygote:
         return answer
 
     def run(
-        self, args: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: str, timeout: float
+        self,
+        args: Sequence[str],
+        cwd: Path,
+        env: Mapping[str, str],
+        stdin: str,
+        timeout: float,
+        script: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         with self.lock:
             self.count += 1
@@ -82,6 +88,8 @@ class _Zygote:
                 "stdin": str(given),
                 "out": str(out),
             }
+            if script is not None:
+                request["script"] = str(script)
             assert self.proc.stdin is not None
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
@@ -96,7 +104,8 @@ class _Zygote:
             stdout, stderr = out.read_text(), Path(f"{out}.err").read_text()
             for path in (out, Path(f"{out}.err"), given):
                 path.unlink()
-            command = [sys.executable, "-m", "querator.cli", *args]
+            program = [str(script)] if script else ["-m", "querator.cli"]
+            command = [sys.executable, *program, *args]
             if timed_out:
                 raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
             return subprocess.CompletedProcess(command, ended["code"], stdout, stderr)
@@ -136,3 +145,15 @@ def run_cli(
     (default: this process's), ``stdin`` as its input; like
     ``subprocess.run(..., capture_output=True, text=True, check=False)``."""
     return _zygote().run(args, cwd, os.environ if env is None else env, stdin, timeout)
+
+
+def run_script(
+    script: Path,
+    *args: str,
+    cwd: Path = ROOT,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> subprocess.CompletedProcess[str]:
+    """``python SCRIPT ARGS`` in ``cwd``, forked from the zygote as :func:`run_cli` is
+    (no input; like ``subprocess.run(..., capture_output=True, text=True, check=False)``)."""
+    return _zygote().run(args, cwd, os.environ if env is None else env, "", timeout, script)

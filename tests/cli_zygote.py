@@ -9,7 +9,8 @@ For each it forks a child that becomes ``python -m querator.cli ARGS`` run in
 stdin from the file ``stdin``, stdout and stderr in ``out`` and ``out.err``; it
 answers ``{"pid": N}`` at once and ``{"code": C}`` (the exit status as
 ``subprocess`` reports it) when the child has ended. One command at a time; the
-zygote ends when stdin closes.
+zygote ends when stdin closes. A request with ``"script": path`` becomes
+``python SCRIPT ARGS`` instead (the docs' blocks run so).
 """
 
 from __future__ import annotations
@@ -18,14 +19,20 @@ import atexit
 import gc
 import json
 import os
+import runpy
 import sys
 import threading
 import traceback
 from typing import Any, NoReturn
 
+from typer.main import get_command
+
 import querator.queue.backends.postgres.backend
 import querator.queue.backends.sqlite.backend  # noqa: F401  (loaded once, for every child)
 from querator import cli
+
+COMMAND = get_command(cli.app)
+"""The CLI's command tree, built once here (typer builds it on every call)."""
 
 BASE_PATH = [p for p in sys.path[1:] if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
 """The interpreter's own ``sys.path`` (site-packages …), without this script's
@@ -48,10 +55,17 @@ def child(request: dict[str, Any]) -> NoReturn:
         os.dup2(stdout.fileno(), 1)
     with open(out + ".err", "wb") as stderr:
         os.dup2(stderr.fileno(), 2)
-    sys.argv = [str(cli.__file__).replace("__init__.py", "__main__.py"), *request["args"]]
+    script = request.get("script")
+    if script is None:
+        sys.argv = [str(cli.__file__).replace("__init__.py", "__main__.py"), *request["args"]]
+    else:
+        sys.argv = [str(script), *request["args"]]
     code = 0
     try:
-        cli.app(prog_name="python -m querator.cli")
+        if script is None:
+            COMMAND(prog_name="python -m querator.cli")
+        else:
+            runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:  # as the interpreter reports it
         if isinstance(exc.code, int) or exc.code is None:
             code = exc.code or 0

@@ -15,12 +15,20 @@ import os
 import signal
 import sys
 
-import uvicorn  # noqa: F401  (imported here so that every child finds it loaded)
+import httpcore  # noqa: F401  (imported here so that every child finds them loaded)
+import uvicorn.lifespan.on
+import uvicorn.loops.auto
+import uvicorn.protocols.http.auto
+import uvicorn.protocols.websockets.auto  # noqa: F401
+from typer.main import get_command
 
 import querator.http.app
 import querator.queue.backends.postgres.backend
 import querator.queue.backends.sqlite.backend  # noqa: F401
 from querator.cli import app
+
+COMMAND = get_command(app)
+"""The CLI's command tree, built once here (typer builds it on every call)."""
 
 
 def child(args: list[str], out: str) -> None:
@@ -32,7 +40,7 @@ def child(args: list[str], out: str) -> None:
         os.dup2(stderr.fileno(), 2)
     code = 0
     try:
-        app(args, prog_name="querator")
+        COMMAND.main(args, prog_name="querator")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     finally:

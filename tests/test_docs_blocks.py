@@ -4,7 +4,9 @@ The conventions, for whoever writes the docs:
 
 - **A block is a program.** Each ```python block is run on its own as a
   script (``python block.py`` in a fresh empty directory, ``PYTHONPATH``
-  inherited) and must exit 0 within the timeout. A block that needs a store
+  inherited: a process forked from one that imported querator, see
+  tests/cli_zygote.py, or a fresh interpreter for Spark) and must exit 0
+  within the timeout. A block that needs a store
   names it: ``sqlite:///name.db`` (a file in the current directory) or
   ``memory://``. Shell goes in ```bash blocks, output in ```text blocks, and
   fragments that cannot run get another fence (they are not run).
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_forks import run_script
 from pg_schemas import drop_schema, with_query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,15 +141,20 @@ def test_block_runs_as_written(
     script = tmp_path / "block.py"
     script.write_text(code)
     try:
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            env=environment(block, request),
-            capture_output=True,
-            text=True,
-            timeout=timeout_for(block),
-            check=False,
-        )
+        if is_spark(block):  # a fresh interpreter, as Spark's own processes want
+            done = subprocess.run(
+                [sys.executable, str(script)],
+                cwd=tmp_path,
+                env=environment(block, request),
+                capture_output=True,
+                text=True,
+                timeout=timeout_for(block),
+                check=False,
+            )
+        else:
+            done = run_script(
+                script, cwd=tmp_path, env=environment(block, request), timeout=timeout_for(block)
+            )
     except subprocess.TimeoutExpired as hung:
         pytest.fail(f"{block.where} did not end in {hung.timeout} s:\n{hung.stderr!r}")
     assert done.returncode == 0, f"{block.where} failed:\n{done.stderr}"

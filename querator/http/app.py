@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
@@ -118,8 +119,8 @@ class _Api:
     """The dispatch of every request (one catch-all route)."""
 
     def __init__(self, endpoints: Sequence[Endpoint]) -> None:
+        self.endpoints = list(endpoints)
         self.table = {e.path: e for e in endpoints}
-        self.document = openapi_document(list(endpoints))
         self.generic = {e.path for e in QUEUE_ENDPOINTS}
         self.state: ServerState | None = None
         """The state of the server's own namespace."""
@@ -132,6 +133,12 @@ class _Api:
             "/docs": (self.docs, READ),
         }
         """Path -> (page, the token scope it needs; None: none)."""
+
+    @functools.cached_property
+    def document(self) -> dict[str, Any]:
+        """The OpenAPI document, built at its first request (building it takes
+        longer than the rest of a server's start-up)."""
+        return openapi_document(self.endpoints)
 
     async def health(self, state: ServerState) -> Response:
         try:
