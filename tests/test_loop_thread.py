@@ -1,5 +1,6 @@
 """The sync client's loop thread: a call returns what its coroutine returned,
-raises what it raised, and an interrupt of the waiting thread cancels it."""
+raises what it raised, and an interrupt of the waiting thread cancels it;
+calls share anyio's worker threads."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
+import anyio
 import pytest
 from polling import wait_for
 
@@ -63,3 +65,12 @@ def test_an_interrupted_call_is_cancelled(loop_thread: LoopThread) -> None:
         signal.signal(signal.SIGINT, previous)
         sender.join()
     wait_for(cancelled.is_set, timeout=10)
+
+
+def test_calls_share_the_worker_thread_of_a_sync_function(loop_thread: LoopThread) -> None:
+    async def worker_thread() -> int:  # what an eager start does for a sync step
+        return await anyio.to_thread.run_sync(threading.get_ident)
+
+    first = loop_thread.call(worker_thread)
+    assert loop_thread.call(worker_thread) == first  # not a new thread per call
+    assert first != loop_thread.call(lambda: asyncio.sleep(0, threading.get_ident()))

@@ -9,6 +9,13 @@ and 2 worker processes (time from the first start to the last result). It also
 times enqueue -> first step on an idle, waiting worker, one run at a time.
 Last, the callers start their runs eagerly (``start(..., eager=True)``): each
 runs its own run's steps, as DBOS's callers do, the workers idle.
+
+With both systems chosen, one caller of each also takes turns in one window
+(``ALTERNATING`` case): a querator caller starting its runs eagerly (one idle
+worker process beside it, as a deployment has) and DBOS's, round after round,
+so the ratio of the two is read from the same minutes (the rows above are
+taken minutes apart, and one caller's rate moves with whatever else the
+machine does then).
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ WORKERS = 2
 """querator worker processes, at most."""
 LATENCY_PAUSE = 0.05
 """Seconds between latency samples, so the worker is back waiting."""
+ALTERNATING = f"{CASE}, 1 caller, the two systems in turns (querator: eager start)"
+"""The case of the alternating rounds."""
+ROUNDS = 3
+"""Alternating rounds, at least (the profile's repetitions when more)."""
 
 
 def run(bench: Bench) -> None:
@@ -38,6 +49,8 @@ def run(bench: Bench) -> None:
         bench.guarded("workflows/dbos", lambda: _measure_dbos(bench))
     if QUERATOR in bench.systems:
         bench.guarded("workflows/querator", lambda: _measure_querator(bench))
+    if DBOS in bench.systems and QUERATOR in bench.systems:
+        bench.guarded("workflows/alternating", lambda: _measure_alternating(bench))
 
 
 def _rate(span: Span) -> float:
@@ -161,3 +174,31 @@ def _measure_querator(bench: Bench) -> None:
         for threads in _callers(bench):  # the callers run their runs (DBOS's way)
             count, values = _timed(bench, partial(call, eager=True), threads)
             _add(bench, f"{CASE}, {threads} caller threads, eager start", name, count, values)
+
+
+def _measure_alternating(bench: Bench) -> None:
+    """One caller of each system, in turns (see the module doc): the median of
+    each system's rounds, each round about ``target_seconds`` long."""
+    with (
+        bench.fresh_database(DBOS) as dbos_dsn,
+        bench.fleet(DBOS, 1, dbos_dsn) as dbos,
+        bench.fresh_database(QUERATOR) as querator_dsn,
+        bench.fleet(QUERATOR, 2, querator_dsn) as querator,
+    ):
+        querator.call("workflow_worker", range(1, 2), concurrency=CONCURRENCY)
+        calls: dict[str, Callable[..., Span]] = {
+            DBOS.name: lambda **kw: dbos.call_one("workflows", **kw),
+            QUERATOR.name: lambda **kw: querator.call_one("workflows", eager=True, **kw),
+        }
+        counts = {
+            name: bench.sized(
+                _rate(call(count=_warm_count(bench), threads=1)), bench.profile.workflows
+            )
+            for name, call in calls.items()
+        }
+        rates: dict[str, list[float]] = {name: [] for name in calls}
+        for _ in range(max(ROUNDS, bench.profile.repetitions)):
+            for name, call in calls.items():
+                rates[name].append(_rate(call(count=counts[name], threads=1)))
+        for name, values in rates.items():
+            _add(bench, ALTERNATING, name, counts[name], values, rounds=len(values))

@@ -7,6 +7,12 @@ third of the CPU of ``run_coroutine_threadsafe`` and its two chained futures. Th
 a daemon, so a program that exits without closing its client does not hang at
 interpreter shutdown (nothing is lost: everything a call returned has been
 committed by then).
+
+The loop runs one root task until :meth:`LoopThread.stop` (``run_until_complete``,
+not ``run_forever``): anyio ties its worker threads (``to_thread``, which runs a
+sync step) to the root task it finds, and without one it took each call's own
+task, so every call that ran a sync function started a thread and stopped it
+at its end (an eager start of a 3-step run: one thread each).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ class LoopThread:
 
     def __init__(self, name: str = "querator-loop") -> None:
         self._loop = asyncio.new_event_loop()
+        self._stopping = asyncio.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -40,7 +47,7 @@ class LoopThread:
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         try:
-            self._loop.run_forever()
+            self._loop.run_until_complete(self._stopping.wait())  # the root task
         finally:
             pending = asyncio.all_tasks(self._loop)
             for task in pending:
@@ -108,7 +115,7 @@ class LoopThread:
     def stop(self) -> None:
         """Stop the loop (cancelling what still runs on it) and join its thread."""
         if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop.call_soon_threadsafe(self._stopping.set)
             self._thread.join()
 
 

@@ -38,6 +38,8 @@ class Codec:
         self._signature = inspect.signature(fn)
         self._params: dict[str, TypeAdapter[Any]] | None = None
         self._result: TypeAdapter[Any] | None = None
+        self._hints: dict[str, Any] = {}
+        """Each parameter's annotation (as its adapter has it), and ``return``'s."""
         self._plain: tuple[tuple[str, Any, TypeAdapter[Any]], ...] | None = None
         """Each parameter's name, annotation and adapter when every one is a plain
         positional-or-keyword parameter (None: some other kind)."""
@@ -48,6 +50,7 @@ class Codec:
     def _build(self) -> None:
         hints = typing.get_type_hints(self._fn)
         params: dict[str, TypeAdapter[Any]] = {}
+        annotations: dict[str, Any] = {"return": hints.get("return", Any)}
         for name, param in self._signature.parameters.items():
             annotation: Any = hints.get(name, Any)
             if param.kind is inspect.Parameter.VAR_POSITIONAL:
@@ -55,7 +58,9 @@ class Codec:
             elif param.kind is inspect.Parameter.VAR_KEYWORD:
                 annotation = dict[str, annotation]
             params[name] = self._adapter(annotation, f"{self._where} parameter {name!r}")
-        self._result = self._adapter(hints.get("return", Any), f"{self._where} return type")
+            annotations[name] = annotation
+        self._result = self._adapter(annotations["return"], f"{self._where} return type")
+        self._hints = annotations
         self._params = params
         kinds = {param.kind for param in self._signature.parameters.values()}
         plain = kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD}
@@ -86,7 +91,7 @@ class Codec:
         encoded = {}
         for name, value in bound.arguments.items():
             what = f"{self._where} argument {name!r}"
-            dumped = self._dump(params[name], value, what)
+            dumped = self._dump(params[name], self._hints[name], value, what)
             if _non_finite(value) or _non_finite(dumped):
                 raise InvalidArgument(what, NOT_FINITE)
             encoded[name] = dumped
@@ -122,7 +127,7 @@ class Codec:
     def encode_result(self, value: Any) -> str:
         """JSON text of a result; InvalidArgument if it does not fit."""
         _, result = self._adapters()
-        text = json.dumps(self._dump(result, value, f"{self._where} result"))
+        text = json.dumps(self._dump(result, self._hints["return"], value, f"{self._where} result"))
         return _bounded(text, f"{self._where} result")
 
     def decode_result(self, text: str) -> Any:
@@ -137,7 +142,11 @@ class Codec:
             ) from exc
 
     @staticmethod
-    def _dump(adapter: TypeAdapter[Any], value: Any, what: str) -> Any:
+    def _dump(adapter: TypeAdapter[Any], hint: Any, value: Any, what: str) -> Any:
+        """``value`` (of annotation ``hint``) as a JSON value, through ``adapter``;
+        as it is where the adapter would give it back unchanged (see :func:`_as_is`)."""
+        if _as_is(value, hint):
+            return value
         try:
             checked = adapter.validate_python(value)
             return adapter.dump_python(checked, mode="json", warnings="error")
@@ -156,6 +165,16 @@ def _validated(value: Any, hint: Any, adapter: TypeAdapter[Any]) -> Any:
     if hint is Any or (type(value) is hint and hint in _EXACT):
         return value
     return adapter.validate_python(value)
+
+
+def _as_is(value: Any, hint: Any) -> bool:
+    """Whether validating and dumping ``value`` under ``hint`` gives ``value`` back:
+    a string, integer, float or boolean (exactly that type) under ``Any`` or under
+    that very annotation; not a NaN or an infinity, which pydantic dumps as null)."""
+    kind = type(value)
+    if kind is float and not math.isfinite(value):
+        return False
+    return kind in _EXACT and (hint is Any or kind is hint)
 
 
 NOT_FINITE = "must not hold NaN or an infinity (JSON has no such numbers)"

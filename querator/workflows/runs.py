@@ -256,6 +256,11 @@ class RunHandle(Generic[R]):
 
     def result(self, timeout: float | None = None) -> R:
         """See :meth:`AsyncRunHandle.result`."""
+        ended = self._async.ended
+        if ended is not None and ended.continued_as is None:  # an eager start's end:
+            if timeout is not None:  # nothing to wait for, so no hop to the loop
+                check_duration("timeout", timeout, allow_zero=True)
+            return self._async._outcome(ended)
         return self.q.call(self._async.result, timeout)
 
     def cancel(self, reason: str = "") -> bool:

@@ -139,6 +139,25 @@ def test_codec_decodes_plain_parameters_as_pydantic_does() -> None:
         codec.decode_call('{"a": "nan?", "b": "x", "c": {"x": 1, "y": 2}, "d": 3, "e": 1}')
 
 
+def test_codec_encodes_plain_values_as_pydantic_does() -> None:
+    def fn(a: float, b: str, c: int, d: bool, e=None) -> float:  # type: ignore[no-untyped-def]
+        return a
+
+    codec = Codec(fn, "fn")
+    # values exactly of their annotation (or under none) are written as they are,
+    # others converted as pydantic converts them
+    assert codec.encode_args((1.5, "x", 2, True, "y"), {}) == (
+        '{"a":1.5,"b":"x","c":2,"d":true,"e":"y"}'
+    )
+    assert codec.encode_args((1, "x", True, 1, 7), {}) == '{"a":1.0,"b":"x","c":1,"d":true,"e":7}'
+    assert codec.encode_result(2) == "2.0"
+    assert codec.encode_result(float("inf")) == json.dumps(float("inf"))  # as pydantic gives it
+    with pytest.raises(InvalidArgument):
+        codec.encode_args((float("nan"), "x", 1, True), {})
+    with pytest.raises(InvalidArgument):
+        codec.encode_args((1.5, 3, 1, True), {})  # strict: no number as a string
+
+
 class Opaque:
     pass
 

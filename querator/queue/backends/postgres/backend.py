@@ -596,7 +596,9 @@ class PostgresBackend:
         now = self._clock.store_now()
         renewed = await self._at_once(plan, now)
         if renewed is not None:
-            return TransactResult.model_construct(produced={}, renewed=renewed, leased={}, found={})
+            return TransactResult.model_construct(
+                produced={}, renewed=renewed, leased={}, found={}, held_for={}
+            )
         if not plan.durable or (plan.wake and not fusable(plan)):  # the general path sets,
             # and wakes them (the one statement of path 2 wakes them too)
             async with self._transaction() as conn:

@@ -324,6 +324,7 @@ async def _results(
                 name: {key: by_queue[name][key] for key in keys if key in by_queue[name]}
                 for name, keys in plan.lookup
             },
+            held_for={},  # given: pydantic would inspect the default factory's signature
         )
         for number, plan in enumerate(plans)
     ]

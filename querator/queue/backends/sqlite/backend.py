@@ -201,7 +201,9 @@ class SqliteBackend(LocalCalls):
             if self._store is None:
                 raise Unavailable("the SQLite backend is not open")
             self._wakeup.notify(plan.wake)
-            return TransactResult.model_construct(produced={}, renewed=[], leased={}, found={})
+            return TransactResult.model_construct(
+                produced={}, renewed=[], leased={}, found={}, held_for={}
+            )
         return await self._call(partial(transact, plan=plan), write=True)
 
     async def dead_letter_due(self, queue: QueueInfo, dead: QueueInfo | None, limit: int) -> int:
