@@ -140,17 +140,17 @@ def _plain_fields(cls: type[StoredItem]) -> set[str] | None:
         and not cls.__private_attributes__
         and not cls.__pydantic_root_model__
         and not any(f.alias or f.validation_alias for f in cls.__pydantic_fields__.values())
-        and set(cls.__pydantic_fields__) == set(ITEM_FIELDS)
+        and set(cls.__pydantic_fields__) == ITEM_FIELDS
     )
     return set(ITEM_FIELDS) if plain else None
 
 
-ITEM_FIELDS = (
-    "id", "version", "queue", "partition", "available_at", "lease_deadline", "client_id",
-    "attempts", "expire_at", "payload", "kind", "encoding", "reference", "headers",
-    "dedup_key", "source_id", "created_at", "priority",
+ITEM_FIELDS = frozenset(
+    ("id", "version", "queue", "partition", "available_at", "lease_deadline", "client_id",
+     "attempts", "expire_at", "payload", "kind", "encoding", "reference", "headers",
+     "dedup_key", "source_id", "created_at", "priority")
 )  # fmt: skip
-"""The fields :func:`item` fills, in the records' field order."""
+"""The fields :func:`item` fills."""
 
 
 def partition_gauges(row: Row, limit: int) -> PartitionGauges:
