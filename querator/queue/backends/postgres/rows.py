@@ -7,6 +7,7 @@ import json
 import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from itertools import repeat
 from typing import Any, TypeVar
 
@@ -184,13 +185,12 @@ def partition_stats(row: Row) -> PartitionStats:
 
 
 _LEASE_ORDER = operator.itemgetter(0, 1)
-"""A leased row's order: ``available_at`` before the lease (as seconds from the
-lease), then ``seq``."""
+"""A leased row's order: ``available_at`` before the lease, then ``seq``."""
 
 _PRIORITY_AT = 1 + ITEM_POSITION["priority"]
 
 
-def _priority_order(row: Sequence[Any]) -> tuple[int, float, int]:
+def _priority_order(row: Sequence[Any]) -> tuple[int, datetime, int]:
     """A leased row's order: higher priority first, then ``available_at`` before
     the lease, then ``seq``."""
     return -row[_PRIORITY_AT], row[0], row[1]
@@ -200,7 +200,7 @@ def leases_of(
     queue: QueueInfo, partition: int, found: list[Any], client_id: str, by_priority: bool = False
 ) -> Leases:
     """The rows a lease statement of ``partition`` by ``client_id`` returned
-    (the lease order, then :data:`~.statements.LEASED_COLUMNS`), as leased
+    (``available_at`` before the lease, then :data:`~.statements.LEASED_COLUMNS`), as leased
     records in lease order (``by_priority``: higher priorities first) with how
     long each waited (sorts ``found`` in place). The records are a
     :class:`~.base.LeasedBatch`: completing them as they came names their rows
@@ -212,13 +212,17 @@ def leases_of(
     prefix = id_prefix(queue_id, partition)
     items = _records(Leased, _fields(name, partition, prefix, map(_AFTER_ORDER, found), client_id))
     refs = TableRefs(name, queue_id, partition, list(map(_SEQ, found)), list(map(_VERSION, found)))
-    return Leases(LeasedBatch(items, refs), list(map(operator.neg, map(_ORDER, found))))
+    # lease = deadline - timeout; waited: lease - available_at before the lease (the order)
+    held = map(operator.sub, map(_DEADLINE, found), map(_ORDER, found))
+    waits = map(timedelta.total_seconds, held)
+    timeout = repeat(float(queue.settings.lease_timeout))
+    return Leases(LeasedBatch(items, refs), list(map(float.__sub__, waits, timeout)))
 
 
 _AFTER_ORDER = operator.itemgetter(slice(1, None))
 _ORDER = operator.itemgetter(0)
 _SEQ = operator.itemgetter(1 + ITEM_POSITION["seq"])
 _VERSION = operator.itemgetter(1 + ITEM_POSITION["version"])
-"""Columns of a leased row: its lease order (seconds from the lease to its
-``available_at`` before it: minus how long it waited), then
+_DEADLINE = operator.itemgetter(1 + ITEM_POSITION["lease_deadline"])
+"""Columns of a leased row: its ``available_at`` before the lease, then
 :data:`~.statements.LEASED_COLUMNS`."""

@@ -353,7 +353,7 @@ _PRIORITIZED: Final = (
 the partial priority index (:data:`.schema.CREATE_PRIORITY_INDEX`), empty in a
 queue that never uses priorities."""
 
-_MARKER: Final = "\nUNION ALL SELECT NULL::float8, " + item_row({}, typed=True)
+_MARKER: Final = "\nUNION ALL SELECT NULL::timestamptz, " + item_row({}, typed=True)
 """A row shaped like a leased one whose ``lease_order`` is NULL: what
 :data:`LEASE_BY_PRIORITY` adds when no item has a priority other than 0 any more."""
 
@@ -373,23 +373,16 @@ _PICK: Final = (
 """The first leasable items of a partition whose items all have priority 0
 (see :data:`LEASE`), locked: the CTE ``picked``."""
 
-_SINCE: Final = "extract(epoch FROM picked.lease_order - " + NOW + ")::float8"
-"""A leased row's lease order: the seconds from now to its ``available_at``
-before the lease (0 or less: minus how long it waited), a float, which costs the
-client less to read and to sort by than a timestamp."""
-
 _TAKE: Final = (
     """UPDATE {table} AS t"""
     + _LEASE_SET
     + """FROM picked
 WHERE t.seq = picked.seq
-RETURNING """
-    + _SINCE
-    + """, {columns}
+RETURNING picked.lease_order, {columns}
 """
 )
-"""Leases the rows of ``picked``, returning each with the seconds from now to
-its ``available_at`` before the lease (:data:`_SINCE`)."""
+"""Leases the rows of ``picked``, returning each with its ``available_at``
+before the lease."""
 
 LEASE: Final = sql.SQL("\nWITH picked AS (" + _PICK + ")\n" + _TAKE)
 """Leases the first leasable items of a partition (of the given kinds, unless
@@ -504,9 +497,7 @@ leased AS (
     + _LEASE_SET
     + """FROM picked
     WHERE t.seq = picked.seq
-    RETURNING """
-    + _SINCE
-    + """, {columns}
+    RETURNING picked.lease_order, {columns}
 )
 SELECT * FROM leased"""
     + _MARKER
