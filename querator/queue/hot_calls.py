@@ -119,7 +119,7 @@ class HotPath:
             if got is None:  # a check of the complete failed: the loop path names it
                 return None, complete
             done = None
-            items.extend(got.items)
+            items = items + got.items if items else got.items  # one partition's as it came
             if len(items) >= batch_size:
                 break
         if items:

@@ -226,14 +226,13 @@ async def lease_once(
 ) -> Leases:
     """One look: lease up to ``batch_size`` items, partition after partition in
     lease order, until the batch is full."""
-    leased = NOTHING  # replaced by the first partition's, never appended to
+    leased = NOTHING  # replaced, never appended to (a batch of one partition stays as it came)
     for partition in lease_order(info.settings.partitions):
         got = await backend.lease(info, partition, client_id, batch_size - len(leased.items), kinds)
         if not leased.items:
             leased = got
-        else:
-            leased.items.extend(got.items)
-            leased.waited.extend(got.waited)
+        elif got.items:
+            leased = Leases(leased.items + got.items, leased.waited + got.waited)
         if len(leased.items) >= batch_size:
             break
     return leased

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from querator.errors import InvalidArgument
 from querator.queue.backends.base import (
     ItemKey,
+    LeasedBatch,
     NewItem,
     RenewOp,
     RetryOp,
@@ -147,8 +148,18 @@ def one_table_refs(info: QueueInfo, items: object) -> TableRefs | None:
     :meth:`Transaction.plan` decide (and name what is wrong), as for every call.
 
     This is the same resolution as :func:`item_key`'s for these items, without
-    a record per item: a batch's complete costs a fraction of a plan's.
+    a record per item: a batch's complete costs a fraction of a plan's. A
+    :class:`~.backends.base.LeasedBatch` as it was leased knows its rows already.
     """
+    if type(items) is LeasedBatch:
+        known = items.refs(info.name, info.queue_id)
+        if known is not None:
+            return known
+    return _read_refs(info, items)
+
+
+def _read_refs(info: QueueInfo, items: object) -> TableRefs | None:
+    """:func:`one_table_refs` from the items' ids."""
     address = _first_address(info, items)
     if address is None or not isinstance(items, list | tuple):  # (a list: checked there)
         return None

@@ -38,6 +38,7 @@ Conventions every backend keeps:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -114,6 +115,35 @@ class TableRefs(NamedTuple):
     partition: int
     seqs: list[int]
     versions: list[int]
+
+
+class LeasedBatch(list[Leased]):
+    """The items of a lease of one partition table, as a list, that remembers
+    their rows' seqs and versions (:class:`TableRefs`): completing, retrying or
+    renewing the batch as it was leased then names the rows without reading the
+    items' ids (:func:`querator.queue.plans.one_table_refs`). A backend may
+    return one as :attr:`Leases.items`; it is a list like any other."""
+
+    __slots__ = ("_leased", "_refs")
+
+    def __init__(self, items: list[Leased], refs: TableRefs) -> None:
+        super().__init__(items)
+        self._leased = tuple(items)
+        self._refs = refs
+
+    def refs(self, queue: str, queue_id: int) -> TableRefs | None:
+        """The rows of this batch of ``queue`` (its internal ``queue_id``) while it
+        holds what was leased: the same records in the same order; None once
+        it was changed, or for another queue."""
+        refs, leased = self._refs, self._leased
+        if (
+            refs.queue != queue
+            or refs.queue_id != queue_id
+            or len(self) != len(leased)
+            or not all(map(operator.is_, self, leased))
+        ):
+            return None
+        return refs
 
 
 class ItemKey(NamedTuple):

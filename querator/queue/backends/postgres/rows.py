@@ -5,11 +5,15 @@ from __future__ import annotations
 import functools
 import json
 import operator
-from collections.abc import Sequence
-from datetime import datetime
+from collections import deque
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from itertools import repeat
 from typing import Any, TypeVar
 
-from querator.queue.backends.base import Leases
+from pydantic import BaseModel
+
+from querator.queue.backends.base import LeasedBatch, Leases, TableRefs
 from querator.queue.backends.postgres.schema import ITEM_POSITION
 from querator.queue.ids import id_prefix
 from querator.queue.models import (
@@ -58,53 +62,70 @@ def settings_params(name: str, settings: QueueSettings) -> dict[str, Any]:
 
 def item(cls: type[ItemT], queue: QueueInfo, partition: int, row: Row) -> ItemT:
     """Map a row of ``statements.ITEM_COLUMNS`` to ``cls`` (StoredItem or Leased)."""
-    values = _values(queue.name, partition, id_prefix(queue.queue_id, partition), row)
-    return _record(cls, values, _plain_fields(cls))
+    prefix = id_prefix(queue.queue_id, partition)
+    return _records(cls, _fields(queue.name, partition, prefix, [row]))[0]
 
 
-def _values(name: str, partition: int, prefix: str, row: Row) -> dict[str, Any]:
-    """The fields of an item row of ``name``'s ``partition``, its id ``prefix``
+def _fields(
+    name: str, partition: int, prefix: str, found: Iterable[Row], client_id: str | None = None
+) -> list[dict[str, Any]]:
+    """The fields of item rows of ``name``'s ``partition``: rows of
+    ``statements.ITEM_COLUMNS``, or with ``client_id`` rows of a lease
+    (``statements.LEASED_COLUMNS`` after the lease order: ``available_at`` is the
+    deadline and ``client_id`` the caller's). Ids are the ``prefix``
     (:func:`~querator.queue.ids.id_prefix`) + seq; headers arrive as JSON text
     and ``{}`` skips the parser."""
-    (seq, version, available_at, deadline, client_id, attempts, expire_at, payload, kind,
-     encoding, reference, headers, dedup_key, source_id, created_at, priority) = row  # fmt: skip
-    return {
-        "id": prefix + str(seq),
-        "version": version,
-        "queue": name,
-        "partition": partition,
-        "available_at": available_at,
-        "lease_deadline": deadline,
-        "client_id": client_id,
-        "attempts": attempts,
-        "expire_at": expire_at,
-        "payload": payload if type(payload) is bytes else bytes(payload),
-        "kind": kind,
-        "encoding": encoding,
-        "reference": reference,
-        "headers": {} if headers == "{}" else json.loads(headers),
-        "dedup_key": dedup_key,
-        "source_id": source_id,
-        "created_at": created_at,
-        "priority": priority,
-    }
+    leased = client_id is not None
+    return [
+        {
+            "id": prefix + str(seq),
+            "version": version,
+            "queue": name,
+            "partition": partition,
+            "available_at": deadline if leased else available_at,
+            "lease_deadline": deadline,
+            "client_id": client_id if leased else holder,
+            "attempts": attempts,
+            "expire_at": expire_at,
+            "payload": payload if type(payload) is bytes else bytes(payload),
+            "kind": kind,
+            "encoding": encoding,
+            "reference": reference,
+            "headers": {} if headers == "{}" else json.loads(headers),
+            "dedup_key": dedup_key,
+            "source_id": source_id,
+            "created_at": created_at,
+            "priority": priority,
+        }
+        for (seq, version, available_at, deadline, holder, attempts, expire_at, payload, kind,
+             encoding, reference, headers, dedup_key, source_id, created_at, priority) in found
+    ]  # fmt: skip
 
 
-def _record(cls: type[ItemT], values: dict[str, Any], fields_set: set[str] | None) -> ItemT:
-    """``cls`` holding ``values``: built the way ``model_construct`` does (every
-    field given, trusted values) without its per-field loop, when ``fields_set``
-    (:func:`_plain_fields`) says that is all it would do."""
+def _records(cls: type[ItemT], fields: list[dict[str, Any]]) -> list[ItemT]:
+    """``cls`` records holding ``fields`` (every field of each): built the way
+    ``model_construct`` does (trusted values) without its per-field loop, when
+    :func:`_plain_fields` says that is all it would do; the record's slots are
+    set by C loops (``map``), no Python code per record."""
+    fields_set = _plain_fields(cls)
     if fields_set is None:
-        return cls.model_construct(**values)
-    record = cls.__new__(cls)
-    _set_attribute(record, "__dict__", values)
-    _set_attribute(record, "__pydantic_fields_set__", fields_set)
-    _set_attribute(record, "__pydantic_extra__", None)
-    _set_attribute(record, "__pydantic_private__", None)
-    return record
+        return [cls.model_construct(**values) for values in fields]
+    n = len(fields)
+    records = list(map(_new, repeat(cls, n)))
+    _drain(map(_DICT.__set__, records, fields))
+    _drain(map(_FIELDS_SET.__set__, records, repeat(fields_set, n)))
+    _drain(map(_EXTRA.__set__, records, repeat(None, n)))
+    _drain(map(_PRIVATE.__set__, records, repeat(None, n)))
+    return records
 
 
-_set_attribute = object.__setattr__
+_new = object.__new__
+_SLOTS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+_DICT, _FIELDS_SET, _EXTRA, _PRIVATE = (BaseModel.__dict__[slot] for slot in _SLOTS)
+"""The slots of a pydantic record (``BaseModel.__slots__``), set as
+``model_construct`` sets them."""
+_drain = deque[None](maxlen=0).extend
+"""Runs an iterator to its end (its values are None)."""
 
 
 @functools.cache
@@ -179,20 +200,29 @@ def leases_of(
     queue: QueueInfo, partition: int, found: list[Any], client_id: str, by_priority: bool = False
 ) -> Leases:
     """The rows a lease statement of ``partition`` by ``client_id`` returned
-    (:data:`~.statements.LEASED_COLUMNS`), as leased records in lease order
-    (``by_priority``: higher priorities first) with how long each waited (sorts
-    ``found`` in place)."""
+    (``available_at`` before the lease, then :data:`~.statements.LEASED_COLUMNS`), as leased
+    records in lease order (``by_priority``: higher priorities first) with how
+    long each waited (sorts ``found`` in place). The records are a
+    :class:`~.base.LeasedBatch`: completing them as they came names their rows
+    without reading their ids."""
+    if not found:
+        return Leases([], [])
     found.sort(key=_priority_order if by_priority else _LEASE_ORDER)
-    timeout = float(queue.settings.lease_timeout)
-    name = queue.name
-    prefix = id_prefix(queue.queue_id, partition)
-    fields_set = _plain_fields(Leased)
-    leases = Leases([], [])
-    items, waited = leases
-    for row in found:  # row[0]: available_at before the lease; lease = deadline - timeout
-        values = _values(name, partition, prefix, row[1:])
-        deadline = values["available_at"] = values["lease_deadline"]
-        values["client_id"] = client_id
-        items.append(_record(Leased, values, fields_set))
-        waited.append((deadline - row[0]).total_seconds() - timeout)
-    return leases
+    name, queue_id = queue.name, queue.queue_id
+    prefix = id_prefix(queue_id, partition)
+    items = _records(Leased, _fields(name, partition, prefix, map(_AFTER_ORDER, found), client_id))
+    refs = TableRefs(name, queue_id, partition, list(map(_SEQ, found)), list(map(_VERSION, found)))
+    # lease = deadline - timeout; waited: lease - available_at before the lease (the order)
+    held = map(operator.sub, map(_DEADLINE, found), map(_ORDER, found))
+    waits = map(timedelta.total_seconds, held)
+    timeout = repeat(float(queue.settings.lease_timeout))
+    return Leases(LeasedBatch(items, refs), list(map(float.__sub__, waits, timeout)))
+
+
+_AFTER_ORDER = operator.itemgetter(slice(1, None))
+_ORDER = operator.itemgetter(0)
+_SEQ = operator.itemgetter(1 + ITEM_POSITION["seq"])
+_VERSION = operator.itemgetter(1 + ITEM_POSITION["version"])
+_DEADLINE = operator.itemgetter(1 + ITEM_POSITION["lease_deadline"])
+"""Columns of a leased row: its ``available_at`` before the lease, then
+:data:`~.statements.LEASED_COLUMNS`."""
