@@ -1,8 +1,9 @@
 """querator as a user runs it: one sync ``Querator`` client per process.
 
 Each consumer process leases with ``q.lease(...)`` and completes with
-``q.complete(...)``, exactly as the README shows (a drain passes each batch to
-the next lease, ``lease(..., complete=batch)``: one round trip a batch); waiting consumers long-poll
+``q.complete(...)``, exactly as the README shows (a consumer that loops, draining
+or waiting, passes each batch to the next lease, ``lease(..., complete=batch)``:
+one round trip a batch); waiting consumers long-poll
 (``timeout``) and are woken by LISTEN/NOTIFY.
 """
 
@@ -109,15 +110,22 @@ class QueratorAgent(Agent):
     def consume(self, queue: str, batch: int, seconds: float) -> Received:
         result = Received(time.monotonic(), 0.0)
         deadline = Deadline(seconds)
+        leased: list[Leased] = []
         while (remaining := deadline.remaining()) > 0:
-            try:
+            try:  # each lease completes the previous batch (one round trip)
                 leased = self.q.lease(
-                    queue, client_id=self.client_id, batch_size=batch, timeout=remaining
+                    queue,
+                    client_id=self.client_id,
+                    batch_size=batch,
+                    timeout=remaining,
+                    complete=leased,
                 )
-            except RequestTimeout:
+            except RequestTimeout:  # the previous batch stays completed
+                leased = []
                 continue
             now = time.monotonic()
             result.samples += [(now, age_of(item.payload)) for item in leased]
+        if leased:
             self.q.complete(queue, leased)
         result.count = len(result.samples)
         result.end = time.monotonic()

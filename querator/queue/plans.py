@@ -60,21 +60,28 @@ def route_items(
     check_batch(field, len(check_sequence(field, items, "querator.Item")))
     partitions = info.settings.partitions
     routed = []
-    for index, item in enumerate(items):
-        where = f"{field}[{index}]"
+    for index, item in enumerate(items):  # a field's name is spelled only when it is wrong
         if not isinstance(item, Item):
-            raise InvalidArgument(where, f"must be a querator.Item, got {type(item).__name__}")
+            raise InvalidArgument(
+                f"{field}[{index}]", f"must be a querator.Item, got {type(item).__name__}"
+            )
         if len(item.payload) > MAX_PAYLOAD:
-            raise InvalidArgument(f"{where}.payload", f"must be at most {MAX_PAYLOAD} bytes")
+            raise InvalidArgument(
+                f"{field}[{index}].payload", f"must be at most {MAX_PAYLOAD} bytes"
+            )
         if len(item.headers) > MAX_HEADERS:
-            raise InvalidArgument(f"{where}.headers", f"must hold at most {MAX_HEADERS} entries")
-        check_instant(f"{where}.enqueue_at", item.enqueue_at)
+            raise InvalidArgument(
+                f"{field}[{index}].headers", f"must hold at most {MAX_HEADERS} entries"
+            )
+        if item.enqueue_at is not None:
+            check_instant(f"{field}[{index}].enqueue_at", item.enqueue_at)
         key = item.partition_key or item.dedup_key
-        partition = (
-            partition_for_key(key, partitions)
-            if key is not None
-            else spreader.next(info.name, partitions)
-        )
+        if key is not None:
+            partition = partition_for_key(key, partitions)
+        elif partitions == 1:
+            partition = 0
+        else:
+            partition = spreader.next(info.name, partitions)
         routed.append(
             NewItem(
                 partition=partition,

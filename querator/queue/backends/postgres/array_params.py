@@ -32,23 +32,27 @@ def int_array(values: Iterable[int]) -> str:
     return "{" + ",".join(map(int.__repr__, values)) + "}"
 
 
-def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _quoted(text: str | None) -> str:
+    if text is None:
+        return "NULL"
+    if "\\" in text or '"' in text:
+        text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text + '"'
 
 
 def text_array(values: Iterable[str | None]) -> str:
     """An array literal of texts (None: NULL). Every element is double-quoted with
     backslash and double quote escaped, so commas, braces, blanks and the word
     NULL stay text. (No NUL character: PostgreSQL text cannot hold one, and items
-    are validated before they get here.)"""
-    return "{" + ",".join("NULL" if value is None else _quoted(value) for value in values) + "}"
+    are validated before they get here.) A column of one value (every item's
+    ``kind`` is ``""``, say) is quoted once."""
+    texts = values if isinstance(values, list) else list(values)
+    if texts and texts.count(texts[0]) == len(texts):
+        return "{" + ",".join([_quoted(texts[0])] * len(texts)) + "}"
+    return "{" + ",".join(map(_quoted, texts)) + "}"
 
 
 def instant_array(values: Iterable[datetime | None]) -> str:
     """An array literal of aware instants for ``timestamptz[]`` (None: NULL), in
     ISO 8601 with their offset, which PostgreSQL reads exactly (microseconds)."""
-    return (
-        "{"
-        + ",".join("NULL" if value is None else _quoted(value.isoformat()) for value in values)
-        + "}"
-    )
+    return text_array([None if value is None else value.isoformat() for value in values])

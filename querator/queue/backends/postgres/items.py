@@ -157,7 +157,7 @@ class UnkeyedInsert:
             "now": now,
         }
         for partition, indexes in by_partition.items():
-            columns = insert_params(queue, [items[i] for i in indexes])
+            columns = insert_params(queue, [items[i] for i in indexes], keyed=False)
             prefix = stmt.unkeyed_prefix(partition)
             params.update(
                 {f"{prefix}{column.name}": columns[column.name] for column in stmt.UNKEYED}
@@ -184,9 +184,12 @@ class UnkeyedInsert:
         return ids
 
 
-def insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
-    """The bound per-item arrays (and the queue's expiry) of an insert statement."""
-    return {
+def insert_params(
+    queue: QueueInfo, items: Sequence[NewItem], *, keyed: bool = True
+) -> dict[str, Any]:
+    """The bound per-item arrays (and the queue's expiry) of an insert statement;
+    without ``dedup_key`` when not ``keyed`` (:data:`~.statements.UNKEYED`)."""
+    params = {
         "expire_timeout": float(queue.settings.expire_timeout),
         "payload": Payloads(bytes(new.payload) for new in items),
         "kind": text_array(new.kind for new in items),
@@ -196,9 +199,11 @@ def insert_params(queue: QueueInfo, items: Sequence[NewItem]) -> dict[str, Any]:
             json.dumps(dict(new.headers)) if new.headers else "{}" for new in items
         ),
         "available_at": instant_array(new.available_at for new in items),
-        "dedup_key": text_array(new.dedup_key for new in items),
         "priority": int_array(new.priority for new in items),
     }
+    if keyed:
+        params["dedup_key"] = text_array([new.dedup_key for new in items])
+    return params
 
 
 async def notify(conn: Conn, names: stmt.Names, queues: Collection[str]) -> None:
