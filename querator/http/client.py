@@ -199,16 +199,15 @@ class AsyncQuerator(
         body: dict[str, Any],
         answer: type[M],
         wait: float = 0.0,
-        json_only: bool = False,
     ) -> M:
         """POST ``body`` to ``path``, in protobuf when the client sends it and
-        the call has messages (``json_only``: a field only JSON carries)."""
+        the call has messages."""
         http = self._http
         if http is None:
             raise UsageError("the client is not open: use `async with AsyncQuerator(...)`")
         headers: dict[str, str] = {}
         inject(headers)  # the server's spans join the caller's trace
-        messages = QUERATOR_CALLS.get(path) if self._protobuf and not json_only else None
+        messages = QUERATOR_CALLS.get(path) if self._protobuf else None
         if messages is not None:
             headers |= {"Content-Type": PROTOBUF, "Accept": PROTOBUF}
             content = encode(body, messages.request)
@@ -328,7 +327,7 @@ class AsyncQuerator(
             if sent:
                 body["complete"] = sent
             try:
-                reply = await self._post("/v1/queue.lease", body, wq.LeaseReply, wait, bool(sent))
+                reply = await self._post("/v1/queue.lease", body, wq.LeaseReply, wait)
             except RequestTimeout:
                 if anyio.current_time() + LONG_POLL_MIN >= deadline:
                     raise

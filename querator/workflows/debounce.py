@@ -7,7 +7,9 @@ writes the next generation (the call's arguments, the due time pushed back to
 ``now + delay``, capped at ``first call + max_delay``) into the other slot
 with ``depends`` on the current one, so concurrent callers serialise and the
 last write wins. Every call of one window gets the same run id, fixed when
-the window opens.
+the window opens. A call that read the window as absent may find, once it has
+written, a newer generation of a window opened meanwhile (its first slot was
+free again): it deletes its own and joins that one.
 
 :func:`start_due` leases windows that came due and, in one transaction,
 completes the window and stores the run (its meta and first wake): a worker
@@ -174,9 +176,15 @@ async def debounced_start(aq: AsyncQueueClient, meta: RunMeta, debounce: Debounc
                 await transact_creating(aq, [], {DEBOUNCE_QUEUE: [produced]})
         except Conflict:
             continue
-        mine = [p for p in await _read(aq, base) if p[1].token == token]
+        found = await _read(aq, base)
+        mine = [item for item, w in found if w.token == token]
         if not mine:
             continue  # another caller filled the slot first: try again on top of theirs
+        if found[0][1].run_id != run_id:
+            # Read as absent, the window opened and moved on to its other slot
+            # before this call filled the free one: this window is an orphan.
+            await _discard(aq, mine[0])
+            continue
         if current is not None:
             await _discard(aq, current[0])
         return run_id

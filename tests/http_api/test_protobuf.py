@@ -116,6 +116,30 @@ def test_a_protobuf_client_creates_produces_leases_completes_and_retries(
     assert (partition.total, partition.totalLeased) == (2, 1)
 
 
+def test_a_protobuf_lease_completes_the_items_it_names_first(http: httpx.Client) -> None:
+    name = f"pb-loop-{secrets.token_hex(3)}"
+    assert post(http, "/v1/queues.create", pq.QueueInfo(queueName=name), BOTH).status_code == 200
+    items = [pq.QueueProduceItem(utf8=f"job {n}") for n in range(3)]
+    produce = pq.QueueProduceRequest(queueName=name, requestTimeout="5s", items=items)
+    assert post(http, "/v1/queue.produce", produce, BOTH).status_code == 200
+    extras = {**BOTH, "Querator-Extras": "true"}
+    lease = pq.QueueLeaseRequest(queueName=name, batchSize=2, clientId="w", requestTimeout="5s")
+    first = pq.QueueLeaseResponse.FromString(post(http, "/v1/queue.lease", lease, extras).content)
+    held = [pq.ItemRef(id=item.id, version=item.version) for item in first.items]
+    lease.complete.extend(held)
+
+    second = pq.QueueLeaseResponse.FromString(post(http, "/v1/queue.lease", lease, extras).content)
+
+    assert [item.bytes for item in second.items] == [b"job 2"]
+    stats = pq.QueueStatsResponse.FromString(
+        post(http, "/v1/queue.stats", pq.QueueStatsRequest(queueName=name), BOTH).content
+    )
+    assert stats.logicalQueues[0].partitions[0].total == 1
+    again = post(http, "/v1/queue.lease", lease, BOTH)
+    assert again.status_code == 400
+    assert "does not exist" in Reply.FromString(again.content).message
+
+
 def test_a_protobuf_request_gets_json_with_querators_fields_only(http: httpx.Client) -> None:
     name = f"pb-json-{secrets.token_hex(3)}"
     assert post(http, "/v1/queues.create", pq.QueueInfo(queueName=name), SEND).json()["code"] == 200

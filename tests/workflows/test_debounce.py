@@ -6,13 +6,17 @@ import math
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
 import pytest
 
 from querator import Querator
 from querator.errors import InvalidArgument
-from querator.workflows import start
+from querator.queue.models import StoredItem
+from querator.queue.service import AsyncQueueClient
+from querator.workflows import start, start_async
 from querator.workflows.debounce import DEBOUNCE_QUEUE, Debounce, start_due
 from querator.workflows.keys import RESULTS_QUEUE, meta_key
 from querator.workflows.stored import RunMeta
@@ -59,6 +63,50 @@ def test_max_delay_starts_a_never_ending_burst(q: Querator) -> None:
         time.sleep(0.05)  # a caller that keeps calling, faster than the delay
     assert started == 1
     assert q.lookup(RESULTS_QUEUE, [meta_key(first.run_id)])
+
+
+async def _late_opener_and_a_burst(
+    aq: AsyncQueueClient, bounce: Debounce, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """A caller reads the window as absent; before it writes, another caller
+    opens the window and moves it on (two calls: its first slot is free again).
+    The run ids the calls got, the late opener's last."""
+    real = aq.lookup
+    has_read, burst_done = anyio.Event(), anyio.Event()
+
+    async def lookup(queue: str, dedup_keys: Sequence[str]) -> dict[str, StoredItem]:
+        try:
+            return await real(queue, dedup_keys)  # QueueNotFound before the first window
+        finally:
+            if queue == DEBOUNCE_QUEUE and not has_read.is_set():
+                has_read.set()
+                await burst_done.wait()  # the late opener's view is stale from here on
+
+    monkeypatch.setattr(aq, "lookup", lookup)
+    ids: list[str] = []
+
+    async def late() -> None:
+        handle = await start_async(aq, checkout, Order(id="late", cents=0), debounce=bounce)
+        ids.append(handle.run_id)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(late)
+        await has_read.wait()
+        for n in range(2):
+            handle = await start_async(aq, checkout, Order(id=f"on-{n}", cents=n), debounce=bounce)
+            ids.insert(0, handle.run_id)
+        burst_done.set()
+    return ids
+
+
+def test_a_caller_whose_window_opened_meanwhile_joins_it(
+    q: Querator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bounce = Debounce(key="late", delay=30)
+    ids = q.call(_late_opener_and_a_burst, q.aio, bounce, monkeypatch)
+    assert len(set(ids)) == 1, ids  # the late caller joined the open window
+    (window,) = q.list_items(DEBOUNCE_QUEUE)  # and left no window of its own
+    assert window.reference == ids[0]
 
 
 @pytest.mark.parametrize(

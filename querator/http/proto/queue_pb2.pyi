@@ -72,18 +72,20 @@ class QueueProduceResponse(_message.Message):
     def __init__(self, code: _Optional[int] = ..., codeText: _Optional[str] = ..., message: _Optional[str] = ..., details: _Optional[_Mapping[str, str]] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueueLeaseRequest(_message.Message):
-    __slots__ = ("queueName", "batchSize", "clientId", "requestTimeout", "kinds")
+    __slots__ = ("queueName", "batchSize", "clientId", "requestTimeout", "kinds", "complete")
     QUEUENAME_FIELD_NUMBER: _ClassVar[int]
     BATCHSIZE_FIELD_NUMBER: _ClassVar[int]
     CLIENTID_FIELD_NUMBER: _ClassVar[int]
     REQUESTTIMEOUT_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
     queueName: str
     batchSize: int
     clientId: str
     requestTimeout: str
     kinds: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, queueName: _Optional[str] = ..., batchSize: _Optional[int] = ..., clientId: _Optional[str] = ..., requestTimeout: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ...) -> None: ...
+    complete: _containers.RepeatedCompositeFieldContainer[ItemRef]
+    def __init__(self, queueName: _Optional[str] = ..., batchSize: _Optional[int] = ..., clientId: _Optional[str] = ..., requestTimeout: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., complete: _Optional[_Iterable[_Union[ItemRef, _Mapping]]] = ...) -> None: ...
 
 class QueueLeaseItem(_message.Message):
     __slots__ = ("encoding", "kind", "reference", "id", "attempts", "leaseDeadline", "bytes", "version", "queue", "partition", "clientId", "availableAt", "expireDeadline", "createdAt", "headers", "dedupKey", "sourceId", "priority")

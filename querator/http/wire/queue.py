@@ -66,10 +66,10 @@ class LeaseRequest(WireModel):
     client_id: str = Field(default="", validate_default=True)
     request_timeout: RequestTimeout = Field(default=0.0, validate_default=True)
     kinds: list[str] | None = None
-    """querator's extension: lease only items of these kinds (JSON only)."""
+    """querator's extension: lease only items of these kinds (field 100)."""
     complete: list[ItemRef] = Field(default_factory=list)
     """querator's extension: leased items with versions to complete first, all
-    or nothing, before the lease looks (JSON only)."""
+    or nothing, before the lease looks (field 101)."""
 
     @field_validator("client_id")
     @classmethod
