@@ -64,10 +64,10 @@ RELEASE_TIMEOUT = 1.0
 store must not hold up its exit: the entry's lease ends by itself)."""
 
 
-def sweep_pause(took: float) -> float:
+def sweep_pause(took: float, rest: float = SWEEP_REST) -> float:
     """Seconds to wait after a retention sweep that took ``took`` seconds and
-    found runs due, before the next (see :data:`SWEEP_REST`)."""
-    return max(SWEEP_PAUSE, SWEEP_REST * took)
+    found runs due, before the next: ``rest`` times it (see :data:`SWEEP_REST`)."""
+    return max(SWEEP_PAUSE, rest * took)
 
 
 class Heartbeat:
