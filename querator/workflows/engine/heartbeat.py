@@ -66,10 +66,10 @@ RELEASE_TIMEOUT = 1.0
 store must not hold up its exit: the entry's lease ends by itself)."""
 
 
-def sweep_pause(took: float, rest: float = SWEEP_REST) -> float:
+def sweep_pause(took: float, rest: float | None = None) -> float:
     """Seconds to wait after a retention sweep that took ``took`` seconds and
-    found runs due, before the next: ``rest`` times it (see :data:`SWEEP_REST`)."""
-    return max(SWEEP_PAUSE, rest * took)
+    found runs due, before the next: ``rest`` times it (default :data:`SWEEP_REST`)."""
+    return max(SWEEP_PAUSE, (SWEEP_REST if rest is None else rest) * took)
 
 
 class Heartbeat:
