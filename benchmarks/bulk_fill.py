@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import anyio
 import psycopg
@@ -18,6 +17,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from psycopg import sql
 
 from querator import AsyncQuerator, Item
+from querator.queue.backends.namespaces import DEFAULT_SCHEMA
+from querator.queue.backends.postgres.dsn import split_dsn
 
 BATCH = 1_000
 PARALLEL = 4
@@ -58,10 +59,9 @@ async def bulk_produce(
 def analyze(url: str) -> None:
     """``ANALYZE`` the store's tables, as autovacuum soon does after a bulk load
     (before it, the planner has no statistics and the gauges no estimate)."""
-    parts = urlsplit(url)
-    schema = dict(parse_qsl(parts.query)).get("schema", "public")
-    dsn = urlunsplit(parts._replace(query=""))
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    target = split_dsn(url, DEFAULT_SCHEMA)  # not ``public``
+    schema = target.schema
+    with psycopg.connect(target.conninfo, autocommit=True) as conn:
         tables = conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
         ).fetchall()

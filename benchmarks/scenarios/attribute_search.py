@@ -65,7 +65,8 @@ def run_items(n: int) -> list[Item]:
     )
 
 
-async def _fill(url: str, start: int, size: int) -> None:
+async def fill(url: str, start: int, size: int) -> None:
+    """Store the runs ``start .. size-1`` (:func:`run_items`)."""
     async with AsyncQuerator(url) as aq:
         await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
         await bulk_produce(aq, RESULTS_QUEUE, run_items, start, size)
@@ -100,7 +101,7 @@ def _pages(bench: Bench) -> None:
         stored = 0
         for size in sizes:
             began = time.monotonic()
-            anyio.run(_fill, dsn, stored, size)
+            anyio.run(fill, dsn, stored, size)
             stored = size
             analyze(dsn)
             bench.log(

@@ -15,10 +15,12 @@ drain), in rounds that alternate:
   ``SWEEP_BATCH`` runs each, with a retention of one second), each followed
   by the heartbeat's pause (:func:`~querator.workflows.engine.heartbeat.sweep_pause`).
 
-It reports each kind's median items/s, their ratio (the issue's bound: the
-purging drain within 10% of the quiet one), the runs purged a second while
-purging, the runs left, and the load average before and after (on a shared
-machine, read the ratio: both kinds ran under the same load, alternating).
+The rounds run in the order quiet, purging, purging, quiet, ... (a drift in the
+machine's speed falls on both kinds alike). It reports each kind's median
+items/s, their ratio (the issue's bound: the purging drain within 10% of the
+quiet one), the runs purged a second while purging, the runs left, and the
+load average before and after. :mod:`benchmarks.retention_store` runs the same
+rounds, longer, on a store filled once and kept.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -39,7 +43,7 @@ from benchmarks.scenarios.drain import drain_queue
 from benchmarks.systems import QUERATOR
 from querator import AsyncQuerator, Item, Querator, QueueSettings
 from querator.workflows.attributes import AttributesRecord
-from querator.workflows.engine.heartbeat import sweep_pause
+from querator.workflows.engine.heartbeat import SWEEP_REST, sweep_pause
 from querator.workflows.keys import RESULTS_QUEUE, RESULTS_SETTINGS, meta_key, result_key, step_key
 from querator.workflows.retention import sweep_retention_async
 from querator.workflows.stored import (
@@ -54,8 +58,8 @@ from querator.workflows.stored import (
 SCENARIO = "retention_drain"
 CONSUMERS = 2
 BATCH = 10
-ROUNDS = 3
-"""Quiet and purging drains, alternating: this many of each."""
+ROUNDS = 4
+"""Quiet and purging drains, alternating: this many of each (:func:`drain_rounds`)."""
 WORKFLOW = "bench.kept"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -87,19 +91,24 @@ def run_items(n: int) -> list[Item]:
     )
 
 
-async def _fill(url: str, size: int) -> None:
+async def fill(url: str, start: int, size: int) -> None:
+    """Store the finished runs ``start .. size-1`` (:func:`run_items`)."""
     async with AsyncQuerator(url) as aq:
         await aq.create_queue(RESULTS_QUEUE, RESULTS_SETTINGS, exist_ok=True)
-        await bulk_produce(aq, RESULTS_QUEUE, run_items, 0, size)
+        await bulk_produce(aq, RESULTS_QUEUE, run_items, start, size)
 
 
 class Purger:
-    """Retention sweeps back to back on a thread, until stopped."""
+    """Retention sweeps back to back on a thread, until stopped: each followed by
+    :func:`~querator.workflows.engine.heartbeat.sweep_pause` with ``rest``."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, rest: float = SWEEP_REST) -> None:
         self.url = url
+        self.rest = rest
         self.purged = 0
         self.seconds = 0.0
+        self.sweeps: list[float] = []
+        """Seconds each sweep took."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -117,11 +126,73 @@ class Purger:
             while not self._stop.is_set():
                 swept = time.monotonic()
                 purged = q.call(sweep_retention_async, q.aio, {WORKFLOW: 1.0})
+                took = time.monotonic() - swept
                 self.purged += purged
                 if not purged:
                     break  # the store is purged
-                self._stop.wait(sweep_pause(time.monotonic() - swept))
+                self.sweeps.append(took)
+                self._stop.wait(sweep_pause(took, self.rest))
         self.seconds = time.monotonic() - began
+
+
+@dataclass
+class Purging:
+    """The drains beside a purge with one pause (``rest``) and what the purges did."""
+
+    rest: float
+    rates: list[float] = field(default_factory=list)
+    """Items/s of each drain."""
+    purged: int = 0
+    seconds: float = 0.0
+    """Seconds the purges ran (beside the drains)."""
+    sweeps: list[float] = field(default_factory=list)
+    """Seconds each sweep took."""
+
+    @property
+    def pace(self) -> float:
+        """Runs purged a second while purging."""
+        return self.purged / max(self.seconds, 1e-9)
+
+
+@dataclass
+class Rounds:
+    """The drains' items/s, quiet and beside a purge with each pause."""
+
+    quiet: list[float] = field(default_factory=list)
+    purging: list[Purging] = field(default_factory=list)
+
+    def ratio(self, purging: Purging) -> float:
+        """Those purging drains' median items/s over the quiet ones'."""
+        return statistics.median(purging.rates) / statistics.median(self.quiet)
+
+
+def drain_rounds(
+    bench: Bench,
+    fleet: Fleet,
+    dsn: str,
+    count: int,
+    cycles: int,
+    rests: Sequence[float] = (SWEEP_REST,),
+) -> Rounds:
+    """``cycles`` times: a quiet drain of ``count`` items and one beside a purge
+    with each pause of ``rests``, in that order and the reverse in turn (quiet,
+    purging, purging, quiet, ... with one pause), so a drift in the machine's
+    speed falls on every kind alike."""
+    rounds = Rounds(purging=[Purging(rest) for rest in rests])
+    kinds: list[Purging | None] = [None, *rounds.purging]
+    for cycle in range(cycles):
+        for kind in kinds if cycle % 2 == 0 else kinds[::-1]:
+            if kind is None:
+                rounds.quiet.append(timed_drain(bench, fleet, dsn, count))
+                continue
+            with Purger(dsn, kind.rest) as purger:
+                kind.rates.append(timed_drain(bench, fleet, dsn, count))
+            kind.purged += purger.purged
+            kind.seconds += purger.seconds
+            kind.sweeps += purger.sweeps
+            if purger.purged == 0:
+                bench.note(f"{SCENARIO}: no run was left to purge")
+    return rounds
 
 
 def run(bench: Bench) -> None:
@@ -135,13 +206,13 @@ def _rounds(bench: Bench) -> None:
     size = bench.profile.retention_runs
     with bench.fresh_database(QUERATOR) as dsn, bench.fleet(QUERATOR, CONSUMERS, dsn) as fleet:
         began = time.monotonic()
-        anyio.run(_fill, dsn, size)
+        anyio.run(fill, dsn, 0, size)
         analyze(dsn)
         bench.log(f"  retention_drain: {size:,} runs stored ({time.monotonic() - began:.0f} s)")
         _measure(bench, fleet, dsn, size)
 
 
-def _drain(bench: Bench, fleet: Fleet, dsn: str, count: int) -> float:
+def timed_drain(bench: Bench, fleet: Fleet, dsn: str, count: int) -> float:
     """Items/s of one drain of ``count`` items in a new queue, deleted after (the
     agents' ``reset`` would drop the results queue too)."""
     queue = bench.queue_name()
@@ -155,43 +226,32 @@ def _drain(bench: Bench, fleet: Fleet, dsn: str, count: int) -> float:
 
 def _measure(bench: Bench, fleet: Fleet, dsn: str, size: int) -> None:
     load_before = os.getloadavg()
-    warm = _drain(bench, fleet, dsn, max(100, bench.profile.drain_items // 20))
+    warm = timed_drain(bench, fleet, dsn, max(100, bench.profile.drain_items // 20))
     count = bench.sized(warm, bench.profile.drain_items)
-    quiet: list[float] = []
-    purging: list[float] = []
-    purged = 0
-    seconds = 0.0
-    for _ in range(ROUNDS):
-        quiet.append(_drain(bench, fleet, dsn, count))
-        with Purger(dsn) as purger:
-            purging.append(_drain(bench, fleet, dsn, count))
-        purged += purger.purged
-        seconds += purger.seconds
-        if purger.purged == 0:
-            bench.note(f"{SCENARIO}: no run was left to purge")
+    rounds = drain_rounds(bench, fleet, dsn, count, ROUNDS)
+    [purging] = rounds.purging
     load_after = os.getloadavg()
-    ratio = statistics.median(purging) / statistics.median(quiet)
     detail = {
         "runs": size,
         "items": count,
         "consumers": CONSUMERS,
         "batch": BATCH,
-        "quiet": quiet,
-        "purging": purging,
-        "purged": purged,
+        "quiet": rounds.quiet,
+        "purging": purging.rates,
+        "purged": purging.purged,
         "load_before": load_before,
         "load_after": load_after,
     }
     case = f"drain batch={BATCH} consumers={CONSUMERS}, {size:,} finished runs stored"
     rows = (
-        (f"{case}: quiet", "items/s", "higher", quiet),
-        (f"{case}: beside a purge", "items/s", "higher", purging),
-        (f"{case}: beside a purge / quiet", "ratio", "higher", [ratio]),
-        (f"{case}: runs purged a second", "runs/s", "higher", [purged / max(seconds, 1e-9)]),
+        (f"{case}: quiet", "items/s", "higher", rounds.quiet),
+        (f"{case}: beside a purge", "items/s", "higher", purging.rates),
+        (f"{case}: beside a purge / quiet", "ratio", "higher", [rounds.ratio(purging)]),
+        (f"{case}: runs purged a second", "runs/s", "higher", [purging.pace]),
     )
     for name, metric, better, values in rows:
         bench.add(Measurement(SCENARIO, name, QUERATOR.name, metric, better, values, detail))
     bench.log(
-        f"  {SCENARIO}: {purged:,} of {size:,} runs purged in {seconds:.1f} s; "
+        f"  {SCENARIO}: {purging.purged:,} of {size:,} runs purged in {purging.seconds:.1f} s; "
         f"load average {load_before[0]:.1f} -> {load_after[0]:.1f}"
     )

@@ -134,7 +134,9 @@ def continue_as_new(*args: Any, **kwargs: Any) -> NoReturn:
     The run's end (status ``completed``, its ``RunInfo.continued_as`` naming the
     successor) and the successor's start are one transaction; the successor
     keeps the run's queue, deadline, parent and trace, and names the run in its
-    ``RunInfo.continued_from``. ``RunHandle.result()`` of any run of the chain
+    ``RunInfo.continued_from``, and starts with the search attributes the run
+    holds at the call (its start's and those ``set_attributes`` changed since).
+    ``RunHandle.result()`` of any run of the chain
     follows it to the last run's result. A loop that runs forever keeps a
     bounded history by continuing as new every so many iterations. The body's
     ``finally`` blocks run; nothing after the call does. Not in a ``@saga``
@@ -143,7 +145,7 @@ def continue_as_new(*args: Any, **kwargs: Any) -> NoReturn:
     ctx = CURRENT.get()
     if ctx is None:
         raise UsageError("continue_as_new() is called inside a workflow body only")
-    park(ContinueAsNew(args, dict(kwargs)))
+    park(ContinueAsNew(args, dict(kwargs), dict(ctx.attributes.values)))
     raise AssertionError("a body that continued as new is never resumed")  # pragma: no cover
 
 

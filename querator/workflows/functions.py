@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypedDict, TypeVar, overload
 
 from typing_extensions import Unpack
@@ -15,6 +15,7 @@ from querator.limits.concurrency import Concurrency, limit_keys
 from querator.limits.rate import RateLimit
 from querator.queue.options import check_options
 from querator.queue.validation import check_duration, check_name, check_priority
+from querator.workflows.attributes import AttributeValue, check_attributes
 from querator.workflows.codec import Codec
 from querator.workflows.cron.schedules import check_cron
 from querator.workflows.engine.context import CURRENT, ChildHandle, ChildSpec, StepHandle, Undo
@@ -311,6 +312,8 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
         self.parent_close_policy: ParentClosePolicy = "cancel"
         """Run as a child: what its parent's end does to it while it runs (see
         :meth:`with_options`)."""
+        self.child_attributes: dict[str, AttributeValue] = {}
+        """Run as a child: the search attributes it starts with (see :meth:`with_options`)."""
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -342,27 +345,48 @@ class WorkflowFunction(DurableFunction, Generic[P, R]):
             return ChildHandle(self.name, -1, self.codec, value=self.fn(*args, **kwargs))
         return ctx.spawn_child(self._spec(), args, kwargs)
 
-    def with_options(self, *, parent_close_policy: ParentClosePolicy) -> WorkflowFunction[P, R]:
+    def with_options(
+        self,
+        *,
+        parent_close_policy: ParentClosePolicy | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> WorkflowFunction[P, R]:
         """This workflow with other options for the child runs started through it
-        (``child.with_options(parent_close_policy="abandon").spawn(x)``).
+        (``child.with_options(parent_close_policy="abandon").spawn(x)``); an
+        option not given keeps its value.
 
         ``parent_close_policy`` says what becomes of the child, if it still runs,
         when its parent ends without a result (cancelled, failed, timed out):
         ``"cancel"`` (the default) cancels it, ``"abandon"`` lets it run on,
         ``"wait"`` has the parent's end wait for the child's own end (see
         :data:`~querator.workflows.stored.ParentClosePolicy`).
+
+        ``attributes``: the search attributes the child starts with. A child
+        holds none of its parent's (as in Temporal): pass those it should be
+        found by, e.g. ``attributes={"customer": "acme"}``. Checked here, as
+        ``start(attributes=...)`` checks them (:class:`InvalidArgument`).
         """
-        if parent_close_policy not in ("cancel", "abandon", "wait"):
-            raise InvalidArgument(
-                "parent_close_policy",
-                f"must be 'cancel', 'abandon' or 'wait', got {parent_close_policy!r}",
-            )
         other = copy.copy(self)
-        other.parent_close_policy = parent_close_policy
+        if parent_close_policy is not None:
+            if parent_close_policy not in ("cancel", "abandon", "wait"):
+                raise InvalidArgument(
+                    "parent_close_policy",
+                    f"must be 'cancel', 'abandon' or 'wait', got {parent_close_policy!r}",
+                )
+            other.parent_close_policy = parent_close_policy
+        if attributes is not None:
+            other.child_attributes = check_attributes(attributes)
         return other
 
     def _spec(self) -> ChildSpec:
-        return ChildSpec(self.name, self.queue, self.timeout, self.codec, self.parent_close_policy)
+        return ChildSpec(
+            self.name,
+            self.queue,
+            self.timeout,
+            self.codec,
+            self.parent_close_policy,
+            self.child_attributes,
+        )
 
     def __repr__(self) -> str:
         return f"<workflow {self.name!r}>"

@@ -78,7 +78,7 @@ SWEEP_BATCH = 100
 _PAGE = 1000
 """Items one scan reads or one delete removes."""
 _SCAN = 250
-"""Index entries read per scan while looking for runs to purge."""
+"""Index entries read per scan at most while looking for runs to purge."""
 _INDEXED: tuple[RunStatus, ...] = ("running", *FINISHED)
 MESSAGE_RETENTION = 86_400.0 * 7
 """Seconds a run's messages are kept after the run ended (then the sweep prunes them)."""
@@ -154,7 +154,9 @@ async def _purge_status(
     cursor: str | None = since_bound(prefix, before)  # started before: may have ended before
     purged = 0
     while purged < limit:
-        page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=_SCAN)
+        # as many entries as runs still wanted: each costs a lookup of its run's head
+        wanted = min(_SCAN, limit - purged)
+        page = await aq.scan_keys(RESULTS_QUEUE, prefix, after=cursor, limit=wanted)
         if not page:
             return purged
         cursor = page[-1].dedup_key

@@ -188,6 +188,9 @@ class RunRecord(StoredModel):
     by the commit that stored this record; ``result()`` follows it."""
     continued_args: str | None = None
     """The successor's encoded arguments (with :attr:`continued_as`)."""
+    continued_attributes: dict[str, AttributeValue] | None = None
+    """The successor's search attributes at its start (with :attr:`continued_as`):
+    those the run held when it continued."""
 
     def final_status(self) -> RunStatus:
         """The status this record ends the run with."""

@@ -4,10 +4,11 @@ call, or a member of a gather), and what committing it produces. Pure, no I/O.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from querator.queue.models import Item
+from querator.workflows.attributes import AttributeValue
 from querator.workflows.codec import Codec
 from querator.workflows.keys import RESULTS_QUEUE, child_key, child_run_id
 from querator.workflows.stored import (
@@ -32,14 +33,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ChildSpec:
-    """How a workflow is run as a child: its name, queue, timeout, codec, and
-    what its parent's end does to it (:data:`ParentClosePolicy`)."""
+    """How a workflow is run as a child: its name, queue, timeout, codec, what
+    its parent's end does to it (:data:`ParentClosePolicy`), and the search
+    attributes it starts with (none of its parent's unless given here)."""
 
     name: str
     queue: str | None
     timeout: float | None
     codec: Codec
     policy: ParentClosePolicy = "cancel"
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,7 @@ def child_request(
         parent=parent,
         trace=dict(trace),
         priority=priority,
+        attributes=dict(spec.attributes),
     )
     return Child(parent.position, child_run_id(parent.run_id, parent.position), meta, spec.policy)
 

@@ -152,7 +152,13 @@ def _continued(wf: WorkflowFunction[..., Any], asked: ContinueAsNew, run_id: str
         args = wf.codec.encode_args(asked.args, asked.kwargs)
     except Exception as exc:
         return RunRecord(ok=False, error=error_info(exc, with_traceback=True))
-    return RunRecord(ok=True, result="null", continued_as=successor_id(run_id), continued_args=args)
+    return RunRecord(
+        ok=True,
+        result="null",
+        continued_as=successor_id(run_id),
+        continued_args=args,
+        continued_attributes=asked.attributes,
+    )
 
 
 def finished_record(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from querator.queue.models import Item
+from querator.workflows.attributes import AttributeValue
 from querator.workflows.stored import RunMeta, RunRecord, start_items
 
 __all__ = ["ContinueAsNew", "successor_id", "successor_items"]
@@ -29,6 +30,8 @@ class ContinueAsNew:
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    """The search attributes the run held at the call: the successor's at its start."""
 
 
 def successor_id(run_id: str) -> str:
@@ -40,15 +43,19 @@ def successor_items(run_id: str, meta: RunMeta, final: RunRecord) -> dict[str, l
     """What ending run ``run_id`` (``meta``) with ``final`` starts: its successor's
     meta and start wake when ``final`` continues as new, else nothing. The
     successor keeps the workflow, queue, deadline, trace and parent (it reports
-    to the parent in the run's place), and links back (``continued_from``)."""
+    to the parent in the run's place), links back (``continued_from``), and
+    starts with the search attributes the run held when it continued (a record
+    written before they were kept: those of the run's start)."""
     if final.continued_as is None or final.continued_args is None:
         return {}
+    attributes = final.continued_attributes
     successor = meta.model_copy(
         update={
             "args": final.continued_args,
             "started_at": final.finished_at,
             "continued_from": run_id,
             "nonce": None,
+            "attributes": meta.attributes if attributes is None else attributes,
         }
     )
     return start_items(final.continued_as, successor)
