@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
-from playwright.sync_api import Browser, Dialog, Page, Route, expect
+from playwright.sync_api import Browser, Dialog, Page, expect
 from polling import wait_for
 
 from dashboard.demo_app import (
@@ -610,31 +610,6 @@ def test_selected_dead_letters_are_requeued_and_purged(site: Site, browser: Brow
     dead = site.do(site.q.list_items, f"{MAILS}-dead", limit=1000)
     assert third not in {item.id for item in dead} and fourth in {item.id for item in dead}
     assert site.do(site.q.list_items, MAILS, limit=1000) == []  # purged, not requeued
-    page.context.close()
-
-
-def test_a_page_whose_form_was_sent_stops_refreshing(site: Site, browser: Browser) -> None:
-    kept, other = site.do(bounce_mails, site.q, [f"{n}-sent-{site.backend}@x.org" for n in "ab"])
-    page = site.sign_in(browser, "write")
-    page.goto(f"/ui/queues/{MAILS}")
-    expect(page.locator("body")).to_have_attribute("data-live-state", "open")
-    held: list[Route] = []
-
-    def hold(route: Route) -> None:
-        held.append(route)  # unanswered: the page waits for it
-
-    page.route("**/requeue", hold)
-    page.locator(f"tr[data-item='{kept}'] input[type=checkbox]").check()
-    page.click("button[data-action='Requeue selected']")
-
-    expect(page.locator("body")).to_have_attribute("data-live-state", "closed")
-    expect(page.locator(f"tr[data-item='{kept}'] input[type=checkbox]")).to_be_checked()
-    with reloaded(page):
-        held[0].continue_()
-    expect(page.locator(f"tr[data-item='{kept}']")).to_have_count(0)
-    expect(page.locator(f"tr[data-item='{other}']")).to_be_visible()
-    expect(page.locator("body")).to_have_attribute("data-live-state", "open")
-    assert site.do(deliver_mails, site.q) == 1
     page.context.close()
 
 
